@@ -1,0 +1,159 @@
+// Package seckill is the buying domain: vouchers, the reservation of their
+// stock, and the rules that decide whether a shopper may buy. It declares the
+// small interfaces it needs (Stock, Queue, OrderIDs) and keeps every driver out;
+// the Redis and Kafka implementations live in subpackages.
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors of the whole platform. Every layer wraps one of these with
+// %w; the gateway maps them to HTTP in exactly one table.
+var (
+	ErrInvalidInput    = errors.New("invalid input")
+	ErrCaptchaInvalid  = errors.New("captcha invalid")
+	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrForbidden       = errors.New("forbidden")
+	ErrNotFound        = errors.New("not found")
+	ErrSoldOut         = errors.New("sold out")
+	ErrLimitExceeded   = errors.New("per-user limit exceeded")
+	ErrNotStarted      = errors.New("sale not started")
+	ErrEnded           = errors.New("sale ended")
+	ErrConflict        = errors.New("conflict")
+	ErrUsernameTaken   = errors.New("username taken")
+	ErrTooLarge        = errors.New("body too large")
+	ErrRateLimited     = errors.New("rate limited")
+	ErrUnavailable     = errors.New("unavailable")
+)
+
+// Kind is how a voucher is sold.
+type Kind string
+
+// The three voucher kinds.
+const (
+	// KindSeckill is the flash sale: reserved in Redis, persisted through Kafka.
+	KindSeckill Kind = "seckill"
+	// KindLimit is sold synchronously in PostgreSQL with a per-user limit.
+	KindLimit Kind = "limit"
+	// KindCommon is sold synchronously in PostgreSQL without a per-user limit.
+	KindCommon Kind = "common"
+)
+
+// Valid reports whether k is one of the known kinds.
+func (k Kind) Valid() bool {
+	return k == KindSeckill || k == KindLimit || k == KindCommon
+}
+
+// Limits on what an operator may create and a shopper may ask for.
+const (
+	MaxStock        = 10_000_000
+	MaxPerUserLimit = 1_000
+	MaxQuantity     = 100
+	MaxTitleLen     = 200
+	MaxRequestKey   = 64
+	MaxPriceCents   = 100_000_000_00
+)
+
+// Voucher is something on sale. StockLeft is the live figure: Redis for
+// seckill vouchers, PostgreSQL for the others.
+type Voucher struct {
+	ID              int64
+	Title           string
+	Kind            Kind
+	PriceCents      int64
+	StockTotal      int64
+	StockLeft       int64
+	PerUserLimit    int64
+	BeginAt         time.Time
+	EndAt           time.Time
+	CaptchaRequired bool
+	CreatedAt       time.Time
+}
+
+// Validate checks what an operator sent before anything is stored.
+func (v Voucher) Validate() error {
+	switch {
+	case v.Title == "" || len(v.Title) > MaxTitleLen:
+		return fmt.Errorf("%w: title must be 1 to %d bytes", ErrInvalidInput, MaxTitleLen)
+	case !v.Kind.Valid():
+		return fmt.Errorf("%w: kind must be seckill, limit or common", ErrInvalidInput)
+	case v.PriceCents < 0 || v.PriceCents > MaxPriceCents:
+		return fmt.Errorf("%w: price_cents must be 0 to %d", ErrInvalidInput, int64(MaxPriceCents))
+	case v.StockTotal < 1 || v.StockTotal > MaxStock:
+		return fmt.Errorf("%w: stock must be 1 to %d", ErrInvalidInput, MaxStock)
+	case v.PerUserLimit < 1 || v.PerUserLimit > MaxPerUserLimit:
+		return fmt.Errorf("%w: per_user_limit must be 1 to %d", ErrInvalidInput, MaxPerUserLimit)
+	case v.BeginAt.IsZero() || v.EndAt.IsZero():
+		return fmt.Errorf("%w: begin_at and end_at are required", ErrInvalidInput)
+	case !v.EndAt.After(v.BeginAt):
+		return fmt.Errorf("%w: end_at must be after begin_at", ErrInvalidInput)
+	}
+	return nil
+}
+
+// Reservation is stock held for one shopper: what the gateway puts on the
+// queue and the workers turn into an order.
+type Reservation struct {
+	OrderID    int64     `json:"order_id,string"`
+	VoucherID  int64     `json:"voucher_id,string"`
+	UserID     int64     `json:"user_id,string"`
+	Quantity   int64     `json:"quantity"`
+	RequestKey string    `json:"request_key,omitempty"`
+	ReservedAt time.Time `json:"reserved_at"`
+}
+
+// ReserveResult is what the stock said to a reservation.
+type ReserveResult struct {
+	// OrderID is the reservation's order: the new one, or on a replay of a
+	// known request key the first one.
+	OrderID int64
+	// Replayed is true when the request key was seen before and nothing new
+	// was held.
+	Replayed bool
+	// StockLeft is what was left after this reservation (or at the replay).
+	StockLeft int64
+}
+
+// ReleaseMode says which reservations a release may undo.
+type ReleaseMode int
+
+const (
+	// ReleaseAny undoes a held or persisted reservation (cancel, timeout,
+	// failure). The request key keeps pointing at the order, so a replay
+	// returns the same, now final, order.
+	ReleaseAny ReleaseMode = iota
+	// ReleaseUnsent undoes a reservation whose message never reached the
+	// queue, and forgets its request key: the attempt left no trace, so a
+	// retry is a new attempt.
+	ReleaseUnsent
+	// ReleaseIfPending undoes a reservation only while no worker has
+	// confirmed it (the reconciler's release).
+	ReleaseIfPending
+)
+
+// Stock is the fast gate: the atomic reservation and its release.
+type Stock interface {
+	// Reserve holds r.Quantity of r.VoucherID for r.UserID under r.OrderID,
+	// checking the sale window with the store's own clock, the stock and the
+	// per-user limit in one atomic step. It returns ErrSoldOut,
+	// ErrLimitExceeded, ErrNotStarted, ErrEnded or ErrNotFound (not on sale).
+	Reserve(ctx context.Context, r Reservation) (ReserveResult, error)
+	// Release gives a reservation's stock back, at most once per order. It
+	// reports whether this call released it.
+	Release(ctx context.Context, voucherID, orderID int64, mode ReleaseMode) (bool, error)
+}
+
+// Queue carries accepted reservations to the workers.
+type Queue interface {
+	// Publish returns once the message is durably written.
+	Publish(ctx context.Context, r Reservation) error
+}
+
+// OrderIDs hands out unique, time-ordered order ids.
+type OrderIDs interface {
+	Next() int64
+}
