@@ -1,0 +1,502 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Why a subscription ended, from Subscription.Err. ErrHubFull and ErrStopped
+// wrap seckill.ErrUnavailable, so the gateway's one error table maps them to
+// 503 when they happen at the handshake.
+var (
+	// ErrSlowConsumer: the subscription's buffer filled, so its client was not
+	// keeping up. It is dropped rather than allowed to hold anyone else back;
+	// the client reconnects and gets a fresh snapshot.
+	ErrSlowConsumer = errors.New("notify: subscriber too slow, buffer full")
+	// ErrReplaced: the same user opened more than MaxPerUser subscriptions and
+	// this, the oldest, made room for the newest.
+	ErrReplaced = errors.New("notify: replaced by a newer subscription of the same user")
+	// ErrHubFull: the hub already holds MaxSubscriptions.
+	ErrHubFull = fmt.Errorf("notify: too many subscriptions: %w", seckill.ErrUnavailable)
+	// ErrStopped: the hub was stopped (shutdown) before or while subscribed.
+	ErrStopped = fmt.Errorf("notify: hub stopped: %w", seckill.ErrUnavailable)
+)
+
+// Options tune a Hub. Zero values take the defaults.
+type Options struct {
+	// BufferSize is how many frames a subscription holds before its client
+	// counts as slow and is dropped. Default 64: a shopper has a handful of
+	// orders and each changes state a few times, so a healthy client never
+	// gets near it.
+	BufferSize int
+	// MaxPerUser caps one user's subscriptions (tabs, devices); opening one
+	// more ends the oldest with ErrReplaced. Default 8.
+	MaxPerUser int
+	// MaxSubscriptions caps the hub; Subscribe beyond it returns an ended
+	// subscription with ErrHubFull. Default 100000. With the two caps above,
+	// the hub's memory is bounded by MaxSubscriptions*BufferSize frames.
+	MaxSubscriptions int
+	// HealthCheckInterval is how long a quiet connection may stay silent
+	// before the hub pings Redis; a ping left unanswered for another interval
+	// means a dead connection (a half-open TCP never errors by itself), and
+	// the hub subscribes again. Default 15s.
+	HealthCheckInterval time.Duration
+	// SubscribeTimeout bounds each SUBSCRIBE until Redis confirms it.
+	// Default 5s.
+	SubscribeTimeout time.Duration
+	// Registerer receives the hub's Prometheus collectors; nil registers
+	// nothing (the collectors still count).
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() Options {
+	if o.BufferSize <= 0 {
+		o.BufferSize = 64
+	}
+	if o.MaxPerUser <= 0 {
+		o.MaxPerUser = 8
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 100_000
+	}
+	if o.HealthCheckInterval <= 0 {
+		o.HealthCheckInterval = 15 * time.Second
+	}
+	if o.SubscribeTimeout <= 0 {
+		o.SubscribeTimeout = 5 * time.Second
+	}
+	return o
+}
+
+// Backoff between attempts to subscribe again after Redis went away.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+type hubState int
+
+const (
+	hubNew hubState = iota
+	hubRunning
+	hubStopped
+)
+
+// Hub fans the fleet's order events out to the subscriptions of the buyers
+// connected to this instance. One per gateway process.
+type Hub struct {
+	rdb  redis.UniversalClient
+	log  *slog.Logger
+	opts Options
+	m    *metrics
+
+	wg sync.WaitGroup
+
+	mu     sync.Mutex
+	state  hubState
+	cancel context.CancelFunc
+	subs   map[int64][]*Subscription // by user, oldest first
+	total  int
+	ps     *redis.PubSub // the live one, so the watcher can close it
+}
+
+// NewHub returns a hub reading Channel through rdb. It does nothing until
+// Start. It fails only if opts.Registerer refuses the collectors (for
+// example, a second hub on the same registry).
+func NewHub(rdb redis.UniversalClient, log *slog.Logger, opts Options) (*Hub, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withDefaults()
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Hub{
+		rdb:  rdb,
+		log:  log.With("component", "notify"),
+		opts: opts,
+		m:    m,
+		subs: make(map[int64][]*Subscription),
+	}, nil
+}
+
+// Start subscribes to Channel and returns once Redis has confirmed it, so
+// every event published after Start returns reaches this hub. ctx bounds only
+// that first subscription (a startup timeout is fine): the hub then runs
+// until Stop, re-subscribing by itself when the connection drops, and telling
+// subscribers to resync, since pub/sub loses what was published in the gap.
+// An error means Redis did not confirm the first subscription; Start may be
+// called again.
+func (h *Hub) Start(ctx context.Context) error {
+	h.mu.Lock()
+	if h.state != hubNew {
+		h.mu.Unlock()
+		return fmt.Errorf("notify: hub already started or stopped: %w", seckill.ErrConflict)
+	}
+	h.state = hubRunning
+	h.mu.Unlock()
+
+	ps, err := h.subscribe(ctx)
+	if err != nil {
+		h.mu.Lock()
+		if h.state == hubRunning {
+			h.state = hubNew
+		}
+		h.mu.Unlock()
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.mu.Lock()
+	if h.state != hubRunning { // Stop raced Start
+		h.mu.Unlock()
+		cancel()
+		_ = ps.Close()
+		return ErrStopped
+	}
+	h.cancel = cancel
+	h.ps = ps
+	// Added under the lock, so a Stop that follows always waits for them.
+	h.wg.Add(2)
+	h.mu.Unlock()
+
+	go func() {
+		// A blocked read does not watch the context; closing the PubSub
+		// is what wakes it.
+		defer h.wg.Done()
+		<-runCtx.Done()
+		h.mu.Lock()
+		if h.ps != nil {
+			_ = h.ps.Close()
+			h.ps = nil
+		}
+		h.mu.Unlock()
+	}()
+	go func() {
+		defer h.wg.Done()
+		h.run(runCtx, ps)
+	}()
+	h.log.Info("notify hub started", "channel", Channel)
+	return nil
+}
+
+// Stop ends the hub: it closes the Redis subscription, ends every
+// subscription with ErrStopped (the gateway closes the sockets cleanly) and
+// waits for the hub's goroutines. It is safe to call more than once, and
+// without Start.
+func (h *Hub) Stop() {
+	h.mu.Lock()
+	h.state = hubStopped
+	cancel := h.cancel
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	h.wg.Wait()
+	h.closeAll(ErrStopped)
+}
+
+// subscribe opens a PubSub on Channel and waits for Redis's confirmation.
+func (h *Hub) subscribe(ctx context.Context) (*redis.PubSub, error) {
+	ps := h.rdb.Subscribe(ctx, Channel)
+	msg, err := ps.ReceiveTimeout(ctx, h.opts.SubscribeTimeout)
+	if err == nil {
+		if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
+			return ps, nil
+		}
+		err = fmt.Errorf("unexpected first message %T", msg)
+	}
+	_ = ps.Close()
+	return nil, fmt.Errorf("notify: subscribe %s: %w: %w", Channel, seckill.ErrUnavailable, err)
+}
+
+// run reads events until ctx ends, replacing the PubSub whenever it dies.
+func (h *Hub) run(ctx context.Context, ps *redis.PubSub) {
+	defer h.closeAll(ErrStopped)
+	for {
+		err := h.receive(ctx, ps)
+		_ = ps.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("notify: lost the Redis subscription; subscribing again", "err", err)
+		if ps = h.resubscribe(ctx); ps == nil {
+			return
+		}
+	}
+}
+
+// errNoPong marks a connection that did not answer a ping in time.
+var errNoPong = errors.New("no pong from Redis within the health check interval")
+
+// receive dispatches messages from ps until it fails.
+func (h *Hub) receive(ctx context.Context, ps *redis.PubSub) error {
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, h.opts.HealthCheckInterval)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				return err
+			}
+			if pinged {
+				return errNoPong
+			}
+			if err := ps.Ping(ctx); err != nil {
+				return err
+			}
+			pinged = true
+			continue
+		}
+		pinged = false // any traffic proves the connection alive
+		switch m := msg.(type) {
+		case *redis.Message:
+			h.dispatch(m.Payload)
+		case *redis.Subscription:
+			// go-redis re-subscribed on a new connection by itself.
+			if m.Kind == "subscribe" {
+				h.resynced()
+			}
+		}
+	}
+}
+
+// resubscribe retries with capped exponential backoff until a new PubSub is
+// confirmed (returned) or ctx ends (nil).
+func (h *Hub) resubscribe(ctx context.Context) *redis.PubSub {
+	backoff := minBackoff
+	for {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		ps, err := h.subscribe(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			h.log.Warn("notify: subscribe failed", "err", err, "retry_in", backoff)
+			backoff = min(backoff*2, maxBackoff)
+			continue
+		}
+		h.mu.Lock()
+		if ctx.Err() != nil { // the watcher already ran and will not close this one
+			h.mu.Unlock()
+			_ = ps.Close()
+			return nil
+		}
+		h.ps = ps
+		h.mu.Unlock()
+		h.resynced()
+		return ps
+	}
+}
+
+// resynced tells every subscription that events may have been lost while
+// the hub was not subscribed.
+func (h *Hub) resynced() {
+	h.m.reconnects.Inc()
+	h.log.Info("notify: subscribed again; asking clients to resync")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, list := range h.subs {
+		for _, s := range list {
+			select {
+			case s.resync <- struct{}{}:
+			default: // one pending signal is enough
+			}
+		}
+	}
+}
+
+// dispatch hands one event to every subscription of its buyer, without ever
+// blocking: a full buffer ends that subscription instead.
+func (h *Hub) dispatch(payload string) {
+	ev, userID, err := decodeEvent(payload)
+	if err != nil {
+		h.m.events.WithLabelValues(eventBad).Inc()
+		h.log.Warn("notify: ignoring a bad event", "err", err)
+		return
+	}
+	h.mu.Lock()
+	n := len(h.subs[userID])
+	h.mu.Unlock()
+	if n == 0 {
+		// Most events are for buyers connected elsewhere: skip the encoding.
+		h.m.events.WithLabelValues(eventNoSubscriber).Inc()
+		return
+	}
+	frame, err := encodeOrderFrame(&ev.Order)
+	if err != nil {
+		h.m.events.WithLabelValues(eventBad).Inc()
+		h.log.Warn("notify: cannot encode a frame", "err", err)
+		return
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.subs[userID]
+	if len(list) == 0 {
+		h.m.events.WithLabelValues(eventNoSubscriber).Inc()
+		return
+	}
+	h.m.events.WithLabelValues(eventDelivered).Inc()
+	var slow []*Subscription
+	for _, s := range list {
+		select {
+		case s.c <- frame:
+			h.m.pushes.Inc()
+			if !ev.At.IsZero() {
+				h.m.delay.Observe(time.Since(ev.At).Seconds())
+			}
+		default:
+			slow = append(slow, s)
+		}
+	}
+	for _, s := range slow {
+		h.m.drops.WithLabelValues(dropSlow).Inc()
+		h.log.Info("notify: dropping a slow subscriber", "user_id", userID, "buffer", h.opts.BufferSize)
+		h.endLocked(s, ErrSlowConsumer)
+	}
+}
+
+// Subscribe opens a subscription to userID's order events. It never fails
+// outright: when the hub is full or stopped, the returned subscription has
+// already ended and Err says why (ErrHubFull, ErrStopped), so the gateway
+// can answer the handshake with 503. Subscribe before reading the snapshot
+// from the store, so that no change falls between the two.
+func (h *Hub) Subscribe(userID int64) *Subscription {
+	s := &Subscription{
+		hub:    h,
+		userID: userID,
+		c:      make(chan []byte, h.opts.BufferSize),
+		done:   make(chan struct{}),
+		resync: make(chan struct{}, 1),
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.state == hubStopped:
+		s.end(ErrStopped)
+		return s
+	case h.total >= h.opts.MaxSubscriptions:
+		h.m.drops.WithLabelValues(dropRefused).Inc()
+		s.end(ErrHubFull)
+		return s
+	}
+	if list := h.subs[userID]; len(list) >= h.opts.MaxPerUser {
+		h.m.drops.WithLabelValues(dropReplaced).Inc()
+		h.endLocked(list[0], ErrReplaced)
+	}
+	h.subs[userID] = append(h.subs[userID], s)
+	h.total++
+	h.m.open.Inc()
+	return s
+}
+
+// closeAll ends every subscription with err.
+func (h *Hub) closeAll(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, list := range h.subs {
+		for _, s := range list {
+			h.endLocked(s, err)
+		}
+	}
+}
+
+// endLocked removes s from the hub and ends it. h.mu is held.
+func (h *Hub) endLocked(s *Subscription, err error) {
+	if s.ended {
+		return
+	}
+	list := h.subs[s.userID]
+	for i, x := range list {
+		if x == s {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(h.subs, s.userID)
+	} else {
+		h.subs[s.userID] = list
+	}
+	h.total--
+	h.m.open.Dec()
+	s.end(err)
+}
+
+// Subscription is one socket's feed of its user's order events.
+type Subscription struct {
+	hub    *Hub
+	userID int64
+	c      chan []byte
+	done   chan struct{}
+	resync chan struct{}
+
+	// Guarded by hub.mu: dispatch sends on c under the same lock, so c is
+	// never closed under a sender.
+	ended bool
+	err   error
+}
+
+// end closes the channels. hub.mu is held (or s was never shared).
+func (s *Subscription) end(err error) {
+	s.ended = true
+	s.err = err
+	close(s.c)
+	close(s.done)
+}
+
+// UserID is the user whose events this subscription receives.
+func (s *Subscription) UserID() int64 { return s.userID }
+
+// C yields ready-to-write text frames {"type":"order","order":{...}}. The
+// slices are shared between subscriptions: write them, never modify them.
+// C is closed when the subscription ends; frames buffered before that are
+// still read first. A reader must keep up: when BufferSize frames wait
+// unread, the subscription ends with ErrSlowConsumer.
+func (s *Subscription) C() <-chan []byte { return s.c }
+
+// Done is closed when the subscription ends, for whatever reason.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Resync receives a signal when the hub had to subscribe to Redis again,
+// so events may have been missed: the gateway should send the user's
+// snapshot again.
+func (s *Subscription) Resync() <-chan struct{} { return s.resync }
+
+// Err is why the hub ended the subscription: ErrSlowConsumer, ErrReplaced,
+// ErrHubFull or ErrStopped. It is nil while the subscription is open and
+// after the owner's own Close.
+func (s *Subscription) Err() error {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.err
+}
+
+// Close ends the subscription and frees its place. Safe to call more than
+// once and after the hub ended it.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.hub.endLocked(s, nil)
+}

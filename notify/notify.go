@@ -1,0 +1,152 @@
+// Package notify delivers order status changes to the buyers connected to
+// this instance, whichever instance made the change.
+//
+// Every transition of an order is published once on the Redis pub/sub channel
+// [Channel] by a [Publisher] (the orders workers, the sweeper, pay and cancel
+// all call it through orders' Events interface). Every gateway runs one [Hub]
+// that subscribes to that channel and fans each event out to the
+// [Subscription]s of the order's buyer, as ready-to-write WebSocket text
+// frames. The package knows nothing of HTTP or Fiber: the gateway owns the
+// socket, and reads frames from [Subscription.C].
+//
+// The order's JSON shape lives here, in [OrderJSON], and nowhere else, so an
+// order read through GET /api/v1/orders/{id} and one pushed on the socket are
+// always the same object.
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Channel is the Redis pub/sub channel carrying every order status event of
+// the fleet.
+const Channel = "seckill:events"
+
+// APIOrder is the api.md `order` object. The 64-bit ids are strings because
+// browsers lose precision above 2^53.
+type APIOrder struct {
+	OrderID     string        `json:"order_id"`
+	VoucherID   string        `json:"voucher_id"`
+	UserID      string        `json:"user_id"`
+	Quantity    int64         `json:"quantity"`
+	AmountCents int64         `json:"amount_cents"`
+	Status      orders.Status `json:"status"`
+	CreatedAt   time.Time     `json:"created_at"`
+	// PayDeadline is null while the order is only reserved: the deadline is
+	// set when the order is persisted.
+	PayDeadline *time.Time `json:"pay_deadline"`
+}
+
+// OrderJSON is the one mapping from an order to its api.md JSON object. The
+// gateway's REST answers, the socket's snapshot and the pushed events all use
+// it, so the status a shopper sees never depends on the path it came by.
+// Times are in UTC.
+func OrderJSON(o orders.Order) APIOrder {
+	a := APIOrder{
+		OrderID:     strconv.FormatInt(o.ID, 10),
+		VoucherID:   strconv.FormatInt(o.VoucherID, 10),
+		UserID:      strconv.FormatInt(o.UserID, 10),
+		Quantity:    o.Quantity,
+		AmountCents: o.AmountCents,
+		Status:      o.Status,
+		CreatedAt:   o.CreatedAt.UTC(),
+	}
+	if !o.PayDeadline.IsZero() {
+		d := o.PayDeadline.UTC()
+		a.PayDeadline = &d
+	}
+	return a
+}
+
+// Frame types of the socket protocol (api.md, "WebSocket messages").
+const (
+	// FrameOrder carries one order: a snapshot entry or a status change.
+	FrameOrder = "order"
+	// FramePing is what a client may send to check the connection.
+	FramePing = "ping"
+	// FramePong answers a client's ping.
+	FramePong = "pong"
+)
+
+// PongFrame is the ready-to-write answer to a client's {"type":"ping"}.
+const PongFrame = `{"type":"pong"}`
+
+// Frame is one JSON object of the socket protocol, one per text frame.
+type Frame struct {
+	Type  string    `json:"type"`
+	Order *APIOrder `json:"order,omitempty"`
+}
+
+// OrderFrame encodes the {"type":"order","order":{...}} text frame for o.
+// The gateway uses it for the snapshot it sends on connect, so snapshot
+// frames and pushed frames are byte-for-byte the same shape.
+func OrderFrame(o orders.Order) ([]byte, error) {
+	a := OrderJSON(o)
+	return encodeOrderFrame(&a)
+}
+
+func encodeOrderFrame(a *APIOrder) ([]byte, error) {
+	b, err := json.Marshal(Frame{Type: FrameOrder, Order: a})
+	if err != nil {
+		return nil, fmt.Errorf("notify: encode frame: %w", err)
+	}
+	return b, nil
+}
+
+// MaxClientMessage is the largest client message worth reading: the only one
+// the protocol has is {"type":"ping"}. The gateway should set it as the
+// socket's read limit.
+const MaxClientMessage = 512
+
+// ParseClientMessage returns the type of a message a client sent ("ping" is
+// the only one api.md defines). Anything else is ErrInvalidInput, so the
+// gateway can close the socket on garbage instead of guessing.
+func ParseClientMessage(msg []byte) (string, error) {
+	if len(msg) > MaxClientMessage {
+		return "", fmt.Errorf("%w: client message over %d bytes", seckill.ErrInvalidInput, MaxClientMessage)
+	}
+	var f struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(msg, &f); err != nil {
+		return "", fmt.Errorf("%w: client message is not JSON", seckill.ErrInvalidInput)
+	}
+	if f.Type != FramePing {
+		return "", fmt.Errorf("%w: unknown client message type %q", seckill.ErrInvalidInput, f.Type)
+	}
+	return f.Type, nil
+}
+
+// wireEvent is the JSON published on Channel: {"order": {...}, "at": ...}.
+type wireEvent struct {
+	Order APIOrder  `json:"order"`
+	At    time.Time `json:"at"`
+}
+
+// encodeEvent is the message the Publisher puts on Channel.
+func encodeEvent(e orders.Event) ([]byte, error) {
+	b, err := json.Marshal(wireEvent{Order: OrderJSON(e.Order), At: e.At.UTC()})
+	if err != nil {
+		return nil, fmt.Errorf("notify: encode event: %w", err)
+	}
+	return b, nil
+}
+
+// decodeEvent reads a message of Channel and the buyer it is for.
+func decodeEvent(payload string) (wireEvent, int64, error) {
+	var e wireEvent
+	if err := json.Unmarshal([]byte(payload), &e); err != nil {
+		return e, 0, fmt.Errorf("%w: event is not JSON: %w", seckill.ErrInvalidInput, err)
+	}
+	userID, err := strconv.ParseInt(e.Order.UserID, 10, 64)
+	if err != nil || userID <= 0 {
+		return e, 0, fmt.Errorf("%w: event has bad user_id %q", seckill.ErrInvalidInput, e.Order.UserID)
+	}
+	return e, userID, nil
+}

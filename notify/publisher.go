@@ -1,0 +1,38 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Publisher puts order status events on Channel for every instance's Hub.
+// It implements the orders package's Events interface.
+type Publisher struct {
+	rdb redis.UniversalClient
+}
+
+// NewPublisher returns a Publisher over rdb.
+func NewPublisher(rdb redis.UniversalClient) *Publisher {
+	return &Publisher{rdb: rdb}
+}
+
+// Publish sends e to every hub of the fleet. Pub/sub is fire and forget: a
+// hub that is reconnecting misses it, which is why clients take a fresh
+// snapshot when their socket (re)connects. A Redis failure is wrapped in
+// seckill.ErrUnavailable; the caller's transition has already committed, so
+// it logs and carries on rather than undoing anything.
+func (p *Publisher) Publish(ctx context.Context, e orders.Event) error {
+	msg, err := encodeEvent(e)
+	if err != nil {
+		return err
+	}
+	if err := p.rdb.Publish(ctx, Channel, msg).Err(); err != nil {
+		return fmt.Errorf("notify: publish order %d: %w: %w", e.Order.ID, seckill.ErrUnavailable, err)
+	}
+	return nil
+}
