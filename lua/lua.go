@@ -1,0 +1,40 @@
+// Package lua holds the Redis scripts, embedded, so the binary carries them
+// and the .lua files stay readable (and testable with redis-cli) on their own.
+//
+// Every script touches only the keys passed in KEYS. The voucher scripts take
+// keys that all carry the voucher's hash tag ({v<ID>}), so each runs on one
+// Redis Cluster slot. The variables are set at build time and never written.
+package lua
+
+import _ "embed"
+
+// Reserve is reserve.lua: the atomic hold of stock (window, stock, per-user
+// limit, idempotent on request key and order id).
+//
+//go:embed reserve.lua
+var Reserve string
+
+// Release is release.lua: give one reservation's stock back, at most once.
+//
+//go:embed release.lua
+var Release string
+
+// Snapshot is snapshot.lua: a consistent read of a voucher's state for drift reports.
+//
+//go:embed snapshot.lua
+var Snapshot string
+
+// Warm is warm.lua: put a voucher on sale once, refusing to overwrite a live one.
+//
+//go:embed warm.lua
+var Warm string
+
+// LeaseRenew is lease_renew.lua: compare-and-pexpire of an owned lease key.
+//
+//go:embed lease_renew.lua
+var LeaseRenew string
+
+// LeaseRelease is lease_release.lua: compare-and-delete of an owned lease key.
+//
+//go:embed lease_release.lua
+var LeaseRelease string

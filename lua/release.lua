@@ -1,0 +1,55 @@
+-- release.lua: give one reservation's stock back, at most once per order.
+--
+-- KEYS[1] seckill:{vID}:meta   KEYS[2] seckill:{vID}:buyers   KEYS[3] seckill:{vID}:reqs
+-- KEYS[4] seckill:{vID}:orders KEYS[5] seckill:{vID}:pending  KEYS[6] seckill:{vID}:user:<userID>
+-- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending, ARGV[3] the order's userID
+-- (the caller reads it from the orders hash first, because the user's set must be
+-- named in KEYS; a mismatch is an error, never a release of someone else's set).
+--
+-- Returns 1 released, 0 nothing to release (unknown order, or already released),
+-- 2 not released because a worker already confirmed it (mode ifpending only).
+--
+-- The order's entry becomes the tombstone "x": a second release finds nothing,
+-- and a late retry of the same reserve can never hold again. Mode unsent also
+-- forgets the request key (the attempt never reached the queue, so a retry of
+-- the same key is a new attempt); the other modes keep it, so a replay answers
+-- with the same, now final, order.
+
+local oid, mode, user = ARGV[1], ARGV[2], ARGV[3]
+if mode ~= 'any' and mode ~= 'unsent' and mode ~= 'ifpending' then
+  return redis.error_reply('ERR release.lua: bad mode')
+end
+
+local entry = redis.call('HGET', KEYS[4], oid)
+if not entry or entry == 'x' then
+  return 0
+end
+local u, q, _, k = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
+local qty = tonumber(q)
+if not qty then
+  return redis.error_reply('ERR release.lua: corrupt orders entry')
+end
+if u ~= user then
+  return redis.error_reply('ERR release.lua: order belongs to another user')
+end
+if mode == 'ifpending' and not redis.call('ZSCORE', KEYS[5], oid) then
+  return 2
+end
+
+-- A voucher taken off sale has no meta; do not resurrect a half meta hash.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'stock', qty)
+end
+if redis.call('HINCRBY', KEYS[2], u, -qty) <= 0 then
+  redis.call('HDEL', KEYS[2], u)
+end
+redis.call('HSET', KEYS[4], oid, 'x')
+redis.call('ZREM', KEYS[5], oid)
+redis.call('SREM', KEYS[6], oid)
+if mode == 'unsent' and k ~= '' then
+  local field = u .. ':' .. k
+  if redis.call('HGET', KEYS[3], field) == oid then
+    redis.call('HDEL', KEYS[3], field)
+  end
+end
+return 1

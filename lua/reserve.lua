@@ -1,0 +1,89 @@
+-- reserve.lua: hold stock of one seckill voucher for one shopper, atomically.
+--
+-- KEYS[1] seckill:{vID}:meta          hash: stock, total, begin_ms, end_ms, limit, price
+-- KEYS[2] seckill:{vID}:buyers        hash: userID -> quantity held or bought
+-- KEYS[3] seckill:{vID}:reqs          hash: "userID:requestKey" -> orderID
+-- KEYS[4] seckill:{vID}:orders        hash: orderID -> "userID:qty:reservedAtMs:requestKey" | "x"
+-- KEYS[5] seckill:{vID}:pending       zset: orderID scored by reservedAtMs, not yet persisted
+-- KEYS[6] seckill:{vID}:user:<userID> set: the user's live order ids
+-- ARGV[1] userID, ARGV[2] orderID, ARGV[3] quantity, ARGV[4] requestKey ("" = none)
+--
+-- Returns {code, orderID, stockLeft}:
+--   0 held (or a client retry of this very call: same order, same user, same quantity, same key)
+--   1 replay: the request key or order id is known; orderID is the first order, nothing new held
+--   2 not on sale (no meta)   3 not started   4 ended   5 sold out   6 per-user limit exceeded
+--   7 the order id is taken by a different reservation (order ids are not unique: a fleet bug)
+--
+-- Every key comes from KEYS and carries the voucher's hash tag, so the script
+-- runs on one Redis Cluster slot. The window is checked with the server's TIME,
+-- never a caller's clock. Nothing is written before every check has passed, so
+-- an error part-way leaves no trace. The script is idempotent on the request
+-- key and on the order id because go-redis may send a write script twice.
+
+local user, oid, key = ARGV[1], ARGV[2], ARGV[4]
+local qty = tonumber(ARGV[3])
+if not qty or qty < 1 or qty ~= math.floor(qty) or not tonumber(user) or not tonumber(oid) then
+  return redis.error_reply('ERR reserve.lua: bad arguments')
+end
+
+local function left()
+  return tonumber(redis.call('HGET', KEYS[1], 'stock')) or 0
+end
+
+-- The answer for an attempt Redis already knows about. A retry of this very
+-- call (same order, still held, same reservation) gets its first answer, 0, so
+-- the caller goes on to queue it; anything else is a replay of the first order.
+local function known(first)
+  local entry = redis.call('HGET', KEYS[4], first)
+  if first ~= oid or not entry or entry == 'x' then
+    return {1, first, left()}
+  end
+  local u, q, _, k = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
+  if u ~= user or tonumber(q) ~= qty or k ~= key then
+    return {7, first, left()}
+  end
+  return {0, first, left()}
+end
+
+local reqField = user .. ':' .. key
+if key ~= '' then
+  local first = redis.call('HGET', KEYS[3], reqField)
+  if first then
+    return known(first)
+  end
+end
+if redis.call('HEXISTS', KEYS[4], oid) == 1 then
+  return known(oid)
+end
+
+local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'limit')
+local stock, beginMs, endMs, limit = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[4])
+if not (stock and beginMs and endMs and limit) then
+  return {2, 0, stock or 0}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < beginMs then
+  return {3, 0, stock}
+end
+if now >= endMs then
+  return {4, 0, stock}
+end
+if stock < qty then
+  return {5, 0, stock}
+end
+local bought = tonumber(redis.call('HGET', KEYS[2], user)) or 0
+if bought + qty > limit then
+  return {6, 0, stock}
+end
+
+stock = redis.call('HINCRBY', KEYS[1], 'stock', -qty)
+redis.call('HINCRBY', KEYS[2], user, qty)
+if key ~= '' then
+  redis.call('HSET', KEYS[3], reqField, oid)
+end
+redis.call('HSET', KEYS[4], oid, user .. ':' .. qty .. ':' .. now .. ':' .. key)
+redis.call('ZADD', KEYS[5], now, oid)
+redis.call('SADD', KEYS[6], oid)
+return {0, oid, stock}

@@ -1,0 +1,20 @@
+-- warm.lua: put a seckill voucher on sale by writing its meta hash, once.
+--
+-- KEYS[1] seckill:{vID}:meta
+-- ARGV stock, total, begin_ms, end_ms, limit, price
+-- Returns 1 written, 0 already on sale with the same total, window, limit and
+-- price (a retried warm: the live stock is kept), -1 on sale with other values
+-- (refused: overwriting the stock of a voucher that is selling would oversell).
+
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local cur = redis.call('HMGET', KEYS[1], 'total', 'begin_ms', 'end_ms', 'limit', 'price')
+  for i = 1, 5 do
+    if cur[i] ~= ARGV[i + 1] then
+      return -1
+    end
+  end
+  return 0
+end
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'total', ARGV[2], 'begin_ms', ARGV[3],
+  'end_ms', ARGV[4], 'limit', ARGV[5], 'price', ARGV[6])
+return 1

@@ -1,0 +1,139 @@
+package redisstock_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// keySlot is Redis Cluster's HASH_SLOT: CRC16 (XMODEM) of the hash tag, or of
+// the whole key when it has none, modulo 16384.
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+func voucherKeyList(id int64, users ...int64) []string {
+	k := redisstock.VoucherKeys(id)
+	keys := []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending}
+	for _, u := range users {
+		keys = append(keys, k.User(u))
+	}
+	return keys
+}
+
+func TestVoucherKeysShareOneSlot(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, uint16(12182), keySlot("foo"), "CRC16 matches Redis's")
+	require.Equal(t, keySlot("{user1000}.following"), keySlot("{user1000}.followers"))
+	for _, id := range []int64{1, 42, 9_999_999_999} {
+		keys := voucherKeyList(id, 1, 77, 123456789)
+		for _, key := range keys {
+			require.Contains(t, key, "{v", key)
+			require.Equal(t, keySlot(keys[0]), keySlot(key), key)
+		}
+	}
+	require.NotEqual(t, keySlot(redisstock.VoucherKeys(1).Meta), keySlot(redisstock.VoucherKeys(2).Meta),
+		"vouchers spread over slots")
+}
+
+// TestRedisCluster runs every operation through a ClusterClient against a
+// one-node Redis Cluster, which refuses any command or script whose keys span
+// slots (CROSSSLOT), and checks the server's own CLUSTER KEYSLOT.
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	addr, stop, err := startRedis(dir, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf")
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	require.NoError(t, admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	require.Eventually(t, func() bool {
+		info, err := admin.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	for _, key := range voucherKeyList(42, 7) {
+		slot, err := admin.ClusterKeySlot(ctx, key).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(keySlot(key)), slot, key)
+	}
+
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := redisstock.New(rdb)
+	now, err := admin.Time(ctx).Result()
+	require.NoError(t, err)
+	v1, v2 := voucher(10, 3, now.Add(-time.Minute), now.Add(time.Hour)), voucher(5, 1, now.Add(-time.Minute), now.Add(time.Hour))
+	require.NoError(t, s.Warm(ctx, v1))
+	require.NoError(t, s.Warm(ctx, v2))
+	user := next()
+	a, b := res(v1, user, 2, "k"), res(v2, user, 1, "")
+	for _, r := range []seckill.Reservation{a, b} {
+		_, err := s.Reserve(ctx, r)
+		require.NoError(t, err)
+	}
+	replay := a
+	replay.OrderID = next()
+	got, err := s.Reserve(ctx, replay)
+	require.NoError(t, err)
+	require.True(t, got.Replayed)
+
+	left, err := s.StockLeft(ctx, v1.ID, v2.ID)
+	require.NoError(t, err)
+	require.Equal(t, map[int64]int64{v1.ID: 8, v2.ID: 4}, left)
+	_, ok, err := s.Hold(ctx, b.OrderID, []int64{v1.ID, v2.ID})
+	require.NoError(t, err)
+	require.True(t, ok)
+	holds, err := s.UserHolds(ctx, user, []int64{v1.ID, v2.ID})
+	require.NoError(t, err)
+	require.Len(t, holds, 2)
+	require.NoError(t, s.Confirm(ctx, []seckill.Reservation{a, b}))
+	pend, err := s.Pending(ctx, v1.ID, time.Now().Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, pend)
+	st, err := s.ReleaseStatus(ctx, v1.ID, a.OrderID, seckill.ReleaseIfPending)
+	require.NoError(t, err)
+	require.Equal(t, redisstock.AlreadyConfirmed, st)
+	ok, err = s.Release(ctx, v1.ID, a.OrderID, seckill.ReleaseUnsent)
+	require.NoError(t, err)
+	require.True(t, ok)
+	snap, err := s.Snapshot(ctx, v1.ID)
+	require.NoError(t, err)
+	require.Equal(t, redisstock.Snapshot{OnSale: true, Left: 10, Total: 10}, snap)
+
+	require.NoError(t, s.Rebuild(ctx, redisstock.Truth{Voucher: withLeft(v2, 4), Holds: []seckill.Reservation{b}}))
+	snap, err = s.Snapshot(ctx, v2.ID)
+	require.NoError(t, err)
+	require.True(t, snap.Balanced())
+	require.Equal(t, int64(1), snap.Held)
+	require.NoError(t, s.Unwarm(ctx, v2.ID))
+	_, err = s.Reserve(ctx, res(v2, next(), 1, ""))
+	require.ErrorIs(t, err, seckill.ErrNotFound)
+	_ = os.Remove(dir + "/nodes.conf")
+}

@@ -1,0 +1,44 @@
+package redisstock
+
+import "strconv"
+
+// Keys names every Redis key of one voucher. Build them with VoucherKeys and
+// nowhere else, so no key is spelled twice. All carry the hash tag {v<ID>}, so
+// one voucher lives in one Redis Cluster slot and a script or MULTI over its
+// keys is legal in a cluster.
+type Keys struct {
+	Meta    string // hash: stock, total, begin_ms, end_ms, limit, price
+	Buyers  string // hash: userID -> quantity held or bought
+	Reqs    string // hash: "userID:requestKey" -> orderID
+	Orders  string // hash: orderID -> "userID:qty:reservedAtMs:requestKey", or "x" once released
+	Pending string // zset: orderID scored by reservedAtMs, until a worker confirms it
+	prefix  string
+}
+
+// VoucherKeys returns the keys of voucher id.
+func VoucherKeys(id int64) Keys {
+	p := "seckill:{v" + strconv.FormatInt(id, 10) + "}:"
+	return Keys{
+		Meta:    p + "meta",
+		Buyers:  p + "buyers",
+		Reqs:    p + "reqs",
+		Orders:  p + "orders",
+		Pending: p + "pending",
+		prefix:  p,
+	}
+}
+
+// User is the set of one user's live order ids for this voucher.
+func (k Keys) User(userID int64) string {
+	return k.prefix + "user:" + strconv.FormatInt(userID, 10)
+}
+
+// script is the KEYS list of reserve.lua and release.lua, in their order.
+func (k Keys) script(userID int64) []string {
+	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.User(userID)}
+}
+
+// fixed is every key of the voucher except the per-user sets.
+func (k Keys) fixed() []string {
+	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending}
+}

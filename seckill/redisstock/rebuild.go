@@ -1,0 +1,182 @@
+package redisstock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Truth is one voucher's state as PostgreSQL records it: what Rebuild writes
+// back into Redis.
+type Truth struct {
+	// Voucher gives meta: window, per-user limit, price, StockTotal, and
+	// StockLeft, what may still be sold (PostgreSQL's stock_left minus the
+	// InFlight quantities, which PostgreSQL has not decremented yet).
+	Voucher seckill.Voucher
+	// Holds are persisted orders that keep their stock (created, paid).
+	Holds []seckill.Reservation
+	// InFlight are reservations not yet persisted whose messages are still
+	// on their way to the workers; they keep their stock and go back into
+	// the pending set (scored by ReservedAt) for the reconciler to watch.
+	InFlight []seckill.Reservation
+	// Released are orders that gave their stock back (cancelled, failed).
+	// They become tombstones, and their request keys keep answering with
+	// them, as after a release in mode ReleaseAny.
+	Released []seckill.Reservation
+}
+
+// rebuildAttempts bounds the optimistic retries of Rebuild.
+const rebuildAttempts = 5
+
+// rebuildChunk bounds the fields of one HSET, so no single command is huge.
+const rebuildChunk = 1000
+
+// Rebuild replaces everything Redis knows about one voucher with t, in one
+// MULTI/EXEC under WATCH: a reserve or release that lands while Rebuild reads
+// the old keys makes it start over, and readers see either the old state or
+// the new one, never a mix. meta is written last inside the transaction.
+//
+// Rebuild cannot know about reservations PostgreSQL has never seen; the caller
+// passes them as InFlight, or rebuilds only once the queue is drained. The safe
+// order for a voucher that is still selling is: Unwarm (nothing can be
+// reserved), drain or collect what is in flight, read PostgreSQL, Rebuild.
+// After Redis lost its data there is no meta, so the voucher is already off
+// sale. t must balance: StockLeft plus the quantities of Holds and InFlight is
+// StockTotal (ErrInvalidInput otherwise); ErrConflict when the voucher kept
+// changing under every attempt.
+func (s *Store) Rebuild(ctx context.Context, t Truth) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	k := VoucherKeys(t.Voucher.ID)
+	for range rebuildAttempts {
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			old, err := s.allKeys(ctx, tx, k)
+			if err != nil {
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				writeTruth(ctx, p, k, t, old)
+				return nil
+			})
+			return err
+		}, k.fixed()...)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, seckill.ErrUnavailable) {
+				return err
+			}
+			return unavailable("rebuild", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: voucher %d changed under %d rebuild attempts; take it off sale first",
+		seckill.ErrConflict, t.Voucher.ID, rebuildAttempts)
+}
+
+// check validates t before anything is written.
+func (t Truth) check() error {
+	v := t.Voucher
+	if err := checkVoucher(v); err != nil {
+		return err
+	}
+	seen := map[int64]bool{}
+	held := int64(0)
+	for i, list := range [][]seckill.Reservation{t.Holds, t.InFlight, t.Released} {
+		for _, r := range list {
+			switch {
+			case r.VoucherID != v.ID:
+				return fmt.Errorf("%w: order %d is of voucher %d, not %d", seckill.ErrInvalidInput, r.OrderID, r.VoucherID, v.ID)
+			case r.OrderID <= 0 || r.UserID <= 0 || r.Quantity < 1:
+				return fmt.Errorf("%w: order %d needs positive ids and quantity", seckill.ErrInvalidInput, r.OrderID)
+			case len(r.RequestKey) > seckill.MaxRequestKey:
+				return fmt.Errorf("%w: order %d has a request key longer than %d", seckill.ErrInvalidInput, r.OrderID, seckill.MaxRequestKey)
+			case seen[r.OrderID]:
+				return fmt.Errorf("%w: order %d listed twice", seckill.ErrInvalidInput, r.OrderID)
+			}
+			seen[r.OrderID] = true
+			if i < 2 {
+				held += r.Quantity
+			}
+		}
+	}
+	if v.StockLeft+held != v.StockTotal {
+		return fmt.Errorf("%w: voucher %d does not balance: left %d + held %d != total %d",
+			seckill.ErrInvalidInput, v.ID, v.StockLeft, held, v.StockTotal)
+	}
+	return nil
+}
+
+// writeTruth queues the replacement of a voucher's keys (old lists the
+// existing ones, per-user sets included) by t.
+func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []string) {
+	p.Unlink(ctx, old...)
+	now := time.Now()
+	var orders, reqs []any
+	var pending []redis.Z
+	buyers := map[int64]int64{}
+	users := map[int64][]any{}
+	live := func(r seckill.Reservation) {
+		if r.ReservedAt.IsZero() {
+			r.ReservedAt = now
+		}
+		orders = append(orders, strconv.FormatInt(r.OrderID, 10), holdEntry(r))
+		buyers[r.UserID] += r.Quantity
+		users[r.UserID] = append(users[r.UserID], r.OrderID)
+	}
+	for _, r := range t.Holds {
+		live(r)
+	}
+	for _, r := range t.InFlight {
+		live(r)
+		at := r.ReservedAt
+		if at.IsZero() {
+			at = now
+		}
+		pending = append(pending, redis.Z{Score: float64(at.UnixMilli()), Member: r.OrderID})
+	}
+	for _, r := range t.Released {
+		orders = append(orders, strconv.FormatInt(r.OrderID, 10), "x")
+	}
+	for _, list := range [][]seckill.Reservation{t.Holds, t.InFlight, t.Released} {
+		for _, r := range list {
+			if r.RequestKey != "" {
+				reqs = append(reqs, strconv.FormatInt(r.UserID, 10)+":"+r.RequestKey, r.OrderID)
+			}
+		}
+	}
+	for i := 0; i < len(orders); i += 2 * rebuildChunk {
+		p.HSet(ctx, k.Orders, orders[i:min(i+2*rebuildChunk, len(orders))]...)
+	}
+	for i := 0; i < len(reqs); i += 2 * rebuildChunk {
+		p.HSet(ctx, k.Reqs, reqs[i:min(i+2*rebuildChunk, len(reqs))]...)
+	}
+	var b []any
+	for u, q := range buyers {
+		b = append(b, u, q)
+		if len(b) == 2*rebuildChunk {
+			p.HSet(ctx, k.Buyers, b...)
+			b = nil
+		}
+	}
+	if len(b) > 0 {
+		p.HSet(ctx, k.Buyers, b...)
+	}
+	for i := 0; i < len(pending); i += rebuildChunk {
+		p.ZAdd(ctx, k.Pending, pending[i:min(i+rebuildChunk, len(pending))]...)
+	}
+	for u, ids := range users {
+		p.SAdd(ctx, k.User(u), ids...)
+	}
+	p.HSet(ctx, k.Meta, "stock", t.Voucher.StockLeft, "total", t.Voucher.StockTotal,
+		"begin_ms", t.Voucher.BeginAt.UnixMilli(), "end_ms", t.Voucher.EndAt.UnixMilli(),
+		"limit", t.Voucher.PerUserLimit, "price", t.Voucher.PriceCents)
+}
