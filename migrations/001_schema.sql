@@ -37,9 +37,13 @@ CREATE TABLE voucher_buyers (
 
 -- user_id has no foreign key on purpose: tokens may come from an external
 -- identity provider, and an order never depends on a users row.
+-- voucher_id has none either: a reservation for a voucher PostgreSQL does not
+-- know (Redis warmed, then the voucher's transaction failed) must still be
+-- recorded as a failed order, so its outcome is durable and readable. The
+-- worker only creates non-failed orders for vouchers it found (a join).
 CREATE TABLE orders (
     id                    bigint      PRIMARY KEY,
-    voucher_id            bigint      NOT NULL REFERENCES vouchers (id),
+    voucher_id            bigint      NOT NULL,
     user_id               bigint      NOT NULL,
     quantity              bigint      NOT NULL CHECK (quantity > 0),
     amount_cents          bigint      NOT NULL CHECK (amount_cents >= 0),

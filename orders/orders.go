@@ -6,6 +6,8 @@ package orders
 
 import (
 	"time"
+
+	"github.com/flashsale/seckill/seckill"
 )
 
 // Status is where an order is in its life.
@@ -34,10 +36,105 @@ type Order struct {
 	AmountCents int64
 	Status      Status
 	RequestKey  string
-	CreatedAt   time.Time
-	// PayDeadline is zero until the order is persisted.
+	// ReservedAt is when the stock was held in Redis (the gateway's clock).
+	ReservedAt time.Time
+	CreatedAt  time.Time
+	// PayDeadline is zero until the order is persisted, and for failed orders.
 	PayDeadline time.Time
 	UpdatedAt   time.Time
+	// ReleasePending is true while the order is cancelled or failed in
+	// PostgreSQL but its stock is not yet back in Redis (the outbox flag).
+	ReleasePending bool
+}
+
+// OrderFromReservation is the order a live Redis hold stands for, before
+// PostgreSQL has it: status reserved, no deadline yet.
+func OrderFromReservation(r seckill.Reservation, priceCents int64) Order {
+	return Order{
+		ID:          r.OrderID,
+		VoucherID:   r.VoucherID,
+		UserID:      r.UserID,
+		Quantity:    r.Quantity,
+		AmountCents: r.Quantity * priceCents,
+		Status:      StatusReserved,
+		RequestKey:  r.RequestKey,
+		ReservedAt:  r.ReservedAt,
+		CreatedAt:   r.ReservedAt,
+		UpdatedAt:   r.ReservedAt,
+	}
+}
+
+// Outcome is what persisting one reservation did.
+type Outcome int
+
+// The outcomes of persisting a reservation.
+const (
+	// OutcomeCreated: this call created the order (stock and limit taken in
+	// PostgreSQL).
+	OutcomeCreated Outcome = iota + 1
+	// OutcomeDuplicate: the order already existed (a redelivered message, or
+	// the same order twice in one batch); nothing changed. Persisted.Order is
+	// the stored row, whatever its status now.
+	OutcomeDuplicate
+	// OutcomeFailed: the reservation can never become an order (voucher
+	// missing, sold out or limit reached in PostgreSQL, request key used by
+	// another order, invalid). It was stored as a failed order with
+	// ReleasePending set, unless it was too malformed to store at all.
+	OutcomeFailed
+)
+
+// String names the outcome for logs.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeCreated:
+		return "created"
+	case OutcomeDuplicate:
+		return "duplicate"
+	case OutcomeFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Persisted is the fate of one reservation of a batch.
+type Persisted struct {
+	Reservation seckill.Reservation
+	Outcome     Outcome
+	// Order is the stored order after the call (for a duplicate, the row as
+	// it is now, which may have moved on to paid or cancelled).
+	Order Order
+	// Reason says why an OutcomeFailed failed; it wraps a seckill sentinel
+	// (ErrNotFound, ErrSoldOut, ErrLimitExceeded, ErrConflict, ErrInvalidInput).
+	Reason error
+}
+
+// BatchResult is the fate of every reservation of a batch, in input order.
+type BatchResult struct {
+	Results []Persisted
+}
+
+// Count returns how many results had outcome o.
+func (b BatchResult) Count(o Outcome) int {
+	n := 0
+	for _, p := range b.Results {
+		if p.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Stats is what PostgreSQL knows of one voucher's sales (the admin stats
+// route adds the reserved figure from Redis).
+type Stats struct {
+	VoucherID  int64
+	StockTotal int64
+	StockLeft  int64
+	// Orders counts orders per status; every persisted status is present,
+	// zero when there are none.
+	Orders map[Status]int64
+	// Quantity sums the orders' quantities per status, like Orders.
+	Quantity map[Status]int64
 }
 
 // Event is one status change, published once per transition so every

@@ -1,0 +1,334 @@
+package kafkaq_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
+)
+
+func testLog(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func newProducer(t testing.TB, topic string) *kafkaq.Producer {
+	t.Helper()
+	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p
+}
+
+// collector is a handler that records every reservation it is given.
+type collector struct {
+	mu      sync.Mutex
+	seen    []seckill.Reservation
+	batches int
+}
+
+func (c *collector) handle(_ context.Context, batch []seckill.Reservation) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = append(c.seen, batch...)
+	c.batches++
+	return nil
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+// run starts a consumer in the background; the returned stop tears it down
+// and waits for Run to return.
+func run(t testing.TB, cfg kafkaq.ConsumerConfig, h kafkaq.Handler) (*kafkaq.Consumer, func()) {
+	t.Helper()
+	cfg.Brokers = stack.KafkaBrokers
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 20 * time.Millisecond
+	}
+	if cfg.Log == nil {
+		cfg.Log = testLog(t)
+	}
+	c, err := kafkaq.NewConsumer(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, h) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+			require.NoError(t, c.Close())
+		})
+	}
+	t.Cleanup(stop)
+	return c, stop
+}
+
+// committed returns the group's committed offset per partition.
+func committed(t testing.TB, group, topic string, partitions int32) map[int32]int64 {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(stack.KafkaBrokers, kafkaq.ConsumerGroupConfig())
+	require.NoError(t, err)
+	defer admin.Close()
+	ps := make([]int32, partitions)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+	require.NoError(t, err)
+	out := map[int32]int64{}
+	for p, b := range resp.Blocks[topic] {
+		out[p] = b.Offset
+	}
+	return out
+}
+
+func reservation(orderID, userID int64) seckill.Reservation {
+	return seckill.Reservation{OrderID: orderID, VoucherID: 7, UserID: userID, Quantity: 1,
+		ReservedAt: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+// Many goroutines publish at once; every message arrives once, and one
+// user's messages arrive in the order that user published them.
+func TestPublishConsume(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 6)
+	p := newProducer(t, topic)
+	const users, perUser = 40, 25
+
+	var wg sync.WaitGroup
+	for u := range int64(users) {
+		wg.Go(func() {
+			for i := range int64(perUser) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := p.Publish(ctx, reservation((u+1)*1000+i, u+1))
+				cancel()
+				if err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	var c collector
+	cons, _ := run(t, kafkaq.ConsumerConfig{Topic: topic, Group: "g-" + topic, MaxBatch: 50}, c.handle)
+	require.Eventually(t, func() bool { return c.count() >= users*perUser }, 30*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Len(t, c.seen, users*perUser)
+	last := map[int64]int64{}
+	for _, r := range c.seen {
+		require.Greater(t, r.OrderID, last[r.UserID], "user %d out of order", r.UserID)
+		last[r.UserID] = r.OrderID
+		require.Equal(t, int64(7), r.VoucherID)
+	}
+	require.Less(t, c.batches, users*perUser/2, "messages are batched")
+	require.Eventually(t, func() bool {
+		lag := cons.Lag()
+		var total int64
+		for _, l := range lag {
+			total += l
+		}
+		return len(lag) > 0 && total == 0
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// A poison message is skipped and committed past; it never blocks the
+// partition.
+func TestPoisonSkipped(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 1)
+	group := "g-" + topic
+	p := newProducer(t, topic)
+	ctx := context.Background()
+	require.NoError(t, p.Publish(ctx, reservation(1, 1)))
+
+	raw, err := sarama.NewSyncProducer(stack.KafkaBrokers, kafkaq.ProducerConfig())
+	require.NoError(t, err)
+	defer raw.Close()
+	for _, v := range []string{`{not json`, `{"order_id":"0","voucher_id":"7","user_id":"1"}`} {
+		_, _, err = raw.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Publish(ctx, reservation(2, 1)))
+
+	var c collector
+	_, stop := run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group}, c.handle)
+	require.Eventually(t, func() bool { return c.count() == 2 }, 30*time.Second, 10*time.Millisecond)
+	stop()
+	require.Equal(t, map[int32]int64{0: 4}, committed(t, group, topic, 1))
+
+	// Only poison left at the end of the partition: still committed past.
+	_, _, err = raw.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(`[]`)})
+	require.NoError(t, err)
+	_, stop = run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group}, c.handle)
+	require.Eventually(t, func() bool { return committed(t, group, topic, 1)[0] == 5 }, 30*time.Second, 50*time.Millisecond)
+	stop()
+	require.Equal(t, 2, c.count())
+}
+
+// A failing handler gets the same batch again until it succeeds; nothing is
+// committed before, nothing is skipped.
+func TestHandlerErrorRetried(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 1)
+	group := "g-" + topic
+	p := newProducer(t, topic)
+	for i := range int64(5) {
+		require.NoError(t, p.Publish(context.Background(), reservation(i+1, 1)))
+	}
+
+	var calls atomic.Int32
+	var mu sync.Mutex
+	var got [][]seckill.Reservation
+	handler := func(_ context.Context, batch []seckill.Reservation) error {
+		mu.Lock()
+		got = append(got, append([]seckill.Reservation(nil), batch...))
+		mu.Unlock()
+		if calls.Add(1) <= 3 {
+			return errors.New("database down")
+		}
+		return nil
+	}
+	_, stop := run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group, RetryBackoff: 20 * time.Millisecond, Linger: 100 * time.Millisecond}, handler)
+	require.Eventually(t, func() bool { return committed(t, group, topic, 1)[0] == 5 }, 30*time.Second, 20*time.Millisecond)
+	stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(got), 4)
+	for _, b := range got[1:4] {
+		require.Equal(t, got[0], b, "the same batch is retried")
+	}
+	var ids []int64
+	for _, b := range got[3:] {
+		for _, r := range b {
+			ids = append(ids, r.OrderID)
+		}
+	}
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, ids)
+}
+
+// A consumer torn down while its handler has not returned commits nothing:
+// the next member of the group gets the messages again.
+func TestNoCommitWithoutSuccess(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 2)
+	group := "g-" + topic
+	p := newProducer(t, topic)
+	for i := range int64(10) {
+		require.NoError(t, p.Publish(context.Background(), reservation(i+1, i%3+1)))
+	}
+
+	var seenA atomic.Int32
+	_, stop := run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group}, func(ctx context.Context, batch []seckill.Reservation) error {
+		seenA.Add(int32(len(batch)))
+		<-ctx.Done() // "crash": never returns success
+		return ctx.Err()
+	})
+	require.Eventually(t, func() bool { return seenA.Load() > 0 }, 30*time.Second, 10*time.Millisecond)
+	stop()
+	for part, off := range committed(t, group, topic, 2) {
+		require.LessOrEqual(t, off, int64(0), "partition %d committed without success", part)
+	}
+
+	var c collector
+	_, stop = run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group}, c.handle)
+	require.Eventually(t, func() bool { return c.count() == 10 }, 30*time.Second, 10*time.Millisecond)
+	stop()
+}
+
+func TestPublishRespectsContext(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 1)
+	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, p.Publish(ctx, reservation(1, 1)), context.Canceled)
+	require.NoError(t, p.Close())
+	require.ErrorIs(t, p.Publish(context.Background(), reservation(2, 1)), kafkaq.ErrClosed)
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	r := reservation(42, 9)
+	r.RequestKey = "k"
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"order_id":"42"`)
+	got, err := kafkaq.Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, r, got)
+	for _, bad := range []string{``, `null`, `{}`, `{"order_id":42}`, `{"order_id":"1","voucher_id":"1","user_id":"-1"}`} {
+		_, err := kafkaq.Decode([]byte(bad))
+		require.Error(t, err, bad)
+	}
+}
+
+func BenchmarkPublish(b *testing.B) {
+	topic := stack.NewTopic(b, 6)
+	p := newProducer(b, topic)
+	var n atomic.Int64
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			if err := p.Publish(context.Background(), reservation(i, i%1000+1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// A batch being handled when the consumer stops finishes and is committed
+// (within ShutdownGrace), so a clean shutdown redelivers nothing.
+func TestShutdownFinishesBatch(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 1)
+	group := "g-" + topic
+	p := newProducer(t, topic)
+	for i := range int64(3) {
+		require.NoError(t, p.Publish(context.Background(), reservation(i+1, 1)))
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	_, stop := run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group, Linger: 50 * time.Millisecond, ShutdownGrace: 5 * time.Second},
+		func(ctx context.Context, batch []seckill.Reservation) error {
+			once.Do(func() { close(started) })
+			select {
+			case <-time.After(300 * time.Millisecond): // a slow transaction
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	<-started
+	stop()
+	require.Equal(t, map[int32]int64{0: 3}, committed(t, group, topic, 1))
+}

@@ -1,0 +1,158 @@
+// Package kafkaq is the Kafka transport for reservations: a producer that
+// implements seckill.Queue and a consumer group that hands batches of
+// reservations to the workers and commits their offsets only after the
+// workers said they are persisted.
+//
+// Messages: key = user id (decimal), so one user's reservations stay in one
+// partition and in order; value = JSON of seckill.Reservation.
+package kafkaq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = errors.New("kafkaq: producer closed")
+
+// Producer publishes reservations. Many goroutines may call Publish at once:
+// their messages are batched by one async producer, and each caller waits for
+// its own message's acknowledgement by every in-sync replica.
+type Producer struct {
+	producer sarama.AsyncProducer
+	topic    string
+	log      *slog.Logger
+
+	// mu guards closed, so no Publish sends on Input after Close began
+	// (sarama panics on that).
+	mu     sync.RWMutex
+	closed bool
+	routed chan struct{}
+}
+
+// ProducerConfig returns the sarama configuration the Producer uses:
+// acknowledged by all in-sync replicas, idempotent (a retried write is not
+// duplicated by the broker), results returned per message.
+func ProducerConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0 // kfake and Kafka 2.8+ speak it
+	cfg.ClientID = "seckill-producer"
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Net.MaxOpenRequests = 1 // required by the idempotent producer
+	cfg.Producer.Retry.Max = 5
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+	cfg.Producer.Partitioner = sarama.NewHashPartitioner
+	// No linger: while one request is in flight (MaxOpenRequests=1) the next
+	// messages pile up and go out together, so batches grow with the load
+	// without delaying a lone message.
+	cfg.Producer.Flush.Frequency = 0
+	cfg.Producer.Flush.MaxMessages = 0
+	return cfg
+}
+
+// NewProducer connects to brokers and returns a Producer for topic.
+func NewProducer(brokers []string, topic string, log *slog.Logger) (*Producer, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	ap, err := sarama.NewAsyncProducer(brokers, ProducerConfig())
+	if err != nil {
+		return nil, fmt.Errorf("kafkaq: producer: %w", err)
+	}
+	p := &Producer{producer: ap, topic: topic, log: log, routed: make(chan struct{})}
+	go p.route()
+	return p, nil
+}
+
+// route hands every acknowledgement or failure to the caller waiting for it.
+// It ends when the producer is closed and both channels are drained.
+func (p *Producer) route() {
+	defer close(p.routed)
+	successes, failures := p.producer.Successes(), p.producer.Errors()
+	for successes != nil || failures != nil {
+		select {
+		case m, ok := <-successes:
+			if !ok {
+				successes = nil
+				continue
+			}
+			m.Metadata.(chan error) <- nil
+		case f, ok := <-failures:
+			if !ok {
+				failures = nil
+				continue
+			}
+			f.Msg.Metadata.(chan error) <- f.Err
+		}
+	}
+}
+
+// Publish writes r and returns once every in-sync replica has it. If ctx
+// ends first it returns ctx's error; when that happens after the message was
+// handed to the producer, the message may still be written later (the
+// caller cannot know), which the reconciler and the workers tolerate.
+func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) error {
+	value, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)
+	}
+	done := make(chan error, 1)
+	msg := &sarama.ProducerMessage{
+		Topic:    p.topic,
+		Key:      sarama.StringEncoder(strconv.FormatInt(r.UserID, 10)),
+		Value:    sarama.ByteEncoder(value),
+		Metadata: done,
+	}
+
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, ErrClosed)
+	}
+	select {
+	case p.producer.Input() <- msg:
+		p.mu.RUnlock()
+	case <-ctx.Done():
+		p.mu.RUnlock()
+		return fmt.Errorf("kafkaq: publish order %d: not sent: %w", r.OrderID, ctx.Err())
+	}
+
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kafkaq: publish order %d: no acknowledgement yet: %w", r.OrderID, ctx.Err())
+	}
+}
+
+// Close flushes what is buffered, waits for its results and disconnects.
+// Publish calls after Close return ErrClosed.
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.routed
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	// Not producer.Close: it drains the result channels itself, and the
+	// callers still waiting would never hear of their messages.
+	p.producer.AsyncClose()
+	<-p.routed
+	return nil
+}

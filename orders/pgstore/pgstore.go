@@ -1,0 +1,173 @@
+// Package pgstore is the PostgreSQL storage for users, vouchers and orders.
+// PostgreSQL is the record of the platform: the conditional statements here
+// keep stock from going below zero and users within their limit even when
+// every layer above fails.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Store reads and writes users, vouchers and orders over a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a Store over pool. The pool stays the caller's to close.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool}
+}
+
+// Pool returns the underlying pool (for health checks).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// User is a registered shopper.
+type User struct {
+	ID           int64
+	Username     string
+	PasswordHash string
+}
+
+// PostgreSQL error codes this package tells apart.
+const (
+	codeUniqueViolation = "23505"
+)
+
+// CreateUser stores a new user and returns its id. A name in use returns an
+// error wrapping seckill.ErrUsernameTaken.
+func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx,
+		`INSERT INTO users (username, password_hash) VALUES ($1, $2) RETURNING id`,
+		username, passwordHash).Scan(&id)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			switch {
+			case pgErr.Code == codeUniqueViolation:
+				return 0, fmt.Errorf("pgstore: user %q: %w", username, seckill.ErrUsernameTaken)
+			case pgErr.Code == "23514": // check_violation: the name's length
+				return 0, fmt.Errorf("pgstore: user %q: %w: %s", username, seckill.ErrInvalidInput, pgErr.Message)
+			}
+		}
+		return 0, fmt.Errorf("pgstore: create user: %w", err)
+	}
+	return id, nil
+}
+
+// UserByName returns the user called username, or an error wrapping
+// seckill.ErrNotFound.
+func (s *Store) UserByName(ctx context.Context, username string) (User, error) {
+	var u User
+	err := s.pool.QueryRow(ctx,
+		`SELECT id, username, password_hash FROM users WHERE username = $1`, username).
+		Scan(&u.ID, &u.Username, &u.PasswordHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, fmt.Errorf("pgstore: user %q: %w", username, seckill.ErrNotFound)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("pgstore: user by name: %w", err)
+	}
+	return u, nil
+}
+
+const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, per_user_limit,
+	begin_at, end_at, captcha_required, created_at`
+
+func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
+	var v seckill.Voucher
+	var kind string
+	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
+		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt)
+	v.Kind = seckill.Kind(kind)
+	v.BeginAt, v.EndAt, v.CreatedAt = v.BeginAt.UTC(), v.EndAt.UTC(), v.CreatedAt.UTC()
+	return v, err
+}
+
+// CreateVoucher validates and stores v (its ID, StockLeft and CreatedAt are
+// set by the store) in a transaction, calls beforeCommit with the stored
+// voucher, and commits only if beforeCommit returned nil. The caller warms
+// Redis in beforeCommit: if that fails the voucher does not exist anywhere
+// PostgreSQL is asked, and a Redis entry it left behind belongs to an id no
+// order can be persisted for (it ends failed). beforeCommit may be nil.
+func (s *Store) CreateVoucher(ctx context.Context, v seckill.Voucher,
+	beforeCommit func(context.Context, seckill.Voucher) error) (seckill.Voucher, error) {
+	if err := v.Validate(); err != nil {
+		return seckill.Voucher{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
+
+	stored, err := scanVoucher(tx.QueryRow(ctx, `
+		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
+			begin_at, end_at, captcha_required)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8)
+		RETURNING `+voucherColumns,
+		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired))
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(ctx, stored); err != nil {
+			return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher %d: before commit: %w", stored.ID, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher %d: commit: %w", stored.ID, err)
+	}
+	return stored, nil
+}
+
+// Voucher returns voucher id with PostgreSQL's stock_left, or an error
+// wrapping seckill.ErrNotFound.
+func (s *Store) Voucher(ctx context.Context, id int64) (seckill.Voucher, error) {
+	v, err := scanVoucher(s.pool.QueryRow(ctx, `SELECT `+voucherColumns+` FROM vouchers WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, seckill.ErrNotFound)
+	}
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, err)
+	}
+	return v, nil
+}
+
+// Vouchers returns every voucher, newest first.
+func (s *Store) Vouchers(ctx context.Context) ([]seckill.Voucher, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+voucherColumns+` FROM vouchers ORDER BY id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: vouchers: %w", err)
+	}
+	vs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (seckill.Voucher, error) { return scanVoucher(row) })
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: vouchers: %w", err)
+	}
+	return vs, nil
+}
+
+// ActiveSeckillVoucherIDs returns the ids of seckill vouchers whose sale
+// window ends after since, newest first: the vouchers that can have live
+// Redis holds when since is now minus the reservation grace period.
+func (s *Store) ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT id FROM vouchers WHERE kind = 'seckill' AND end_at > $1 ORDER BY id DESC`, since)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: active vouchers: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: active vouchers: %w", err)
+	}
+	return ids, nil
+}

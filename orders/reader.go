@@ -1,0 +1,165 @@
+package orders
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// DefaultListLimit is how many orders Reader.List returns at most.
+const DefaultListLimit = 100
+
+// ReadStore is what the Reader needs from PostgreSQL (orders/pgstore
+// implements it).
+type ReadStore interface {
+	Order(ctx context.Context, id int64) (Order, error)
+	OrdersByUser(ctx context.Context, userID int64, limit int) ([]Order, error)
+	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
+}
+
+// Holds are the live reservations in Redis (seckill/redisstock implements
+// it). Only vouchers in voucherIDs are looked at, because every Redis key is
+// per voucher.
+type Holds interface {
+	// Hold returns the live hold of orderID, if any of the vouchers has one.
+	Hold(ctx context.Context, orderID int64, voucherIDs []int64) (seckill.Reservation, bool, error)
+	// UserHolds returns the user's live holds among the vouchers.
+	UserHolds(ctx context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error)
+}
+
+// Reader answers a shopper's order reads: PostgreSQL first, and for an order
+// the workers have not persisted yet, its Redis hold as status reserved, so a
+// client never gets 404 for an order id it was just given.
+type Reader struct {
+	store  ReadStore
+	holds  Holds
+	active func(ctx context.Context) ([]int64, error)
+	limit  int
+}
+
+// NewReader returns a Reader. active lists the vouchers that can have live
+// holds (seckill vouchers on sale or recently ended).
+func NewReader(store ReadStore, holds Holds, active func(ctx context.Context) ([]int64, error)) *Reader {
+	return &Reader{store: store, holds: holds, active: active, limit: DefaultListLimit}
+}
+
+// Get returns the user's order id. An unknown order and someone else's order
+// both return an error wrapping seckill.ErrNotFound.
+func (r *Reader) Get(ctx context.Context, userID, orderID int64) (Order, error) {
+	o, found, err := r.stored(ctx, userID, orderID)
+	if err != nil || found {
+		return o, err
+	}
+	vouchers, err := r.active(ctx)
+	if err != nil {
+		return Order{}, fmt.Errorf("orders: active vouchers: %w", err)
+	}
+	hold, ok, err := r.holds.Hold(ctx, orderID, vouchers)
+	if err != nil {
+		return Order{}, fmt.Errorf("orders: hold %d: %w", orderID, err)
+	}
+	if ok && hold.UserID == userID {
+		return r.reserved(ctx, hold)
+	}
+	// The worker may have persisted (and Redis released, on failure) between
+	// the two looks: PostgreSQL has the last word.
+	o, found, err = r.stored(ctx, userID, orderID)
+	if err != nil || found {
+		return o, err
+	}
+	return Order{}, fmt.Errorf("orders: order %d: %w", orderID, seckill.ErrNotFound)
+}
+
+// stored returns the user's order from PostgreSQL; someone else's order is
+// ErrNotFound, never shown.
+func (r *Reader) stored(ctx context.Context, userID, orderID int64) (Order, bool, error) {
+	o, err := r.store.Order(ctx, orderID)
+	switch {
+	case errors.Is(err, seckill.ErrNotFound):
+		return Order{}, false, nil
+	case err != nil:
+		return Order{}, false, fmt.Errorf("orders: order %d: %w", orderID, err)
+	case o.UserID != userID:
+		return Order{}, false, fmt.Errorf("orders: order %d: %w", orderID, seckill.ErrNotFound)
+	}
+	return o, true, nil
+}
+
+func (r *Reader) reserved(ctx context.Context, h seckill.Reservation) (Order, error) {
+	price, err := r.price(ctx, h.VoucherID)
+	if err != nil {
+		return Order{}, err
+	}
+	return OrderFromReservation(h, price), nil
+}
+
+// price is the voucher's price for a reserved order's amount; a voucher
+// PostgreSQL does not know (its order will fail) shows 0.
+func (r *Reader) price(ctx context.Context, voucherID int64) (int64, error) {
+	v, err := r.store.Voucher(ctx, voucherID)
+	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
+		return 0, fmt.Errorf("orders: voucher %d: %w", voucherID, err)
+	}
+	return v.PriceCents, nil
+}
+
+// List returns the user's orders, newest first (ids are time-ordered): those
+// in PostgreSQL and the live holds not persisted yet, at most
+// DefaultListLimit.
+func (r *Reader) List(ctx context.Context, userID int64) ([]Order, error) {
+	list, err := r.store.OrdersByUser(ctx, userID, r.limit)
+	if err != nil {
+		return nil, fmt.Errorf("orders: list: %w", err)
+	}
+	vouchers, err := r.active(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orders: active vouchers: %w", err)
+	}
+	if len(vouchers) == 0 {
+		return list, nil
+	}
+	holds, err := r.holds.UserHolds(ctx, userID, vouchers)
+	if err != nil {
+		return nil, fmt.Errorf("orders: user holds: %w", err)
+	}
+	seen := make(map[int64]bool, len(list))
+	for _, o := range list {
+		seen[o.ID] = true
+	}
+	prices := map[int64]int64{}
+	for _, h := range holds {
+		if seen[h.OrderID] || h.UserID != userID {
+			continue
+		}
+		seen[h.OrderID] = true
+		// A persisted order stays held in Redis until released, and may be
+		// older than the page read above: PostgreSQL still wins.
+		o, err := r.store.Order(ctx, h.OrderID)
+		switch {
+		case err == nil:
+			if o.UserID == userID {
+				list = append(list, o)
+			}
+			continue
+		case !errors.Is(err, seckill.ErrNotFound):
+			return nil, fmt.Errorf("orders: order %d: %w", h.OrderID, err)
+		}
+		price, ok := prices[h.VoucherID]
+		if !ok {
+			if price, err = r.price(ctx, h.VoucherID); err != nil {
+				return nil, err
+			}
+			prices[h.VoucherID] = price
+		}
+		list = append(list, OrderFromReservation(h, price))
+	}
+	slices.SortFunc(list, func(a, b Order) int { return cmp.Compare(b.ID, a.ID) })
+	if len(list) > r.limit {
+		list = list[:r.limit]
+	}
+	return list, nil
+}

@@ -1,0 +1,97 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// holdMap stands in for the Redis holds (redisstock is tested against real
+// Redis): this test is about the Reader's merge with PostgreSQL.
+type holdMap map[int64]seckill.Reservation
+
+func (h holdMap) Hold(_ context.Context, orderID int64, voucherIDs []int64) (seckill.Reservation, bool, error) {
+	r, ok := h[orderID]
+	if !ok || !contains(voucherIDs, r.VoucherID) {
+		return seckill.Reservation{}, false, nil
+	}
+	return r, true, nil
+}
+
+func (h holdMap) UserHolds(_ context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error) {
+	var out []seckill.Reservation
+	for _, r := range h {
+		if r.UserID == userID && contains(voucherIDs, r.VoucherID) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func contains(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestReader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	v := newVoucher(t, store, 100, 10)
+	active := func(ctx context.Context) ([]int64, error) {
+		return store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Minute))
+	}
+
+	persisted := reservation(v.ID, 1, 2)
+	held := reservation(v.ID, 1, 3)         // newer, not persisted yet
+	othersHeld := reservation(v.ID, 2, 1)   // someone else's hold
+	othersStored := reservation(v.ID, 2, 1) // someone else's order
+	_, err := store.PersistBatch(ctx, []seckill.Reservation{persisted, othersStored}, time.Minute)
+	require.NoError(t, err)
+	// A persisted order stays held in Redis until it is released.
+	holds := holdMap{persisted.OrderID: persisted, held.OrderID: held, othersHeld.OrderID: othersHeld}
+	r := orders.NewReader(store, holds, active)
+
+	o, err := r.Get(ctx, 1, persisted.OrderID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusCreated, o.Status)
+
+	o, err = r.Get(ctx, 1, held.OrderID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusReserved, o.Status)
+	require.Equal(t, int64(300), o.AmountCents)
+	require.Equal(t, held.ReservedAt, o.CreatedAt)
+	require.True(t, o.PayDeadline.IsZero())
+
+	for _, id := range []int64{othersHeld.OrderID, othersStored.OrderID, 424242} {
+		_, err = r.Get(ctx, 1, id)
+		require.ErrorIs(t, err, seckill.ErrNotFound, id)
+	}
+
+	list, err := r.List(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, held.OrderID, list[0].ID)
+	require.Equal(t, orders.StatusReserved, list[0].Status)
+	require.Equal(t, persisted.OrderID, list[1].ID)
+	require.Equal(t, orders.StatusCreated, list[1].Status)
+
+	list, err = r.List(ctx, 3)
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	failing := orders.NewReader(store, holds, func(context.Context) ([]int64, error) { return nil, errors.New("db down") })
+	_, err = failing.Get(ctx, 1, held.OrderID)
+	require.Error(t, err)
+}

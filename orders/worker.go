@@ -1,0 +1,165 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// DefaultPayTimeout is how long a created order waits for payment.
+const DefaultPayTimeout = 15 * time.Minute
+
+// Storer is the storage the Worker needs (orders/pgstore implements it).
+type Storer interface {
+	// PersistBatch turns reservations into orders in one transaction,
+	// idempotently; see pgstore.Store.PersistBatch.
+	PersistBatch(ctx context.Context, rs []seckill.Reservation, payTimeout time.Duration) (BatchResult, error)
+	// ClearReleasePending records that these orders' stock is back in Redis.
+	ClearReleasePending(ctx context.Context, orderIDs []int64) error
+}
+
+// Confirmer tells the stock that reservations are persisted, so the
+// reconciler stops considering them (seckill/redisstock implements it).
+type Confirmer interface {
+	Confirm(ctx context.Context, rs []seckill.Reservation) error
+}
+
+// Releaser gives a reservation's stock back in Redis, at most once per order
+// (seckill/redisstock implements it; it is seckill.Stock's Release).
+type Releaser interface {
+	Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error)
+}
+
+// Events publishes order status changes to every gateway.
+type Events interface {
+	Publish(ctx context.Context, e Event) error
+}
+
+// Worker persists batches of reservations: the handler the Kafka consumer
+// calls. Every step is idempotent, so a batch may be handed to it again and
+// again (redelivery, retry after an error) and still end the same.
+type Worker struct {
+	store      Storer
+	confirmer  Confirmer
+	releaser   Releaser
+	events     Events
+	payTimeout time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// WorkerConfig holds the Worker's settings; zero fields take defaults.
+type WorkerConfig struct {
+	// PayTimeout is added to the persist time for pay_deadline
+	// (DefaultPayTimeout when zero).
+	PayTimeout time.Duration
+	Log        *slog.Logger
+}
+
+// NewWorker returns a Worker. events may be nil (no status events).
+func NewWorker(store Storer, confirmer Confirmer, releaser Releaser, events Events, cfg WorkerConfig) *Worker {
+	if cfg.PayTimeout <= 0 {
+		cfg.PayTimeout = DefaultPayTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Worker{
+		store: store, confirmer: confirmer, releaser: releaser, events: events,
+		payTimeout: cfg.PayTimeout, log: cfg.Log, now: time.Now,
+	}
+}
+
+// Handle persists batch and finishes what follows in Redis: created orders
+// are confirmed, failed ones released (then their release_pending flag
+// cleared), and a status event published for each. It returns an error when
+// PostgreSQL or Redis could not be reached; the caller retries the whole
+// batch, which is safe: a second PersistBatch reports duplicates, and the
+// Redis steps are redone for them (confirm and release are idempotent).
+//
+// Status events are at least once: a redelivered batch publishes the
+// current status again when it is created or failed, because the first attempt may have died
+// before publishing. Event publishing failures are logged, not returned: the
+// buyer also gets every non-final order when it (re)connects.
+func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	res, err := w.store.PersistBatch(ctx, batch, w.payTimeout)
+	if err != nil {
+		return fmt.Errorf("orders: worker: %w", err)
+	}
+
+	var confirm []seckill.Reservation
+	var release []Persisted
+	var events []Order
+	seen := make(map[int64]bool, len(res.Results))
+	for _, p := range res.Results {
+		if seen[p.Reservation.OrderID] {
+			continue // the same message twice in one batch: one follow-up
+		}
+		seen[p.Reservation.OrderID] = true
+		switch {
+		case p.Outcome == OutcomeFailed:
+			w.log.WarnContext(ctx, "reservation failed", "order_id", p.Reservation.OrderID,
+				"voucher_id", p.Reservation.VoucherID, "user_id", p.Reservation.UserID, "reason", p.Reason)
+			release = append(release, p)
+		case p.Order.Status == StatusFailed:
+			// A failure persisted before: its release may not have happened.
+			if p.Order.ReleasePending {
+				release = append(release, p)
+			} else {
+				events = append(events, p.Order)
+			}
+		case p.Outcome == OutcomeCreated:
+			confirm = append(confirm, p.Reservation)
+			events = append(events, p.Order)
+		default:
+			// A duplicate of an order that exists: confirming again is
+			// harmless and covers a crash between commit and confirm.
+			confirm = append(confirm, p.Reservation)
+			if p.Order.Status == StatusCreated {
+				events = append(events, p.Order)
+			}
+		}
+	}
+
+	if len(confirm) > 0 {
+		if err := w.confirmer.Confirm(ctx, confirm); err != nil {
+			return fmt.Errorf("orders: worker: confirm %d reservations: %w", len(confirm), err)
+		}
+	}
+	if len(release) > 0 {
+		released := make([]int64, 0, len(release))
+		for _, p := range release {
+			r := p.Reservation
+			if _, err := w.releaser.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseAny); err != nil {
+				return fmt.Errorf("orders: worker: release order %d: %w", r.OrderID, err)
+			}
+			released = append(released, r.OrderID)
+			o := p.Order
+			o.ReleasePending = false
+			events = append(events, o)
+		}
+		if err := w.store.ClearReleasePending(ctx, released); err != nil {
+			return fmt.Errorf("orders: worker: %w", err)
+		}
+	}
+	w.publish(ctx, events)
+	return nil
+}
+
+func (w *Worker) publish(ctx context.Context, list []Order) {
+	if w.events == nil {
+		return
+	}
+	at := w.now().UTC()
+	for _, o := range list {
+		if err := w.events.Publish(ctx, Event{Order: o, At: at}); err != nil {
+			w.log.WarnContext(ctx, "order event not published", "order_id", o.ID, "status", o.Status, "err", err)
+		}
+	}
+}

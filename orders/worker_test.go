@@ -1,0 +1,360 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// The Redis side of the worker, recorded in memory: these tests are about
+// PostgreSQL and Kafka (redisstock has its own tests against real Redis).
+type redisSide struct {
+	mu        sync.Mutex
+	confirmed map[int64]int
+	released  map[int64]int
+	events    []orders.Event
+	fail      error // returned by Confirm and Release while set
+}
+
+func newRedisSide() *redisSide {
+	return &redisSide{confirmed: map[int64]int{}, released: map[int64]int{}}
+}
+
+func (s *redisSide) Confirm(_ context.Context, rs []seckill.Reservation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	for _, r := range rs {
+		s.confirmed[r.OrderID]++
+	}
+	return nil
+}
+
+func (s *redisSide) Release(_ context.Context, _, orderID int64, mode seckill.ReleaseMode) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return false, s.fail
+	}
+	if mode != seckill.ReleaseAny {
+		return false, errors.New("unexpected release mode")
+	}
+	s.released[orderID]++
+	return s.released[orderID] == 1, nil
+}
+
+func (s *redisSide) Publish(_ context.Context, e orders.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+	return nil
+}
+
+func (s *redisSide) setFail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = err
+}
+
+func (s *redisSide) confirmedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.confirmed)
+}
+
+func (s *redisSide) eventsFor(id int64) []orders.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []orders.Status
+	for _, e := range s.events {
+		if e.Order.ID == id {
+			out = append(out, e.Order.Status)
+		}
+	}
+	return out
+}
+
+func testLog(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func newVoucher(t testing.TB, s *pgstore.Store, stock, limit int64) seckill.Voucher {
+	t.Helper()
+	now := time.Now().UTC()
+	v, err := s.CreateVoucher(context.Background(), seckill.Voucher{
+		Title: "Test voucher", Kind: seckill.KindSeckill, PriceCents: 100,
+		StockTotal: stock, PerUserLimit: limit,
+		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+	}, nil)
+	require.NoError(t, err)
+	return v
+}
+
+var nextID atomic.Int64
+
+func reservation(voucherID, userID, qty int64) seckill.Reservation {
+	return seckill.Reservation{
+		OrderID: 5_000_000 + nextID.Add(1), VoucherID: voucherID, UserID: userID, Quantity: qty,
+		ReservedAt: time.Now().UTC().Truncate(time.Microsecond),
+	}
+}
+
+func TestWorkerHandle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	v := newVoucher(t, store, 10, 2)
+	redis := newRedisSide()
+	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
+
+	good1, good2 := reservation(v.ID, 1, 1), reservation(v.ID, 2, 2)
+	bad := reservation(v.ID+100, 3, 1)
+	batch := []seckill.Reservation{good1, bad, good2}
+	require.NoError(t, w.Handle(ctx, batch))
+
+	for _, r := range []seckill.Reservation{good1, good2} {
+		o, err := store.Order(ctx, r.OrderID)
+		require.NoError(t, err)
+		require.Equal(t, orders.StatusCreated, o.Status)
+		require.WithinDuration(t, time.Now().Add(time.Minute), o.PayDeadline, 10*time.Second)
+		require.Equal(t, []orders.Status{orders.StatusCreated}, redis.eventsFor(r.OrderID))
+	}
+	o, err := store.Order(ctx, bad.OrderID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusFailed, o.Status)
+	require.False(t, o.ReleasePending, "released, so the outbox flag is cleared")
+	require.Equal(t, map[int64]int{bad.OrderID: 1}, redis.released)
+	require.Equal(t, map[int64]int{good1.OrderID: 1, good2.OrderID: 1}, redis.confirmed)
+	require.Equal(t, []orders.Status{orders.StatusFailed}, redis.eventsFor(bad.OrderID))
+
+	// Redelivered: nothing new in PostgreSQL, the Redis steps are redone
+	// idempotently, the failure is not released twice.
+	require.NoError(t, w.Handle(ctx, batch))
+	st, err := store.Stats(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), st.StockLeft)
+	require.Equal(t, int64(2), st.Orders[orders.StatusCreated])
+	require.Equal(t, map[int64]int{bad.OrderID: 1}, redis.released)
+	require.Equal(t, 2, redis.confirmed[good1.OrderID])
+}
+
+// Redis down after the transaction: the batch is returned as an error (the
+// consumer retries it), and the retry finishes the job without doubling.
+func TestWorkerRedisDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	v := newVoucher(t, store, 10, 1)
+	redis := newRedisSide()
+	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{Log: testLog(t)})
+
+	ok1, over := reservation(v.ID, 1, 1), reservation(v.ID, 1, 1) // the second passes the limit
+	batch := []seckill.Reservation{ok1, over}
+	redis.setFail(errors.New("redis down"))
+	require.Error(t, w.Handle(ctx, batch))
+	o, err := store.Order(ctx, over.OrderID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusFailed, o.Status)
+	require.True(t, o.ReleasePending, "the release is still owed")
+
+	redis.setFail(nil)
+	require.NoError(t, w.Handle(ctx, batch))
+	o, err = store.Order(ctx, over.OrderID)
+	require.NoError(t, err)
+	require.False(t, o.ReleasePending)
+	require.Equal(t, map[int64]int{over.OrderID: 1}, redis.released)
+	require.Equal(t, map[int64]int{ok1.OrderID: 1}, redis.confirmed)
+	require.Equal(t, []orders.Status{orders.StatusCreated}, redis.eventsFor(ok1.OrderID))
+	st, err := store.Stats(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), st.StockLeft)
+}
+
+// runConsumer runs a consumer of group on topic with handler until the
+// returned stop is called.
+func runConsumer(t testing.TB, topic, group string, h kafkaq.Handler) func() {
+	t.Helper()
+	c, err := kafkaq.NewConsumer(kafkaq.ConsumerConfig{
+		Brokers: stack.KafkaBrokers, Topic: topic, Group: group, Log: testLog(t),
+		RetryBackoff: 20 * time.Millisecond, ShutdownGrace: 20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, h) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+			require.NoError(t, c.Close())
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func committedTotal(t testing.TB, group, topic string, partitions int32) int64 {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(stack.KafkaBrokers, kafkaq.ConsumerGroupConfig())
+	require.NoError(t, err)
+	defer admin.Close()
+	ps := make([]int32, partitions)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+	require.NoError(t, err)
+	var total int64
+	for _, b := range resp.Blocks[topic] {
+		total += max(0, b.Offset)
+	}
+	return total
+}
+
+func countOrders(t testing.TB, store *pgstore.Store) (orders, quantity int64) {
+	t.Helper()
+	require.NoError(t, store.Pool().QueryRow(context.Background(),
+		`SELECT count(*), coalesce(sum(quantity), 0) FROM orders`).Scan(&orders, &quantity))
+	return orders, quantity
+}
+
+// The whole worker path through Kafka: duplicates create one order, an
+// unknown voucher fails only its own message, PostgreSQL alone keeps the
+// stock exact when more arrives than there is (Redis bypassed).
+func TestWorkerThroughKafka(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	const stock, buyers = 50, 80
+	v := newVoucher(t, store, stock, 1)
+	topic := stack.NewTopic(t, 6)
+	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
+	require.NoError(t, err)
+	defer p.Close()
+
+	var rs []seckill.Reservation
+	for u := range int64(buyers) {
+		rs = append(rs, reservation(v.ID, u+1, 1))
+	}
+	bad := reservation(v.ID+100, 999, 1)
+	rs = append(rs, bad)
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(func() {
+			// Every message twice, as a producer retry or a gateway replay
+			// could write it.
+			require.NoError(t, p.Publish(ctx, r))
+			require.NoError(t, p.Publish(ctx, r))
+		})
+	}
+	wg.Wait()
+
+	redis := newRedisSide()
+	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{Log: testLog(t)})
+	stop := runConsumer(t, topic, "seckill-workers", w.Handle)
+	require.Eventually(t, func() bool { return committedTotal(t, "seckill-workers", topic, 6) == int64(2*len(rs)) },
+		60*time.Second, 50*time.Millisecond)
+	stop()
+
+	n, _ := countOrders(t, store)
+	require.Equal(t, int64(len(rs)), n, "one order per reservation, duplicates ignored")
+	st, err := store.Stats(ctx, v.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.StockLeft)
+	require.Equal(t, int64(stock), st.Orders[orders.StatusCreated])
+	require.Equal(t, int64(buyers-stock), st.Orders[orders.StatusFailed])
+	o, err := store.Order(ctx, bad.OrderID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusFailed, o.Status)
+
+	redis.mu.Lock()
+	defer redis.mu.Unlock()
+	require.Len(t, redis.released, buyers-stock+1)
+	require.Len(t, redis.confirmed, stock)
+	for id, n := range redis.released {
+		require.Equal(t, 1, n, "order %d released once", id)
+	}
+}
+
+// A worker dies after its transaction committed and before the offsets were
+// committed. The next worker of the group gets the same messages: nothing is
+// lost, nothing doubled, and the Redis follow-ups are done.
+func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	const n = 120
+	v := newVoucher(t, store, 1000, 5)
+	topic := stack.NewTopic(t, 3)
+	group := "seckill-workers"
+	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
+	require.NoError(t, err)
+	defer p.Close()
+	var ids []int64
+	for i := range int64(n) {
+		r := reservation(v.ID, i%40+1, 1)
+		ids = append(ids, r.OrderID)
+		require.NoError(t, p.Publish(ctx, r))
+	}
+
+	// Worker A persists, then "crashes" before it can say so: its handler
+	// never returns nil, so no offset is committed.
+	redisA := newRedisSide()
+	wA := orders.NewWorker(store, redisA, redisA, redisA, orders.WorkerConfig{Log: testLog(t)})
+	stopA := runConsumer(t, topic, group, func(ctx context.Context, batch []seckill.Reservation) error {
+		if err := wA.Handle(ctx, batch); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return errors.New("crashed")
+	})
+	require.Eventually(t, func() bool {
+		c, _ := countOrders(t, store)
+		return c == n
+	}, 60*time.Second, 20*time.Millisecond)
+	// Every partition's first batch is persisted and hangs; let the claims
+	// settle, then tear A down.
+	stopA()
+	require.Zero(t, committedTotal(t, group, topic, 3))
+
+	redisB := newRedisSide()
+	wB := orders.NewWorker(store, redisB, redisB, redisB, orders.WorkerConfig{Log: testLog(t)})
+	stopB := runConsumer(t, topic, group, wB.Handle)
+	require.Eventually(t, func() bool { return committedTotal(t, group, topic, 3) == n }, 60*time.Second, 50*time.Millisecond)
+	stopB()
+
+	c, q := countOrders(t, store)
+	require.Equal(t, int64(n), c)
+	require.Equal(t, int64(n), q)
+	st, err := store.Stats(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000-n), st.StockLeft)
+	require.Equal(t, int64(n), st.Orders[orders.StatusCreated])
+	var buyers int64
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT sum(quantity) FROM voucher_buyers`).Scan(&buyers))
+	require.Equal(t, int64(n), buyers)
+	// B finished what A could not: every order confirmed in Redis.
+	require.Equal(t, n, redisB.confirmedCount())
+	for _, id := range ids {
+		require.NotEmpty(t, redisB.eventsFor(id))
+	}
+}
