@@ -1,0 +1,299 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// The wire shapes of api.md, as far as the tool reads them. Ids stay strings:
+// the tool only compares them.
+type (
+	apiVoucher struct {
+		ID           string    `json:"id"`
+		Title        string    `json:"title"`
+		Kind         string    `json:"kind"`
+		PriceCents   int64     `json:"price_cents"`
+		StockTotal   int64     `json:"stock_total"`
+		StockLeft    int64     `json:"stock_left"`
+		PerUserLimit int64     `json:"per_user_limit"`
+		BeginAt      time.Time `json:"begin_at"`
+		EndAt        time.Time `json:"end_at"`
+	}
+	newVoucher struct {
+		Title           string    `json:"title"`
+		Kind            string    `json:"kind"`
+		PriceCents      int64     `json:"price_cents"`
+		Stock           int64     `json:"stock"`
+		PerUserLimit    int64     `json:"per_user_limit"`
+		BeginAt         time.Time `json:"begin_at"`
+		EndAt           time.Time `json:"end_at"`
+		CaptchaRequired bool      `json:"captcha_required"`
+	}
+	apiOrder struct {
+		OrderID     string  `json:"order_id"`
+		VoucherID   string  `json:"voucher_id"`
+		UserID      string  `json:"user_id"`
+		Quantity    int64   `json:"quantity"`
+		AmountCents int64   `json:"amount_cents"`
+		Status      string  `json:"status"`
+		CreatedAt   optTime `json:"created_at"`
+		PayDeadline optTime `json:"pay_deadline"`
+	}
+	apiStats struct {
+		VoucherID  string `json:"voucher_id"`
+		StockTotal int64  `json:"stock_total"`
+		StockLeft  int64  `json:"stock_left"`
+		Reserved   int64  `json:"reserved"`
+		Created    int64  `json:"created"`
+		Paid       int64  `json:"paid"`
+		Cancelled  int64  `json:"cancelled"`
+		Failed     int64  `json:"failed"`
+	}
+	apiErrorBody struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+)
+
+// optTime is a time that may be null or "" on the wire (a reserved order
+// has no pay deadline yet).
+type optTime struct{ time.Time }
+
+func (t *optTime) UnmarshalJSON(b []byte) error {
+	if s := string(b); s == "null" || s == `""` {
+		t.Time = time.Time{}
+		return nil
+	}
+	return json.Unmarshal(b, &t.Time)
+}
+
+func (t optTime) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(t.Time)
+}
+
+// apiError is a non-2xx answer. It unwraps to the platform's sentinel for
+// its code, so callers can errors.Is it like any other error of the project.
+type apiError struct {
+	Op      string
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d %s: %s", e.Op, e.Status, e.Code, e.Message)
+}
+
+func (e *apiError) Unwrap() error {
+	switch e.Code {
+	case "invalid_input":
+		return seckill.ErrInvalidInput
+	case "unauthenticated":
+		return seckill.ErrUnauthenticated
+	case "forbidden":
+		return seckill.ErrForbidden
+	case "not_found":
+		return seckill.ErrNotFound
+	case "sold_out":
+		return seckill.ErrSoldOut
+	case "limit_exceeded":
+		return seckill.ErrLimitExceeded
+	case "not_started":
+		return seckill.ErrNotStarted
+	case "ended":
+		return seckill.ErrEnded
+	case "conflict":
+		return seckill.ErrConflict
+	case "rate_limited":
+		return seckill.ErrRateLimited
+	case "unavailable":
+		return seckill.ErrUnavailable
+	}
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusBadGateway || e.Status == http.StatusGatewayTimeout {
+		return seckill.ErrUnavailable
+	}
+	return nil
+}
+
+// maxBody bounds what the tool reads of any answer; api.md answers are small
+// except the order lists, which stay well under this.
+const maxBody = 8 << 20
+
+// apiClient speaks api.md over one http.Client.
+type apiClient struct {
+	base   string
+	admin  string
+	http   *http.Client
+	secret []byte
+}
+
+func (c *apiClient) adminAuth() string { return "Bearer " + c.admin }
+
+// do sends one request and decodes a 2xx answer into out (when not nil).
+func (c *apiClient) do(ctx context.Context, op, method, path, auth string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", op, seckill.ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("%s: reading the answer: %w: %w", op, seckill.ErrUnavailable, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeAPIError(op, resp.StatusCode, b)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s: HTTP %d with a body that is not the documented JSON: %w", op, resp.StatusCode, err)
+	}
+	return nil
+}
+
+func decodeAPIError(op string, status int, body []byte) *apiError {
+	e := &apiError{Op: op, Status: status}
+	var eb apiErrorBody
+	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+		e.Code, e.Message = eb.Error.Code, eb.Error.Message
+	} else {
+		e.Code = "undocumented"
+		e.Message = strings.TrimSpace(string(body[:min(len(body), 200)]))
+	}
+	return e
+}
+
+func (c *apiClient) createVoucher(ctx context.Context, v newVoucher) (apiVoucher, error) {
+	var out apiVoucher
+	err := c.do(ctx, "create voucher", http.MethodPost, "/api/v1/admin/vouchers", c.adminAuth(), v, &out)
+	if err == nil && out.ID == "" {
+		err = errors.New("create voucher: the answer has no id")
+	}
+	return out, err
+}
+
+func (c *apiClient) voucher(ctx context.Context, id string) (apiVoucher, error) {
+	var out apiVoucher
+	err := c.do(ctx, "get voucher", http.MethodGet, "/api/v1/vouchers/"+url.PathEscape(id), "", nil, &out)
+	return out, err
+}
+
+func (c *apiClient) stats(ctx context.Context, id string) (apiStats, error) {
+	var out apiStats
+	err := c.do(ctx, "voucher stats", http.MethodGet, "/api/v1/admin/vouchers/"+url.PathEscape(id)+"/stats", c.adminAuth(), nil, &out)
+	return out, err
+}
+
+func (c *apiClient) order(ctx context.Context, auth, id string) (apiOrder, error) {
+	var out apiOrder
+	err := c.do(ctx, "get order", http.MethodGet, "/api/v1/orders/"+url.PathEscape(id), auth, nil, &out)
+	return out, err
+}
+
+func (c *apiClient) orders(ctx context.Context, auth string) ([]apiOrder, error) {
+	var out []apiOrder
+	err := c.do(ctx, "list orders", http.MethodGet, "/api/v1/orders", auth, nil, &out)
+	return out, err
+}
+
+// mintToken signs a shopper token the way api.md describes: HS256, sub the
+// decimal user id, exp required.
+func mintToken(secret []byte, userID int64, exp time.Time) (string, error) {
+	now := time.Now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(userID, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(exp),
+	})
+	s, err := tok.SignedString(secret)
+	if err != nil {
+		return "", fmt.Errorf("mint token for user %d: %w", userID, err)
+	}
+	return s, nil
+}
+
+// newTransport keeps one idle connection per worker, so the crowd does not
+// pay for TCP handshakes at the opening second. No proxy: a load test that
+// silently goes through a proxy from the environment measures the proxy.
+func newTransport(conns int) *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		MaxIdleConns:          conns + 16,
+		MaxIdleConnsPerHost:   conns + 16,
+		IdleConnTimeout:       2 * time.Minute,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// shortError names a transport failure without the URL, so failures of the
+// same kind group together in the report.
+func shortError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "transport: timeout"
+	case errors.Is(err, context.Canceled):
+		return "transport: cancelled"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return "transport: " + oe.Op + ": " + unwrapAll(oe.Err).Error()
+	}
+	return "transport: " + err.Error()
+}
+
+func unwrapAll(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}

@@ -1,0 +1,302 @@
+package loadtest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// sale is a small flash sale against a double: 150 shoppers, 3 attempts
+// each, for 40 units, quantities 1 or 2, a limit of 2, a third of the later
+// attempts replayed.
+func sale(t *testing.T, f fault, skew time.Duration) (loadtest.Config, *gateway) {
+	t.Helper()
+	g, srv := newGateway(t, f, skew)
+	cfg := loadtest.DefaultConfig()
+	cfg.BaseURL = srv.URL
+	cfg.AdminToken, cfg.JWTSecret = g.admin, g.secret
+	cfg.Shoppers, cfg.Attempts = 150, 3
+	cfg.Stock, cfg.PerUserLimit = 40, 2
+	cfg.Quantities = loadtest.QuantityMix{{Quantity: 1, Weight: 70}, {Quantity: 2, Weight: 30}}
+	cfg.ReplayShare = 0.3
+	cfg.Concurrency = 16
+	cfg.OpenIn = time.Second
+	cfg.PersistWait = 5 * time.Second
+	cfg.Seed = 42
+	return cfg, g
+}
+
+func run(t *testing.T, cfg loadtest.Config) (loadtest.Report, error, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	rep, err := loadtest.Run(ctx, cfg, &stdout, &stderr)
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Logf("error: %v", err)
+	}
+	return rep, err, stdout.String()
+}
+
+// failedChecks returns the names of the checks an *InvariantError names.
+func failedChecks(t *testing.T, err error) []string {
+	t.Helper()
+	var ie *loadtest.InvariantError
+	require.ErrorAs(t, err, &ie)
+	var names []string
+	for _, c := range ie.Failed {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+func TestHonestSalePasses(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, honest, 0)
+	rep, err, out := run(t, cfg)
+	t.Logf("report:\n%s", out)
+	require.NoError(t, err)
+	require.True(t, rep.Passed)
+	require.Len(t, rep.Checks, 7)
+	for _, c := range rep.Checks {
+		require.True(t, c.OK, "%s: %s %v", c.Name, c.Detail, c.Problems)
+	}
+
+	require.Equal(t, 450, rep.Planned)
+	require.Equal(t, 450, rep.Sent)
+	require.Positive(t, rep.ReplaysSent)
+	require.Zero(t, rep.Outcomes[loadtest.OutcomeNotStarted], "released before the opening")
+	require.Zero(t, rep.Outcomes[loadtest.OutcomeError], "%v", rep.Errors)
+	require.Positive(t, rep.Outcomes[loadtest.OutcomeAccepted])
+	require.Positive(t, rep.Outcomes[loadtest.OutcomeSoldOut])
+	require.Positive(t, rep.RequestsPerSecond)
+
+	// 450 asks for 40 units: it sells out, exactly.
+	require.Equal(t, int64(40), rep.Sold)
+	require.Equal(t, int64(40), rep.AcceptedUnits)
+	require.NotNil(t, rep.StockLeft)
+	require.Zero(t, *rep.StockLeft)
+	require.NotNil(t, rep.SoldOutAfterMS)
+	require.Equal(t, rep.AcceptedOrders, rep.Persist.Persisted)
+	require.Equal(t, rep.AcceptedOrders, rep.Persist.Delay.Count)
+	require.GreaterOrEqual(t, rep.Persist.Delay.P50MS, 10.0, "the double persists after 30ms")
+	require.Equal(t, "created_at", rep.Persist.Method)
+	require.Equal(t, 16, rep.WarmConnections)
+	require.Less(t, rep.ReleaseLateMS, 50.0)
+	require.NotEmpty(t, rep.Timeline)
+
+	require.Contains(t, out, "PASSED")
+	require.Contains(t, out, "sold_out")
+}
+
+func TestServerClockIsFollowed(t *testing.T) {
+	t.Parallel()
+	for _, skew := range []time.Duration{3700 * time.Millisecond, -2300 * time.Millisecond} {
+		t.Run(skew.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg, _ := sale(t, honest, skew)
+			rep, err, _ := run(t, cfg)
+			require.NoError(t, err)
+			require.InDelta(t, float64(skew.Milliseconds()), rep.Clock.OffsetMS, 50, rep.Clock.Method)
+			// Released by the server's clock: never before the opening.
+			require.Zero(t, rep.Outcomes[loadtest.OutcomeNotStarted])
+			require.Equal(t, int64(40), rep.Sold)
+		})
+	}
+}
+
+func TestOversellIsNamed(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, oversell, 0)
+	rep, err, out := run(t, cfg)
+	require.Error(t, err)
+	require.Contains(t, failedChecks(t, err), loadtest.CheckNoOversell)
+	require.Contains(t, err.Error(), "oversold")
+	require.Greater(t, rep.Sold, cfg.Stock)
+	require.False(t, rep.Passed)
+	require.Contains(t, out, "FAIL")
+}
+
+func TestDoubledOrderIsNamed(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, doubleOrder, 0)
+	cfg.Stock = 10_000 // no sell-out, so only the doubling is wrong
+	cfg.PerUserLimit = 100
+	_, err, _ := run(t, cfg)
+	require.Error(t, err)
+	failed := failedChecks(t, err)
+	require.Contains(t, failed, loadtest.CheckExactlyOnce)
+	require.NotContains(t, failed, loadtest.CheckNoOversell)
+	require.Contains(t, err.Error(), "that no 202 announced")
+}
+
+func TestBrokenLimitIsNamed(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, ignoreLimit, 0)
+	cfg.Stock, cfg.PerUserLimit, cfg.ReplayShare = 10_000, 1, 0
+	_, err, _ := run(t, cfg)
+	require.Error(t, err)
+	require.Equal(t, []string{loadtest.CheckPerUserLimit}, failedChecks(t, err))
+	require.Contains(t, err.Error(), "limit 1")
+}
+
+func TestForgottenReplayIsNamed(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, forgetReplay, 0)
+	cfg.Stock, cfg.PerUserLimit, cfg.ReplayShare = 10_000, 10, 0.5
+	cfg.Quantities = loadtest.QuantityMix{{Quantity: 1, Weight: 1}}
+	_, err, _ := run(t, cfg)
+	require.Error(t, err)
+	require.Contains(t, failedChecks(t, err), loadtest.CheckReplays)
+	require.Contains(t, err.Error(), "Idempotency-Key")
+}
+
+func TestWrongAdminTokenStopsTheRun(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, honest, 0)
+	cfg.AdminToken = "wrong"
+	rep, err, out := run(t, cfg)
+	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.Empty(t, rep.VoucherID)
+	require.Empty(t, out)
+}
+
+func TestJSONReport(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, honest, 0)
+	cfg.Shoppers, cfg.Attempts = 30, 1
+	cfg.JSON = true
+	rep, err, out := run(t, cfg)
+	require.NoError(t, err)
+	var back loadtest.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &back))
+	require.Equal(t, rep.VoucherID, back.VoucherID)
+	require.Equal(t, rep.Outcomes, back.Outcomes)
+	require.True(t, back.Passed)
+}
+
+func TestHTMLReportRendersInChromium(t *testing.T) {
+	t.Parallel()
+	cfg, _ := sale(t, honest, 0)
+	cfg.HTMLFile = filepath.Join(t.TempDir(), "report.html")
+	_, err, _ := run(t, cfg)
+	require.NoError(t, err)
+
+	page, err := os.ReadFile(cfg.HTMLFile)
+	require.NoError(t, err)
+	for _, external := range []string{"<script", "<link", "src=", "@import", "url("} {
+		require.NotContains(t, string(page), external, "the page must be self-contained")
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath("/usr/bin/chromium"),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	type chart struct {
+		Name   string   `json:"name"`
+		Paths  int      `json:"paths"`
+		Drawn  int      `json:"drawn"`
+		Width  float64  `json:"width"`
+		Series []string `json:"series"`
+	}
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate("file://"+cfg.HTMLFile),
+		chromedp.WaitVisible(chromedp.CSS("svg.chart")),
+	))
+	charts, err := chromedp.Run(bctx, chromedp.Evaluate[[]chart](`[...document.querySelectorAll('svg.chart')].map(s => {
+		const paths = [...s.querySelectorAll('path.series')];
+		return {
+			name: s.dataset.chart,
+			paths: paths.length,
+			drawn: paths.filter(p => (p.getAttribute('d') || '').length > 0 && p.getTotalLength() > 0 && p.getBBox().width > 0).length,
+			width: s.getBoundingClientRect().width,
+			series: paths.map(p => p.dataset.series),
+		};
+	})`))
+	require.NoError(t, err)
+	require.Len(t, charts, 2)
+	require.Equal(t, "latency", charts[0].Name)
+	require.Equal(t, "throughput", charts[1].Name)
+	for _, c := range charts {
+		require.Positive(t, c.Paths, c.Name)
+		require.Equal(t, c.Paths, c.Drawn, "%s: every series path has a non-empty, drawn d", c.Name)
+		require.Greater(t, c.Width, 100.0, c.Name)
+	}
+	require.ElementsMatch(t, []string{"max", "p99", "p90", "p50"}, charts[0].Series)
+	require.Subset(t, charts[1].Series, []string{"sent", "accepted", "sold_out"})
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"SECKILL_ADMIN_TOKEN": "adm",
+		"SECKILL_JWT_SECRET":  "sec",
+	}
+	cfg, err := loadtest.ParseFlags(nil, func(k string) string { return env[k] })
+	require.NoError(t, err)
+	want := loadtest.DefaultConfig()
+	want.AdminToken, want.JWTSecret = "adm", "sec"
+	require.Equal(t, want, cfg)
+
+	cfg, err = loadtest.ParseFlags(strings.Fields(
+		"-url http://gw:9000 -shoppers 10 -attempts 4 -stock 7 -limit 3 -kind limit -qty 1:80,2:20 -replay 0.25 "+
+			"-concurrency 8 -rate 500 -duration 5s -open-in 2s -persist-wait 1m -seed 9 --json --html out.html"),
+		func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, "http://gw:9000", cfg.BaseURL)
+	require.Equal(t, 10, cfg.Shoppers)
+	require.Equal(t, 4, cfg.Attempts)
+	require.Equal(t, int64(7), cfg.Stock)
+	require.Equal(t, int64(3), cfg.PerUserLimit)
+	require.Equal(t, "limit", cfg.Kind)
+	require.Equal(t, loadtest.QuantityMix{{Quantity: 1, Weight: 80}, {Quantity: 2, Weight: 20}}, cfg.Quantities)
+	require.Equal(t, 0.25, cfg.ReplayShare)
+	require.Equal(t, 8, cfg.Concurrency)
+	require.Equal(t, 500.0, cfg.Rate)
+	require.Equal(t, 5*time.Second, cfg.Duration)
+	require.Equal(t, 2*time.Second, cfg.OpenIn)
+	require.Equal(t, time.Minute, cfg.PersistWait)
+	require.Equal(t, int64(9), cfg.Seed)
+	require.True(t, cfg.JSON)
+	require.Equal(t, "out.html", cfg.HTMLFile)
+
+	_, err = loadtest.ParseFlags([]string{"-h"}, nil)
+	require.ErrorIs(t, err, flag.ErrHelp)
+
+	for _, bad := range [][]string{{"-qty", "1:x"}, {"-qty", "0"}, {"-replay", "2"}, {"-open-in", "10ms"}, {"-kind", "auction"}, {"extra"}} {
+		_, err = loadtest.ParseFlags(bad, func(k string) string { return env[k] })
+		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
+	}
+	_, err = loadtest.ParseFlags(nil, nil)
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorContains(t, err, "SECKILL_JWT_SECRET is not set")
+
+	var usage bytes.Buffer
+	loadtest.Usage(&usage)
+	require.Contains(t, usage.String(), "-shoppers")
+	require.True(t, errors.Is(err, seckill.ErrInvalidInput))
+}
