@@ -1,0 +1,494 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PostgresOptions configures StartPostgres.
+type PostgresOptions struct {
+	// Dir holds everything of this PostgreSQL: the cluster in Dir/data, its
+	// unix socket and the logs (initdb.log, postgres.log). It is created if
+	// missing; an existing cluster in it is reused, so data survives runs.
+	Dir string
+	// Fsync keeps PostgreSQL's durability settings. Off (tests) sets fsync
+	// and full_page_writes off and skips initdb's sync: a crash of the
+	// machine may then lose data, a crash of PostgreSQL (Kill) does not.
+	//
+	// synchronous_commit stays on even then: off, a commit is acknowledged
+	// before its WAL leaves shared memory, so Kill loses the last few
+	// hundred milliseconds of acknowledged commits, which would make every
+	// "PostgreSQL crashed" test report a bug that production does not have.
+	// With fsync off a synchronous commit costs only a write(2) (18k vs 25k
+	// single-row commits/s here), far more than tests need.
+	Fsync bool
+	// Log receives progress messages; nil discards them.
+	Log *slog.Logger
+}
+
+// Database is the database StartPostgres creates when it is missing.
+const Database = "seckill"
+
+// Postgres is a private PostgreSQL cluster run as a child process, listening
+// on 127.0.0.1 only, with trust authentication for the user postgres.
+type Postgres struct {
+	// URL is postgres://postgres@127.0.0.1:<port>/seckill?sslmode=disable.
+	URL string
+	// Addr is 127.0.0.1:<port>.
+	Addr string
+	// DataDir is the cluster directory (Dir/data).
+	DataDir string
+	// LogPath is the file the server's output goes to.
+	LogPath string
+	// Version is the major version of the server binaries, e.g. "15".
+	Version string
+
+	srv *server
+}
+
+// postgresUser is the system account PostgreSQL runs as when we are root:
+// it refuses to run as root.
+const postgresUser = "postgres"
+
+// clusterMarker is written next to the data directory once initdb has
+// finished, so a half-made cluster (initdb killed midway) is made again
+// instead of failing to start forever.
+const clusterMarker = "initdb.done"
+
+// StartPostgres makes a cluster in opts.Dir if there is none, starts it on a
+// free port, waits until it accepts connections and creates the database
+// seckill if it is missing.
+func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("localstack: PostgresOptions.Dir is empty")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+	log := logger(opts.Log)
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: postgres dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("localstack: postgres dir: %w", err)
+	}
+	dataDir := filepath.Join(dir, "data")
+
+	// A half-made cluster is thrown away; a whole one pins the version.
+	haveCluster := fileExists(filepath.Join(dir, clusterMarker)) && fileExists(filepath.Join(dataDir, "PG_VERSION"))
+	if !haveCluster {
+		if err := os.RemoveAll(dataDir); err != nil {
+			return nil, fmt.Errorf("localstack: remove half-made cluster: %w", err)
+		}
+	}
+	wantVersion := ""
+	if haveCluster {
+		b, err := os.ReadFile(filepath.Join(dataDir, "PG_VERSION"))
+		if err != nil {
+			return nil, fmt.Errorf("localstack: read cluster version: %w", err)
+		}
+		wantVersion = strings.TrimSpace(string(b))
+	}
+	binDir, version, err := postgresBinaries(wantVersion, dataDir)
+	if err != nil {
+		return nil, err
+	}
+
+	cred, err := postgresCredential(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + dir,
+		"LC_ALL=C", // the cluster has no locale; keep messages plain
+	}
+	if cred != nil {
+		env = append(env, "USER="+postgresUser, "LOGNAME="+postgresUser)
+	}
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		env = append(env, "TZ="+tz)
+	}
+
+	if !haveCluster {
+		if err := initdb(ctx, binDir, dir, dataDir, opts.Fsync, cred, env, log); err != nil {
+			return nil, err
+		}
+	}
+
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pg := newPostgres(binDir, version, dir, dataDir, port, opts.Fsync, cred, env, log)
+		err = pg.srv.start(ctx)
+		if errors.Is(err, errAddrInUse) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := pg.createDatabase(ctx, Database); err != nil {
+			_ = pg.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		log.Info("localstack: postgres ready", "url", pg.URL, "dir", dir, "version", version, "fsync", opts.Fsync, "pid", pg.Pid())
+		return pg, nil
+	}
+}
+
+func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, cred *syscall.Credential, env []string, log *slog.Logger) *Postgres {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	pg := &Postgres{
+		Addr:    addr,
+		DataDir: dataDir,
+		LogPath: filepath.Join(dir, "postgres.log"),
+		Version: version,
+	}
+	pg.URL = pg.AdminURL(Database)
+
+	// Settings go on the command line rather than into postgresql.conf, so
+	// a reused cluster always runs with what this code says.
+	socketDir := dir
+	if len(socketDir)+len("/.s.PGSQL.65535") > 100 { // sun_path holds 107 bytes
+		socketDir = "" // no unix socket; we connect over TCP anyway
+	}
+	args := []string{
+		"-D", dataDir,
+		"-c", "port=" + strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=" + socketDir,
+		"-c", "max_connections=200",
+	}
+	if !fsync {
+		args = append(args,
+			"-c", "fsync=off",
+			"-c", "full_page_writes=off",
+		)
+	}
+	pg.srv = &server{
+		log: log,
+		spec: procSpec{
+			name:    "postgres",
+			bin:     filepath.Join(binDir, "postgres"),
+			args:    args,
+			env:     env,
+			dir:     dir,
+			logPath: pg.LogPath,
+			cred:    cred,
+			// SIGINT is PostgreSQL's fast shutdown: if we die, it rolls
+			// back open transactions, checkpoints and exits cleanly.
+			deathSig: syscall.SIGINT,
+		},
+		// Fast shutdown, what `pg_ctl stop -m fast` sends.
+		stopSig:  syscall.SIGINT,
+		children: true,
+		before:   func() error { return clearStalePid(dataDir) },
+		ready:    func(ctx context.Context, _ *process) error { return pingPostgres(ctx, pg.AdminURL("postgres")) },
+	}
+	return pg
+}
+
+// AdminURL is the URL of database db on this cluster, as the superuser.
+func (p *Postgres) AdminURL(db string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.User(postgresUser),
+		Host:     p.Addr,
+		Path:     "/" + db,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// Stop shuts PostgreSQL down with a fast shutdown (SIGINT, as `pg_ctl stop
+// -m fast`), killing it if ctx ends first. It is safe to call more than once.
+func (p *Postgres) Stop(ctx context.Context) error { return p.srv.stop(ctx) }
+
+// Kill ends the postmaster with SIGKILL, as a crash would, and waits until
+// its backends are gone. Restart recovers the cluster on the same port.
+func (p *Postgres) Kill() { p.srv.kill() }
+
+// Restart starts PostgreSQL again on the same port and data (killing it
+// first if it still runs) and waits until it accepts connections.
+func (p *Postgres) Restart(ctx context.Context) error { return p.srv.restart(ctx) }
+
+// Pid is the postmaster's process id, 0 while it is not running.
+func (p *Postgres) Pid() int { return p.srv.pid() }
+
+func (p *Postgres) createDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, p.AdminURL("postgres"))
+	if err != nil {
+		return fmt.Errorf("localstack: connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("localstack: look for database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("localstack: create database %s: %w", name, err)
+	}
+	return nil
+}
+
+func pingPostgres(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+// initdb makes a new cluster in dataDir and marks it whole.
+func initdb(ctx context.Context, binDir, dir, dataDir string, fsync bool, cred *syscall.Credential, env []string, log *slog.Logger) error {
+	began := time.Now()
+	args := []string{
+		"-D", dataDir,
+		"-U", postgresUser,
+		"--auth=trust", // only 127.0.0.1 and the private socket can reach it
+		"--encoding=UTF8",
+		"--no-locale",
+	}
+	if !fsync {
+		args = append(args, "--no-sync")
+	}
+	p, err := launch(procSpec{
+		name:     "initdb",
+		bin:      filepath.Join(binDir, "initdb"),
+		args:     args,
+		env:      env,
+		dir:      dir,
+		logPath:  filepath.Join(dir, "initdb.log"),
+		cred:     cred,
+		deathSig: syscall.SIGKILL,
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.kill()
+		return fmt.Errorf("localstack: initdb: %w; log %s ends with:\n%s", ctx.Err(), p.logPath, indent(p.tail()))
+	}
+	if p.waitErr != nil {
+		return fmt.Errorf("localstack: initdb failed (%v); log %s ends with:\n%s", p.waitErr, p.logPath, indent(p.tail()))
+	}
+	if err := os.WriteFile(filepath.Join(dir, clusterMarker), []byte(time.Now().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("localstack: mark cluster: %w", err)
+	}
+	log.Debug("localstack: initdb done", "dir", dataDir, "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// postgresCredential returns nil when we are not root. As root it returns
+// the postgres account's credential and makes dir usable by it: owned by it,
+// and every parent traversable.
+func postgresCredential(dir string, log *slog.Logger) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup(postgresUser)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: running as root, and PostgreSQL refuses to run as root, but there is no %q user to run it as (%w): install PostgreSQL with `apt-get install postgresql` (it creates the user), or run as a normal user", postgresUser, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("localstack: user %s: %w", postgresUser, err)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	if gids, err := u.GroupIds(); err == nil {
+		for _, g := range gids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil && uint32(n) != cred.Gid {
+				cred.Groups = append(cred.Groups, uint32(n))
+			}
+		}
+	}
+
+	// The folder itself, and whatever of the cluster another owner left.
+	if err := os.Chown(dir, int(uid), int(gid)); err != nil {
+		return nil, fmt.Errorf("localstack: give %s to %s: %w", dir, postgresUser, err)
+	}
+	if err := chownTree(filepath.Join(dir, "data"), int(uid), int(gid)); err != nil {
+		return nil, err
+	}
+	// The postgres user must be able to walk down to dir.
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("localstack: %w", err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(p, st.Mode().Perm()|0o001); err != nil {
+				return nil, fmt.Errorf("localstack: let %s traverse %s: %w", postgresUser, p, err)
+			}
+			log.Info("localstack: made folder traversable for the postgres user", "dir", p)
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	return cred, nil
+}
+
+// chownTree gives root's files under dir to uid:gid; a missing dir is fine.
+func chownTree(dir string, uid, gid int) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != uid || int(st.Gid) != gid) {
+			return os.Lchown(path, uid, gid)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("localstack: give %s to %s: %w", dir, postgresUser, err)
+	}
+	return nil
+}
+
+// clearStalePid removes a postmaster.pid left by a postmaster that no longer
+// runs. PostgreSQL itself ignores a pid file whose process is gone, but not
+// one whose pid now belongs to some other process, which is common in
+// containers where pids are small and reused.
+func clearStalePid(dataDir string) error {
+	pidFile := filepath.Join(dataDir, "postmaster.pid")
+	b, err := os.ReadFile(pidFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("localstack: read %s: %w", pidFile, err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	if pid > 0 && Alive(pid) && isPostmasterOf(pid, dataDir) {
+		return fmt.Errorf("localstack: a PostgreSQL (pid %d) already runs on %s: stop it first, or use another folder", pid, dataDir)
+	}
+	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("localstack: remove stale %s: %w", pidFile, err)
+	}
+	return nil
+}
+
+// isPostmasterOf reports whether pid is a postgres whose command line names
+// dataDir. When /proc cannot tell, it assumes yes, the safe answer.
+func isPostmasterOf(pid int, dataDir string) bool {
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return true
+	}
+	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
+	if len(args) == 0 || !bytes.Contains(args[0], []byte("postgres")) {
+		return false
+	}
+	for _, a := range args {
+		if string(a) == dataDir {
+			return true
+		}
+	}
+	return false
+}
+
+// postgresBinaries finds a directory holding postgres and initdb: the one of
+// version want when a cluster of that version exists, else the newest of
+// /usr/lib/postgresql/*/bin (Debian), else the one on PATH.
+func postgresBinaries(want, dataDir string) (dir, version string, err error) {
+	type cand struct{ dir, version string }
+	var cands []cand
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	for _, d := range dirs {
+		if fileExists(filepath.Join(d, "postgres")) && fileExists(filepath.Join(d, "initdb")) {
+			cands = append(cands, cand{d, filepath.Base(filepath.Dir(d))})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return compareVersions(b.version, a.version) })
+	if p, err := exec.LookPath("postgres"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			d := filepath.Dir(real)
+			if fileExists(filepath.Join(d, "initdb")) {
+				if v, err := postgresVersion(real); err == nil {
+					cands = append(cands, cand{d, v})
+				}
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return "", "", errors.New("localstack: PostgreSQL server binaries (postgres, initdb) not found in /usr/lib/postgresql/*/bin or on PATH: install them with `apt-get install postgresql` (or run `make deps`)")
+	}
+	if want == "" {
+		return cands[0].dir, cands[0].version, nil
+	}
+	for _, c := range cands {
+		if c.version == want {
+			return c.dir, c.version, nil
+		}
+	}
+	return "", "", fmt.Errorf("localstack: the cluster in %s was made by PostgreSQL %s, but only PostgreSQL %s is installed: install postgresql-%s, or delete %s to start with an empty database",
+		dataDir, want, cands[0].version, want, filepath.Dir(dataDir))
+}
+
+var versionRE = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
+
+// postgresVersion runs `postgres --version` and returns the major version.
+func postgresVersion(bin string) (string, error) {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "", err
+	}
+	m := versionRE.FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("unexpected version %q", out)
+	}
+	return string(m[1]), nil
+}
+
+// compareVersions orders major versions numerically ("9.6" < "15").
+func compareVersions(a, b string) int {
+	fa, _ := strconv.ParseFloat(a, 64)
+	fb, _ := strconv.ParseFloat(b, 64)
+	switch {
+	case fa < fb:
+		return -1
+	case fa > fb:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

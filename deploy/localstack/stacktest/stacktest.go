@@ -1,0 +1,336 @@
+// Package stacktest starts real Redis, PostgreSQL and Kafka-protocol services
+// once per test binary and hands tests fresh, isolated pieces of them: a
+// migrated database per test, a topic per test.
+//
+// Use it from TestMain:
+//
+//	var stack *stacktest.Stack
+//
+//	func TestMain(m *testing.M) { stacktest.Main(m, &stack) }
+//
+// and in tests:
+//
+//	rdb := stack.Redis(t)          // client on the package's private redis-server
+//	pool := stack.NewDatabase(t)   // a fresh database with the schema applied
+//	topic := stack.NewTopic(t, 6)  // a fresh topic on the in-process broker
+//
+// A missing redis-server or PostgreSQL fails the whole binary with a message
+// saying what to install; tests are never skipped.
+package stacktest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/migrations"
+)
+
+// TemplateDatabase is the migrated database every NewDatabase copies.
+const TemplateDatabase = "seckill_template"
+
+// dirPattern names the folders Main makes; ownerFile in each holds the pid
+// of the test binary that owns it, so leftovers of killed runs can be found.
+const (
+	dirPattern = "seckill-stacktest-*"
+	ownerFile  = "owner.pid"
+)
+
+// Stack is the set of services one test binary shares.
+type Stack struct {
+	// RedisURL is the URL of the private redis-server (database 0). All
+	// tests of the package share it: use keys no other test uses (e.g. a
+	// random voucher id), and do not FLUSHALL in a parallel test.
+	RedisURL string
+	// DatabaseURL is the database seckill, migrated. Tests that write should
+	// use NewDatabase or NewDatabaseURL instead, to stay independent.
+	DatabaseURL string
+	// KafkaBrokers are the host:port addresses of the in-process broker.
+	KafkaBrokers []string
+
+	// RedisServer is the redis-server process, for tests that simulate
+	// Redis going down (Kill, then Restart on the same port). Such a test
+	// must not run in parallel with others of its package.
+	RedisServer *localstack.Redis
+	// Postgres is the PostgreSQL cluster (Kill and Restart as for Redis).
+	Postgres *localstack.Postgres
+	// Kafka is the kfake broker (fault injection through Kafka.Cluster()).
+	Kafka *localstack.Kafka
+
+	dir   string
+	admin *pgxpool.Pool // on the postgres database, to create and drop databases
+}
+
+// Main starts the services, runs the tests, stops the services and exits
+// with the tests' exit code. It sets *stack before the tests run. If a
+// service cannot start, no test runs and the binary fails, saying why.
+func Main(m *testing.M, stack **Stack) {
+	os.Exit(run(m, stack))
+}
+
+func run(m *testing.M, stack **Stack) int {
+	flag.Parse() // for testing.Verbose
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return m.Run() // `go test -list` (make's fuzz pass) runs no test: start nothing
+	}
+	level := slog.LevelWarn
+	if testing.Verbose() {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	began := time.Now()
+	s, err := Start(ctx, log)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stacktest: cannot start the services these tests need:\n%v\n"+
+			"Install what is missing (`make deps` does it on Debian) and run the tests again.\n", err)
+		return 1
+	}
+	log.Info("stacktest: services up", "took", time.Since(began).Round(time.Millisecond), "dir", s.dir)
+	*stack = s
+
+	// Ctrl-C or a kill: stop the services and remove their data before
+	// going (the children would die with us anyway, the folder would not).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "stacktest: %v: stopping the services\n", sig)
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(stopCtx)
+		os.Exit(1)
+	}()
+
+	code := m.Run()
+
+	signal.Stop(sigs)
+	close(sigs)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		fmt.Fprintf(os.Stderr, "stacktest: stop: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// Start starts redis-server, PostgreSQL (fsync off) and kfake in a new
+// temporary folder, and migrates the template database. Main calls it; it is
+// exported for programs that want the same stack outside `go test`
+// (benchmark drivers). Stop undoes it.
+func Start(ctx context.Context, log *slog.Logger) (*Stack, error) {
+	sweepLeftovers(log)
+	dir, err := localstack.TempDir(dirPattern)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("stacktest: %w", err)
+	}
+	s := &Stack{dir: dir}
+
+	// The three start in parallel: PostgreSQL's initdb dominates.
+	var wg sync.WaitGroup
+	var redisErr, pgErr, kafkaErr error
+	wg.Go(func() {
+		s.RedisServer, redisErr = localstack.StartRedis(ctx, localstack.RedisOptions{Dir: filepath.Join(dir, "redis"), Log: log})
+	})
+	wg.Go(func() {
+		s.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(dir, "postgres"), Log: log})
+		if pgErr == nil {
+			pgErr = s.prepareDatabases(ctx)
+		}
+	})
+	wg.Go(func() {
+		s.Kafka, kafkaErr = localstack.StartKafka(ctx, localstack.KafkaOptions{Log: log})
+	})
+	wg.Wait()
+	if err := errors.Join(redisErr, pgErr, kafkaErr); err != nil {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	s.RedisURL = s.RedisServer.URL
+	s.DatabaseURL = s.Postgres.URL
+	s.KafkaBrokers = s.Kafka.Brokers
+	return s, nil
+}
+
+// prepareDatabases migrates the template, locks it against connections (a
+// connected template cannot be copied) and makes seckill a copy of it.
+func (s *Stack) prepareDatabases(ctx context.Context) error {
+	admin, err := pgxpool.New(ctx, s.Postgres.AdminURL("postgres"))
+	if err != nil {
+		return fmt.Errorf("stacktest: connect to postgres: %w", err)
+	}
+	s.admin = admin
+	tmpl := pgx.Identifier{TemplateDatabase}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+tmpl); err != nil {
+		return fmt.Errorf("stacktest: create %s: %w", TemplateDatabase, err)
+	}
+	if err := migrations.ApplyURL(ctx, s.Postgres.AdminURL(TemplateDatabase)); err != nil {
+		return fmt.Errorf("stacktest: migrate %s: %w", TemplateDatabase, err)
+	}
+	main := pgx.Identifier{localstack.Database}.Sanitize()
+	for _, q := range []string{
+		"ALTER DATABASE " + tmpl + " WITH IS_TEMPLATE true ALLOW_CONNECTIONS false",
+		"DROP DATABASE " + main + " WITH (FORCE)",
+		"CREATE DATABASE " + main + " TEMPLATE " + tmpl,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			return fmt.Errorf("stacktest: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// Stop stops every service and removes the folder. It is safe to call on a
+// partly started stack.
+func (s *Stack) Stop(ctx context.Context) error {
+	var errs []error
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	if s.Kafka != nil {
+		s.Kafka.Close()
+	}
+	if s.RedisServer != nil {
+		errs = append(errs, s.RedisServer.Stop(ctx))
+	}
+	if s.Postgres != nil {
+		errs = append(errs, s.Postgres.Stop(ctx))
+	}
+	if s.dir != "" {
+		errs = append(errs, os.RemoveAll(s.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// Redis returns a client on the shared redis-server, closed when the test
+// ends.
+func (s *Stack) Redis(t testing.TB) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(s.RedisURL)
+	if err != nil {
+		t.Fatalf("stacktest: redis url: %v", err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// NewDatabase creates a database with the schema applied, for this test
+// only, and returns a pool on it. The pool is closed and the database
+// dropped when the test ends.
+func (s *Stack) NewDatabase(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	url := s.NewDatabaseURL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("stacktest: connect to %s: %v", url, err)
+	}
+	t.Cleanup(pool.Close) // runs before the drop registered by NewDatabaseURL
+	return pool
+}
+
+// NewDatabaseURL creates a database with the schema applied, for this test
+// only, and returns its URL. The database is dropped when the test ends,
+// even if connections to it are still open.
+func (s *Stack) NewDatabaseURL(t testing.TB) string {
+	t.Helper()
+	name := "t_" + randomHex(6)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{TemplateDatabase}.Sanitize()); err != nil {
+		t.Fatalf("stacktest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("stacktest: drop database %s: %v", name, err)
+		}
+	})
+	return s.Postgres.AdminURL(name)
+}
+
+// NewTopic creates a topic with the given number of partitions for this
+// test only and returns its name. It is deleted when the test ends.
+func (s *Stack) NewTopic(t testing.TB, partitions int32) string {
+	t.Helper()
+	name := "t." + topicSafe(t.Name()) + "." + randomHex(4)
+	if err := s.Kafka.CreateTopic(context.Background(), name, partitions); err != nil {
+		t.Fatalf("stacktest: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Kafka.DeleteTopic(context.Background(), name) })
+	return name
+}
+
+// topicSafe keeps what Kafka allows in a topic name ([a-zA-Z0-9._-]) and
+// keeps it short.
+func topicSafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 100 {
+		b = b[:100]
+	}
+	return string(b)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
+
+// sweepLeftovers removes the folders of test binaries that were killed
+// before they could clean up (their owner pid no longer runs). A folder
+// whose owner file is not written yet belongs to a binary starting now.
+func sweepLeftovers(log *slog.Logger) {
+	for _, base := range []string{"/dev/shm", os.TempDir()} {
+		dirs, _ := filepath.Glob(filepath.Join(base, dirPattern))
+		for _, d := range dirs {
+			b, err := os.ReadFile(filepath.Join(d, ownerFile))
+			if err != nil {
+				continue
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || localstack.Alive(pid) {
+				continue
+			}
+			if err := os.RemoveAll(d); err == nil {
+				log.Info("stacktest: removed the folder of a killed test run", "dir", d)
+			}
+		}
+	}
+}
