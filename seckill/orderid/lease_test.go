@@ -11,9 +11,7 @@ import (
 
 func client(t *testing.T) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return stack.Redis(t)
 }
 
 func TestLeasesGetDifferentNodes(t *testing.T) {

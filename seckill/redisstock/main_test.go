@@ -13,32 +13,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 )
 
-// redisAddr is the package's private redis-server, started once by TestMain.
-// (Until deploy/localstack/stacktest exists; then this becomes stacktest.Main.)
-var redisAddr string
+// stack is the package's private services (only its redis-server is used).
+var stack *stacktest.Stack
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "redisstock-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	addr, stop, err := startRedis(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	redisAddr = addr
-	code := m.Run()
-	stop()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stacktest.Main(m, &stack) }
 
-// startRedis runs redis-server on a free port with its files in dir, and
-// returns once it answers PING. The kernel kills it if the test binary dies.
+// startRedis runs an extra redis-server (the cluster-mode one of
+// TestRedisCluster, which the shared stack does not offer) on a free port
+// with its files in dir, and returns once it answers PING. The kernel kills
+// it if the test binary dies.
 func startRedis(dir string, extra ...string) (addr string, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

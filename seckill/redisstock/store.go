@@ -19,9 +19,11 @@
 package redisstock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -499,12 +501,7 @@ func liveHolds(voucherID int64, ids []string, vals []any) ([]seckill.Reservation
 }
 
 func sortNewestFirst(rs []seckill.Reservation) {
-	// Insertion sort is plenty: a user holds at most a handful per voucher.
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].OrderID > rs[j-1].OrderID; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
+	slices.SortFunc(rs, func(a, b seckill.Reservation) int { return cmp.Compare(b.OrderID, a.OrderID) })
 }
 
 // Confirm tells Redis that workers persisted these reservations: they leave
@@ -562,7 +559,16 @@ func (s *Store) Pending(ctx context.Context, voucherID int64, reservedBefore tim
 	if err != nil {
 		return nil, unavailable("pending", err)
 	}
-	return liveHolds(voucherID, ids, vals)
+	out, err := liveHolds(voucherID, ids, vals)
+	if err != nil {
+		return nil, err
+	}
+	// Redis orders equal scores by member as text ("12" before "9"); the
+	// order ids say which came first within one millisecond.
+	slices.SortStableFunc(out, func(a, b seckill.Reservation) int {
+		return cmp.Or(a.ReservedAt.Compare(b.ReservedAt), cmp.Compare(a.OrderID, b.OrderID))
+	})
+	return out, nil
 }
 
 // Snapshot is one consistent read of a voucher's Redis state.

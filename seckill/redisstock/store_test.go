@@ -30,7 +30,10 @@ type bundle struct {
 
 func setup(t testing.TB) bundle {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 64})
+	opts, err := redis.ParseURL(stack.RedisURL)
+	require.NoError(t, err)
+	opts.PoolSize = 64 // BenchmarkReserve runs 50 goroutines
+	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return bundle{rdb: rdb, store: redisstock.New(rdb)}
 }
