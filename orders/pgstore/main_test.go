@@ -3,9 +3,9 @@ package pgstore_test
 import (
 	"testing"
 
-	"github.com/flashsale/seckill/orders/internal/testenv"
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 )
 
-var stack *testenv.Stack
+var stack *stacktest.Stack
 
-func TestMain(m *testing.M) { testenv.Main(m, &stack) }
+func TestMain(m *testing.M) { stacktest.Main(m, &stack) }
