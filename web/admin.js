@@ -1,0 +1,327 @@
+/*
+ * Flash Sale operator page. Plain JavaScript, no build step.
+ *
+ * The admin token lives in one variable of this closure: never in storage,
+ * cookies or the URL, so reloading the page forgets it.
+ *
+ * Hooks for tests and scripts (keep them stable):
+ *   #admin-token #token-apply #token-forget #token-state
+ *   #breaker-auto #breaker-open #breaker-closed (radios)  #breaker-apply
+ *   #breaker-mode #breaker-state                      what the API reports
+ *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
+ *   #stats tbody tr[data-voucher-id="<id>"] td[data-field="<stats field>"]
+ *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed)
+ *   #stats-updated #message #server-clock
+ */
+'use strict';
+
+(() => {
+  const API = '/api/v1';
+  const REFRESH_MS = 2000;
+  const MAX_VOUCHERS = 50; // one stats call each, every 2 s: keep it bounded
+
+  const $ = (sel, root = document) => root.querySelector(sel);
+
+  let token = '';
+  let refreshTimer = 0;
+  let refreshing = false;
+  const clock = { lo: -Infinity, hi: Infinity };
+
+  // Same server-clock estimate as the shopper page: each answer bounds the
+  // offset between the server's clock and this device's (X-Server-Time in
+  // unix ms when the gateway sends it, else the whole-second Date header).
+  function observeDate(res, sentAt, receivedAt) {
+    const precise = Number(res.headers.get('X-Server-Time'));
+    const d = Date.parse(res.headers.get('Date') || '');
+    let lo0;
+    let hi0;
+    if (precise > 0) { lo0 = precise - receivedAt; hi0 = precise - sentAt; }
+    else if (!Number.isNaN(d)) { lo0 = d - receivedAt; hi0 = d + 2000 - sentAt; }
+    else return;
+    let lo = Math.max(clock.lo, lo0);
+    let hi = Math.min(clock.hi, hi0);
+    if (lo > hi) { lo = lo0; hi = hi0; }
+    clock.lo = lo;
+    clock.hi = hi;
+  }
+  const serverNow = () => Date.now() + (Number.isFinite(clock.lo) ? (clock.lo + clock.hi) / 2 : 0);
+  const fmtTime = (ms) => new Date(ms).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
+  function say(text, kind = 'info') {
+    const el = $('#message');
+    el.dataset.kind = kind;
+    el.textContent = text;
+  }
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message || code);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body, admin = true) {
+    const headers = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (admin) headers.Authorization = `Bearer ${token}`;
+    const sentAt = Date.now();
+    let res;
+    try {
+      res = await fetch(API + path, {
+        method, headers, cache: 'no-store', credentials: 'omit',
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new ApiError(0, 'network', 'network error');
+    }
+    observeDate(res, sentAt, Date.now());
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      throw new ApiError(res.status, err.code || 'internal', err.message || '');
+    }
+    return data;
+  }
+
+  function sentence(err) {
+    switch (err.code) {
+      case 'network': return 'Can’t reach the server.';
+      case 'unauthenticated':
+      case 'forbidden': return 'The admin token was refused. Check it and enter it again.';
+      case 'invalid_input': return `The server refused the values${err.message ? `: ${err.message}` : ''}.`;
+      case 'not_found': return 'Not found.';
+      case 'too_large': return 'That request was too large.';
+      case 'rate_limited': return 'Too many requests; slowing down.';
+      case 'unavailable': return 'A dependency is unavailable right now.';
+      default: return 'The server had a problem. Please try again.';
+    }
+  }
+
+  function tokenRefused(err) {
+    if (err.code !== 'unauthenticated' && err.code !== 'forbidden') return false;
+    setToken('');
+    say(sentence(err), 'error');
+    $('#admin-token').focus();
+    return true;
+  }
+
+  function setToken(t) {
+    token = t;
+    const badge = $('#token-state');
+    badge.textContent = t ? 'In use' : 'Not set';
+    clearTimeout(refreshTimer);
+    if (t) refresh();
+    else {
+      $('#stats-updated').textContent = 'Enter the admin token to see the figures.';
+      $('#breaker-mode').textContent = '–';
+      $('#breaker-state').textContent = '–';
+    }
+  }
+
+  // ---- Breaker ------------------------------------------------------------
+
+  let breakerShown = '';
+
+  function showBreaker(b) {
+    $('#breaker-mode').textContent = b.mode;
+    $('#breaker-state').textContent = b.state;
+    // Follow the fleet's mode unless the operator is choosing a new one.
+    const chosen = document.querySelector('input[name="mode"]:checked');
+    if (!chosen || chosen.value === breakerShown) {
+      const radio = document.getElementById(`breaker-${b.mode}`);
+      if (radio) radio.checked = true;
+    }
+    breakerShown = b.mode;
+  }
+
+  async function applyBreaker() {
+    if (!token) { say('Enter the admin token first.', 'warn'); $('#admin-token').focus(); return; }
+    const chosen = document.querySelector('input[name="mode"]:checked');
+    if (!chosen) { say('Pick a mode first.', 'warn'); return; }
+    const button = $('#breaker-apply');
+    button.disabled = true;
+    try {
+      const b = await api('PUT', '/admin/breaker', { mode: chosen.value });
+      breakerShown = b.mode;
+      showBreaker(b);
+      say(`Breaker mode is now “${b.mode}” for every instance.`, b.mode === 'open' ? 'warn' : 'ok');
+    } catch (err) {
+      if (!tokenRefused(err)) say(sentence(err), 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  // ---- Vouchers -----------------------------------------------------------
+
+  // cents parses a decimal price exactly (no floating point): "12.5" -> 1250.
+  function cents(text) {
+    const m = /^\s*(\d{1,9})(?:[.,](\d{1,2}))?\s*$/.exec(text);
+    if (!m) return NaN;
+    return Number(m[1]) * 100 + Number((m[2] || '0').padEnd(2, '0'));
+  }
+
+  // localInput formats a time for a datetime-local field.
+  function localInput(ms) {
+    const d = new Date(ms);
+    const two = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  }
+
+  function fillTimes(beginInMs) {
+    const begin = Math.ceil((serverNow() + beginInMs) / 1000) * 1000;
+    $('#v-begin').value = localInput(begin);
+    $('#v-end').value = localInput(begin + 3600 * 1000);
+  }
+
+  async function createVoucher(ev) {
+    ev.preventDefault();
+    if (!token) { say('Enter the admin token first.', 'warn'); $('#admin-token').focus(); return; }
+    const title = $('#v-title').value.trim();
+    const price = cents($('#v-price').value);
+    const stock = Number($('#v-stock').value);
+    const limit = Number($('#v-limit').value);
+    const begin = new Date($('#v-begin').value);
+    const end = new Date($('#v-end').value);
+    const problems = [];
+    if (!title) problems.push(['#v-title', 'a title']);
+    if (!Number.isFinite(price)) problems.push(['#v-price', 'a price such as 9.99']);
+    if (!Number.isInteger(stock) || stock < 1) problems.push(['#v-stock', 'a stock of at least 1']);
+    if (!Number.isInteger(limit) || limit < 1) problems.push(['#v-limit', 'a per-shopper limit of at least 1']);
+    if (Number.isNaN(begin.getTime()) || Number.isNaN(end.getTime())) problems.push(['#v-begin', 'opening and closing times']);
+    else if (end <= begin) problems.push(['#v-end', 'a closing time after the opening time']);
+    if (problems.length) {
+      say(`Please give ${problems.map((p) => p[1]).join(', ')}.`, 'warn');
+      $(problems[0][0]).focus();
+      return;
+    }
+    const button = $('#v-create');
+    button.disabled = true;
+    try {
+      const v = await api('POST', '/admin/vouchers', {
+        title,
+        kind: $('#v-kind').value,
+        price_cents: price,
+        stock,
+        per_user_limit: limit,
+        begin_at: begin.toISOString(),
+        end_at: end.toISOString(),
+        captcha_required: $('#v-captcha').checked,
+      });
+      say(`Voucher ${v.id} “${v.title}” created.`, 'ok');
+      refresh();
+    } catch (err) {
+      if (!tokenRefused(err)) say(sentence(err), 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  const STAT_FIELDS = ['stock_total', 'stock_left', 'reserved', 'created', 'paid', 'cancelled', 'failed'];
+
+  function saleOf(v, now) {
+    if (now < Date.parse(v.begin_at)) return 'upcoming';
+    if (now >= Date.parse(v.end_at)) return 'ended';
+    return 'live';
+  }
+
+  function row(v) {
+    const body = $('#stats tbody');
+    let tr = body.querySelector(`tr[data-voucher-id="${CSS.escape(v.id)}"]`);
+    if (!tr) {
+      tr = document.createElement('tr');
+      tr.dataset.voucherId = v.id;
+      for (const f of ['id', 'title', 'sale', ...STAT_FIELDS]) {
+        const td = document.createElement('td');
+        td.dataset.field = f;
+        if (STAT_FIELDS.includes(f)) td.className = 'num';
+        if (f === 'title') {
+          td.className = 'title-cell';
+          td.append(document.createElement('span'), document.createElement('span'));
+          td.firstChild.className = 'name';
+          td.lastChild.className = 'sub';
+        }
+        tr.append(td);
+      }
+      body.append(tr);
+    }
+    return tr;
+  }
+
+  function setCell(tr, field, value) {
+    const td = tr.querySelector(`td[data-field="${field}"]`);
+    const text = value === undefined || value === null ? '–' : String(value);
+    if (td.textContent !== text) td.textContent = text;
+  }
+
+  async function refresh() {
+    clearTimeout(refreshTimer);
+    if (!token || refreshing) return;
+    refreshing = true;
+    try {
+      const [vouchers, breaker] = await Promise.all([
+        api('GET', '/vouchers', undefined, false),
+        api('GET', '/admin/breaker'),
+      ]);
+      showBreaker(breaker);
+      const list = (vouchers || []).map((v) => ({ ...v, id: String(v.id) })).slice(0, MAX_VOUCHERS);
+      const stats = await Promise.all(list.map((v) => api('GET', `/admin/vouchers/${encodeURIComponent(v.id)}/stats`).catch((e) => e)));
+      const now = serverNow();
+      const keep = new Set();
+      list.forEach((v, i) => {
+        keep.add(v.id);
+        const tr = row(v);
+        setCell(tr, 'id', v.id);
+        const title = tr.querySelector('td[data-field="title"]');
+        title.firstChild.textContent = v.title;
+        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}`;
+        setCell(tr, 'sale', saleOf(v, now));
+        const s = stats[i];
+        if (s instanceof ApiError) {
+          if (tokenRefused(s)) throw s;
+          for (const f of STAT_FIELDS) setCell(tr, f, undefined);
+          setCell(tr, 'stock_total', v.stock_total);
+          setCell(tr, 'stock_left', v.stock_left);
+        } else {
+          for (const f of STAT_FIELDS) setCell(tr, f, s[f]);
+        }
+      });
+      for (const tr of [...$('#stats tbody').children]) {
+        if (!keep.has(tr.dataset.voucherId)) tr.remove();
+      }
+      $('#stats-updated').textContent = `Updated ${fmtTime(serverNow())}`;
+    } catch (err) {
+      if (!tokenRefused(err)) $('#stats-updated').textContent = `Not updated: ${sentence(err)}`;
+    } finally {
+      refreshing = false;
+    }
+    if (token) refreshTimer = setTimeout(refresh, document.hidden ? 10000 : REFRESH_MS);
+  }
+
+  function start() {
+    $('#token-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const t = $('#admin-token').value.trim();
+      $('#admin-token').value = ''; // not left in the field either
+      if (!t) { say('Please enter the admin token.', 'warn'); $('#admin-token').focus(); return; }
+      setToken(t);
+      say('Token set. Loading the figures…', 'info');
+    });
+    $('#token-forget').addEventListener('click', () => { setToken(''); say('Token forgotten.', 'info'); });
+    $('#breaker-apply').addEventListener('click', applyBreaker);
+    $('#voucher-form').addEventListener('submit', createVoucher);
+    $('#v-soon').addEventListener('click', () => fillTimes(60000));
+    document.addEventListener('visibilitychange', () => { if (!document.hidden && token) refresh(); });
+    fillTimes(5 * 60000);
+    const tick = () => { $('#server-clock').textContent = fmtTime(serverNow()); };
+    tick();
+    setInterval(tick, 250);
+    // One unauthenticated call so the clock is right before any token.
+    api('GET', '/vouchers', undefined, false).then(() => fillTimes(5 * 60000)).catch(() => {});
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

@@ -1,0 +1,972 @@
+/*
+ * Flash Sale shopper page. Plain JavaScript, no build step, no network access
+ * beyond this site's own /api/v1 (api.md) and /api/v1/ws.
+ *
+ * Hooks for tests (chromedp) and for anyone scripting the page. They are a
+ * contract: keep them stable.
+ *
+ *   #message                    the status line (aria-live); data-kind = info|ok|warn|error
+ *   #username #password         log-in form fields
+ *   #login #register            buttons (register logs in right after)
+ *   #auth                       the log-in card (hidden once logged in)
+ *   #account-bar #whoami #logout  shown once logged in
+ *   #server-clock               server time, from the Date header of API answers
+ *   #vouchers                   the voucher list
+ *     [data-voucher-id="<id>"]  one card (data-testid="voucher"); data-state =
+ *                               upcoming|live|soldout|ended
+ *       .stock-left .stock-total  live stock figures
+ *       .countdown              "Opens in …" / "Ends in …"
+ *       .qty                    quantity input
+ *       .captcha                shown when the voucher has captcha_required
+ *         .captcha-img .captcha-answer .captcha-refresh
+ *       .buy                    the Buy button (disabled while a request is in flight,
+ *                               while waiting out a 429, when sold out or not on sale)
+ *   #orders-section             "My orders", shown once logged in; #orders-empty when none
+ *   #orders                     the order list, newest first
+ *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the api.md status
+ *       .status                 the api.md status word (reserved|created|paid|cancelled|failed)
+ *       .deadline               time left to pay (server clock)
+ *       .pay .cancel            buttons, shown while the order is "created"
+ *   #ws-state                   socket state; data-state = offline|connecting|live|reconnecting
+ *
+ * The log-in token is kept in sessionStorage (this tab only, gone when it closes).
+ */
+'use strict';
+
+(() => {
+  const API = '/api/v1';
+  const SESSION_KEY = 'seckill.session';
+  const CURRENCY = 'USD';
+  // Status words of api.md, ranked: a status never moves back down, whatever
+  // order the socket, the snapshot and REST answers arrive in.
+  const RANK = { reserved: 0, created: 1, paid: 2, cancelled: 2, failed: 2 };
+  const STATUS_HINT = {
+    reserved: 'Confirming your order…',
+    created: '',
+    paid: 'Paid. Enjoy!',
+    cancelled: 'Cancelled, stock returned.',
+    failed: 'Could not be completed, nothing was charged.',
+  };
+
+  const $ = (sel, root = document) => root.querySelector(sel);
+  // setText skips writes that change nothing: the clock ticks four times a
+  // second and most of the page stays the same.
+  const setText = (el, text) => { if (el.textContent !== text) el.textContent = text; };
+
+  // ---- State ------------------------------------------------------------
+
+  const state = {
+    session: null, // {token, userId, username, expiresAt(ms, server clock)}
+    vouchers: new Map(), // id -> voucher (api.md object)
+    cards: new Map(), // id -> card controller
+    orders: new Map(), // id -> order (api.md object)
+    orderEls: new Map(), // id -> <li>
+    vouchersLoadedOnce: false,
+  };
+
+  // ---- Server clock -------------------------------------------------------
+  // Every API answer bounds the offset between the server's clock and ours.
+  // The server stamped it at some moment S between our send and our receive,
+  // so offset = S - local lies in [S - receivedAt, S - sentAt]. S is known to
+  // the millisecond from an X-Server-Time header (unix ms) when the gateway
+  // sends one; otherwise only from the Date header, which has whole seconds
+  // and which fasthttp refreshes once a second, so S lies in [D, D + 2 s).
+  // Intersecting the intervals of many answers narrows the offset; we use
+  // the middle.
+  const clock = { lo: -Infinity, hi: Infinity };
+
+  function bound(lo, hi) {
+    let nlo = Math.max(clock.lo, lo);
+    let nhi = Math.min(clock.hi, hi);
+    if (nlo > nhi) { // a clock jumped (device slept, NTP step): start over
+      nlo = lo;
+      nhi = hi;
+    }
+    clock.lo = nlo;
+    clock.hi = nhi;
+  }
+
+  function observeDate(res, sentAt, receivedAt) {
+    const precise = Number(res.headers.get('X-Server-Time'));
+    if (precise > 0) {
+      bound(precise - receivedAt, precise - sentAt);
+      return;
+    }
+    const header = res.headers.get('Date');
+    const d = header ? Date.parse(header) : NaN;
+    if (!Number.isNaN(d)) bound(d - receivedAt, d + 2000 - sentAt);
+  }
+
+  // learnServerTime narrows the offset with what an answer proved: that the
+  // server's clock was past (after=true) or not yet at (after=false) instant
+  // `at` when it answered. A not_started or a first successful buy right at
+  // the opening pins the offset exactly where it matters.
+  function learnServerTime(at, after, sentAt, receivedAt) {
+    if (after) {
+      if (at - receivedAt <= clock.hi) clock.lo = Math.max(clock.lo, at - receivedAt);
+    } else if (at - sentAt >= clock.lo) {
+      clock.hi = Math.min(clock.hi, at - sentAt);
+    }
+  }
+
+  function serverNow() {
+    const offset = Number.isFinite(clock.lo) ? (clock.lo + clock.hi) / 2 : 0;
+    return Date.now() + offset;
+  }
+
+  // ---- Formatting ---------------------------------------------------------
+
+  const money = new Intl.NumberFormat(undefined, { style: 'currency', currency: CURRENCY });
+  const fmtMoney = (cents) => money.format(Number(cents) / 100);
+  const fmtTime = (ms) => new Date(ms).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  const fmtDateTime = (ms) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+
+  function fmtDuration(ms) {
+    const total = Math.max(0, Math.ceil(ms / 1000));
+    const d = Math.floor(total / 86400);
+    const h = Math.floor((total % 86400) / 3600);
+    const m = Math.floor((total % 3600) / 60);
+    const s = total % 60;
+    const two = (n) => String(n).padStart(2, '0');
+    if (d > 0) return `${d}d ${two(h)}:${two(m)}:${two(s)}`;
+    if (h > 0) return `${h}:${two(m)}:${two(s)}`;
+    return `${two(m)}:${two(s)}`;
+  }
+
+  // shortRef keeps the end of a long order id, which is the part that differs.
+  const shortRef = (id) => `#…${String(id).slice(-6)}`;
+
+  // ---- Status line --------------------------------------------------------
+
+  function say(text, kind = 'info') {
+    const el = $('#message');
+    el.dataset.kind = kind;
+    el.textContent = text;
+  }
+
+  // ---- HTTP ---------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, message, retryAfter) {
+      super(message || code);
+      this.status = status;
+      this.code = code;
+      this.retryAfter = retryAfter; // seconds, or 0 when absent
+    }
+  }
+
+  const CODE_FOR_STATUS = {
+    400: 'invalid_input', 401: 'unauthenticated', 403: 'forbidden', 404: 'not_found',
+    409: 'conflict', 413: 'too_large', 429: 'rate_limited', 503: 'unavailable',
+  };
+
+  function parseRetryAfter(value) {
+    if (!value) return 0;
+    const secs = Number(value);
+    if (Number.isFinite(secs)) return Math.max(0, Math.ceil(secs));
+    const at = Date.parse(value);
+    return Number.isNaN(at) ? 0 : Math.max(0, Math.ceil((at - serverNow()) / 1000));
+  }
+
+  async function api(method, path, { body, headers = {}, auth = true } = {}) {
+    const h = { Accept: 'application/json', ...headers };
+    if (body !== undefined) h['Content-Type'] = 'application/json';
+    if (auth && state.session) h.Authorization = `Bearer ${state.session.token}`;
+    const sentAt = Date.now();
+    let res;
+    try {
+      res = await fetch(API + path, {
+        method,
+        headers: h,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: 'no-store', // a cached answer would carry a stale Date
+        credentials: 'same-origin',
+      });
+    } catch (e) {
+      throw new ApiError(0, 'network', 'network error', 0);
+    }
+    observeDate(res, sentAt, Date.now());
+    const text = await res.text().catch(() => '');
+    let data = null;
+    if (text) {
+      try { data = JSON.parse(text); } catch (e) { data = null; }
+    }
+    if (!res.ok) {
+      const err = data && data.error ? data.error : {};
+      throw new ApiError(res.status, err.code || CODE_FOR_STATUS[res.status] || 'internal',
+        err.message || '', parseRetryAfter(res.headers.get('Retry-After')));
+    }
+    return data;
+  }
+
+  // sentence turns an api.md error into what a shopper reads. what says what
+  // was being done, for the few codes whose meaning depends on it.
+  function sentence(err, what) {
+    const wait = err.retryAfter || 1;
+    switch (err.code) {
+      case 'network': return 'Can’t reach the shop right now. Check your connection and try again.';
+      case 'invalid_input': return `That didn’t look right${err.message ? `: ${err.message}` : ''}.`;
+      case 'captcha_invalid': return 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.';
+      case 'unauthenticated':
+        return what === 'login' ? 'Wrong username or password.' : 'Your session has ended. Please log in again.';
+      case 'forbidden': return 'Your account isn’t allowed to do that.';
+      case 'not_found':
+        return what === 'order' ? 'That order wasn’t found.' : 'That voucher isn’t on sale any more.';
+      case 'sold_out': return 'Sorry — this voucher is sold out.';
+      case 'limit_exceeded': return 'You already have as many of this voucher as one shopper may buy.';
+      case 'not_started': return 'This sale hasn’t opened yet. The countdown shows when it does.';
+      case 'ended': return 'This sale has ended.';
+      case 'conflict':
+        if (what === 'pay') return 'This order can’t be paid any more — it was cancelled or its time to pay ran out.';
+        if (what === 'cancel') return 'This order can’t be cancelled any more.';
+        return 'That can’t be done in the order’s current state.';
+      case 'username_taken': return 'That username is taken. Please pick another one.';
+      case 'too_large': return 'That request was too large.';
+      case 'rate_limited': return `Too many tries — trying again in ${wait} s.`;
+      case 'unavailable': return `The shop is very busy right now — please try again in ${wait} s.`;
+      default: return 'Something went wrong on our side. Please try again.';
+    }
+  }
+
+  // uuid is the Idempotency-Key. crypto.randomUUID needs a secure context;
+  // a shop reached over plain http on a LAN still gets a v4 UUID.
+  function uuid() {
+    if (window.crypto && typeof crypto.randomUUID === 'function') return crypto.randomUUID();
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const hex = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  }
+
+  // ---- Session ------------------------------------------------------------
+
+  function loadSession() {
+    try {
+      const s = JSON.parse(sessionStorage.getItem(SESSION_KEY) || 'null');
+      if (s && s.token && s.userId) return s;
+    } catch (e) { /* storage blocked or corrupt: start logged out */ }
+    return null;
+  }
+
+  function saveSession(s) {
+    try {
+      if (s) sessionStorage.setItem(SESSION_KEY, JSON.stringify(s));
+      else sessionStorage.removeItem(SESSION_KEY);
+    } catch (e) { /* storage blocked: the token lives in memory only */ }
+  }
+
+  function setSession(s) {
+    state.session = s;
+    saveSession(s);
+    const inside = Boolean(s);
+    $('#auth').hidden = inside;
+    $('#account-bar').hidden = !inside;
+    $('#whoami').textContent = inside ? s.username : '';
+    $('#orders-section').hidden = !inside;
+    if (inside) {
+      refreshOrders();
+      socket.connect();
+    } else {
+      socket.disconnect();
+      state.orders.clear();
+      state.orderEls.clear();
+      $('#orders').replaceChildren();
+    }
+    updateOrdersEmpty();
+    for (const card of state.cards.values()) card.update();
+  }
+
+  function endSession(text) {
+    setSession(null);
+    say(text, 'warn');
+    $('#username').focus();
+  }
+
+  function credentials() {
+    const username = $('#username').value.trim();
+    const password = $('#password').value;
+    if (!username || !password) {
+      say('Please enter a username and a password.', 'warn');
+      (username ? $('#password') : $('#username')).focus();
+      return null;
+    }
+    return { username, password };
+  }
+
+  async function login(creds, quiet) {
+    const res = await api('POST', '/sessions', { body: creds, auth: false });
+    const expiresAt = Date.parse(res.expires_at);
+    setSession({
+      token: res.token,
+      userId: String(res.user_id),
+      username: creds.username,
+      expiresAt: Number.isNaN(expiresAt) ? 0 : expiresAt,
+    });
+    $('#password').value = '';
+    if (!quiet) say(`Welcome back, ${creds.username}.`, 'ok');
+  }
+
+  async function withButton(button, work) {
+    if (button.disabled) return;
+    button.disabled = true;
+    button.setAttribute('aria-busy', 'true');
+    try {
+      await work();
+    } finally {
+      button.disabled = false;
+      button.removeAttribute('aria-busy');
+    }
+  }
+
+  function onLogin(ev) {
+    ev.preventDefault();
+    const creds = credentials();
+    if (!creds) return;
+    withButton($('#login'), async () => {
+      try {
+        await login(creds, false);
+      } catch (err) {
+        say(sentence(err, 'login'), 'error');
+        $('#password').focus();
+      }
+    });
+  }
+
+  function onRegister() {
+    const creds = credentials();
+    if (!creds) return;
+    withButton($('#register'), async () => {
+      try {
+        await api('POST', '/users', { body: creds, auth: false });
+        await login(creds, true);
+        say(`Account created. Welcome, ${creds.username}!`, 'ok');
+      } catch (err) {
+        say(sentence(err, 'register'), 'error');
+        $('#username').focus();
+      }
+    });
+  }
+
+  // ---- Vouchers -------------------------------------------------------------
+
+  function phaseOf(v, now) {
+    if (now >= Date.parse(v.end_at)) return 'ended';
+    if (now < Date.parse(v.begin_at)) return 'upcoming';
+    return 'live';
+  }
+
+  // Card drives one voucher's article: its figures, countdown, captcha and
+  // the buy intent (one Idempotency-Key per intent, reused by every retry).
+  class Card {
+    constructor(v) {
+      this.id = v.id;
+      const el = $('#voucher-template').content.firstElementChild.cloneNode(true);
+      this.el = el;
+      el.dataset.voucherId = v.id;
+      const qty = $('.qty', el);
+      qty.id = `qty-${v.id}`;
+      $('.qty-label', el).htmlFor = qty.id;
+      const answer = $('.captcha-answer', el);
+      answer.id = `captcha-${v.id}`;
+      $('.captcha-label', el).htmlFor = answer.id;
+      this.buyButton = $('.buy', el);
+      this.qty = qty;
+      this.answer = answer;
+      this.intent = null; // {key, qty, tries}
+      this.inflight = false;
+      this.waitUntil = 0; // Date.now() ms: 429/503 wait
+      this.waitReason = '';
+      this.retryAfterWait = false;
+      this.doneUntil = 0; // short pause after a success, so a double click cannot buy twice
+      this.soldOut = false; // learnt from a 409 sold_out, until the stock figure rises
+      this.captcha = { id: '', loadedAt: 0, loading: false, failedAt: 0 };
+      $('.buy-form', el).addEventListener('submit', (ev) => { ev.preventDefault(); this.buy(); });
+      $('.captcha-refresh', el).addEventListener('click', () => this.loadCaptcha(true));
+      qty.addEventListener('change', () => { this.intent = null; });
+    }
+
+    get voucher() { return state.vouchers.get(this.id); }
+
+    // render copies the voucher's figures into the card.
+    render() {
+      const v = this.voucher;
+      const el = this.el;
+      $('.title', el).textContent = v.title;
+      $('.kind', el).textContent = v.kind === 'seckill' ? 'Flash sale' : v.kind === 'limit' ? 'Limited' : 'Regular';
+      $('.kind', el).dataset.kind = v.kind;
+      $('.price', el).textContent = fmtMoney(v.price_cents);
+      $('.stock-left', el).textContent = v.stock_left;
+      $('.stock-total', el).textContent = v.stock_total;
+      const bar = $('.stock-bar', el);
+      bar.max = Math.max(1, v.stock_total);
+      bar.value = Math.max(0, v.stock_left);
+      bar.setAttribute('aria-label', `${v.stock_left} of ${v.stock_total} left`);
+      $('.limit', el).textContent = v.per_user_limit ? `· up to ${v.per_user_limit} each` : '';
+      this.qty.max = String(Math.max(1, Math.min(v.per_user_limit || 100, 100)));
+      if (v.stock_left > 0) this.soldOut = false; // stock came back (a cancel or a timeout)
+      this.update();
+    }
+
+    // update refreshes what depends on the clock: phase, countdown, button.
+    update() {
+      const v = this.voucher;
+      if (!v) return;
+      const now = serverNow();
+      let phase = phaseOf(v, now);
+      if (phase === 'live' && (this.soldOut || v.stock_left <= 0)) phase = 'soldout';
+      this.el.dataset.state = phase;
+      const cd = $('.countdown', this.el);
+      cd.dataset.phase = phase;
+      if (phase === 'upcoming') setText(cd, `Opens in ${fmtDuration(Date.parse(v.begin_at) - now)}`);
+      else if (phase === 'live') setText(cd, `On sale · ends in ${fmtDuration(Date.parse(v.end_at) - now)}`);
+      else if (phase === 'soldout') setText(cd, 'Sold out');
+      else setText(cd, `Ended ${fmtDateTime(Date.parse(v.end_at))}`);
+
+      const b = this.buyButton;
+      const wait = Math.ceil((this.waitUntil - Date.now()) / 1000);
+      let label = 'Buy';
+      let disabled = false;
+      if (this.inflight) { label = 'Buying…'; disabled = true; }
+      else if (wait > 0) { label = `Wait ${wait} s`; disabled = true; }
+      else if (Date.now() < this.doneUntil) { label = 'Reserved ✓'; disabled = true; }
+      else if (phase === 'upcoming') { label = 'Not open yet'; disabled = true; }
+      else if (phase === 'soldout') { label = 'Sold out'; disabled = true; }
+      else if (phase === 'ended') { label = 'Sale ended'; disabled = true; }
+      else if (!state.session) { label = 'Log in to buy'; }
+      setText(b, label);
+      if (b.disabled !== disabled) {
+        const hadFocus = document.activeElement === b;
+        b.disabled = disabled;
+        // Disabling drops keyboard focus to <body>; hand it back when re-enabled.
+        if (disabled && hadFocus) this.refocus = true;
+        if (!disabled && this.refocus && document.activeElement === document.body) b.focus();
+        if (!disabled) this.refocus = false;
+      }
+      b.classList.toggle('soldout', phase === 'soldout');
+
+      if (this.retryAfterWait && wait <= 0 && !this.inflight) {
+        this.retryAfterWait = false;
+        say('Trying again now…', 'info');
+        this.buy();
+      }
+
+      // A captcha is shown and fetched only for shoppers who may use it
+      // soon, and renewed before it could expire.
+      const wantCaptcha = v.captcha_required && Boolean(state.session) &&
+        (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 120000));
+      const box = $('.captcha', this.el);
+      if (box.hidden === wantCaptcha) box.hidden = !wantCaptcha;
+      if (wantCaptcha) {
+        const stale = Date.now() - this.captcha.loadedAt > 240000;
+        if ((!this.captcha.id || stale) && !this.captcha.loading && !this.captchaFailedRecently()) {
+          this.loadCaptcha(false);
+        }
+      }
+    }
+
+    // captchaFailedRecently keeps a failing captcha fetch from hammering.
+    captchaFailedRecently() {
+      const at = this.captcha.failedAt;
+      return Boolean(at) && Date.now() - at < 10000;
+    }
+
+    async loadCaptcha(byUser) {
+      const c = this.captcha;
+      if (c.loading) return;
+      c.loading = true;
+      try {
+        const res = await api('GET', '/captcha', { auth: false });
+        c.id = res.captcha_id;
+        c.loadedAt = Date.now();
+        c.failedAt = 0;
+        const img = $('.captcha-img', this.el);
+        img.src = res.image;
+        img.hidden = false;
+        $('.captcha-wait', this.el).hidden = true;
+        this.answer.value = '';
+        if (byUser) this.answer.focus();
+      } catch (err) {
+        c.failedAt = Date.now();
+        $('.captcha-wait', this.el).textContent = 'The picture could not be loaded. Press “New picture”.';
+        if (byUser) say(`The captcha could not be loaded. ${sentence(err, 'captcha')}`, 'error');
+      } finally {
+        c.loading = false;
+      }
+    }
+
+    async buy() {
+      const v = this.voucher;
+      if (!v || this.inflight || Date.now() < this.waitUntil || Date.now() < this.doneUntil) return;
+      if (!state.session) {
+        say('Please log in first, then press Buy again.', 'warn');
+        $('#username').focus();
+        return;
+      }
+      const qty = Number(this.qty.value);
+      const max = Number(this.qty.max);
+      if (!Number.isInteger(qty) || qty < 1 || qty > max) {
+        say(`Please choose a quantity from 1 to ${max}.`, 'warn');
+        this.qty.focus();
+        return;
+      }
+      const body = { quantity: qty };
+      if (v.captcha_required) {
+        const answer = this.answer.value.trim();
+        if (!this.captcha.id || !answer) {
+          say('Please type the characters from the captcha picture first.', 'warn');
+          this.answer.focus();
+          return;
+        }
+        body.captcha_id = this.captcha.id;
+        body.captcha_answer = answer;
+      }
+      // One key per intent: a retry of the same intent (double click, network
+      // error, waiting out a 429) sends the same key, so it buys once.
+      if (!this.intent || this.intent.qty !== qty) this.intent = { key: uuid(), qty, tries: 0 };
+      this.intent.tries++;
+      this.inflight = true;
+      this.el.setAttribute('aria-busy', 'true');
+      this.update();
+      let spent = true; // whether the captcha was used up by this try
+      const sentAt = Date.now();
+      try {
+        const res = await api('POST', `/vouchers/${encodeURIComponent(v.id)}/orders`, {
+          body,
+          headers: { 'Idempotency-Key': this.intent.key },
+        });
+        learnServerTime(Date.parse(v.begin_at), true, sentAt, Date.now());
+        this.intent = null;
+        this.doneUntil = Date.now() + 1500;
+        upsertOrder({
+          order_id: String(res.order_id),
+          voucher_id: v.id,
+          user_id: state.session.userId,
+          quantity: qty,
+          amount_cents: qty * v.price_cents,
+          status: res.status || 'reserved',
+          created_at: new Date(serverNow()).toISOString(),
+          pay_deadline: null,
+        }, false);
+        say(`Got it! Order ${shortRef(res.order_id)} is reserved and being confirmed.`, 'ok');
+        fetchOrder(String(res.order_id));
+        scheduleVouchers(300);
+      } catch (err) {
+        if (err.code === 'not_started') learnServerTime(Date.parse(v.begin_at), false, sentAt, Date.now());
+        spent = !['rate_limited', 'network', 'unauthenticated'].includes(err.code);
+        this.buyFailed(err);
+      } finally {
+        this.inflight = false;
+        this.el.removeAttribute('aria-busy');
+        if (v.captcha_required && spent) this.loadCaptcha(false);
+        this.update();
+      }
+    }
+
+    buyFailed(err) {
+      switch (err.code) {
+        case 'rate_limited': {
+          const wait = err.retryAfter || 1;
+          this.waitUntil = Date.now() + wait * 1000;
+          // Waited out, then retried with the same key, a few times at most.
+          this.retryAfterWait = this.intent && this.intent.tries < 5;
+          say(this.retryAfterWait ? sentence(err) : `Too many tries. Please wait ${wait} s and press Buy again.`, 'warn');
+          return;
+        }
+        case 'unavailable':
+          this.waitUntil = Date.now() + (err.retryAfter || 2) * 1000;
+          say(sentence(err), 'warn');
+          return;
+        case 'network':
+          say('Can’t reach the shop right now. Press Buy again to retry: it won’t buy twice.', 'error');
+          return;
+        case 'sold_out':
+          this.soldOut = true;
+          this.intent = null;
+          say(sentence(err), 'warn');
+          scheduleVouchers(300);
+          return;
+        case 'captcha_invalid':
+          say(sentence(err), 'warn');
+          this.answer.value = '';
+          this.answer.focus();
+          return;
+        case 'unauthenticated':
+          endSession(sentence(err));
+          return;
+        case 'not_started':
+        case 'ended':
+        case 'not_found':
+          this.intent = null;
+          say(sentence(err), 'warn');
+          scheduleVouchers(0);
+          return;
+        case 'limit_exceeded':
+          this.intent = null;
+          say(sentence(err), 'warn');
+          return;
+        default:
+          this.intent = null;
+          say(sentence(err, 'buy'), 'error');
+      }
+    }
+  }
+
+  function newCard(v) {
+    return new Card(v);
+  }
+
+  let vouchersTimer = 0;
+
+  function scheduleVouchers(delay) {
+    clearTimeout(vouchersTimer);
+    vouchersTimer = setTimeout(refreshVouchers, delay);
+  }
+
+  async function refreshVouchers() {
+    clearTimeout(vouchersTimer);
+    let next = 10000;
+    try {
+      const list = await api('GET', '/vouchers', { auth: false });
+      applyVouchers(Array.isArray(list) ? list : []);
+      $('#vouchers-updated').textContent = `Updated ${fmtTime(serverNow())}`;
+      // Stock moves fast while a sale is on: look more often then.
+      const now = serverNow();
+      const busy = list.some((v) => {
+        const p = phaseOf(v, now);
+        return p === 'live' || (p === 'upcoming' && Date.parse(v.begin_at) - now < 60000);
+      });
+      next = busy ? 2000 : 10000;
+    } catch (err) {
+      if (!state.vouchersLoadedOnce) {
+        $('#vouchers-empty').textContent = 'Couldn’t load the vouchers. Trying again…';
+        $('#vouchers').setAttribute('aria-busy', 'false');
+      }
+      next = 5000;
+    }
+    if (document.hidden) next = Math.max(next, 30000);
+    scheduleVouchers(next + Math.random() * 500);
+  }
+
+  function applyVouchers(list) {
+    state.vouchersLoadedOnce = true;
+    const grid = $('#vouchers');
+    grid.setAttribute('aria-busy', 'false');
+    const seen = new Set();
+    let prev = null;
+    for (const raw of list) {
+      const v = { ...raw, id: String(raw.id) };
+      seen.add(v.id);
+      state.vouchers.set(v.id, v);
+      let card = state.cards.get(v.id);
+      if (!card) {
+        card = newCard(v);
+        state.cards.set(v.id, card);
+      }
+      card.render();
+      // Keep the server's order without re-inserting nodes that are in place
+      // (re-inserting would drop focus from a field being typed in).
+      const want = prev ? prev.nextElementSibling : grid.firstElementChild;
+      if (want !== card.el) grid.insertBefore(card.el, want);
+      prev = card.el;
+    }
+    for (const [id, card] of state.cards) {
+      if (!seen.has(id)) {
+        card.el.remove();
+        state.cards.delete(id);
+        state.vouchers.delete(id);
+      }
+    }
+    const empty = $('#vouchers-empty');
+    empty.textContent = 'Nothing on sale right now. Check back soon.';
+    empty.hidden = list.length > 0;
+    if (!empty.hidden && empty.parentElement !== grid) grid.append(empty);
+    for (const o of state.orders.values()) renderOrder(o); // titles may have arrived
+  }
+
+  // ---- Orders -------------------------------------------------------------
+
+  function compareIds(a, b) { // decimal strings, beyond 2^53
+    if (a.length !== b.length) return a.length - b.length;
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
+  // upsertOrder merges one order from any source (REST, snapshot, push).
+  // announce says whether a change is news worth saying aloud.
+  function upsertOrder(raw, announce) {
+    if (!raw || raw.order_id === undefined) return;
+    const o = { ...raw, order_id: String(raw.order_id), voucher_id: String(raw.voucher_id) };
+    if (state.session && raw.user_id !== undefined && String(raw.user_id) !== state.session.userId) return;
+    const old = state.orders.get(o.order_id);
+    if (old) {
+      if ((RANK[o.status] ?? 0) < (RANK[old.status] ?? 0)) return; // stale
+      if (!o.pay_deadline && old.pay_deadline) o.pay_deadline = old.pay_deadline;
+    }
+    state.orders.set(o.order_id, o);
+    renderOrder(o);
+    updateOrdersEmpty();
+    if (announce && old && old.status !== o.status) {
+      const ref = shortRef(o.order_id);
+      const news = {
+        created: `Order ${ref} is confirmed. Please pay before the timer runs out.`,
+        paid: `Order ${ref} is paid.`,
+        cancelled: `Order ${ref} was cancelled.`,
+        failed: `Order ${ref} could not be completed; the stock was returned.`,
+      }[o.status];
+      if (news) say(news, o.status === 'failed' || o.status === 'cancelled' ? 'warn' : 'ok');
+      if (o.status === 'failed' || o.status === 'cancelled') scheduleVouchers(300); // stock came back
+    }
+  }
+
+  function renderOrder(o) {
+    let li = state.orderEls.get(o.order_id);
+    if (!li) {
+      li = $('#order-template').content.firstElementChild.cloneNode(true);
+      li.dataset.orderId = o.order_id;
+      $('.pay', li).addEventListener('click', (ev) => payOrCancel(o.order_id, 'pay', ev.currentTarget));
+      $('.cancel', li).addEventListener('click', (ev) => payOrCancel(o.order_id, 'cancel', ev.currentTarget));
+      state.orderEls.set(o.order_id, li);
+      // Newest first: ids are time-ordered.
+      const list = $('#orders');
+      let before = null;
+      for (const other of list.children) {
+        if (compareIds(other.dataset.orderId, o.order_id) < 0) { before = other; break; }
+      }
+      list.insertBefore(li, before);
+    }
+    const v = state.vouchers.get(o.voucher_id);
+    $('.order-title', li).textContent = v ? v.title : `Voucher ${o.voucher_id}`;
+    $('.order-qty', li).textContent = `${o.quantity} ×`;
+    $('.order-amount', li).textContent = fmtMoney(o.amount_cents);
+    $('.order-ref', li).textContent = `Order ${shortRef(o.order_id)}`;
+    $('.order-ref', li).title = o.order_id;
+    li.dataset.status = o.status;
+    const st = $('.status', li);
+    st.textContent = o.status;
+    st.dataset.status = o.status;
+    const payable = o.status === 'created';
+    $('.pay', li).hidden = !payable;
+    $('.cancel', li).hidden = !payable;
+    $('.pay', li).setAttribute('aria-label', `Pay order ${shortRef(o.order_id)}`);
+    $('.cancel', li).setAttribute('aria-label', `Cancel order ${shortRef(o.order_id)}`);
+    updateDeadline(o, li);
+  }
+
+  function updateDeadline(o, li) {
+    const el = $('.deadline', li);
+    if (o.status !== 'created') {
+      setText(el, STATUS_HINT[o.status] || '');
+      el.dataset.urgent = 'false';
+      return;
+    }
+    const deadline = o.pay_deadline ? Date.parse(o.pay_deadline) : NaN;
+    if (Number.isNaN(deadline)) {
+      setText(el, 'Waiting for payment');
+      return;
+    }
+    const left = deadline - serverNow();
+    const pay = $('.pay', li);
+    if (left <= 0) {
+      setText(el, 'Time to pay has run out');
+      el.dataset.urgent = 'true';
+      if (!pay.disabled) pay.disabled = true;
+      return;
+    }
+    setText(el, `Pay within ${fmtDuration(left)}`);
+    el.dataset.urgent = String(left < 60000);
+    if (pay.disabled && !pay.hasAttribute('aria-busy')) pay.disabled = false;
+  }
+
+  function updateOrdersEmpty() {
+    $('#orders-empty').hidden = state.orders.size > 0;
+  }
+
+  async function refreshOrders() {
+    if (!state.session) return;
+    try {
+      const list = await api('GET', '/orders');
+      for (const o of list || []) upsertOrder(o, false);
+    } catch (err) {
+      if (err.code === 'unauthenticated') endSession(sentence(err));
+    }
+  }
+
+  async function fetchOrder(id) {
+    try {
+      upsertOrder(await api('GET', `/orders/${encodeURIComponent(id)}`), false);
+    } catch (err) {
+      if (err.code === 'unauthenticated') endSession(sentence(err));
+    }
+  }
+
+  function payOrCancel(id, action, button) {
+    withButton(button, async () => {
+      try {
+        const o = await api('POST', `/orders/${encodeURIComponent(id)}/${action}`);
+        upsertOrder(o, false);
+        say(action === 'pay' ? `Order ${shortRef(id)} is paid. Thank you!` : `Order ${shortRef(id)} is cancelled; the stock went back on sale.`, 'ok');
+        if (action === 'cancel') scheduleVouchers(300);
+      } catch (err) {
+        if (err.code === 'unauthenticated') { endSession(sentence(err)); return; }
+        say(sentence(err, action === 'pay' || action === 'cancel' ? action : 'order'), 'error');
+        fetchOrder(id); // show what the order really is now
+      }
+    });
+  }
+
+  // ---- Socket -------------------------------------------------------------
+  // Order status arrives here: on connect the server sends every non-final
+  // order, then every change. We reconnect with exponential backoff and
+  // jitter, ping to find dead connections, and re-read the order list on
+  // every (re)connect, since orders that ended while we were away are not
+  // in the snapshot.
+
+  const socket = {
+    ws: null,
+    attempt: 0,
+    retryTimer: 0,
+    pingTimer: 0,
+    lastHeard: 0,
+    openedAt: 0,
+    PING_EVERY: 20000,
+    DEAD_AFTER: 30000,
+
+    setState(s, text) {
+      const el = $('#ws-state');
+      el.dataset.state = s;
+      el.textContent = text;
+    },
+
+    connect() {
+      clearTimeout(this.retryTimer);
+      if (!state.session || this.ws) return;
+      if (state.session.expiresAt && serverNow() >= state.session.expiresAt) {
+        endSession('Your session has ended. Please log in again.');
+        return;
+      }
+      const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+      const url = `${scheme}//${location.host}${API}/ws?token=${encodeURIComponent(state.session.token)}`;
+      let ws;
+      try {
+        ws = new WebSocket(url);
+      } catch (e) {
+        this.retry();
+        return;
+      }
+      this.ws = ws;
+      this.setState('connecting', 'Connecting…');
+      ws.onopen = () => {
+        this.openedAt = Date.now();
+        this.lastHeard = Date.now();
+        this.setState('live', 'Live');
+        this.startPings();
+        refreshOrders();
+      };
+      ws.onmessage = (ev) => {
+        this.lastHeard = Date.now();
+        if (this.openedAt && Date.now() - this.openedAt > 10000) this.attempt = 0; // it held: reset backoff
+        let msg;
+        try { msg = JSON.parse(ev.data); } catch (e) { return; }
+        if (msg && msg.type === 'order') upsertOrder(msg.order, true);
+      };
+      ws.onclose = () => this.closed(ws);
+      ws.onerror = () => { /* onclose follows */ };
+    },
+
+    closed(ws) {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      clearInterval(this.pingTimer);
+      if (this.openedAt && Date.now() - this.openedAt > 10000) this.attempt = 0;
+      this.openedAt = 0;
+      if (state.session) this.retry();
+      else this.setState('offline', 'Offline');
+    },
+
+    retry() {
+      clearTimeout(this.retryTimer);
+      this.attempt++;
+      // Exponential backoff with jitter, so a fleet restart does not bring
+      // every shopper back in the same second.
+      const ceiling = Math.min(30000, 500 * 2 ** Math.min(this.attempt - 1, 10));
+      const delay = ceiling / 2 + Math.random() * (ceiling / 2);
+      this.setState('reconnecting', `Reconnecting in ${Math.ceil(delay / 1000)} s`);
+      // The browser hides why a handshake failed; after a few failures ask
+      // the API whether the token is still good.
+      if (this.attempt >= 3) refreshOrders();
+      this.retryTimer = setTimeout(() => this.connect(), delay);
+    },
+
+    startPings() {
+      clearInterval(this.pingTimer);
+      this.pingTimer = setInterval(() => {
+        const ws = this.ws;
+        if (!ws || ws.readyState !== WebSocket.OPEN) return;
+        if (Date.now() - this.lastHeard > this.DEAD_AFTER) {
+          // No pong: the connection is dead even if the browser has not
+          // noticed. Do not wait for a close handshake that will not come.
+          ws.onclose = null;
+          ws.close();
+          this.closed(ws);
+          return;
+        }
+        try { ws.send(JSON.stringify({ type: 'ping' })); } catch (e) { /* onclose follows */ }
+      }, this.PING_EVERY / 2);
+    },
+
+    disconnect() {
+      clearTimeout(this.retryTimer);
+      clearInterval(this.pingTimer);
+      const ws = this.ws;
+      this.ws = null;
+      this.attempt = 0;
+      if (ws) {
+        ws.onclose = null;
+        ws.close(1000, 'logged out');
+      }
+      this.setState('offline', 'Offline');
+    },
+
+    // nudge reconnects at once when the network or the tab comes back.
+    nudge() {
+      if (state.session && !this.ws) {
+        this.attempt = 0;
+        this.connect();
+      }
+    },
+  };
+
+  // ---- Clock tick -----------------------------------------------------------
+
+  function tick() {
+    setText($('#server-clock'), fmtTime(serverNow()));
+    for (const card of state.cards.values()) card.update();
+    for (const [id, li] of state.orderEls) updateDeadline(state.orders.get(id), li);
+    if (state.session && state.session.expiresAt && serverNow() >= state.session.expiresAt) {
+      endSession('Your session has ended. Please log in again.');
+    }
+  }
+
+  // ---- Start --------------------------------------------------------------
+
+  function start() {
+    $('#auth-form').addEventListener('submit', onLogin);
+    $('#register').addEventListener('click', onRegister);
+    $('#logout').addEventListener('click', () => {
+      setSession(null);
+      say('You are logged out.', 'info');
+      $('#username').focus();
+    });
+    window.addEventListener('online', () => { socket.nudge(); scheduleVouchers(0); });
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) { socket.nudge(); scheduleVouchers(0); }
+    });
+    setSession(loadSession());
+    refreshVouchers();
+    tick();
+    setInterval(tick, 250);
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();
