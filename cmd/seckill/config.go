@@ -1,0 +1,216 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Config is every setting of every role. Each field is one environment
+// variable; `seckill env` prints the table the README shows.
+type Config struct {
+	HTTPAddr        string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
+	RedisURL        string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
+	DatabaseURL     string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
+	KafkaBrokers    []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
+	KafkaTopic      string        `env:"SECKILL_KAFKA_TOPIC" default:"seckill.orders" help:"topic of accepted reservations"`
+	KafkaGroup      string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
+	KafkaPartitions int32         `env:"SECKILL_KAFKA_PARTITIONS" default:"6" help:"partitions of the topic when the dev broker creates it"`
+	JWTSecret       string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated in dev mode when unset"`
+	AdminToken      string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"bearer token of the operator routes; generated and printed in dev mode when unset"`
+	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
+	PayTimeout      time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
+	Roles           []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
+	DataDir         string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data"`
+	AllowedOrigins  []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
+	TrustedProxies  []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
+	GlobalRate      int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
+	GlobalBurst     int           `env:"SECKILL_GLOBAL_BURST" default:"20000" help:"burst of the global limit"`
+	UserRate        int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
+	UserBurst       int           `env:"SECKILL_USER_BURST" default:"5" help:"burst of the per-shopper limit"`
+	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
+	LogLevel        string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
+	LogFormat       string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
+	DemoVoucher     bool          `env:"SECKILL_DEMO_VOUCHER" default:"true" help:"dev mode: create a demo voucher that is on sale now"`
+}
+
+// loadConfig reads every field from getenv, falling back to its default.
+func loadConfig(getenv func(string) string) (Config, error) {
+	var cfg Config
+	v := reflect.ValueOf(&cfg).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		raw := strings.TrimSpace(getenv(f.Tag.Get("env")))
+		if raw == "" {
+			raw = f.Tag.Get("default")
+		}
+		if err := setField(v.Field(i), raw); err != nil {
+			return Config{}, fmt.Errorf("config: %s=%q: %w", f.Tag.Get("env"), raw, err)
+		}
+	}
+	return cfg, cfg.validate()
+}
+
+func setField(field reflect.Value, raw string) error {
+	switch field.Interface().(type) {
+	case string:
+		field.SetString(raw)
+	case []string:
+		var items []string
+		for item := range strings.SplitSeq(raw, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+		field.Set(reflect.ValueOf(items))
+	case time.Duration:
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return fmt.Errorf("not a duration (examples: 15m, 30s): %w", err)
+		}
+		field.SetInt(int64(d))
+	case bool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return fmt.Errorf("not true or false: %w", err)
+		}
+		field.SetBool(b)
+	case int, int32, int64:
+		n, err := strconv.ParseInt(raw, 10, field.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("not a whole number: %w", err)
+		}
+		field.SetInt(n)
+	default:
+		return fmt.Errorf("unsupported config type %s", field.Type())
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.PayTimeout <= 0:
+		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
+	case c.TokenTTL <= 0:
+		return fmt.Errorf("config: SECKILL_TOKEN_TTL must be positive")
+	case c.GlobalRate <= 0 || c.GlobalBurst <= 0 || c.UserRate <= 0 || c.UserBurst <= 0:
+		return fmt.Errorf("config: rates and bursts must be positive")
+	case c.KafkaPartitions <= 0:
+		return fmt.Errorf("config: SECKILL_KAFKA_PARTITIONS must be positive")
+	}
+	for _, r := range c.Roles {
+		if r != roleGateway && r != roleWorker && r != roleSweeper {
+			return fmt.Errorf("config: SECKILL_ROLES: unknown role %q (known: gateway, worker, sweeper)", r)
+		}
+	}
+	return nil
+}
+
+// hasRole reports whether this process plays role.
+func (c Config) hasRole(role string) bool {
+	for _, r := range c.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// Roles a process can play.
+const (
+	roleGateway = "gateway"
+	roleWorker  = "worker"
+	roleSweeper = "sweeper"
+)
+
+// fillDevSecrets generates the secrets dev mode may leave unset. It reports
+// whether the admin token was generated, so it can be shown once.
+func (c *Config) fillDevSecrets() (generatedAdmin bool) {
+	if c.JWTSecret == "" {
+		c.JWTSecret = randomHex(32)
+	}
+	if c.AdminToken == "" {
+		c.AdminToken = randomHex(16)
+		generatedAdmin = true
+	}
+	return generatedAdmin
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms.
+	return hex.EncodeToString(b)
+}
+
+// printable returns each variable with its value, secrets masked, for the
+// start-up log.
+func (c Config) printable() [][2]string {
+	v := reflect.ValueOf(c)
+	t := v.Type()
+	rows := make([][2]string, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		rows = append(rows, [2]string{f.Tag.Get("env"), maskedValue(f.Tag.Get("secret"), v.Field(i))})
+	}
+	return rows
+}
+
+func maskedValue(secret string, field reflect.Value) string {
+	var s string
+	switch x := field.Interface().(type) {
+	case []string:
+		s = strings.Join(x, ",")
+	default:
+		s = fmt.Sprint(x)
+	}
+	switch {
+	case s == "":
+		return "(unset)"
+	case secret == "true":
+		return "****"
+	case secret == "url":
+		return maskURL(s)
+	}
+	return s
+}
+
+// maskURL hides the password of a URL and keeps the rest, which operators
+// need to see which server a process talks to.
+func maskURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return "****"
+	}
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return s
+	}
+	user, _, hasPass := strings.Cut(userinfo, ":")
+	if !hasPass {
+		return s
+	}
+	return scheme + "://" + user + ":****@" + host
+}
+
+// writeEnvTable prints every variable with its default and meaning.
+func writeEnvTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
+	t := reflect.TypeOf(Config{})
+	for i := range t.NumField() {
+		f := t.Field(i)
+		def := f.Tag.Get("default")
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Tag.Get("env"), def, f.Tag.Get("help"))
+	}
+	return tw.Flush()
+}

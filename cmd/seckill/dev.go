@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/migrations"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// runDev starts whatever services are not configured as private child
+// processes (Redis, PostgreSQL) or in-process (Kafka), then every role.
+func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	generatedAdmin := cfg.fillDevSecrets()
+	log := newLogger(cfg, stderr)
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("SECKILL_DATA_DIR: %w", err)
+	}
+	// Child processes must stop even when start-up fails half way.
+	stopCtx := context.WithoutCancel(ctx)
+
+	if cfg.RedisURL == "" {
+		r, err := localstack.StartRedis(ctx, localstack.RedisOptions{Dir: filepath.Join(dataDir, "redis"), Persist: true, Log: log})
+		if err != nil {
+			return fmt.Errorf("dev redis: %w", err)
+		}
+		defer r.Stop(stopCtx)
+		cfg.RedisURL = r.URL
+	}
+	if cfg.DatabaseURL == "" {
+		p, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(dataDir, "postgres"), Fsync: true, Log: log})
+		if err != nil {
+			return fmt.Errorf("dev postgresql: %w", err)
+		}
+		defer p.Stop(stopCtx)
+		cfg.DatabaseURL = p.URL
+	}
+	if len(cfg.KafkaBrokers) == 0 {
+		k, err := localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions}, Log: log})
+		if err != nil {
+			return fmt.Errorf("dev kafka: %w", err)
+		}
+		defer k.Close()
+		cfg.KafkaBrokers = k.Brokers
+	}
+	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	logConfig(log, cfg)
+
+	sys, err := newSystem(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer sys.close()
+	if cfg.DemoVoucher {
+		if err := ensureDemoVoucher(ctx, sys.catalog); err != nil {
+			return fmt.Errorf("demo voucher: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin\n", cfg.HTTPAddr, cfg.HTTPAddr)
+	if generatedAdmin {
+		fmt.Fprintf(stdout, "admin token (generated for this run; set SECKILL_ADMIN_TOKEN to choose one): %s\n", cfg.AdminToken)
+	}
+	fmt.Fprintln(stdout, "press Ctrl-C to stop")
+	return sys.run(ctx)
+}
+
+// ensureDemoVoucher creates a voucher on sale now unless one already is, so a
+// fresh `make run` always has something to buy.
+func ensureDemoVoucher(ctx context.Context, catalog *seckill.Catalog) error {
+	vs, err := catalog.List(ctx)
+	if err != nil && !errors.Is(err, seckill.ErrUnavailable) {
+		return err
+	}
+	now := time.Now()
+	for _, v := range vs {
+		if v.Kind == seckill.KindSeckill && v.StockLeft > 0 && !now.Before(v.BeginAt) && now.Before(v.EndAt) {
+			return nil
+		}
+	}
+	_, err = catalog.Create(ctx, seckill.Voucher{
+		Title:        "Demo flash sale: 100 coffee vouchers at 9.90",
+		Kind:         seckill.KindSeckill,
+		PriceCents:   990,
+		StockTotal:   100,
+		PerUserLimit: 2,
+		BeginAt:      now.Add(-time.Second).UTC().Truncate(time.Second),
+		EndAt:        now.Add(24 * time.Hour).UTC().Truncate(time.Second),
+	})
+	return err
+}

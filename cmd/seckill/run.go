@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/migrations"
+)
+
+const usage = `seckill: the flash-sale platform.
+
+Usage:
+  seckill dev        start everything on this machine (private Redis, PostgreSQL, Kafka broker)
+  seckill serve      run the roles in SECKILL_ROLES against the configured services
+  seckill migrate    apply the database schema and exit
+  seckill reconcile  compare Redis with PostgreSQL per voucher (--repair rebuilds Redis)
+  seckill loadtest   release a flash crowd on a running system and check what it sold
+  seckill env        print every configuration variable
+
+Configuration is read from the environment; see 'seckill env'.
+`
+
+// run dispatches a subcommand. Everything the process does starts here.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no subcommand given")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "dev":
+		return runDev(ctx, getenv, stdout, stderr)
+	case "serve":
+		return runServe(ctx, getenv, stderr)
+	case "migrate":
+		return runMigrate(ctx, getenv, stderr)
+	case "reconcile":
+		return runReconcile(ctx, args, getenv, stdout, stderr)
+	case "loadtest":
+		return runLoadtest(ctx, args, getenv, stdout, stderr)
+	case "env":
+		return writeEnvTable(stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown subcommand %q", cmd)
+}
+
+// newLogger builds the process logger from the configuration.
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.LogFormat, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logConfig prints the configuration with its secrets masked.
+func logConfig(log *slog.Logger, cfg Config) {
+	args := make([]any, 0, 2*len(cfg.printable()))
+	for _, kv := range cfg.printable() {
+		args = append(args, kv[0], kv[1])
+	}
+	log.Info("configuration", args...)
+}
+
+// requireServices says which service URLs a production process lacks.
+func (c Config) requireServices() error {
+	var missing []string
+	if c.RedisURL == "" {
+		missing = append(missing, "SECKILL_REDIS_URL")
+	}
+	if c.DatabaseURL == "" {
+		missing = append(missing, "SECKILL_DATABASE_URL")
+	}
+	if len(c.KafkaBrokers) == 0 {
+		missing = append(missing, "SECKILL_KAFKA_BROKERS")
+	}
+	if c.JWTSecret == "" {
+		missing = append(missing, "SECKILL_JWT_SECRET")
+	}
+	if c.AdminToken == "" {
+		missing = append(missing, "SECKILL_ADMIN_TOKEN")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("serve needs %s (or use 'seckill dev', which starts private services)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func runServe(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	logConfig(log, cfg)
+	if err := cfg.requireServices(); err != nil {
+		return err
+	}
+	sys, err := newSystem(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer sys.close()
+	return sys.run(ctx)
+}
+
+func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	if cfg.DatabaseURL == "" {
+		return errors.New("migrate needs SECKILL_DATABASE_URL")
+	}
+	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	log.Info("schema is up to date", "database", maskURL(cfg.DatabaseURL))
+	return nil
+}
+
+func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadtest.ParseFlags(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		loadtest.Usage(stdout)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = loadtest.Run(ctx, cfg, stdout, stderr)
+	return err
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/orderid"
+	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/web"
+)
+
+// activeWindow is how long after a seckill voucher's end its reservations may
+// still be live in Redis (unpaid orders wait for their deadline).
+const activeWindow = 24 * time.Hour
+
+// system is one process's wiring: connections to the services and the roles
+// built on them.
+type system struct {
+	cfg      Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+
+	rdb     *redis.Client
+	pool    *pgxpool.Pool
+	store   *pgstore.Store
+	stock   *redisstock.Store
+	events  *notify.Publisher
+	catalog *seckill.Catalog
+
+	// Built only for the roles that need them.
+	lease    *orderid.Lease
+	producer *kafkaq.Producer
+	hub      *notify.Hub
+	server   *gateway.Server
+}
+
+// newSystem connects to Redis and PostgreSQL and builds what the configured
+// roles need. Kafka connections are made by the roles that use them.
+func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, err error) {
+	s := &system{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_REDIS_URL: %w", err)
+	}
+	ropts.PoolSize = 256
+	s.rdb = redis.NewClient(ropts)
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("redis at %s does not answer: %w", ropts.Addr, err)
+	}
+
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_DATABASE_URL: %w", err)
+	}
+	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgresql: %w", err)
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("postgresql at %s does not answer: %w", pcfg.ConnConfig.Host, err)
+	}
+
+	s.store = pgstore.New(s.pool)
+	s.stock = redisstock.New(s.rdb)
+	s.events = notify.NewPublisher(s.rdb)
+	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second)
+
+	if cfg.hasRole(roleGateway) {
+		if err := s.buildGateway(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// buildGateway builds the HTTP face and what only it needs: the order id
+// lease, the Kafka producer and the WebSocket hub.
+func (s *system) buildGateway(ctx context.Context) error {
+	var err error
+	s.lease, err = orderid.LeaseNode(ctx, s.rdb, s.log)
+	if err != nil {
+		return fmt.Errorf("order id node: %w", err)
+	}
+	ids, err := orderid.New(s.lease.Node())
+	if err != nil {
+		return err
+	}
+	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log)
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	s.hub, err = notify.NewHub(s.rdb, s.log, notify.Options{Registerer: s.registry})
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.NewTokens([]byte(s.cfg.JWTSecret), s.cfg.TokenTTL)
+	if err != nil {
+		return err
+	}
+	active := newActiveVouchers(s.store, time.Second)
+	s.server, err = gateway.New(gateway.Config{
+		AdminToken:     s.cfg.AdminToken,
+		AllowedOrigins: s.cfg.AllowedOrigins,
+		TrustedProxies: s.cfg.TrustedProxies,
+	}, gateway.Deps{
+		Catalog:  s.catalog,
+		Buyer:    seckill.NewBuyer(s.stock, s.producer, ids, s.log),
+		Orders:   orders.NewReader(s.store, s.stock, active.IDs),
+		Stats:    s.store,
+		Accounts: auth.NewAccounts(userStore{s.store}, tokens),
+		Tokens:   tokens,
+		Checks:   s.checks(),
+		Static:   web.FS(),
+		Metrics:  promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}),
+		Logger:   s.log,
+	})
+	return err
+}
+
+// checks are what /readyz asks.
+func (s *system) checks() []gateway.Check {
+	return []gateway.Check{
+		{Name: "redis", Ping: func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }},
+		{Name: "postgresql", Ping: s.pool.Ping},
+		{Name: "kafka", Ping: func(ctx context.Context) error { return dialAny(ctx, s.cfg.KafkaBrokers) }},
+	}
+}
+
+// dialAny reports whether at least one broker accepts a connection.
+func dialAny(ctx context.Context, addrs []string) error {
+	var d net.Dialer
+	var errs []error
+	for _, a := range addrs {
+		c, err := d.DialContext(ctx, "tcp", a)
+		if err == nil {
+			return c.Close()
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// run plays the configured roles until ctx ends, then shuts them down in
+// order: stop taking requests, let in-flight ones finish, let the consumer
+// commit what it persisted.
+func (s *system) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	fail := func(role string, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errc <- fmt.Errorf("%s: %w", role, err)
+		}
+		cancel()
+	}
+
+	if s.server != nil {
+		if err := s.hub.Start(ctx); err != nil {
+			return fmt.Errorf("notify hub: %w", err)
+		}
+		ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (SECKILL_HTTP_ADDR): %w", s.cfg.HTTPAddr, err)
+		}
+		s.log.Info("gateway listening", "url", "http://"+ln.Addr().String())
+		wg.Go(func() { fail("gateway", s.server.Serve(ln)) })
+		wg.Go(func() {
+			select {
+			case <-s.lease.Lost():
+				fail("order ids", errors.New("lost the order id node lease; stopping so no id is handed out twice"))
+			case <-ctx.Done():
+			}
+		})
+	} else {
+		srv, err := s.opsServer()
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			<-ctx.Done()
+			shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+			defer done()
+			_ = srv.Shutdown(shut)
+		})
+		wg.Go(func() {
+			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				fail("ops http", err)
+			}
+		})
+	}
+	if s.cfg.hasRole(roleWorker) {
+		consumer, err := kafkaq.NewConsumer(kafkaq.ConsumerConfig{
+			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
+		})
+		if err != nil {
+			return fmt.Errorf("kafka consumer: %w", err)
+		}
+		worker := orders.NewWorker(s.store, s.stock, s.stock, s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log})
+		wg.Go(func() {
+			defer consumer.Close()
+			fail("worker", consumer.Run(ctx, worker.Handle))
+		})
+		s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
+	}
+
+	<-ctx.Done()
+	s.log.Info("shutting down: finishing in-flight requests and batches", "timeout", s.cfg.ShutdownTimeout)
+	if s.server != nil {
+		shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		if err := s.server.Shutdown(shut); err != nil {
+			s.log.Warn("gateway shutdown", "err", err)
+		}
+		done()
+		s.hub.Stop()
+	}
+	wg.Wait()
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// opsServer serves health and metrics for a process without the gateway.
+func (s *system) opsServer() (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		for _, c := range s.checks() {
+			if err := c.Ping(ctx); err != nil {
+				http.Error(w, c.Name+" unreachable", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, `{"status":"ready"}`)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	return &http.Server{Addr: s.cfg.HTTPAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil
+}
+
+// close releases every connection; safe on a half-built system.
+func (s *system) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.producer != nil {
+		if err := s.producer.Close(); err != nil {
+			s.log.Warn("kafka producer close", "err", err)
+		}
+	}
+	if s.lease != nil {
+		if err := s.lease.Close(ctx); err != nil {
+			s.log.Warn("order id lease release", "err", err)
+		}
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+}
+
+// userStore adapts the PostgreSQL store to the accounts' needs.
+type userStore struct{ store *pgstore.Store }
+
+func (u userStore) CreateUser(ctx context.Context, username, passwordHash string) (int64, error) {
+	return u.store.CreateUser(ctx, username, passwordHash)
+}
+
+func (u userStore) UserByName(ctx context.Context, username string) (auth.User, error) {
+	usr, err := u.store.UserByName(ctx, username)
+	return auth.User{ID: usr.ID, Username: usr.Username, PasswordHash: usr.PasswordHash}, err
+}
+
+// activeVouchers caches the ids of seckill vouchers that can have live holds
+// in Redis, so reading an order does not query PostgreSQL for them each time.
+type activeVouchers struct {
+	store *pgstore.Store
+	ttl   time.Duration
+
+	mu      sync.Mutex
+	ids     []int64
+	fetched time.Time
+}
+
+func newActiveVouchers(store *pgstore.Store, ttl time.Duration) *activeVouchers {
+	return &activeVouchers{store: store, ttl: ttl}
+}
+
+// IDs returns the cached ids, refreshing them when older than the ttl.
+func (a *activeVouchers) IDs(ctx context.Context) ([]int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if time.Since(a.fetched) < a.ttl {
+		return a.ids, nil
+	}
+	ids, err := a.store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-activeWindow))
+	if err != nil {
+		return nil, err
+	}
+	a.ids, a.fetched = ids, time.Now()
+	return ids, nil
+}
