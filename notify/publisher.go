@@ -10,6 +10,10 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
+// Publisher is what the order workers, the sweeper and pay/cancel publish
+// through.
+var _ orders.Events = (*Publisher)(nil)
+
 // Publisher puts order status events on Channel for every instance's Hub.
 // It implements the orders package's Events interface.
 type Publisher struct {
