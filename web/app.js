@@ -16,9 +16,9 @@
  *                               upcoming|live|soldout|ended
  *       .stock-left .stock-total  live stock figures
  *       .countdown              "Opens in …" / "Ends in …"
- *       .qty                    quantity input
+ *       .qty                    quantity input (id qty-<voucher id>)
  *       .captcha                shown when the voucher has captcha_required
- *         .captcha-img .captcha-answer .captcha-refresh
+ *         .captcha-img .captcha-answer .captcha-refresh   (answer id captcha-<voucher id>)
  *       .buy                    the Buy button (disabled while a request is in flight,
  *                               while waiting out a 429, when sold out or not on sale)
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
@@ -375,8 +375,7 @@
       this.answer = answer;
       this.intent = null; // {key, qty, tries}
       this.inflight = false;
-      this.waitUntil = 0; // Date.now() ms: 429/503 wait
-      this.waitReason = '';
+      this.waitUntil = 0; // Date.now() ms until which a 429/503 is waited out
       this.retryAfterWait = false;
       this.doneUntil = 0; // short pause after a success, so a double click cannot buy twice
       this.soldOut = false; // learnt from a 409 sold_out, until the stock figure rises
