@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// testSystem is one running process of every role on the package's
+// services, reached over real HTTP.
+type testSystem struct {
+	base   string
+	cfg    Config
+	pool   *pgxpool.Pool
+	rdb    *redis.Client
+	tokens *auth.Tokens
+	client *http.Client
+}
+
+// startSystem runs newSystem + run on a fresh database and topic, the way
+// `seckill serve` does, and stops it when the test ends.
+func startSystem(t *testing.T, env map[string]string) *testSystem {
+	t.Helper()
+	dbURL := stack.NewDatabaseURL(t)
+	pool, err := pgxpool.New(t.Context(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	// Every test has its own database but all share one Redis: start the
+	// voucher ids somewhere else so Redis keys never collide.
+	_, err = pool.Exec(t.Context(), fmt.Sprintf("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d", 1+rand.Int64N(1<<40)))
+	require.NoError(t, err)
+
+	addr := freeAddr(t)
+	vars := map[string]string{
+		"SECKILL_HTTP_ADDR":     addr,
+		"SECKILL_REDIS_URL":     stack.RedisURL,
+		"SECKILL_DATABASE_URL":  dbURL,
+		"SECKILL_KAFKA_BROKERS": stack.KafkaBrokers[0],
+		"SECKILL_KAFKA_TOPIC":   stack.NewTopic(t, 6),
+		"SECKILL_KAFKA_GROUP":   "g-" + strconv.FormatInt(rand.Int64(), 36),
+		"SECKILL_JWT_SECRET":    "test-secret-0123456789abcdefghijklmnopqrstuvwxyz-" + strconv.FormatInt(rand.Int64(), 36),
+		"SECKILL_ADMIN_TOKEN":   "admin-" + strconv.FormatInt(rand.Int64(), 36),
+		"SECKILL_USER_RATE":     "1000",
+		"SECKILL_USER_BURST":    "1000",
+		"SECKILL_GLOBAL_RATE":   "1000000",
+		"SECKILL_GLOBAL_BURST":  "1000000",
+		"SECKILL_LOG_LEVEL":     "warn",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := loadConfig(func(k string) string { return vars[k] })
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	sys, err := newSystem(ctx, cfg, log)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- sys.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("system did not shut down within 30s")
+		}
+		sys.close()
+	})
+
+	tokens, err := auth.NewTokens([]byte(cfg.JWTSecret), time.Hour)
+	require.NoError(t, err)
+	ts := &testSystem{
+		base:   "http://" + addr,
+		cfg:    cfg,
+		pool:   pool,
+		rdb:    stack.Redis(t),
+		tokens: tokens,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
+	}
+	ts.waitReady(t)
+	return ts
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(bytes.TrimSpace(p))); return len(p), nil }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func (ts *testSystem) waitReady(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := ts.client.Get(ts.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "gateway never became ready")
+}
+
+// answer is one HTTP exchange with its decoded body.
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+	list   []map[string]any
+	raw    []byte
+}
+
+func (a answer) errorCode() string {
+	e, _ := a.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func (ts *testSystem) do(t testing.TB, method, path, token string, body any, header map[string]string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, ts.base+path, rd)
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := ts.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	a := answer{status: resp.StatusCode, header: resp.Header, raw: raw}
+	if len(raw) > 0 && raw[0] == '[' {
+		require.NoError(t, json.Unmarshal(raw, &a.list), "body: %s", raw)
+	} else if len(raw) > 0 && raw[0] == '{' {
+		require.NoError(t, json.Unmarshal(raw, &a.body), "body: %s", raw)
+	}
+	return a
+}
+
+func (ts *testSystem) shopper(t testing.TB, userID int64) string {
+	t.Helper()
+	tok, _, err := ts.tokens.Issue(userID)
+	require.NoError(t, err)
+	return tok
+}
+
+// createVoucher makes a seckill voucher through the admin API.
+func (ts *testSystem) createVoucher(t testing.TB, stock, limit int, begin, end time.Time) string {
+	t.Helper()
+	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
+		"title": "test voucher", "kind": "seckill", "price_cents": 250, "stock": stock,
+		"per_user_limit": limit, "begin_at": begin.UTC().Format(time.RFC3339), "end_at": end.UTC().Format(time.RFC3339),
+		"captcha_required": false,
+	}, nil)
+	require.Equal(t, http.StatusCreated, a.status, "create voucher: %s", a.raw)
+	id, ok := a.body["id"].(string)
+	require.True(t, ok, "voucher id must be a JSON string: %s", a.raw)
+	return id
+}
+
+func (ts *testSystem) buy(t testing.TB, voucherID, token string, qty int, key string) answer {
+	t.Helper()
+	h := map[string]string{}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	return ts.do(t, http.MethodPost, "/api/v1/vouchers/"+voucherID+"/orders", token, map[string]any{"quantity": qty}, h)
+}
+
+// waitPersisted waits until PostgreSQL holds n orders of the voucher in a
+// final or created state, and Redis has no pending reservation left.
+func (ts *testSystem) waitPersisted(t *testing.T, voucherID string, n int) {
+	t.Helper()
+	vid, err := strconv.ParseInt(voucherID, 10, 64)
+	require.NoError(t, err)
+	stock := redisstock.New(ts.rdb)
+	require.Eventually(t, func() bool {
+		var got int
+		err := ts.pool.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE voucher_id = $1`, vid).Scan(&got)
+		if err != nil || got != n {
+			return false
+		}
+		snap, err := stock.Snapshot(context.Background(), vid)
+		return err == nil && snap.Pending == 0
+	}, 60*time.Second, 50*time.Millisecond, "orders never all persisted")
+}
+
+// checkInvariants asserts architecture.md's rules for one voucher once
+// nothing is in flight: sold + left == total in PostgreSQL, Redis agrees,
+// nobody above the limit, one order per request key.
+func (ts *testSystem) checkInvariants(t *testing.T, voucherID string, limit int) (sold int64) {
+	t.Helper()
+	ctx := context.Background()
+	vid, err := strconv.ParseInt(voucherID, 10, 64)
+	require.NoError(t, err)
+	var total, left int64
+	require.NoError(t, ts.pool.QueryRow(ctx, `SELECT stock_total, stock_left FROM vouchers WHERE id = $1`, vid).Scan(&total, &left))
+	require.NoError(t, ts.pool.QueryRow(ctx,
+		`SELECT coalesce(sum(quantity), 0) FROM orders WHERE voucher_id = $1 AND status IN ('created', 'paid')`, vid).Scan(&sold))
+	require.Equal(t, total, sold+left, "PostgreSQL: sold + left must equal the total")
+
+	snap, err := redisstock.New(ts.rdb).Snapshot(ctx, vid)
+	require.NoError(t, err)
+	require.True(t, snap.Balanced(), "Redis must balance: %+v", snap)
+	require.Equal(t, left, snap.Left, "Redis and PostgreSQL must agree on what is left")
+	require.Equal(t, sold, snap.Held, "Redis holds must be exactly the sold orders")
+
+	var over int
+	require.NoError(t, ts.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT user_id FROM orders
+		WHERE voucher_id = $1 AND status IN ('created', 'paid') GROUP BY user_id HAVING sum(quantity) > $2) o`, vid, limit).Scan(&over))
+	require.Zero(t, over, "nobody may hold more than the per-user limit")
+	var buyersMismatch int
+	require.NoError(t, ts.pool.QueryRow(ctx, `SELECT count(*) FROM voucher_buyers b FULL JOIN (
+		SELECT user_id, sum(quantity) q FROM orders WHERE voucher_id = $1 AND status IN ('created', 'paid') GROUP BY user_id) o
+		ON o.user_id = b.user_id AND b.voucher_id = $1
+		WHERE (b.voucher_id = $1 OR b.voucher_id IS NULL) AND coalesce(b.quantity, 0) <> coalesce(o.q, 0)`, vid).Scan(&buyersMismatch))
+	require.Zero(t, buyersMismatch, "voucher_buyers must equal the created and paid orders per user")
+	return sold
+}
+
+func TestThousandBuyersOfAHundredItems(t *testing.T) {
+	ts := startSystem(t, nil)
+	vid := ts.createVoucher(t, 100, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+
+	const buyers = 1000
+	tokens := make([]string, buyers)
+	for i := range tokens {
+		tokens[i] = ts.shopper(t, int64(500_000+i))
+	}
+	codes := make([]answer, buyers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range buyers {
+		wg.Go(func() {
+			<-start
+			codes[i] = ts.buy(t, vid, tokens[i], 1, "")
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	accepted := map[string]bool{}
+	for _, a := range codes {
+		switch a.status {
+		case http.StatusAccepted:
+			require.Equal(t, "reserved", a.body["status"])
+			id := a.body["order_id"].(string)
+			require.False(t, accepted[id], "order id %s handed out twice", id)
+			accepted[id] = true
+		case http.StatusConflict:
+			require.Equal(t, "sold_out", a.errorCode(), "body: %s", a.raw)
+		default:
+			t.Fatalf("unexpected answer %d: %s", a.status, a.raw)
+		}
+	}
+	require.Len(t, accepted, 100, "exactly the stock must be accepted")
+
+	ts.waitPersisted(t, vid, 100)
+	require.EqualValues(t, 100, ts.checkInvariants(t, vid, 1))
+
+	v := ts.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil)
+	require.Equal(t, http.StatusOK, v.status)
+	require.EqualValues(t, 0, v.body["stock_left"])
+	stats := ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", ts.cfg.AdminToken, nil, nil)
+	require.Equal(t, http.StatusOK, stats.status, "%s", stats.raw)
+	require.EqualValues(t, 100, stats.body["created"])
+	require.EqualValues(t, 0, stats.body["stock_left"])
+}
+
+func TestReplaysAndQuantities(t *testing.T) {
+	ts := startSystem(t, nil)
+	const stock, limit, buyers = 100, 3, 300
+	vid := ts.createVoucher(t, stock, limit, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+
+	type attempt struct {
+		user  int64
+		token string
+		key   string
+		qty   int
+	}
+	var attempts []attempt
+	for i := range buyers {
+		u := int64(700_000 + i)
+		tok := ts.shopper(t, u)
+		// Each shopper sends its key three times at once (a double click and
+		// a retry), and some send a second purchase with a new key.
+		a := attempt{user: u, token: tok, key: fmt.Sprintf("k-%d-a", u), qty: 1 + i%3}
+		attempts = append(attempts, a, a, a)
+		if i%4 == 0 {
+			attempts = append(attempts, attempt{user: u, token: tok, key: fmt.Sprintf("k-%d-b", u), qty: 1})
+		}
+	}
+	rand.Shuffle(len(attempts), func(i, j int) { attempts[i], attempts[j] = attempts[j], attempts[i] })
+	answers := make([]answer, len(attempts))
+	var wg sync.WaitGroup
+	for i := range attempts {
+		wg.Go(func() { answers[i] = ts.buy(t, vid, attempts[i].token, attempts[i].qty, attempts[i].key) })
+	}
+	wg.Wait()
+
+	orderOfKey := map[string]string{}
+	keyOfOrder := map[string]string{}
+	for i, a := range answers {
+		at := attempts[i]
+		switch a.status {
+		case http.StatusAccepted:
+			id := a.body["order_id"].(string)
+			if prev, ok := orderOfKey[at.key]; ok {
+				require.Equal(t, prev, id, "a replayed Idempotency-Key must return the first order")
+			}
+			orderOfKey[at.key] = id
+			if k, ok := keyOfOrder[id]; ok {
+				require.Equal(t, k, at.key, "two keys got one order")
+			}
+			keyOfOrder[id] = at.key
+		case http.StatusConflict:
+			require.Contains(t, []string{"sold_out", "limit_exceeded"}, a.errorCode(), "body: %s", a.raw)
+		default:
+			t.Fatalf("unexpected answer %d: %s", a.status, a.raw)
+		}
+	}
+	ts.waitPersisted(t, vid, len(orderOfKey))
+	sold := ts.checkInvariants(t, vid, limit)
+	require.LessOrEqual(t, sold, int64(stock))
+	require.Greater(t, sold, int64(stock-limit), "the crowd is big enough to sell out up to the last few items")
+
+	// Each accepted key is exactly one row with that key.
+	var rows int
+	require.NoError(t, ts.pool.QueryRow(context.Background(),
+		`SELECT count(DISTINCT request_key) FROM orders WHERE request_key IS NOT NULL`).Scan(&rows))
+	require.Equal(t, len(orderOfKey), rows)
+
+	// A replay after the sale is persisted still returns the same order.
+	for key, id := range orderOfKey {
+		for _, at := range attempts {
+			if at.key == key {
+				a := ts.buy(t, vid, at.token, at.qty, at.key)
+				require.Equal(t, http.StatusAccepted, a.status, "%s", a.raw)
+				require.Equal(t, id, a.body["order_id"])
+				return
+			}
+		}
+	}
+}
