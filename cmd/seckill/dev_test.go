@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// safeBuffer is a bytes.Buffer the dev process and the test may share.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDevMode is `make run`: with nothing configured, `seckill dev` starts
+// its own Redis, PostgreSQL and Kafka, seeds a voucher on sale, sells it over
+// HTTP, and on shutdown leaves no process behind.
+func TestDevMode(t *testing.T) {
+	dataDir := t.TempDir()
+	addr := freeAddr(t)
+	env := map[string]string{
+		"SECKILL_HTTP_ADDR": addr,
+		"SECKILL_DATA_DIR":  dataDir,
+		"SECKILL_LOG_LEVEL": "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr safeBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
+
+	ts := &testSystem{base: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}}
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("dev mode stopped early: %v\nstderr:\n%s", err, stderr.String())
+		default:
+		}
+		resp, err := ts.client.Get(ts.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 90*time.Second, 100*time.Millisecond, "dev mode never became ready\nstderr:\n%s", &stderr)
+	require.Contains(t, stdout.String(), "admin token", "a generated admin token is shown once")
+
+	reg := ts.do(t, http.MethodPost, "/api/v1/users", "", map[string]any{"username": "alice", "password": "correct horse"}, nil)
+	require.Equal(t, http.StatusCreated, reg.status, "%s", reg.raw)
+	login := ts.do(t, http.MethodPost, "/api/v1/sessions", "", map[string]any{"username": "alice", "password": "correct horse"}, nil)
+	require.Equal(t, http.StatusOK, login.status, "%s", login.raw)
+	token := login.body["token"].(string)
+
+	vs := ts.do(t, http.MethodGet, "/api/v1/vouchers", "", nil, nil)
+	require.Equal(t, http.StatusOK, vs.status)
+	require.NotEmpty(t, vs.list, "dev mode seeds a demo voucher")
+	demo := vs.list[0]
+	require.Equal(t, "seckill", demo["kind"])
+
+	bought := ts.buy(t, demo["id"].(string), token, 1, "first-click")
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	orderID := bought.body["order_id"].(string)
+	require.Eventually(t, func() bool {
+		o := ts.do(t, http.MethodGet, "/api/v1/orders/"+orderID, token, nil, nil)
+		return o.status == http.StatusOK && o.body["status"] == "created"
+	}, 30*time.Second, 50*time.Millisecond, "the order never reached PostgreSQL")
+
+	page := ts.do(t, http.MethodGet, "/", "", nil, nil)
+	require.Equal(t, http.StatusOK, page.status)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "stderr:\n%s", stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev mode did not stop within 60s of SIGTERM")
+	}
+	require.Empty(t, processesUsing(t, dataDir), "child processes left behind")
+}
+
+// processesUsing lists the command lines of processes that mention dir.
+func processesUsing(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		s := strings.ReplaceAll(string(cmdline), "\x00", " ")
+		if strings.Contains(s, dir) {
+			found = append(found, e.Name()+": "+s)
+		}
+	}
+	return found
+}
