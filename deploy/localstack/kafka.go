@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -13,15 +14,21 @@ import (
 
 // KafkaOptions configures StartKafka.
 type KafkaOptions struct {
-	// Topics to create at start, name to partition count.
+	// Topics to create at start, name to partition count. A topic that
+	// already exists (reloaded from Dir) is kept as it is.
 	Topics map[string]int32
+	// Dir, when set, makes the broker keep its logs, topics and committed
+	// group offsets there and reload them at the next start (dev mode, so a
+	// restart loses no message in flight). Empty keeps everything in memory.
+	Dir string
 	// Log receives the broker's errors and warnings; nil discards them.
 	Log *slog.Logger
 }
 
 // Kafka is an in-process kfake broker: it speaks the Kafka wire protocol on
 // 127.0.0.1, so clients such as sarama talk to it over TCP exactly as to
-// Kafka. It keeps everything in memory; nothing survives Close.
+// Kafka. Without KafkaOptions.Dir it keeps everything in memory and nothing
+// survives Close.
 type Kafka struct {
 	// Brokers are the host:port addresses to bootstrap clients with.
 	Brokers []string
@@ -42,15 +49,33 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		kfake.ClusterID("seckill-localstack"),
 		kfake.WithLogger(kfakeLogger{log}),
 	}
-	for _, name := range slices.Sorted(maps.Keys(opts.Topics)) {
-		kopts = append(kopts, kfake.SeedTopics(opts.Topics[name], name))
+	if opts.Dir != "" {
+		dir, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("localstack: kafka dir: %w", err)
+		}
+		kopts = append(kopts, kfake.DataDir(dir))
 	}
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("localstack: start kfake: %w", err)
 	}
 	k := &Kafka{Brokers: c.ListenAddrs(), cluster: c}
-	log.Info("localstack: kafka (kfake) ready", "brokers", k.Brokers, "topics", opts.Topics)
+	// Created here rather than with kfake.SeedTopics, which a cluster
+	// reloaded from disk ignores.
+	for _, name := range slices.Sorted(maps.Keys(opts.Topics)) {
+		if c.TopicInfo(name) != nil {
+			if n := int32(len(c.PartitionInfos(name))); n != opts.Topics[name] {
+				log.Warn("localstack: kept a reloaded topic with another partition count", "topic", name, "partitions", n, "wanted", opts.Topics[name])
+			}
+			continue
+		}
+		if err := k.CreateTopic(ctx, name, opts.Topics[name]); err != nil {
+			k.Close()
+			return nil, err
+		}
+	}
+	log.Info("localstack: kafka (kfake) ready", "brokers", k.Brokers, "topics", opts.Topics, "dir", opts.Dir)
 	return k, nil
 }
 

@@ -210,3 +210,81 @@ func TestKafkaCloseDropsClients(t *testing.T) {
 	_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: "t", Value: sarama.StringEncoder("y")})
 	require.Error(t, err, "a closed broker takes nothing")
 }
+
+// TestKafkaDirKeepsMessagesAndOffsets is dev mode's restart: what was
+// produced and what the group committed are there after Close and a new
+// StartKafka on the same folder, on a new port.
+func TestKafkaDirKeepsMessagesAndOffsets(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	topics := map[string]int32{"seckill.orders": 3}
+	k, err := localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir})
+	require.NoError(t, err)
+	p, err := sarama.NewSyncProducer(k.Brokers, saramaConfig())
+	require.NoError(t, err)
+	produce(t, p, "seckill.orders", 0, 20)
+	require.NoError(t, p.Close())
+
+	got := make(chan received, 100)
+	stop := startMember(t, k.Brokers, "g", "seckill.orders", "a", got)
+	for range 20 {
+		<-got
+	}
+	stop() // commits what was marked
+	before := committed(t, k.Brokers, "g", "seckill.orders")
+	require.EqualValues(t, 20, sum(before))
+	k.Close()
+
+	k2, err := localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(k2.Close)
+	require.NotEqual(t, k.Brokers, k2.Brokers, "a new port")
+	var total int64
+	for _, pi := range k2.Cluster().PartitionInfos("seckill.orders") {
+		total += pi.HighWatermark
+	}
+	require.EqualValues(t, 20, total, "the messages were reloaded")
+	require.Equal(t, before, committed(t, k2.Brokers, "g", "seckill.orders"), "the group's offsets were reloaded")
+
+	// The group resumes there: it sees only what is produced now.
+	got2 := make(chan received, 100)
+	startMember(t, k2.Brokers, "g", "seckill.orders", "b", got2)
+	p2, err := sarama.NewSyncProducer(k2.Brokers, saramaConfig())
+	require.NoError(t, err)
+	defer p2.Close()
+	produce(t, p2, "seckill.orders", 20, 21)
+	select {
+	case r := <-got2:
+		require.Equal(t, "20", string(r.msg.Value))
+	case <-time.After(15 * time.Second):
+		require.FailNow(t, "the new message never came")
+	}
+	select {
+	case r := <-got2:
+		require.FailNow(t, "a committed message came again", "value %s", r.msg.Value)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// committed returns the group's committed offset per partition.
+func committed(t *testing.T, brokers []string, group, topic string) map[int32]int64 {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, saramaConfig())
+	require.NoError(t, err)
+	defer admin.Close()
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0, 1, 2}})
+	require.NoError(t, err)
+	out := map[int32]int64{}
+	for part, b := range resp.Blocks[topic] {
+		out[part] = b.Offset
+	}
+	return out
+}
+
+func sum(m map[int32]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -64,7 +64,9 @@ func launch(spec procSpec) (*process, error) {
 		Setpgid: true,
 		// The kernel signals the child when we die, even by SIGKILL, so no
 		// child is ever orphaned. Go applies it after the credential change,
-		// which would otherwise clear it.
+		// which would otherwise clear it. (Strictly it fires when the OS
+		// thread that forked dies; Go only ends threads of goroutines that
+		// exit while locked with runtime.LockOSThread, which we never do.)
 		Pdeathsig:  spec.deathSig,
 		Credential: spec.cred,
 	}

@@ -1,0 +1,86 @@
+# The two commands a person needs: `make run` (the whole system on this
+# machine, on private Redis/PostgreSQL/Kafka) and `make test`.
+#
+#   make deps    install what a fresh Debian machine lacks (redis-server,
+#                postgresql, chromium), only what is missing
+#   make build   bin/seckill
+#   make run     deps + build, then `bin/seckill dev`
+#   make test    deps, go vet, every test, then a short fuzz pass
+#   make fuzz    only the fuzz pass (FUZZTIME per target, default 5s)
+#   make bench   the Go benchmarks
+#   make clean   remove bin/ and .run/ (dev-mode data)
+#
+# PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+PKGS ?= ./...
+BIN := bin/seckill
+FUZZTIME ?= 5s
+BENCHTIME ?= 2s
+
+.PHONY: deps build run test vet fuzz bench clean
+
+# deps installs only what is missing, with apt-get (as root, or through
+# sudo). Without either it prints the exact command to run and stops.
+# Before installing postgresql it tells Debian not to create and start the
+# system-wide cluster on port 5432: the project runs its own private ones.
+# SECKILL_APT_UPDATED=1 skips `apt-get update` (.ci/run has just done it).
+deps:
+	@missing=(); \
+	command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server); \
+	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v postgres && command -v initdb; } >/dev/null 2>&1 || missing+=(postgresql); \
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); \
+	if [ $${#missing[@]} -eq 0 ]; then echo "deps: redis-server, postgresql and chromium are installed"; exit 0; fi; \
+	echo "deps: missing: $${missing[*]}"; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+		echo "deps: no apt-get on this machine: install $${missing[*]} with its package manager, then run make again" >&2; exit 1; \
+	fi; \
+	if [ "$$(id -u)" -eq 0 ]; then as_root=(env DEBIAN_FRONTEND=noninteractive); \
+	elif command -v sudo >/dev/null 2>&1; then as_root=(sudo env DEBIAN_FRONTEND=noninteractive); \
+	else \
+		echo "deps: not root and no sudo. As root, run:" >&2; \
+		echo "    apt-get update && apt-get install -y $${missing[*]}" >&2; \
+		echo "then run make again." >&2; exit 1; \
+	fi; \
+	if [[ " $${missing[*]} " == *" postgresql "* ]]; then \
+		"$${as_root[@]}" mkdir -p /etc/postgresql-common/createcluster.d; \
+		echo "create_main_cluster = false" | "$${as_root[@]}" tee /etc/postgresql-common/createcluster.d/seckill-no-main-cluster.conf >/dev/null; \
+	fi; \
+	if [ -z "$${SECKILL_APT_UPDATED:-}" ]; then echo "deps: apt-get update"; "$${as_root[@]}" apt-get update; fi; \
+	echo "deps: apt-get install -y $${missing[*]}"; \
+	"$${as_root[@]}" apt-get install -y "$${missing[@]}" || { \
+		echo "deps: installing failed. As root, run: apt-get update && apt-get install -y $${missing[*]}" >&2; exit 1; }
+
+build:
+	$(GO) build -o $(BIN) ./cmd/seckill
+
+run: deps build
+	./$(BIN) dev
+
+vet:
+	$(GO) vet $(PKGS)
+
+test: deps vet
+	$(GO) test -count=1 -timeout 12m $(PKGS)
+	@$(MAKE) --no-print-directory fuzz
+
+# fuzz runs every Fuzz target in the tree for FUZZTIME, one at a time (go
+# test fuzzes one target of one package per run). `go test -list` prints a
+# package's matching names and then its "ok <package>" line.
+fuzz:
+	@targets=$$($(GO) test -list '^Fuzz' $(PKGS) | awk '/^Fuzz/ { names[++n] = $$1; next } /^ok/ { for (i = 1; i <= n; i++) print $$2, names[i]; n = 0 }'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets"; exit 0; fi; \
+	while read -r pkg name; do \
+		echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done <<< "$$targets"
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $(PKGS)
+
+clean:
+	rm -rf bin .run
