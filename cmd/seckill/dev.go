@@ -46,7 +46,11 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		cfg.DatabaseURL = p.URL
 	}
 	if len(cfg.KafkaBrokers) == 0 {
-		k, err := localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions}, Log: log})
+		k, err := localstack.StartKafka(ctx, localstack.KafkaOptions{
+			Topics: map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions},
+			Dir:    filepath.Join(dataDir, "kafka"),
+			Log:    log,
+		})
 		if err != nil {
 			return fmt.Errorf("dev kafka: %w", err)
 		}

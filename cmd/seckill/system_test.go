@@ -105,7 +105,10 @@ func startSystem(t *testing.T, env map[string]string) *testSystem {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(bytes.TrimSpace(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimSpace(p)))
+	return len(p), nil
+}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
