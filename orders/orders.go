@@ -2,6 +2,21 @@
 // paid, cancelled or failed, the workers that persist reservations, the sweeper
 // of unpaid orders and the reconciler. It declares the interfaces it needs and
 // keeps drivers in subpackages (pgstore for PostgreSQL, kafkaq for Kafka).
+//
+// Every transition (created, paid, cancelled, failed) is published once, after
+// its commit, as an Event through the Events interface; notify.Publisher sends
+// it on the Redis pub/sub channel seckill:events. Pub/sub rather than a Kafka
+// topic, because gateways only need live changes for the sockets they hold:
+// the durable record is PostgreSQL, and a socket that (re)connects is sent a
+// snapshot of the user's non-final orders, so a change missed while a gateway
+// was away costs nothing. A Kafka topic would add a consumer group per gateway
+// and replay history nobody needs.
+//
+// Lifecycle moves persisted orders on (pay, cancel, the payment timeout) with
+// one conditional UPDATE per transition and the redis_release_pending column
+// as the outbox of the Redis release; Sweeper runs the timeouts and the
+// outbox; SyncBuyer sells the limit and common kinds straight into
+// PostgreSQL; Reconciler releases holds whose message never reached Kafka.
 package orders
 
 import (

@@ -1,0 +1,171 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// LifecycleStore is the PostgreSQL side of an order's transitions
+// (orders/pgstore implements it). Every method is one transaction.
+type LifecycleStore interface {
+	// Pay marks the user's created order paid if its deadline has not
+	// passed: ErrNotFound for an unknown or someone else's order,
+	// ErrConflict for any other state.
+	Pay(ctx context.Context, userID, orderID int64) (Order, error)
+	// Cancel cancels the user's created order and puts its stock back in
+	// PostgreSQL, flagging the Redis release (errors as for Pay).
+	Cancel(ctx context.Context, userID, orderID int64) (Order, error)
+	// CancelExpired cancels up to max created orders past their deadline,
+	// like Cancel, claiming rows with FOR UPDATE SKIP LOCKED.
+	CancelExpired(ctx context.Context, max int) ([]Order, error)
+	// ReleasePending lists up to max orders whose Redis release is owed.
+	ReleasePending(ctx context.Context, max int) ([]Order, error)
+	// ClearReleasePending records that these orders' stock is back in Redis.
+	ClearReleasePending(ctx context.Context, orderIDs []int64) error
+}
+
+// releaseTimeout bounds the Redis step after a committed cancellation.
+const releaseTimeout = 5 * time.Second
+
+// Lifecycle moves persisted orders on: pay, cancel (by the shopper or by the
+// payment timeout) and the Redis release that follows a cancellation.
+//
+// A cancellation is two steps that cannot share a transaction: PostgreSQL
+// (status, stock, per-user count and the redis_release_pending flag, in one
+// transaction) and then Redis (release.lua in mode any). The flag is an
+// outbox: whoever dies between the two steps leaves a flagged row, and
+// ReleaseOwed (run in a loop by every sweeper) releases it later. release.lua
+// tombstones the order, so doing the Redis step again never gives the stock
+// back twice.
+type Lifecycle struct {
+	store    LifecycleStore
+	releaser Releaser
+	events   Events
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// NewLifecycle returns a Lifecycle. events may be nil (no status events).
+func NewLifecycle(store LifecycleStore, releaser Releaser, events Events, log *slog.Logger) *Lifecycle {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Lifecycle{store: store, releaser: releaser, events: events, log: log, now: time.Now}
+}
+
+// Pay pays the user's order (simulated: this stands where a payment
+// provider's callback would). Only the owner, only a created order before
+// its pay_deadline; the loser of a race with a cancellation gets ErrConflict.
+func (l *Lifecycle) Pay(ctx context.Context, userID, orderID int64) (Order, error) {
+	o, err := l.store.Pay(ctx, userID, orderID)
+	if err != nil {
+		return Order{}, fmt.Errorf("orders: pay: %w", err)
+	}
+	l.publish(ctx, o)
+	return o, nil
+}
+
+// Cancel cancels the user's created order and gives its stock back in
+// PostgreSQL and then in Redis. If the Redis step fails the order is still
+// cancelled (the answer is the cancelled order) and the release loop
+// finishes the Redis step.
+func (l *Lifecycle) Cancel(ctx context.Context, userID, orderID int64) (Order, error) {
+	o, err := l.store.Cancel(ctx, userID, orderID)
+	if err != nil {
+		return Order{}, fmt.Errorf("orders: cancel: %w", err)
+	}
+	list := l.release(ctx, []Order{o})
+	l.publish(ctx, list...)
+	return list[0], nil
+}
+
+// release gives the stock of freshly cancelled orders back in Redis and
+// clears their flags. Failures are logged and left to ReleaseOwed; the
+// orders are returned with ReleasePending as it now is.
+func (l *Lifecycle) release(ctx context.Context, list []Order) []Order {
+	// The PostgreSQL step is committed: finish the Redis step even when the
+	// caller is going away (shutdown, a client that hung up), so little is
+	// left to the release loop.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	var done []int64
+	for i, o := range list {
+		if !o.ReleasePending {
+			continue
+		}
+		if _, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny); err != nil {
+			l.log.WarnContext(ctx, "redis release failed; the release loop retries it", "order_id", o.ID, "err", err)
+			continue
+		}
+		done = append(done, o.ID)
+		list[i].ReleasePending = false
+	}
+	if len(done) > 0 {
+		if err := l.store.ClearReleasePending(ctx, done); err != nil {
+			// Released in Redis but still flagged: the loop releases again,
+			// which release.lua turns into a no-op.
+			l.log.WarnContext(ctx, "release flag not cleared; the release loop clears it", "err", err)
+		}
+	}
+	return list
+}
+
+// ReleaseOwed releases in Redis up to max orders whose PostgreSQL
+// transition is done but whose Redis release is not (the outbox), and
+// clears their flags. It returns how many it cleared, and the first error.
+// Safe to run in any number of processes: a release happens once per order.
+func (l *Lifecycle) ReleaseOwed(ctx context.Context, max int) (int, error) {
+	list, err := l.store.ReleasePending(ctx, max)
+	if err != nil {
+		return 0, fmt.Errorf("orders: release owed: %w", err)
+	}
+	var done []int64
+	var first error
+	for _, o := range list {
+		if _, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny); err != nil {
+			if first == nil {
+				first = fmt.Errorf("orders: release order %d: %w", o.ID, err)
+			}
+			continue
+		}
+		done = append(done, o.ID)
+	}
+	if len(done) > 0 {
+		if err := l.store.ClearReleasePending(ctx, done); err != nil {
+			return 0, fmt.Errorf("orders: release owed: %w", err)
+		}
+	}
+	return len(done), first
+}
+
+// CancelExpired cancels one batch of up to max orders past their pay
+// deadline, releases them in Redis and publishes their events. It returns
+// the orders it cancelled.
+func (l *Lifecycle) CancelExpired(ctx context.Context, max int) ([]Order, error) {
+	list, err := l.store.CancelExpired(ctx, max)
+	if err != nil {
+		return nil, fmt.Errorf("orders: cancel expired: %w", err)
+	}
+	if len(list) == 0 {
+		return nil, nil
+	}
+	list = l.release(ctx, list)
+	l.publish(ctx, list...)
+	return list, nil
+}
+
+func (l *Lifecycle) publish(ctx context.Context, list ...Order) {
+	if l.events == nil {
+		return
+	}
+	at := l.now().UTC()
+	for _, o := range list {
+		if err := l.events.Publish(ctx, Event{Order: o, At: at}); err != nil {
+			l.log.WarnContext(ctx, "order event not published", "order_id", o.ID, "status", o.Status, "err", err)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package orders
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Defaults of SweeperConfig.
+const (
+	DefaultSweepInterval = time.Second
+	DefaultSweepBatch    = 500
+)
+
+// SweeperConfig holds the Sweeper's settings; zero fields take defaults.
+type SweeperConfig struct {
+	// Interval is the pause between sweeps that found nothing to do (1 s:
+	// an expired order is cancelled within about a second of its deadline).
+	Interval time.Duration
+	// Batch is the most orders one transaction cancels (500).
+	Batch int
+	Log   *slog.Logger
+}
+
+// Sweeper cancels unpaid orders past their pay_deadline and empties the
+// release outbox. It keeps nothing in memory: everything it does is read
+// from and committed to PostgreSQL, so it survives restarts, and any number
+// of sweepers may run (the rows are claimed FOR UPDATE SKIP LOCKED).
+type Sweeper struct {
+	life     *Lifecycle
+	interval time.Duration
+	batch    int
+	log      *slog.Logger
+}
+
+// NewSweeper returns a Sweeper over life.
+func NewSweeper(life *Lifecycle, cfg SweeperConfig) *Sweeper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultSweepInterval
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultSweepBatch
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Sweeper{life: life, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log}
+}
+
+// Run sweeps until ctx ends and returns nil then. A full batch is followed
+// at once by the next one; errors (database or Redis down) are logged and
+// retried at the next tick.
+func (s *Sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		full := s.Sweep(ctx)
+		if full {
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep runs one pass: one batch of expired orders, then one batch of the
+// outbox. It reports whether a batch was full (there may be more to do).
+func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
+	list, err := s.life.CancelExpired(ctx, s.batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "sweep: cancel expired orders", "err", err)
+		}
+	} else if len(list) > 0 {
+		s.log.DebugContext(ctx, "sweep: cancelled expired orders", "count", len(list))
+	}
+	n, err := s.life.ReleaseOwed(ctx, s.batch)
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "sweep: release owed stock in redis", "released", n, "err", err)
+	}
+	return len(list) == s.batch || (err == nil && n == s.batch)
+}
