@@ -36,7 +36,7 @@ type testSystem struct {
 
 // startSystem runs newSystem + run on a fresh database and topic, the way
 // `seckill serve` does, and stops it when the test ends.
-func startSystem(t *testing.T, env map[string]string) *testSystem {
+func startSystem(t testing.TB, env map[string]string) *testSystem {
 	t.Helper()
 	dbURL := stack.NewDatabaseURL(t)
 	pool, err := pgxpool.New(t.Context(), dbURL)
@@ -103,14 +103,14 @@ func startSystem(t *testing.T, env map[string]string) *testSystem {
 	return ts
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimSpace(p)))
 	return len(p), nil
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func (ts *testSystem) waitReady(t *testing.T) {
+func (ts *testSystem) waitReady(t testing.TB) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		resp, err := ts.client.Get(ts.base + "/readyz")

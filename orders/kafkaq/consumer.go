@@ -97,6 +97,11 @@ func ConsumerGroupConfig() *sarama.Config {
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = false
 	cfg.Consumer.Return.Errors = true
+	// The broker answers one request per connection at a time, so an offset
+	// commit waits behind the fetch long-poll on the same connection: with
+	// sarama's default 500 ms each commit, and so each batch on a quiet
+	// partition, would take half a second.
+	cfg.Consumer.MaxWaitTime = 50 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRoundRobin()}
 	return cfg
 }
