@@ -1,0 +1,173 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Defaults of ReconcilerConfig.
+const (
+	DefaultGrace           = 30 * time.Second
+	DefaultProducerTimeout = 10 * time.Second
+	DefaultReconcileEvery  = 5 * time.Second
+)
+
+// ReconcileStore is what the Reconciler needs from PostgreSQL
+// (orders/pgstore implements it).
+type ReconcileStore interface {
+	// InsertFailed stores r as a failed order with its release owed, unless
+	// an order with its id exists (inserted false: nothing may be released).
+	InsertFailed(ctx context.Context, r seckill.Reservation) (Order, bool, error)
+	ClearReleasePending(ctx context.Context, orderIDs []int64) error
+	// ActiveSeckillVoucherIDs lists the seckill vouchers that can have holds.
+	ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error)
+}
+
+// PendingHolds lists holds no worker has confirmed (seckill/redisstock).
+type PendingHolds interface {
+	Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error)
+}
+
+// Drain tells whether every queue message produced before t has been
+// consumed and persisted (orders/kafkaq.Drain implements it for Kafka).
+type Drain interface {
+	DrainedBefore(ctx context.Context, t time.Time) (bool, error)
+}
+
+// ReconcilerConfig holds the Reconciler's settings; zero fields take defaults.
+type ReconcilerConfig struct {
+	// Grace is how old an unconfirmed hold must be before it is looked at
+	// (30 s). It must exceed ProducerTimeout.
+	Grace time.Duration
+	// ProducerTimeout is the longest a gateway may still be writing a
+	// reservation's message after the reservation (its request timeout, 10 s).
+	ProducerTimeout time.Duration
+	// Every is the pause between passes (5 s).
+	Every time.Duration
+	Log   *slog.Logger
+}
+
+// Reconciler ends reservations that would otherwise hold stock forever: a
+// gateway that died between reserve.lua and the Kafka write leaves a hold in
+// Redis with no message and no order. A hold older than the grace period is
+// released only when no message can be in flight for it: the consumer group
+// has committed past every message produced up to reservedAt + the
+// producers' timeout (so its message, had it been written, is persisted), and
+// no order exists. The decision is written first, as a failed order inserted
+// ON CONFLICT DO NOTHING: if a worker's order got there first nothing is
+// released; once the failed row exists a late message can only find it and
+// fail too.
+type Reconciler struct {
+	store    ReconcileStore
+	holds    PendingHolds
+	drain    Drain
+	releaser Releaser
+	events   Events
+	now      func() time.Time
+	cfg      ReconcilerConfig
+}
+
+// NewReconciler returns a Reconciler. events may be nil.
+func NewReconciler(store ReconcileStore, holds PendingHolds, drain Drain, releaser Releaser, events Events, cfg ReconcilerConfig) *Reconciler {
+	if cfg.ProducerTimeout <= 0 {
+		cfg.ProducerTimeout = DefaultProducerTimeout
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Grace <= cfg.ProducerTimeout {
+		cfg.Grace = cfg.ProducerTimeout + time.Second
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = DefaultReconcileEvery
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Reconciler{store: store, holds: holds, drain: drain, releaser: releaser, events: events, now: time.Now, cfg: cfg}
+}
+
+// Run reconciles every cfg.Every until ctx ends, then returns nil.
+func (r *Reconciler) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Every)
+	defer t.Stop()
+	for {
+		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Log.WarnContext(ctx, "reconcile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass looks at every active seckill voucher once and returns the orders it
+// released as failed.
+func (r *Reconciler) Pass(ctx context.Context) ([]Order, error) {
+	ids, err := r.store.ActiveSeckillVoucherIDs(ctx, r.now().Add(-24*time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("orders: reconcile: %w", err)
+	}
+	var out []Order
+	for _, id := range ids {
+		list, err := r.Voucher(ctx, id)
+		out = append(out, list...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Voucher reconciles one voucher's unconfirmed holds older than the grace
+// period, oldest first; it stops at the first hold whose message may still
+// be in flight (younger ones cannot be decided either).
+func (r *Reconciler) Voucher(ctx context.Context, voucherID int64) ([]Order, error) {
+	holds, err := r.holds.Pending(ctx, voucherID, r.now().Add(-r.cfg.Grace), 500)
+	if err != nil {
+		return nil, fmt.Errorf("orders: reconcile voucher %d: %w", voucherID, err)
+	}
+	var out []Order
+	for _, h := range holds {
+		drained, err := r.drain.DrainedBefore(ctx, h.ReservedAt.Add(r.cfg.ProducerTimeout))
+		if err != nil {
+			return out, fmt.Errorf("orders: reconcile: queue: %w", err)
+		}
+		if !drained {
+			r.cfg.Log.DebugContext(ctx, "reconcile: workers lag; hold may still be on its way", "order_id", h.OrderID)
+			return out, nil
+		}
+		o, inserted, err := r.store.InsertFailed(ctx, h)
+		if err != nil {
+			return out, fmt.Errorf("orders: reconcile: %w", err)
+		}
+		if !inserted {
+			// A worker persisted it and has not confirmed yet (or died
+			// before): its order owns the stock; nothing to release.
+			continue
+		}
+		if _, err := r.releaser.Release(ctx, h.VoucherID, h.OrderID, seckill.ReleaseIfPending); err != nil {
+			// The row stays flagged; the sweepers' release loop retries.
+			return out, fmt.Errorf("orders: reconcile: release %d: %w", h.OrderID, err)
+		}
+		if err := r.store.ClearReleasePending(ctx, []int64{h.OrderID}); err != nil {
+			return out, fmt.Errorf("orders: reconcile: %w", err)
+		}
+		o.ReleasePending = false
+		r.cfg.Log.WarnContext(ctx, "reconcile: released an orphaned hold", "order_id", h.OrderID,
+			"voucher_id", h.VoucherID, "user_id", h.UserID, "reserved_at", h.ReservedAt)
+		if r.events != nil {
+			if err := r.events.Publish(ctx, Event{Order: o, At: r.now().UTC()}); err != nil {
+				r.cfg.Log.WarnContext(ctx, "order event not published", "order_id", o.ID, "err", err)
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

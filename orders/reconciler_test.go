@@ -1,0 +1,78 @@
+package orders_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// A gateway "dies" after reserve.lua and before Kafka: its hold has no
+// message. Another hold's message is on Kafka but the workers lag (slow but
+// alive). While they lag, nothing is released; once they catch up, the
+// orphan is released within the grace period and recorded as failed, and
+// the slow one becomes an order.
+func TestReconcilerOrphanAndSlowMessage(t *testing.T) {
+	t.Parallel()
+	e := newLifeEnv(t, seckill.KindSeckill, 10, 5, time.Minute)
+	topic := stack.NewTopic(t, 3)
+	group := "workers-" + topic
+	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
+	require.NoError(t, err)
+	defer producer.Close()
+	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, group)
+	require.NoError(t, err)
+	defer drain.Close()
+
+	const grace = time.Second
+	rec := orders.NewReconciler(e.store, e.stock, drain, e.stock, e.events, orders.ReconcilerConfig{
+		Grace: grace, ProducerTimeout: 300 * time.Millisecond, Log: testLog(t),
+	})
+
+	slow := e.reserve(t, 1, 2)
+	require.NoError(t, producer.Publish(e.ctx, slow))
+	orphan := e.reserve(t, 2, 3) // the gateway died here
+	time.Sleep(grace + 100*time.Millisecond)
+
+	// The workers are not consuming: neither hold may be released, because
+	// the orphan's message could be among the unconsumed ones.
+	for range 2 {
+		released, err := rec.Voucher(e.ctx, e.v.ID)
+		require.NoError(t, err)
+		require.Empty(t, released)
+	}
+	snap, err := e.stock.Snapshot(e.ctx, e.v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), snap.Held)
+	require.Equal(t, int64(2), snap.Pending)
+
+	// The workers come back.
+	runConsumer(t, topic, group, e.worker.Handle)
+	var released []orders.Order
+	require.Eventually(t, func() bool {
+		list, err := rec.Voucher(e.ctx, e.v.ID)
+		require.NoError(t, err)
+		released = append(released, list...)
+		return len(released) > 0
+	}, 10*time.Second, 50*time.Millisecond)
+	t.Logf("orphan released %s after its reservation (grace %s)", time.Since(orphan.ReservedAt).Round(time.Millisecond), grace)
+	require.Len(t, released, 1)
+	require.Equal(t, orphan.OrderID, released[0].ID)
+	require.Equal(t, orders.StatusFailed, released[0].Status)
+	require.Equal(t, []orders.Status{orders.StatusFailed}, e.events.eventsFor(orphan.OrderID))
+	require.Equal(t, orders.StatusCreated, e.order(t, slow.OrderID).Status)
+	o := e.order(t, orphan.OrderID)
+	require.Equal(t, orders.StatusFailed, o.Status)
+	require.False(t, o.ReleasePending)
+
+	// A second pass finds nothing; the invariant holds.
+	list, err := rec.Voucher(e.ctx, e.v.ID)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	st := e.check(t)
+	require.Equal(t, int64(8), st.StockLeft)
+}
