@@ -1,0 +1,141 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// memUsers is an in-test UserStore: the domain interface of this package,
+// kept in a map.
+type memUsers struct {
+	mu     sync.Mutex
+	byName map[string]User
+	nextID int64
+	err    error
+}
+
+func newMemUsers() *memUsers { return &memUsers{byName: map[string]User{}} }
+
+func (m *memUsers) CreateUser(_ context.Context, username, hash string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return 0, m.err
+	}
+	if _, ok := m.byName[username]; ok {
+		return 0, fmt.Errorf("%w: %s", seckill.ErrUsernameTaken, username)
+	}
+	m.nextID++
+	m.byName[username] = User{ID: m.nextID, Username: username, PasswordHash: hash}
+	return m.nextID, nil
+}
+
+func (m *memUsers) UserByName(_ context.Context, username string) (User, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return User{}, m.err
+	}
+	u, ok := m.byName[username]
+	if !ok {
+		return User{}, fmt.Errorf("user %q: %w", username, seckill.ErrNotFound)
+	}
+	return u, nil
+}
+
+func TestDummyHashMatchesCost(t *testing.T) {
+	t.Parallel()
+	cost, err := bcrypt.Cost([]byte(dummyHash))
+	require.NoError(t, err)
+	require.Equal(t, hashCost, cost, "the dummy hash must cost what a real one costs")
+}
+
+func TestPasswords(t *testing.T) {
+	t.Parallel()
+	h, err := HashPassword("correct horse")
+	require.NoError(t, err)
+	require.NoError(t, CheckPassword(h, "correct horse"))
+	require.ErrorIs(t, CheckPassword(h, "correct horsE"), seckill.ErrUnauthenticated)
+
+	_, err = HashPassword("short")
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	_, err = HashPassword(strings.Repeat("x", MaxPasswordLen+1))
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	_, err = HashPassword(strings.Repeat("x", MaxPasswordLen))
+	require.NoError(t, err)
+
+	err = CheckPassword("not a bcrypt hash", "whatever1")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, seckill.ErrUnauthenticated, "a broken stored hash is our fault, not the caller's")
+}
+
+func TestValidateUsername(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"bob", "Ada_Lovelace.1815-x", strings.Repeat("a", 32)} {
+		require.NoError(t, ValidateUsername(ok), ok)
+	}
+	for _, bad := range []string{"", "ab", strings.Repeat("a", 33), "bob smith", "bob@x", "bób", "a/b", "<script>"} {
+		require.ErrorIs(t, ValidateUsername(bad), seckill.ErrInvalidInput, bad)
+	}
+}
+
+func TestRegisterAndLogin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newMemUsers()
+	tk := newTestTokens(t)
+	acc := NewAccounts(store, tk)
+
+	u, err := acc.Register(ctx, "alice", "wonderland")
+	require.NoError(t, err)
+	require.Positive(t, u.ID)
+	require.Equal(t, "alice", u.Username)
+	require.NotContains(t, u.PasswordHash, "wonderland")
+
+	_, err = acc.Register(ctx, "alice", "otherpassword")
+	require.ErrorIs(t, err, seckill.ErrUsernameTaken)
+	_, err = acc.Register(ctx, "al", "wonderland")
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	_, err = acc.Register(ctx, "alice2", "short")
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+
+	token, id, exp, err := acc.Login(ctx, "alice", "wonderland")
+	require.NoError(t, err)
+	require.Equal(t, u.ID, id)
+	require.WithinDuration(t, time.Now().Add(time.Hour), exp, 5*time.Second)
+	got, err := tk.Verify(token)
+	require.NoError(t, err)
+	require.Equal(t, u.ID, got)
+
+	_, _, _, err = acc.Login(ctx, "alice", "wonderlanD")
+	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	wrongPassword := err.Error()
+
+	start := time.Now()
+	_, _, _, err = acc.Login(ctx, "nobody", "wonderland")
+	took := time.Since(start)
+	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.Equal(t, wrongPassword, err.Error(), "an unknown user and a wrong password must read the same")
+	// bcrypt at cost 10 never runs in under 10ms: the dummy comparison ran.
+	require.Greater(t, took, 10*time.Millisecond)
+
+	_, _, _, err = acc.Login(ctx, "", "")
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	_, _, _, err = acc.Login(ctx, "bad name!", "wonderland")
+	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+
+	// A store failure is neither the caller's fault nor a wrong password.
+	store.err = fmt.Errorf("%w: connection refused", seckill.ErrUnavailable)
+	_, _, _, err = acc.Login(ctx, "alice", "wonderland")
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.NotErrorIs(t, err, seckill.ErrUnauthenticated)
+}

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// The gateway's dependencies are the small interfaces below, declared here
+// where they are used; cmd wires the real implementations. Every error they
+// return should wrap a seckill sentinel: the gateway maps those to HTTP, and
+// answers anything else with 500 internal.
+
+// Catalog is the list of vouchers (seckill.Catalog implements it).
+type Catalog interface {
+	// Create validates and stores a voucher and puts it on sale.
+	Create(ctx context.Context, v seckill.Voucher) (seckill.Voucher, error)
+	// Get returns one voucher with its live stock, or seckill.ErrNotFound.
+	Get(ctx context.Context, id int64) (seckill.Voucher, error)
+	// List returns every voucher with its live stock.
+	List(ctx context.Context) ([]seckill.Voucher, error)
+	// Cached returns a recent copy of one voucher (kind, window, captcha
+	// flag) for the buying path, which must not read PostgreSQL per request.
+	Cached(ctx context.Context, id int64) (seckill.Voucher, error)
+}
+
+// Buyer runs the asynchronous seckill purchase (seckill.Buyer implements it).
+type Buyer interface {
+	Buy(ctx context.Context, req seckill.BuyRequest) (seckill.ReserveResult, error)
+}
+
+// SyncBuyer sells the synchronous kinds (limit and common) in one database
+// transaction and returns the created order.
+type SyncBuyer interface {
+	Buy(ctx context.Context, req seckill.BuyRequest) (orders.Order, error)
+}
+
+// OrderReader reads a shopper's orders, including those still only reserved
+// in Redis (api.md: a client never sees 404 for an order id it was given).
+type OrderReader interface {
+	// Get returns the order, or seckill.ErrNotFound when it does not exist
+	// or belongs to someone else.
+	Get(ctx context.Context, userID, orderID int64) (orders.Order, error)
+	// List returns the user's orders, newest first.
+	List(ctx context.Context, userID int64) ([]orders.Order, error)
+}
+
+// StatsReader reports one voucher's sales for operators.
+type StatsReader interface {
+	// Stats returns the voucher's figures, or seckill.ErrNotFound. The
+	// answer's Orders[orders.StatusReserved] is the count of live holds not
+	// yet persisted (a Redis figure), and StockLeft is the live stock.
+	Stats(ctx context.Context, voucherID int64) (orders.Stats, error)
+}
+
+// Accounts registers shoppers and logs them in (auth.Accounts implements it).
+type Accounts interface {
+	Register(ctx context.Context, username, password string) (auth.User, error)
+	Login(ctx context.Context, username, password string) (token string, userID int64, expiresAt time.Time, err error)
+}
+
+// TokenVerifier checks a bearer token and names its user (auth.Tokens
+// implements it). Errors wrap seckill.ErrUnauthenticated.
+type TokenVerifier interface {
+	Verify(token string) (userID int64, err error)
+}
+
+// Check is one dependency /readyz asks about.
+type Check struct {
+	// Name appears in the readiness answer ("redis", "postgres", "kafka").
+	Name string
+	// Ping returns nil when the dependency answers.
+	Ping func(ctx context.Context) error
+}

@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// errorRow is one line of api.md's error table.
+type errorRow struct {
+	sentinel error
+	status   int
+	code     string
+	// message is what the shopper reads when the error carries no
+	// PublicMessage of its own: a plain sentence, never a driver's words.
+	message string
+}
+
+// errorTable is THE mapping of the platform's errors to HTTP (api.md,
+// "Errors"). It is only read. The first row whose sentinel is in the error's
+// chain wins, so an error wrapping two sentinels takes the earlier row.
+var errorTable = [...]errorRow{
+	{seckill.ErrInvalidInput, fiber.StatusBadRequest, "invalid_input", "the request is not valid"},
+	{seckill.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
+	{seckill.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
+	{seckill.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
+	{seckill.ErrNotFound, fiber.StatusNotFound, "not_found", "we could not find what you asked for"},
+	{seckill.ErrSoldOut, fiber.StatusConflict, "sold_out", "this voucher is sold out"},
+	{seckill.ErrLimitExceeded, fiber.StatusConflict, "limit_exceeded", "you have reached the limit for this voucher"},
+	{seckill.ErrNotStarted, fiber.StatusConflict, "not_started", "the sale has not started yet"},
+	{seckill.ErrEnded, fiber.StatusConflict, "ended", "the sale has ended"},
+	{seckill.ErrConflict, fiber.StatusConflict, "conflict", "the order cannot change that way in its current state"},
+	{seckill.ErrUsernameTaken, fiber.StatusConflict, "username_taken", "that username is taken; please choose another"},
+	{seckill.ErrTooLarge, fiber.StatusRequestEntityTooLarge, "too_large", "the request body is too large"},
+	{seckill.ErrRateLimited, fiber.StatusTooManyRequests, "rate_limited", "too many requests; please wait a moment and try again"},
+	{seckill.ErrUnavailable, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
+	// Our own request deadline (Config.RequestTimeout) or a dependency too
+	// slow to answer inside it: the same as a dependency that is down.
+	{context.DeadlineExceeded, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
+	// Fiber answers a known path with another method by itself; api.md has
+	// no row for it, so it gets a code of its own rather than a wrong one.
+	{errMethodNotAllowed, fiber.StatusMethodNotAllowed, "method_not_allowed", "this address does not accept that method"},
+}
+
+// internalRow is the answer for everything the table does not know.
+var internalRow = errorRow{nil, fiber.StatusInternalServerError, "internal", "something went wrong on our side; please try again"}
+
+var errMethodNotAllowed = errors.New("method not allowed")
+
+// defaultRetryAfter is Retry-After on a 429 or 503 whose error does not say.
+const defaultRetryAfter = time.Second
+
+// apiError is one answer: the row, the message and, for 429 and 503, the wait.
+type apiError struct {
+	row        errorRow
+	message    string
+	retryAfter time.Duration
+}
+
+// errorBody is api.md's error body: {"error": {"code", "message"}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// classify maps any error to its answer.
+func classify(err error) apiError {
+	row, ok := lookup(err)
+	if !ok {
+		row = internalRow
+	}
+	e := apiError{row: row, message: row.message}
+	if ok {
+		// Only errors of a known kind may speak for themselves: an unknown
+		// error's text is never shown.
+		var pm interface{ PublicMessage() string }
+		if errors.As(err, &pm) {
+			if m := pm.PublicMessage(); m != "" {
+				e.message = m
+			}
+		}
+	}
+	if row.status == fiber.StatusTooManyRequests || row.status == fiber.StatusServiceUnavailable {
+		e.retryAfter = defaultRetryAfter
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) && ra.RetryAfter() > 0 {
+			e.retryAfter = ra.RetryAfter()
+		}
+	}
+	return e
+}
+
+func lookup(err error) (errorRow, bool) {
+	for _, row := range errorTable {
+		if errors.Is(err, row.sentinel) {
+			return row, true
+		}
+	}
+	// Fiber's own errors: unknown route, another method, body over the
+	// limit (raised by fasthttp before any handler runs), bad requests.
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return fiberRow(fe.Code)
+	}
+	return errorRow{}, false
+}
+
+func fiberRow(status int) (errorRow, bool) {
+	switch {
+	case status == fiber.StatusNotFound:
+		return errorRow{nil, status, "not_found", "there is nothing at this address"}, true
+	case status == fiber.StatusMethodNotAllowed:
+		return lookup(errMethodNotAllowed)
+	case status == fiber.StatusRequestEntityTooLarge || status == fiber.StatusRequestHeaderFieldsTooLarge:
+		return lookup(seckill.ErrTooLarge)
+	case status == fiber.StatusTooManyRequests:
+		return lookup(seckill.ErrRateLimited)
+	case status == fiber.StatusServiceUnavailable || status == fiber.StatusRequestTimeout:
+		return lookup(seckill.ErrUnavailable)
+	case status >= 400 && status < 500:
+		return lookup(seckill.ErrInvalidInput)
+	}
+	return errorRow{}, false
+}
+
+// publicError is an error of the gateway's own making: a sentinel and a
+// sentence about what the caller sent.
+type publicError struct {
+	kind error
+	msg  string
+}
+
+func (e *publicError) Error() string         { return e.kind.Error() + ": " + e.msg }
+func (e *publicError) Unwrap() error         { return e.kind }
+func (e *publicError) PublicMessage() string { return e.msg }
+
+func invalid(msg string) error { return &publicError{kind: seckill.ErrInvalidInput, msg: msg} }
+
+// retryAfterError carries how long a client should wait.
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string             { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error             { return e.err }
+func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
+
+// WithRetryAfter returns err carrying a Retry-After of d, for gates that know
+// when the client may come back (a rate limiter's reset, a breaker's timeout).
+func WithRetryAfter(err error, d time.Duration) error {
+	return &retryAfterError{err: err, after: d}
+}
+
+// retryAfterSeconds is the header's value: whole seconds, rounded up, at
+// least one (a client told "0" retries at once, which is the flood we refuse).
+func retryAfterSeconds(d time.Duration) string {
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}
+
+// writeError renders err as api.md's error body. Errors the table does not
+// know are logged with the request id; their text never reaches the client.
+func (s *Server) writeError(c *fiber.Ctx, err error) {
+	e := classify(err)
+	rid := requestIDOf(c)
+	switch {
+	case e.row.status >= 500 && e.row.status != fiber.StatusServiceUnavailable:
+		s.log.LogAttrs(c.UserContext(), slog.LevelError, "request failed",
+			slog.String("request_id", rid), slog.String("method", c.Method()),
+			slog.String("route", c.Route().Path), slog.String("error", err.Error()))
+	case e.row.status == fiber.StatusServiceUnavailable:
+		s.log.LogAttrs(c.UserContext(), slog.LevelWarn, "dependency unavailable",
+			slog.String("request_id", rid), slog.String("method", c.Method()),
+			slog.String("route", c.Route().Path), slog.String("error", err.Error()))
+	}
+	if e.retryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, retryAfterSeconds(e.retryAfter))
+	}
+	if e.row.status == fiber.StatusUnauthorized {
+		c.Set(fiber.HeaderWWWAuthenticate, "Bearer") // RFC 6750
+	}
+	body := errorBody{Error: errorDetail{Code: e.row.code, Message: e.message}}
+	if jerr := c.Status(e.row.status).JSON(body); jerr != nil {
+		// Marshalling two strings cannot fail; if it ever does, the status
+		// still tells the truth.
+		s.log.LogAttrs(c.UserContext(), slog.LevelError, "write error body", slog.String("error", jerr.Error()))
+	}
+}
+
+// fiberErrorHandler catches what never reached the middleware (fasthttp's
+// body limit, malformed requests) and anything a handler returned outside it.
+func (s *Server) fiberErrorHandler(c *fiber.Ctx, err error) error {
+	if len(c.Response().Header.Peek(HeaderRequestID)) == 0 {
+		c.Set(HeaderRequestID, newRequestID())
+	}
+	s.writeError(c, err)
+	return nil
+}

@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// FuzzBuyRequest throws arbitrary ids, keys and bodies at the buying route,
+// in memory: the gateway never panics and always answers 202 or a row of
+// api.md's table, in api.md's error body.
+func FuzzBuyRequest(f *testing.F) {
+	for _, seed := range []struct{ id, key, body string }{
+		{"1", "", ""},
+		{"1", "k-1", `{"quantity":2}`},
+		{"1", "", `{"quantity":2,"captcha_id":"a","captcha_answer":"b"}`},
+		{"0", "", `{}`},
+		{"9223372036854775808", "", `{}`},
+		{"1", "a b", `{"quantity":"1"}`},
+		{"1", "", `{"quantity":1}{"quantity":1}`},
+		{"1", "", `[`},
+		{"1", "", `{"quantity":1e400}`},
+		{"1", "", "\x00\xff"},
+		{"abc", "", `null`},
+	} {
+		f.Add(seed.id, seed.key, seed.body)
+	}
+	bb := setup(f, func(_ *Config, d *Deps) { d.Logger = slog.New(slog.DiscardHandler) })
+	h := bb.srv.App().Handler()
+	allowed := map[int]bool{202: true, 400: true, 404: true, 405: true, 409: true, 413: true}
+	f.Fuzz(func(t *testing.T, id, key, body string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI("/api/v1/vouchers/" + id + "/orders")
+		ctx.Request.Header.Set("Authorization", "Bearer "+bb.shopper)
+		ctx.Request.Header.Set("Idempotency-Key", key)
+		ctx.Request.Header.SetContentType("application/json")
+		ctx.Request.SetBodyString(body)
+		h(&ctx)
+		status := ctx.Response.StatusCode()
+		if !allowed[status] {
+			t.Fatalf("status %d for id %q key %q body %q: %s", status, id, key, body, ctx.Response.Body())
+		}
+		if status == 202 {
+			return
+		}
+		checkErrorBody(t, ctx.Response.Body())
+	})
+}
+
+// FuzzCreateVoucher does the same for the operator's voucher decoder.
+func FuzzCreateVoucher(f *testing.F) {
+	f.Add(`{"title":"t","kind":"seckill","price_cents":100,"stock":10,"per_user_limit":1,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z"}`)
+	f.Add(`{"title":"t","kind":"limit","price_cents":-1,"stock":10,"per_user_limit":1,"begin_at":"2030-01-01T00:00:00+08:00","end_at":"2030-01-02T00:00:00Z"}`)
+	f.Add(`{"title":"","begin_at":"0000-00-00T00:00:00Z"}`)
+	f.Add(`{"stock":9223372036854775807}`)
+	bb := setup(f, func(_ *Config, d *Deps) { d.Logger = slog.New(slog.DiscardHandler) })
+	h := bb.srv.App().Handler()
+	f.Fuzz(func(t *testing.T, body string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI("/api/v1/admin/vouchers")
+		ctx.Request.Header.Set("Authorization", "Bearer "+testAdminToken)
+		ctx.Request.Header.SetContentType("application/json")
+		ctx.Request.SetBodyString(body)
+		h(&ctx)
+		switch status := ctx.Response.StatusCode(); status {
+		case 201:
+		case 400, 413:
+			checkErrorBody(t, ctx.Response.Body())
+		default:
+			t.Fatalf("status %d for %q: %s", status, body, ctx.Response.Body())
+		}
+	})
+}
+
+func checkErrorBody(t *testing.T, raw []byte) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var e errorBody
+	if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+		t.Fatalf("not api.md's error body: %s (%v)", raw, err)
+	}
+	if e.Error.Code == "internal" {
+		t.Fatalf("a client's input produced a 500: %s", raw)
+	}
+}

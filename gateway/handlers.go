@@ -1,0 +1,346 @@
+package gateway
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// HeaderIdempotencyKey names a buy attempt so that retries hold stock once.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// --- the wire shapes of api.md. Ids are strings (browsers lose precision
+// above 2^53), times are UTC, money is cents.
+
+type credentialsIn struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+type userOut struct {
+	ID       string `json:"id"`
+	Username string `json:"username"`
+}
+
+type sessionOut struct {
+	Token     string    `json:"token"`
+	UserID    string    `json:"user_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+type voucherOut struct {
+	ID              string       `json:"id"`
+	Title           string       `json:"title"`
+	Kind            seckill.Kind `json:"kind"`
+	PriceCents      int64        `json:"price_cents"`
+	StockTotal      int64        `json:"stock_total"`
+	StockLeft       int64        `json:"stock_left"`
+	PerUserLimit    int64        `json:"per_user_limit"`
+	BeginAt         time.Time    `json:"begin_at"`
+	EndAt           time.Time    `json:"end_at"`
+	CaptchaRequired bool         `json:"captcha_required"`
+}
+
+func voucherJSON(v seckill.Voucher) voucherOut {
+	return voucherOut{
+		ID:              idString(v.ID),
+		Title:           v.Title,
+		Kind:            v.Kind,
+		PriceCents:      v.PriceCents,
+		StockTotal:      v.StockTotal,
+		StockLeft:       v.StockLeft,
+		PerUserLimit:    v.PerUserLimit,
+		BeginAt:         v.BeginAt.UTC(),
+		EndAt:           v.EndAt.UTC(),
+		CaptchaRequired: v.CaptchaRequired,
+	}
+}
+
+// voucherIn is the operator's new voucher. Pointers tell "missing" from zero.
+type voucherIn struct {
+	Title           *string `json:"title"`
+	Kind            *string `json:"kind"`
+	PriceCents      *int64  `json:"price_cents"`
+	Stock           *int64  `json:"stock"`
+	PerUserLimit    *int64  `json:"per_user_limit"`
+	BeginAt         *string `json:"begin_at"`
+	EndAt           *string `json:"end_at"`
+	CaptchaRequired bool    `json:"captcha_required"`
+}
+
+type buyIn struct {
+	Quantity      *int64 `json:"quantity"`
+	CaptchaID     string `json:"captcha_id"`
+	CaptchaAnswer string `json:"captcha_answer"`
+}
+
+type purchaseOut struct {
+	OrderID string        `json:"order_id"`
+	Status  orders.Status `json:"status"`
+}
+
+type statsOut struct {
+	VoucherID  string `json:"voucher_id"`
+	StockTotal int64  `json:"stock_total"`
+	StockLeft  int64  `json:"stock_left"`
+	Reserved   int64  `json:"reserved"`
+	Created    int64  `json:"created"`
+	Paid       int64  `json:"paid"`
+	Cancelled  int64  `json:"cancelled"`
+	Failed     int64  `json:"failed"`
+}
+
+// domainInvalid turns a domain Validate error into one whose sentence the
+// caller may read. Only for errors of our own validators, whose text is
+// written for people.
+func domainInvalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, kind := range []error{seckill.ErrInvalidInput, seckill.ErrUnauthenticated} {
+		if errors.Is(err, kind) {
+			return &publicError{kind: kind, msg: strings.TrimPrefix(err.Error(), kind.Error()+": ")}
+		}
+	}
+	return err
+}
+
+// --- accounts
+
+func (s *Server) allowCredentials(c *fiber.Ctx) error {
+	if s.deps.Gates.Credentials == nil {
+		return nil
+	}
+	return s.deps.Gates.Credentials.Allow(c.UserContext(), strings.Clone(c.IP()))
+}
+
+func (s *Server) register(c *fiber.Ctx) error {
+	if err := s.allowCredentials(c); err != nil {
+		return err
+	}
+	var in credentialsIn
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	u, err := s.deps.Accounts.Register(c.UserContext(), in.Username, in.Password)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(userOut{ID: idString(u.ID), Username: u.Username})
+}
+
+func (s *Server) login(c *fiber.Ctx) error {
+	if err := s.allowCredentials(c); err != nil {
+		return err
+	}
+	var in credentialsIn
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	token, uid, exp, err := s.deps.Accounts.Login(c.UserContext(), in.Username, in.Password)
+	if err != nil {
+		return err
+	}
+	return c.JSON(sessionOut{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})
+}
+
+// --- vouchers
+
+func (s *Server) listVouchers(c *fiber.Ctx) error {
+	vs, err := s.deps.Catalog.List(c.UserContext())
+	if err != nil {
+		return err
+	}
+	out := make([]voucherOut, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, voucherJSON(v))
+	}
+	return c.JSON(out)
+}
+
+func (s *Server) getVoucher(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	v, err := s.deps.Catalog.Get(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(voucherJSON(v))
+}
+
+func (s *Server) createVoucher(c *fiber.Ctx) error {
+	var in voucherIn
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name    string
+		missing bool
+	}{
+		{"title", in.Title == nil}, {"kind", in.Kind == nil}, {"price_cents", in.PriceCents == nil},
+		{"stock", in.Stock == nil}, {"per_user_limit", in.PerUserLimit == nil},
+		{"begin_at", in.BeginAt == nil}, {"end_at", in.EndAt == nil},
+	} {
+		if f.missing {
+			return invalid(f.name + " is required")
+		}
+	}
+	begin, err := parseTime(*in.BeginAt, "begin_at")
+	if err != nil {
+		return err
+	}
+	end, err := parseTime(*in.EndAt, "end_at")
+	if err != nil {
+		return err
+	}
+	v := seckill.Voucher{
+		Title:           *in.Title,
+		Kind:            seckill.Kind(*in.Kind),
+		PriceCents:      *in.PriceCents,
+		StockTotal:      *in.Stock,
+		StockLeft:       *in.Stock,
+		PerUserLimit:    *in.PerUserLimit,
+		BeginAt:         begin,
+		EndAt:           end,
+		CaptchaRequired: in.CaptchaRequired,
+	}
+	if err := v.Validate(); err != nil {
+		return domainInvalid(err)
+	}
+	created, err := s.deps.Catalog.Create(c.UserContext(), v)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(voucherJSON(created))
+}
+
+func (s *Server) voucherStats(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	st, err := s.deps.Stats.Stats(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(statsOut{
+		VoucherID:  idString(id),
+		StockTotal: st.StockTotal,
+		StockLeft:  st.StockLeft,
+		Reserved:   st.Orders[orders.StatusReserved],
+		Created:    st.Orders[orders.StatusCreated],
+		Paid:       st.Orders[orders.StatusPaid],
+		Cancelled:  st.Orders[orders.StatusCancelled],
+		Failed:     st.Orders[orders.StatusFailed],
+	})
+}
+
+// --- buying
+
+// idempotencyKey validates the header and returns the gateway's own copy
+// (the key travels on to Redis and Kafka, long after fasthttp reuses its
+// buffer). Visible ASCII only: it is stored and logged.
+func idempotencyKey(h string) (string, error) {
+	if h == "" {
+		return "", nil
+	}
+	if len(h) > seckill.MaxRequestKey {
+		return "", invalid("the Idempotency-Key header must be at most 64 characters")
+	}
+	for i := 0; i < len(h); i++ {
+		if h[i] < 0x21 || h[i] > 0x7e {
+			return "", invalid("the Idempotency-Key header must be visible ASCII characters without spaces")
+		}
+	}
+	return strings.Clone(h), nil
+}
+
+func (s *Server) buy(c *fiber.Ctx) error {
+	vid, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	key, err := idempotencyKey(c.Get(HeaderIdempotencyKey))
+	if err != nil {
+		return err
+	}
+	var in buyIn
+	if err := decodeJSON(c, &in, true); err != nil {
+		return err
+	}
+	qty := int64(1)
+	if in.Quantity != nil {
+		qty = *in.Quantity
+	}
+	a := &Attempt{
+		Request:       seckill.BuyRequest{VoucherID: vid, UserID: userIDOf(c), Quantity: qty, RequestKey: key},
+		CaptchaID:     in.CaptchaID,
+		CaptchaAnswer: in.CaptchaAnswer,
+	}
+	if err := a.Request.Validate(); err != nil {
+		return domainInvalid(err)
+	}
+	p, err := s.buyChain(c.UserContext(), a)
+	for k, vs := range a.header {
+		for _, v := range vs {
+			c.Response().Header.Add(k, v)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(purchaseOut{OrderID: idString(p.OrderID), Status: p.Status})
+}
+
+// --- orders
+
+func (s *Server) listOrders(c *fiber.Ctx) error {
+	uid := userIDOf(c)
+	list, err := s.deps.Orders.List(c.UserContext(), uid)
+	if err != nil {
+		return err
+	}
+	// Newest first, whatever mix of Redis holds and rows the reader merged.
+	slices.SortStableFunc(list, func(a, b orders.Order) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	out := make([]notify.APIOrder, 0, len(list))
+	for _, o := range list {
+		if o.UserID != uid {
+			continue // never show someone else's order, whatever the reader did
+		}
+		out = append(out, notify.OrderJSON(o))
+	}
+	return c.JSON(out)
+}
+
+func (s *Server) getOrder(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the order id")
+	if err != nil {
+		return err
+	}
+	uid := userIDOf(c)
+	o, err := s.deps.Orders.Get(c.UserContext(), uid, id)
+	if err != nil {
+		return err
+	}
+	if o.UserID != uid {
+		// api.md: someone else's order is 404, not 403: its existence is
+		// not the caller's business.
+		return seckill.ErrNotFound
+	}
+	return c.JSON(notify.OrderJSON(o))
+}

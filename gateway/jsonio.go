@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// decodeJSON reads the body into dst strictly: one JSON value of the right
+// shape, no unknown fields, nothing after it. An empty body is allowed only
+// when allowEmpty (dst then keeps its zero value). Every failure wraps
+// seckill.ErrInvalidInput with a sentence about what was wrong. The decoded
+// strings are fresh copies, never views of fasthttp's buffer.
+func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
+	body := c.Body()
+	if len(bytes.TrimSpace(body)) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return invalid("the request needs a JSON body")
+	}
+	if ct := c.Get(fiber.HeaderContentType); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != fiber.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
+			return invalid("send the body as JSON (Content-Type: application/json)")
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return invalid(describeJSONError(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("the body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// describeJSONError says what was wrong in the caller's words, never the
+// decoder's internals.
+func describeJSONError(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the body is not valid JSON"
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return "the body must be a JSON object"
+		}
+		return fmt.Sprintf("field %q must be %s", truncate(typ.Field, 64), jsonKind(typ.Type))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + truncate(name, 66)
+	}
+	return "the body has a value of the wrong type or an unknown field"
+}
+
+// jsonKind names a Go type as the JSON the caller should have sent.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a different type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a JSON object"
+}
+
+// parseID reads a path id: the canonical decimal spelling of a positive
+// int64. It is checked before any store is touched.
+func parseID(raw, what string) (int64, error) {
+	bad := invalid(what + " must be a positive decimal number")
+	if raw == "" || len(raw) > 19 || raw[0] == '0' {
+		return 0, bad
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
+			return 0, bad
+		}
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, bad
+	}
+	return id, nil
+}
+
+// parseTime reads an RFC 3339 time and returns it in UTC.
+func parseTime(raw, field string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		return time.Time{}, invalid(field + " must be an RFC 3339 time, like 2030-01-02T15:04:05Z")
+	}
+	return t.UTC(), nil
+}
+
+func idString(id int64) string { return strconv.FormatInt(id, 10) }

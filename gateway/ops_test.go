@@ -1,0 +1,222 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+func TestRequestIDAndAccessLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp, _ := b.do(t, "GET", "/api/v1/orders", "", "Authorization", bearerOf(b.shopper), HeaderRequestID, "edge-7f3a:1")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "edge-7f3a:1", resp.Header.Get(HeaderRequestID), "a plain client id is kept")
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+
+	resp, _ = b.do(t, "GET", "/healthz", "", HeaderRequestID, "bad id with spaces")
+	generated := resp.Header.Get(HeaderRequestID)
+	require.Regexp(t, `^[0-9a-f]{32}$`, generated, "a client id that is not plain is replaced")
+	resp, _ = b.do(t, "GET", "/healthz", "")
+	require.Regexp(t, `^[0-9a-f]{32}$`, resp.Header.Get(HeaderRequestID))
+	require.NotEqual(t, generated, resp.Header.Get(HeaderRequestID))
+
+	var found map[string]any
+	for _, l := range b.logs.lines(t) {
+		if l["msg"] == "http request" && l["request_id"] == "edge-7f3a:1" {
+			found = l
+		}
+	}
+	require.NotNil(t, found, b.logs.String())
+	require.Equal(t, "GET", found["method"])
+	require.Equal(t, "/api/v1/orders", found["route"])
+	require.EqualValues(t, 200, found["status"])
+	require.EqualValues(t, 42, found["user_id"])
+	require.Contains(t, found, "duration")
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	var redisDown, kafkaSlow atomic.Bool
+	b := setup(t, func(c *Config, d *Deps) {
+		c.ReadyTimeout = 200 * time.Millisecond
+		d.Checks = []Check{
+			{Name: "redis", Ping: func(context.Context) error {
+				if redisDown.Load() {
+					return errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+				}
+				return nil
+			}},
+			{Name: "postgres", Ping: func(context.Context) error { return nil }},
+			{Name: "kafka", Ping: func(ctx context.Context) error {
+				if kafkaSlow.Load() {
+					time.Sleep(2 * time.Second) // ignores its context on purpose
+				}
+				return nil
+			}},
+		}
+	})
+	resp, body := b.do(t, "GET", "/readyz", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.JSONEq(t, `{"status":"ready","checks":{"redis":"ok","postgres":"ok","kafka":"ok"}}`, string(body))
+
+	resp, body = b.do(t, "GET", "/healthz", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.JSONEq(t, `{"status":"ok"}`, string(body))
+
+	redisDown.Store(true)
+	kafkaSlow.Store(true)
+	start := time.Now()
+	resp, body = b.do(t, "GET", "/readyz", "")
+	require.Less(t, time.Since(start), time.Second, "a hanging check does not hang the probe")
+	msg := requireAPIError(t, resp, body, 503, "unavailable")
+	require.Equal(t, "not ready: redis, kafka unreachable", msg)
+	require.NotContains(t, msg, "6379")
+
+	redisDown.Store(false)
+	kafkaSlow.Store(false)
+	b.srv.draining.Store(true)
+	resp, body = b.do(t, "GET", "/readyz", "")
+	require.Equal(t, "shutting down", requireAPIError(t, resp, body, 503, "unavailable"))
+}
+
+func TestStaticFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp, body := b.do(t, "GET", "/", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
+	require.Contains(t, string(body), "<h1>Flash sale</h1>")
+
+	etag := resp.Header.Get("ETag")
+	require.NotEmpty(t, etag)
+	resp, _ = b.do(t, "GET", "/", "", "If-None-Match", etag)
+	require.Equal(t, http.StatusNotModified, resp.StatusCode)
+
+	// The web issue's FS drops in through Deps.Static.
+	web := fstest.MapFS{
+		"index.html":       {Data: []byte("<p>shop</p>")},
+		"app.js":           {Data: []byte("console.log(1)")},
+		"admin/index.html": {Data: []byte("<p>ops</p>")},
+		"css/site.css":     {Data: []byte("body{}")},
+	}
+	b2 := setup(t, func(_ *Config, d *Deps) { d.Static = web })
+	for path, want := range map[string]string{"/": "<p>shop</p>", "/index.html": "<p>shop</p>", "/app.js": "console.log(1)", "/admin": "<p>ops</p>", "/admin/": "<p>ops</p>", "/css/site.css": "body{}"} {
+		resp, body := b2.do(t, "GET", path, "")
+		require.Equal(t, 200, resp.StatusCode, path)
+		require.Equal(t, want, string(body), path)
+	}
+	_, _ = b2.do(t, "GET", "/app.js", "")
+	resp, _ = b2.do(t, "GET", "/app.js", "")
+	require.Equal(t, "text/javascript; charset=utf-8", resp.Header.Get("Content-Type"))
+	resp, body = b2.do(t, "GET", "/nope.js", "")
+	requireAPIError(t, resp, body, 404, "not_found")
+}
+
+func TestServeAndShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv, err := New(b.srv.cfg, b.srv.deps)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String() + "/healthz"
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 5*time.Second, 10*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(ctx))
+	require.NoError(t, <-done, "Serve returns nil after Shutdown")
+	_, err = http.Get(url)
+	require.Error(t, err, "no longer listening")
+
+	// Serve after Shutdown returns at once.
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, srv.Serve(ln2))
+}
+
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config, _ *Deps) { c.AllowedOrigins = []string{"https://shop.example"} })
+	resp, _ := b.do(t, "OPTIONS", "/api/v1/vouchers/1/orders", "",
+		"Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "authorization,idempotency-key,content-type")
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Equal(t, "https://shop.example", resp.Header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "idempotency-key")
+
+	resp, _ = b.do(t, "GET", "/api/v1/vouchers", "", "Origin", "https://evil.example")
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+}
+
+// TestOpenAPIMatchesRoutes keeps the served document and the app's routes
+// in step: every route is documented, every documented operation exists.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ *Config, d *Deps) { d.Metrics = http.NotFoundHandler() })
+
+	resp, body := b.do(t, "GET", "/openapi.yaml", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "application/yaml", resp.Header.Get("Content-Type"))
+	onDisk, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	require.Equal(t, string(onDisk), string(body))
+
+	var doc struct {
+		OpenAPI string                    `yaml:"openapi"`
+		Paths   map[string]map[string]any `yaml:"paths"`
+	}
+	require.NoError(t, yaml.Unmarshal(body, &doc))
+	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."))
+
+	methods := []string{"get", "post", "put", "patch", "delete"}
+	var documented []string
+	for path, item := range doc.Paths {
+		for m, op := range item {
+			if !slices.Contains(methods, m) {
+				continue // parameters, summary...
+			}
+			require.IsType(t, map[string]any{}, op, "%s %s", m, path)
+			require.Contains(t, op.(map[string]any), "responses", "%s %s", m, path)
+			documented = append(documented, strings.ToUpper(m)+" "+path)
+		}
+	}
+
+	param := regexp.MustCompile(`:([a-zA-Z]+)`)
+	var served []string
+	for _, r := range b.srv.App().GetRoutes(true) {
+		if r.Method == http.MethodHead || r.Method == http.MethodOptions || b.srv.staticPaths[r.Path] {
+			continue
+		}
+		served = append(served, r.Method+" "+param.ReplaceAllString(r.Path, "{$1}"))
+	}
+	slices.Sort(documented)
+	slices.Sort(served)
+	served = slices.Compact(served)
+	require.Equal(t, documented, served)
+	require.Contains(t, served, "POST /api/v1/vouchers/{id}/orders", fmt.Sprint(served))
+}

@@ -1,0 +1,354 @@
+// Package gateway is the HTTP face of the platform: the routes of api.md, the
+// gates in front of the buying path, and the one table that maps the
+// platform's errors to HTTP. It is the only package that imports Fiber and
+// the only one that knows status codes.
+//
+// Everything it needs comes through [Deps] as small interfaces declared here;
+// cmd wires the real implementations. The buying route's gates (rate limits,
+// captcha, breaker, sold-out flag) are the optional steps of [Gates], run in
+// the order architecture.md gives.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/cors"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Config is how the gateway serves. The zero value of a field means its
+// default, except AdminToken, which is required.
+type Config struct {
+	// BodyLimit is the largest request body, in bytes (default 4 KiB: every
+	// body of api.md is a few hundred bytes). Larger bodies get 413 too_large.
+	BodyLimit int
+	// ReadTimeout bounds reading one request, headers and body (default 10s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one answer (default 10s).
+	WriteTimeout time.Duration
+	// IdleTimeout bounds an idle keep-alive connection (default 60s).
+	IdleTimeout time.Duration
+	// RequestTimeout is the deadline of the context each handler passes to
+	// the stores; past it the answer is 503 unavailable (default 10s).
+	RequestTimeout time.Duration
+	// ReadyTimeout bounds the dependency checks of /readyz (default 2s).
+	ReadyTimeout time.Duration
+	// AdminToken is the operators' bearer token for /api/v1/admin/*.
+	AdminToken string
+	// AllowedOrigins are the browser origins allowed to call the API from
+	// another site (CORS), like "https://shop.example". Empty: same origin only.
+	AllowedOrigins []string
+	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For is
+	// believed for the client IP (per-IP limits). Empty: the peer address.
+	TrustedProxies []string
+}
+
+// Defaults of Config.
+const (
+	DefaultBodyLimit      = 4 << 10
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultIdleTimeout    = 60 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultReadyTimeout   = 2 * time.Second
+	// MinAdminTokenLen is the shortest operator token accepted.
+	MinAdminTokenLen = 16
+)
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.BodyLimit <= 0 {
+		c.BodyLimit = DefaultBodyLimit
+	}
+	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+	def(&c.RequestTimeout, DefaultRequestTimeout)
+	def(&c.ReadyTimeout, DefaultReadyTimeout)
+	return c
+}
+
+// Deps are what the gateway serves from. Catalog, Buyer, Orders, Stats,
+// Accounts and Tokens are required; the rest are optional.
+type Deps struct {
+	Catalog  Catalog
+	Buyer    Buyer
+	Orders   OrderReader
+	Stats    StatsReader
+	Accounts Accounts
+	Tokens   TokenVerifier
+	// SyncBuyer sells limit and common vouchers. Nil: every kind goes to Buyer.
+	SyncBuyer SyncBuyer
+	// Gates are the optional steps in front of the buy (issue 3).
+	Gates Gates
+	// Checks are what /readyz asks (Redis, PostgreSQL, Kafka).
+	Checks []Check
+	// Static is served at / (index.html) and by file path. Nil: a
+	// placeholder page. Swap in web's embedded FS here.
+	Static fs.FS
+	// Metrics, when set, is served at GET /metrics (promhttp.HandlerFor).
+	Metrics http.Handler
+	// Logger receives the access log and errors. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is one gateway instance.
+type Server struct {
+	cfg         Config
+	deps        Deps
+	log         *slog.Logger
+	app         *fiber.App
+	adminDigest [sha256.Size]byte
+	buyChain    BuyFunc
+	draining    atomic.Bool
+
+	mu        sync.Mutex
+	closed    bool
+	listeners []net.Listener
+	// staticPaths are the routes of Static other than "/", which the
+	// OpenAPI document does not list.
+	staticPaths map[string]bool
+}
+
+//go:embed openapi.yaml
+var openAPIDoc []byte
+
+//go:embed placeholder
+var placeholderFS embed.FS
+
+// New builds the gateway. It checks the configuration and the required
+// dependencies; it does not listen.
+func New(cfg Config, deps Deps) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.AdminToken) < MinAdminTokenLen {
+		return nil, fmt.Errorf("gateway: the admin token must be at least %d characters", MinAdminTokenLen)
+	}
+	var missing []string
+	for name, isNil := range map[string]bool{
+		"Catalog": deps.Catalog == nil, "Buyer": deps.Buyer == nil, "Orders": deps.Orders == nil,
+		"Stats": deps.Stats == nil, "Accounts": deps.Accounts == nil, "Tokens": deps.Tokens == nil,
+	} {
+		if isNil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("gateway: missing dependencies: %s", strings.Join(missing, ", "))
+	}
+	for _, ch := range deps.Checks {
+		if ch.Name == "" || ch.Ping == nil {
+			return nil, errors.New("gateway: every readiness check needs a name and a ping")
+		}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Static == nil {
+		sub, err := fs.Sub(placeholderFS, "placeholder")
+		if err != nil {
+			return nil, fmt.Errorf("gateway: placeholder page: %w", err)
+		}
+		deps.Static = sub
+	}
+
+	s := &Server{cfg: cfg, deps: deps, log: deps.Logger, adminDigest: sha256.Sum256([]byte(cfg.AdminToken))}
+	s.buyChain = s.chain()
+	s.app = fiber.New(fiber.Config{
+		AppName:               "seckill",
+		BodyLimit:             cfg.BodyLimit,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		ErrorHandler:          s.fiberErrorHandler,
+		DisableStartupMessage: true,
+		CaseSensitive:         true,
+		// Client addresses from X-Forwarded-For only via trusted proxies.
+		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
+		TrustedProxies:          cfg.TrustedProxies,
+		ProxyHeader:             proxyHeader(cfg.TrustedProxies),
+		EnableIPValidation:      true,
+	})
+	if err := s.routes(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func proxyHeader(trusted []string) string {
+	if len(trusted) == 0 {
+		return ""
+	}
+	return fiber.HeaderXForwardedFor
+}
+
+// routes registers api.md's routes. Middleware first: observe (request id,
+// deadline, recover, errors, access log), then CORS when configured.
+func (s *Server) routes() error {
+	app := s.app
+	app.Use(s.observe)
+	if len(s.cfg.AllowedOrigins) > 0 {
+		app.Use(cors.New(cors.Config{
+			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),
+			AllowMethods:  "GET,POST,PUT,DELETE,OPTIONS",
+			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,X-Request-Id",
+			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset",
+			MaxAge:        600,
+		}))
+	}
+
+	// API answers are per user and per moment: no cache may keep them.
+	api := app.Group("/api/v1", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Next()
+	})
+	api.Post("/users", s.register)
+	api.Post("/sessions", s.login)
+	api.Get("/vouchers", s.listVouchers)
+	api.Get("/vouchers/:id", s.getVoucher)
+	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
+	api.Get("/orders", s.requireShopper, s.listOrders)
+	api.Get("/orders/:id", s.requireShopper, s.getOrder)
+
+	admin := api.Group("/admin", s.requireAdmin)
+	admin.Post("/vouchers", s.createVoucher)
+	admin.Get("/vouchers/:id/stats", s.voucherStats)
+
+	app.Get("/healthz", s.healthz)
+	app.Get("/readyz", s.readyz)
+	app.Get("/openapi.yaml", s.openAPI)
+	if s.deps.Metrics != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(s.deps.Metrics))
+	}
+	return s.mountStatic(s.deps.Static)
+}
+
+// App is the Fiber app, for app.Test in tests and for later routes.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Listen serves on the TCP address addr until Shutdown.
+func (s *Server) Listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve serves on ln until Shutdown, and then returns nil.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	err := s.app.Listener(ln)
+	if err != nil && s.isClosed() && errors.Is(err, net.ErrClosed) {
+		return nil // Shutdown closed ln before fasthttp had taken it
+	}
+	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Shutdown makes /readyz answer 503, stops accepting connections and waits
+// for in-flight requests to finish, or for ctx. It may be called before, during
+// or after Serve.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	s.closed = true
+	lns := s.listeners
+	s.mu.Unlock()
+	err := s.app.ShutdownWithContext(ctx)
+	// fasthttp closes the listener it serves on; one that Serve was about to
+	// hand it is closed here, so that Serve returns either way.
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return err
+}
+
+func (s *Server) healthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+// readyz asks every check at once, within ReadyTimeout. The failing checks
+// are named (never their errors, which are logged).
+func (s *Server) readyz(c *fiber.Ctx) error {
+	if s.draining.Load() {
+		return &publicError{kind: seckill.ErrUnavailable, msg: "shutting down"}
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.ReadyTimeout)
+	defer cancel()
+	type result struct {
+		i   int
+		err error
+	}
+	// Buffered, so a check that ignores its context cannot leak a
+	// goroutine blocked on sending.
+	results := make(chan result, len(s.deps.Checks))
+	for i, ch := range s.deps.Checks {
+		go func() { results <- result{i, ch.Ping(ctx)} }()
+	}
+	errs := make([]error, len(s.deps.Checks))
+	for i := range errs {
+		errs[i] = context.DeadlineExceeded // until it answers
+	}
+	for range s.deps.Checks {
+		select {
+		case r := <-results:
+			errs[r.i] = r.err
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			name := s.deps.Checks[i].Name
+			failed = append(failed, name)
+			s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("check", name),
+				slog.String("request_id", requestIDOf(c)), slog.String("error", err.Error()))
+		}
+	}
+	if len(failed) > 0 {
+		return &publicError{kind: seckill.ErrUnavailable, msg: "not ready: " + strings.Join(failed, ", ") + " unreachable"}
+	}
+	checks := make(fiber.Map, len(s.deps.Checks))
+	for _, ch := range s.deps.Checks {
+		checks[ch.Name] = "ok"
+	}
+	return c.JSON(fiber.Map{"status": "ready", "checks": checks})
+}
+
+func (s *Server) openAPI(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/yaml")
+	return c.Send(openAPIDoc)
+}

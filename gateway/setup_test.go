@@ -1,0 +1,395 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// The in-test implementations below are of the gateway's own domain
+// interfaces (Catalog, Buyer...), not of Redis, PostgreSQL or Kafka: these
+// tests are about HTTP, and the end-to-end tests run the real services.
+
+const testAdminToken = "admin-token-0123456789"
+
+var testSecret = []byte("test-secret-test-secret-test-secret!")
+
+type fakeCatalog struct {
+	mu       sync.Mutex
+	vouchers map[int64]seckill.Voucher
+	nextID   int64
+	calls    atomic.Int64 // every method, to prove bad ids never reach it
+	err      error        // returned by every call when set
+}
+
+func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher) (seckill.Voucher, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return seckill.Voucher{}, f.err
+	}
+	f.nextID++
+	v.ID = f.nextID
+	v.CreatedAt = time.Now()
+	f.vouchers[v.ID] = v
+	return v, nil
+}
+
+func (f *fakeCatalog) Get(_ context.Context, id int64) (seckill.Voucher, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return seckill.Voucher{}, f.err
+	}
+	v, ok := f.vouchers[id]
+	if !ok {
+		// The driver's words must never reach the client.
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: no rows in result set: %w", id, seckill.ErrNotFound)
+	}
+	return v, nil
+}
+
+func (f *fakeCatalog) List(_ context.Context) ([]seckill.Voucher, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []seckill.Voucher
+	for i := int64(1); i <= f.nextID; i++ {
+		if v, ok := f.vouchers[i]; ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeCatalog) Cached(ctx context.Context, id int64) (seckill.Voucher, error) {
+	return f.Get(ctx, id)
+}
+
+func (f *fakeCatalog) put(v seckill.Voucher) seckill.Voucher {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	v.ID = f.nextID
+	f.vouchers[v.ID] = v
+	return v
+}
+
+type fakeBuyer struct {
+	mu    sync.Mutex
+	reqs  []seckill.BuyRequest
+	calls atomic.Int64
+	next  atomic.Int64
+	fn    func(req seckill.BuyRequest) (seckill.ReserveResult, error) // nil: succeed
+}
+
+func (f *fakeBuyer) Buy(_ context.Context, req seckill.BuyRequest) (seckill.ReserveResult, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	fn := f.fn
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(req)
+	}
+	return seckill.ReserveResult{OrderID: 1_000_000 + f.next.Add(1), StockLeft: 10}, nil
+}
+
+func (f *fakeBuyer) setFn(fn func(req seckill.BuyRequest) (seckill.ReserveResult, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fn = fn
+}
+
+func (f *fakeBuyer) requests() []seckill.BuyRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seckill.BuyRequest(nil), f.reqs...)
+}
+
+type fakeSyncBuyer struct {
+	calls atomic.Int64
+	mu    sync.Mutex
+	err   error
+}
+
+func (f *fakeSyncBuyer) setErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *fakeSyncBuyer) Buy(_ context.Context, req seckill.BuyRequest) (orders.Order, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return orders.Order{}, err
+	}
+	return orders.Order{ID: 777, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Quantity, Status: orders.StatusCreated}, nil
+}
+
+type fakeOrders struct {
+	mu     sync.Mutex
+	orders []orders.Order
+	calls  atomic.Int64
+}
+
+func (f *fakeOrders) Get(_ context.Context, userID, orderID int64) (orders.Order, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.orders {
+		if o.ID == orderID && o.UserID == userID {
+			return o, nil
+		}
+	}
+	return orders.Order{}, fmt.Errorf("order %d: %w", orderID, seckill.ErrNotFound)
+}
+
+func (f *fakeOrders) List(_ context.Context, userID int64) ([]orders.Order, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []orders.Order
+	for _, o := range f.orders {
+		if o.UserID == userID {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+type fakeStats struct {
+	calls atomic.Int64
+	mu    sync.Mutex
+	stats map[int64]orders.Stats
+}
+
+func (f *fakeStats) Stats(_ context.Context, id int64) (orders.Stats, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.stats[id]
+	if !ok {
+		return orders.Stats{}, fmt.Errorf("voucher %d: %w", id, seckill.ErrNotFound)
+	}
+	return st, nil
+}
+
+// memUsers is an in-test auth.UserStore, so the HTTP tests run the real
+// auth.Accounts.
+type memUsers struct {
+	mu     sync.Mutex
+	users  map[string]auth.User
+	nextID int64
+}
+
+func (m *memUsers) CreateUser(_ context.Context, username, hash string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.users[username]; ok {
+		return 0, fmt.Errorf("pgstore: duplicate key value violates unique constraint \"users_username_key\": %w", seckill.ErrUsernameTaken)
+	}
+	m.nextID++
+	m.users[username] = auth.User{ID: m.nextID, Username: username, PasswordHash: hash}
+	return m.nextID, nil
+}
+
+func (m *memUsers) UserByName(_ context.Context, username string) (auth.User, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.users[username]
+	if !ok {
+		return auth.User{}, seckill.ErrNotFound
+	}
+	return u, nil
+}
+
+// syncBuffer collects log output from concurrent handlers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines returns the JSON log records.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		out = append(out, m)
+	}
+	return out
+}
+
+type bundle struct {
+	srv      *Server
+	tokens   *auth.Tokens
+	catalog  *fakeCatalog
+	buyer    *fakeBuyer
+	orders   *fakeOrders
+	stats    *fakeStats
+	users    *memUsers
+	logs     *syncBuffer
+	onSale   seckill.Voucher // a seckill voucher on sale
+	shopper  string          // a token of user 42
+	shopper2 string          // a token of user 43
+
+	base   string
+	client *http.Client
+}
+
+// setup builds a gateway over in-test dependencies; mutate may change the
+// configuration and dependencies before New.
+func setup(t testing.TB, mutate ...func(*Config, *Deps)) *bundle {
+	t.Helper()
+	tokens, err := auth.NewTokens(testSecret, time.Hour)
+	require.NoError(t, err)
+	b := &bundle{
+		tokens:  tokens,
+		catalog: &fakeCatalog{vouchers: map[int64]seckill.Voucher{}},
+		buyer:   &fakeBuyer{},
+		orders:  &fakeOrders{},
+		stats:   &fakeStats{stats: map[int64]orders.Stats{}},
+		users:   &memUsers{users: map[string]auth.User{}},
+		logs:    &syncBuffer{},
+	}
+	now := time.Now().UTC()
+	b.onSale = b.catalog.put(seckill.Voucher{
+		Title: "Half price", Kind: seckill.KindSeckill, PriceCents: 500, StockTotal: 100, StockLeft: 100,
+		PerUserLimit: 1, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour),
+	})
+	b.shopper, _, err = tokens.Issue(42)
+	require.NoError(t, err)
+	b.shopper2, _, err = tokens.Issue(43)
+	require.NoError(t, err)
+
+	cfg := Config{AdminToken: testAdminToken}
+	deps := Deps{
+		Catalog:  b.catalog,
+		Buyer:    b.buyer,
+		Orders:   b.orders,
+		Stats:    b.stats,
+		Accounts: auth.NewAccounts(b.users, tokens),
+		Tokens:   tokens,
+		Logger:   slog.New(slog.NewJSONHandler(b.logs, nil)),
+	}
+	for _, m := range mutate {
+		m(&cfg, &deps)
+	}
+	b.srv, err = New(cfg, deps)
+	require.NoError(t, err)
+	b.listen(t)
+	return b
+}
+
+// listen serves b.srv on a loopback port until the test ends. Tests go
+// through a real listener rather than app.Test: fasthttp answers an
+// oversized body and then reports an error that app.Test returns instead of
+// the answer, and the real path is what clients get anyway.
+func (b *bundle) listen(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- b.srv.Serve(ln) }()
+	b.base = "http://" + ln.Addr().String()
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	b.client = &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, b.srv.Shutdown(ctx))
+		require.NoError(t, <-done)
+	})
+}
+
+// do sends one request; headers are name, value pairs.
+func (b *bundle) do(t testing.TB, method, path, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, b.base+path, rd)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := b.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, raw
+}
+
+func bearerOf(token string) string { return "Bearer " + token }
+
+// requireAPIError checks status, code and the exact shape of api.md's error body.
+func requireAPIError(t testing.TB, resp *http.Response, body []byte, status int, code string) string {
+	t.Helper()
+	require.Equal(t, status, resp.StatusCode, "body: %s", body)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"), resp.Header.Get("Content-Type"))
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var e errorBody
+	require.NoError(t, dec.Decode(&e), "error body must be exactly {error: {code, message}}: %s", body)
+	require.Equal(t, code, e.Error.Code, "body: %s", body)
+	require.NotEmpty(t, e.Error.Message)
+	require.NotEmpty(t, resp.Header.Get(HeaderRequestID))
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		require.NotEmpty(t, resp.Header.Get("Retry-After"), "429 and 503 carry Retry-After")
+	}
+	return e.Error.Message
+}
+
+func decode[T any](t testing.TB, body []byte) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal(body, &v), "%s", body)
+	return v
+}
