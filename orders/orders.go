@@ -150,6 +150,10 @@ type Stats struct {
 	Orders map[Status]int64
 	// Quantity sums the orders' quantities per status, like Orders.
 	Quantity map[Status]int64
+	// Redis and Drift are set by StatsService for seckill vouchers: Redis's
+	// view and how it differs from PostgreSQL.
+	Redis *RedisView
+	Drift *Drift
 }
 
 // Event is one status change, published once per transition so every

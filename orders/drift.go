@@ -1,0 +1,240 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// RedisView is what Redis holds of one seckill voucher (from
+// redisstock.Snapshot).
+type RedisView struct {
+	// OnSale is false when Redis has no meta for the voucher (never warmed,
+	// taken off sale, or lost with Redis's data).
+	OnSale bool
+	// Left and Total are meta's stock and total.
+	Left, Total int64
+	// Held sums the live holds (reserved, created and paid orders); Pending
+	// counts holds no worker has persisted yet.
+	Held, Pending int64
+	// Balanced is Redis's own invariant: left + held == total, and the
+	// per-user counts add up to held.
+	Balanced bool
+}
+
+// Drift compares one voucher's Redis state with PostgreSQL.
+type Drift struct {
+	// InFlight is PostgreSQL's stock_left minus Redis's left: the stock held
+	// by reservations the workers have not persisted yet. It must equal
+	// Redis's held minus what PostgreSQL sold, and be 0 when nothing is
+	// pending.
+	InFlight int64
+	// Problems lists every disagreement, empty when the two agree.
+	Problems []string
+}
+
+// OK reports whether Redis and PostgreSQL agree.
+func (d Drift) OK() bool { return len(d.Problems) == 0 }
+
+// StockViews reads Redis's view of a voucher (an adapter over
+// redisstock.Store.Snapshot).
+type StockViews interface {
+	View(ctx context.Context, voucherID int64) (RedisView, error)
+}
+
+// StatsStore is PostgreSQL's side of the stats (orders/pgstore).
+type StatsStore interface {
+	Stats(ctx context.Context, voucherID int64) (Stats, error)
+	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
+}
+
+// StatsService answers the admin stats route: PostgreSQL's counts, plus for
+// a seckill voucher Redis's live stock, the holds not yet persisted
+// (Orders[StatusReserved]) and the drift between the two.
+type StatsService struct {
+	store StatsStore
+	views StockViews
+}
+
+// NewStatsService returns a StatsService.
+func NewStatsService(store StatsStore, views StockViews) *StatsService {
+	return &StatsService{store: store, views: views}
+}
+
+// Stats returns the voucher's figures, or ErrNotFound.
+func (s *StatsService) Stats(ctx context.Context, voucherID int64) (Stats, error) {
+	st, err := s.store.Stats(ctx, voucherID)
+	if err != nil {
+		return Stats{}, err
+	}
+	v, err := s.store.Voucher(ctx, voucherID)
+	if err != nil {
+		return Stats{}, err
+	}
+	st.Orders[StatusReserved], st.Quantity[StatusReserved] = 0, 0
+	if v.Kind != seckill.KindSeckill {
+		return st, nil
+	}
+	view, err := s.views.View(ctx, voucherID)
+	if err != nil {
+		return Stats{}, fmt.Errorf("orders: stats %d: redis: %w", voucherID, err)
+	}
+	d := Compare(st, view)
+	st.Redis, st.Drift = &view, &d
+	st.Orders[StatusReserved] = view.Pending
+	st.Quantity[StatusReserved] = max(d.InFlight, 0)
+	if view.OnSale {
+		st.StockLeft = view.Left
+	}
+	return st, nil
+}
+
+// Compare computes the drift between PostgreSQL's stats and Redis's view of
+// a seckill voucher. Reservations in flight make the two differ by the same
+// amount in left and in held; anything else is drift.
+func Compare(st Stats, view RedisView) Drift {
+	sold := st.Quantity[StatusCreated] + st.Quantity[StatusPaid]
+	d := Drift{InFlight: st.StockLeft - view.Left}
+	add := func(format string, args ...any) { d.Problems = append(d.Problems, fmt.Sprintf(format, args...)) }
+	if !view.OnSale {
+		add("not on sale in Redis (no meta): repair rebuilds it from PostgreSQL")
+		return d
+	}
+	if !view.Balanced {
+		add("redis unbalanced: left %d + held %d != total %d, or per-user counts disagree", view.Left, view.Held, view.Total)
+	}
+	if view.Total != st.StockTotal {
+		add("total: redis %d, postgresql %d", view.Total, st.StockTotal)
+	}
+	if st.StockLeft+sold != st.StockTotal {
+		add("postgresql unbalanced: left %d + sold %d != total %d", st.StockLeft, sold, st.StockTotal)
+	}
+	if held := view.Held - sold; held != d.InFlight {
+		add("redis holds %d beyond what postgresql sold, but left differs by %d", held, d.InFlight)
+	}
+	if d.InFlight < 0 {
+		add("redis has %d more left than postgresql", -d.InFlight)
+	}
+	if view.Pending == 0 && d.InFlight != 0 {
+		add("nothing pending, yet left differs by %d", d.InFlight)
+	}
+	return d
+}
+
+// RepairStock is the Redis side of a repair (an adapter over redisstock).
+type RepairStock interface {
+	// TakeOffSale removes the voucher's meta so nothing more is reserved.
+	TakeOffSale(ctx context.Context, voucherID int64) error
+	PendingHolds
+	// Rebuild replaces the voucher's Redis state: holds for created and paid
+	// orders, tombstones for released ones, meta (back on sale) last.
+	Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error
+}
+
+// RepairStore is PostgreSQL's side of a repair (orders/pgstore).
+type RepairStore interface {
+	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
+	VoucherOrders(ctx context.Context, voucherID int64) ([]Order, error)
+	InsertFailed(ctx context.Context, r seckill.Reservation) (Order, bool, error)
+	ClearReleasePending(ctx context.Context, orderIDs []int64) error
+}
+
+// Repair rebuilds a seckill voucher's Redis state from PostgreSQL without
+// selling anything twice while it runs:
+//
+//  1. take the voucher off sale in Redis (no reservation can succeed);
+//  2. wait until the consumer group has committed past every message
+//     produced up to now + producerTimeout, so every reservation made before
+//     step 1 is persisted in PostgreSQL or never will be;
+//  3. record the holds still pending (their messages never came) as failed;
+//  4. read the orders and stock from PostgreSQL and rebuild Redis from them,
+//     putting the voucher back on sale last.
+//
+// It returns the failed orders of step 3.
+func Repair(ctx context.Context, voucherID int64, store RepairStore, stock RepairStock, drain Drain, producerTimeout time.Duration) ([]Order, error) {
+	v, err := store.Voucher(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind != seckill.KindSeckill {
+		return nil, fmt.Errorf("orders: repair: voucher %d is sold in PostgreSQL only: %w", voucherID, seckill.ErrInvalidInput)
+	}
+	if err := stock.TakeOffSale(ctx, voucherID); err != nil {
+		return nil, fmt.Errorf("orders: repair: off sale: %w", err)
+	}
+	until := time.Now().Add(producerTimeout)
+	for {
+		if wait := time.Until(until); wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+		ok, err := drain.DrainedBefore(ctx, until)
+		if err != nil {
+			return nil, fmt.Errorf("orders: repair: queue: %w", err)
+		}
+		if ok {
+			break
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("orders: repair: waiting for the workers to catch up (are they running?): %w", err)
+		}
+	}
+	orphans, err := stock.Pending(ctx, voucherID, time.Now().Add(time.Hour), 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("orders: repair: pending: %w", err)
+	}
+	var failed []Order
+	for _, h := range orphans {
+		o, inserted, err := store.InsertFailed(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("orders: repair: %w", err)
+		}
+		if inserted {
+			failed = append(failed, o)
+		}
+	}
+	list, err := store.VoucherOrders(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	if v, err = store.Voucher(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	var holds, released []seckill.Reservation
+	var owed []int64
+	for _, o := range list {
+		r := seckill.Reservation{OrderID: o.ID, VoucherID: o.VoucherID, UserID: o.UserID, Quantity: o.Quantity,
+			RequestKey: o.RequestKey, ReservedAt: o.ReservedAt}
+		if o.Status == StatusCreated || o.Status == StatusPaid {
+			holds = append(holds, r)
+			continue
+		}
+		released = append(released, r)
+		if o.ReleasePending {
+			owed = append(owed, o.ID)
+		}
+	}
+	if err := stock.Rebuild(ctx, v, holds, released); err != nil {
+		return nil, fmt.Errorf("orders: repair: rebuild: %w", err)
+	}
+	// The rebuilt state already has these released (tombstones).
+	if err := store.ClearReleasePending(ctx, owed); err != nil {
+		return nil, err
+	}
+	return failed, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), context.Cause(ctx))
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,122 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// redisRepair adapts redisstock to orders.RepairStock and orders.StockViews
+// (cmd/seckill has the same few lines).
+type redisRepair struct {
+	*redisstock.Store
+	rdb redis.UniversalClient
+}
+
+func (r redisRepair) TakeOffSale(ctx context.Context, voucherID int64) error {
+	return r.rdb.Del(ctx, redisstock.VoucherKeys(voucherID).Meta).Err()
+}
+
+func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
+	return r.Store.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released})
+}
+
+func (r redisRepair) View(ctx context.Context, voucherID int64) (orders.RedisView, error) {
+	s, err := r.Snapshot(ctx, voucherID)
+	return orders.RedisView{OnSale: s.OnSale, Left: s.Left, Total: s.Total, Held: s.Held, Pending: s.Pending, Balanced: s.Balanced()}, err
+}
+
+// Redis loses its data (FLUSHDB of a database only this test uses: the
+// package shares one redis-server) while a crowd buys through Kafka; the
+// drift report sees it, repair rebuilds from PostgreSQL, and the crowd,
+// buying during and after, gets no more than the stock.
+func TestRepairAfterRedisWiped(t *testing.T) {
+	t.Parallel()
+	opts := *stack.Redis(t).Options()
+	opts.DB = 7
+	rdb := redis.NewClient(&opts)
+	defer rdb.Close()
+	const total = 60
+	e := newLifeEnv(t, seckill.KindSeckill, 1, 1, time.Minute) // only for its database
+	e.stock = redisstock.New(rdb)
+	now := time.Now().UTC()
+	v, err := e.store.CreateVoucher(e.ctx, seckill.Voucher{
+		Title: "Wiped", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: total, PerUserLimit: 1,
+		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+	}, e.stock.Warm)
+	require.NoError(t, err)
+	e.v = v
+	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
+	adapter := redisRepair{Store: e.stock, rdb: rdb}
+	stats := orders.NewStatsService(e.store, adapter)
+
+	topic := stack.NewTopic(t, 3)
+	group := "workers-" + topic
+	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
+	require.NoError(t, err)
+	defer producer.Close()
+	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, group)
+	require.NoError(t, err)
+	defer drain.Close()
+	runConsumer(t, topic, group, e.worker.Handle)
+	buyer := seckill.NewBuyer(e.stock, producer, e.ids, testLog(t))
+
+	// The crowd: 300 users, each trying until it bought or the test ends.
+	ctx, stop := context.WithCancel(e.ctx)
+	var bought atomic.Int64
+	var wg sync.WaitGroup
+	for u := range int64(300) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: u + 1, Quantity: 1})
+				if err == nil {
+					bought.Add(1)
+					return
+				}
+				if errors.Is(err, seckill.ErrLimitExceeded) {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return bought.Load() >= total/3 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, rdb.FlushDB(e.ctx).Err()) // Redis lost everything
+	time.Sleep(100 * time.Millisecond)
+	st, err := stats.Stats(e.ctx, v.ID)
+	require.NoError(t, err)
+	require.False(t, st.Drift.OK(), "the drift report sees the loss")
+	t.Logf("drift after the wipe: %v", st.Drift.Problems)
+
+	failed, err := orders.Repair(e.ctx, v.ID, e.store, adapter, drain, 300*time.Millisecond)
+	require.NoError(t, err)
+	t.Logf("repaired; %d holds of the wiped Redis recorded failed", len(failed))
+	require.Eventually(t, func() bool {
+		st, err := e.store.Stats(e.ctx, v.ID)
+		return err == nil && st.StockLeft == 0
+	}, 20*time.Second, 20*time.Millisecond, "the crowd buys the rest after the repair")
+	stop()
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		s, err := e.stock.Snapshot(e.ctx, v.ID)
+		return err == nil && s.Pending == 0
+	}, 10*time.Second, 20*time.Millisecond)
+
+	st = e.check(t)
+	sold := st.Quantity[orders.StatusCreated] + st.Quantity[orders.StatusPaid]
+	require.Equal(t, int64(total), sold, "exactly the stock sold")
+	final, err := stats.Stats(e.ctx, v.ID)
+	require.NoError(t, err)
+	require.True(t, final.Drift.OK(), "no drift: %v", final.Drift.Problems)
+}
