@@ -247,9 +247,9 @@ func (s *Store) BuySync(ctx context.Context, orderID int64, req seckill.BuyReque
 	}
 	tag, err := tx.Exec(ctx, `
 		INSERT INTO voucher_buyers AS b (voucher_id, user_id, quantity)
-		SELECT $1, $2, $3 WHERE $3 <= $4
+		SELECT $1::bigint, $2::bigint, $3::bigint WHERE $3::bigint <= $4::bigint
 		ON CONFLICT (voucher_id, user_id) DO UPDATE SET quantity = b.quantity + EXCLUDED.quantity
-		WHERE b.quantity + EXCLUDED.quantity <= $4`, req.VoucherID, req.UserID, req.Quantity, limit)
+		WHERE b.quantity + EXCLUDED.quantity <= $4::bigint`, req.VoucherID, req.UserID, req.Quantity, limit)
 	if err != nil {
 		return orders.Order{}, fmt.Errorf("pgstore: buy: per-user limit: %w", err)
 	}
@@ -262,7 +262,7 @@ func (s *Store) BuySync(ctx context.Context, orderID int64, req seckill.BuyReque
 	}
 	o, err := scanOrder(tx.QueryRow(ctx, `
 		INSERT INTO orders (id, voucher_id, user_id, quantity, amount_cents, status, request_key, reserved_at, pay_deadline)
-		VALUES ($1, $2, $3, $4, $4 * $5, 'created', $6, now(), now() + $7 * interval '1 microsecond')
+		VALUES ($1, $2, $3, $4, $4::bigint * $5::bigint, 'created', $6, now(), now() + $7::bigint * interval '1 microsecond')
 		RETURNING `+orderColumns,
 		orderID, req.VoucherID, req.UserID, req.Quantity, price, key, payTimeout.Microseconds()))
 	if err != nil {
