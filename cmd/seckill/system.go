@@ -132,13 +132,16 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Catalog:  s.catalog,
 		Buyer:    seckill.NewBuyer(s.stock, s.producer, ids, s.log),
 		Orders:   orders.NewReader(s.store, s.stock, active.IDs),
-		Stats:    s.store,
+		Stats:    s.statsService(),
 		Accounts: auth.NewAccounts(userStore{s.store}, tokens),
 		Tokens:   tokens,
 		Checks:   s.checks(),
 		Static:   web.FS(),
 		Metrics:  promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}),
 		Logger:   s.log,
+
+		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/lifecycle.go).
+		SyncBuyer: s.syncBuyer(ids),
 	})
 	return err
 }
@@ -228,6 +231,10 @@ func (s *system) run(ctx context.Context) error {
 			fail("worker", consumer.Run(ctx, worker.Handle))
 		})
 		s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
+	}
+
+	if err := s.startSweeper(ctx, &wg, fail); err != nil {
+		return err
 	}
 
 	<-ctx.Done()

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// producerTimeout is the longest a gateway may still be writing a
+// reservation's message: its request timeout bounds Buyer.Publish.
+const producerTimeout = gateway.DefaultRequestTimeout
+
+// lifecycle is the order lifecycle over this process's stores.
+func (s *system) lifecycle() *orders.Lifecycle {
+	return orders.NewLifecycle(s.store, s.stock, s.events, s.log)
+}
+
+// syncBuyer sells limit and common vouchers for the gateway.
+func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
+	return orders.NewSyncBuyer(s.store, ids, s.events, s.cfg.PayTimeout, s.log)
+}
+
+// statsService answers the admin stats route with Redis's live figures and
+// the drift beside PostgreSQL's.
+func (s *system) statsService() *orders.StatsService {
+	return orders.NewStatsService(s.store, redisRepair{Store: s.stock, rdb: s.rdb})
+}
+
+// startSweeper runs the sweeper role: payment timeouts and the release
+// outbox, and the reconciler of orphaned holds. Both keep their state in
+// PostgreSQL and Redis only, so any number of processes may run them.
+func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func(role string, err error)) error {
+	if !s.cfg.hasRole(roleSweeper) {
+		return nil
+	}
+	sweeper := orders.NewSweeper(s.lifecycle(), orders.SweeperConfig{Log: s.log})
+	wg.Go(func() { fail("sweeper", sweeper.Run(ctx)) })
+	drain, err := kafkaq.NewDrain(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.cfg.KafkaGroup)
+	if err != nil {
+		return fmt.Errorf("reconciler: %w", err)
+	}
+	rec := orders.NewReconciler(s.store, s.stock, drain, s.stock, s.events, orders.ReconcilerConfig{
+		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log,
+	})
+	wg.Go(func() {
+		defer drain.Close()
+		fail("reconciler", rec.Run(ctx))
+	})
+	s.log.Info("sweeper and reconciler running", "pay_timeout", s.cfg.PayTimeout)
+	return nil
+}
+
+// redisRepair adapts redisstock to what orders' drift report and repair need.
+type redisRepair struct {
+	*redisstock.Store
+	rdb redis.UniversalClient
+}
+
+// TakeOffSale deletes the voucher's meta: reserve.lua answers "not on sale"
+// from then on, while the holds stay for the repair to read.
+func (r redisRepair) TakeOffSale(ctx context.Context, voucherID int64) error {
+	return r.rdb.Del(ctx, redisstock.VoucherKeys(voucherID).Meta).Err()
+}
+
+func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
+	return r.Store.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released})
+}
+
+func (r redisRepair) View(ctx context.Context, voucherID int64) (orders.RedisView, error) {
+	sn, err := r.Snapshot(ctx, voucherID)
+	return orders.RedisView{OnSale: sn.OnSale, Left: sn.Left, Total: sn.Total, Held: sn.Held,
+		Pending: sn.Pending, Balanced: sn.Balanced()}, err
+}
