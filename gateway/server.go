@@ -27,6 +27,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/seckill/seckill"
 )
@@ -98,6 +99,8 @@ type Deps struct {
 	Tokens   TokenVerifier
 	// SyncBuyer sells limit and common vouchers. Nil: every kind goes to Buyer.
 	SyncBuyer SyncBuyer
+	// Lifecycle pays and cancels orders. Nil: those routes answer 503.
+	Lifecycle OrderLifecycle
 	// Gates are the optional steps in front of the buy (issue 3).
 	Gates Gates
 	// Checks are what /readyz asks (Redis, PostgreSQL, Kafka).
@@ -107,6 +110,9 @@ type Deps struct {
 	Static fs.FS
 	// Metrics, when set, is served at GET /metrics (promhttp.HandlerFor).
 	Metrics http.Handler
+	// Registerer, when set, receives the gateway's collectors (requests,
+	// latency by route, buy outcomes; see metrics.go). Nil: none.
+	Registerer prometheus.Registerer
 	// Logger receives the access log and errors. Nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -120,6 +126,7 @@ type Server struct {
 	adminDigest [sha256.Size]byte
 	buyChain    BuyFunc
 	draining    atomic.Bool
+	metrics     *metrics
 
 	mu        sync.Mutex
 	closed    bool
@@ -171,7 +178,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 
 	s := &Server{cfg: cfg, deps: deps, log: deps.Logger, adminDigest: sha256.Sum256([]byte(cfg.AdminToken))}
+	var err error
+	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	s.buyChain = s.chain()
+	if s.metrics != nil {
+		s.buyChain = s.metrics.countBuys(s.buyChain)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seckill",
 		BodyLimit:             cfg.BodyLimit,
@@ -204,6 +218,9 @@ func proxyHeader(trusted []string) string {
 // deadline, recover, errors, access log), then CORS when configured.
 func (s *Server) routes() error {
 	app := s.app
+	if s.metrics != nil {
+		app.Use(s.metrics.middleware)
+	}
 	app.Use(s.observe)
 	if len(s.cfg.AllowedOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
@@ -227,8 +244,11 @@ func (s *Server) routes() error {
 	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
 	api.Get("/orders", s.requireShopper, s.listOrders)
 	api.Get("/orders/:id", s.requireShopper, s.getOrder)
+	api.Post("/orders/:id/pay", s.requireShopper, s.payOrder)
+	api.Post("/orders/:id/cancel", s.requireShopper, s.cancelOrder)
 
 	admin := api.Group("/admin", s.requireAdmin)
+	s.mountPprof(admin)
 	admin.Post("/vouchers", s.createVoucher)
 	admin.Get("/vouchers/:id/stats", s.voucherStats)
 

@@ -142,6 +142,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 
 		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/lifecycle.go).
 		SyncBuyer: s.syncBuyer(ids),
+		Lifecycle: s.lifecycle(),
 	})
 	return err
 }
