@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Names of the gateway's metric families (the Grafana dashboard in deploy/
+// reads them).
+const (
+	metricHTTPRequests = "seckill_http_requests_total"
+	metricHTTPDuration = "seckill_http_request_duration_seconds"
+	metricBuyOutcomes  = "seckill_buy_outcomes_total"
+)
+
+// OutcomeAccepted is the buy outcome of an attempt that got its order; every
+// other outcome is the error code of api.md the attempt was answered with
+// (sold_out, limit_exceeded, rate_limited, captcha_invalid, unavailable...),
+// and "error" for an internal failure.
+const OutcomeAccepted = "accepted"
+
+// routeUnmatched labels requests that matched no route (404 and 405 from the
+// router), so that scanners cannot mint a label value per path.
+const routeUnmatched = "unmatched"
+
+// httpBuckets are the latency buckets, in seconds: dense below 50 ms, where
+// the buying path's p99 target is, and up to the request timeout.
+var httpBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// metrics are the gateway's collectors. The hot path never builds a label
+// set: every (route, method, status) it has seen is resolved once into its
+// counter and its route's histogram, and found again in a read-only map
+// with one lookup and no allocation.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	outcomes *prometheus.CounterVec
+
+	// series is replaced, never changed, so readers need no lock; mu
+	// serialises the writers that add a series (a handful per route).
+	series atomic.Pointer[map[seriesKey]series]
+	mu     sync.Mutex
+
+	// byCode is every buy outcome, resolved at construction; read only.
+	byCode map[string]prometheus.Counter
+}
+
+type seriesKey struct {
+	route, method string
+	status        int
+}
+
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// newMetrics registers the gateway's collectors on reg. A nil reg means no
+// metrics (nil *metrics), and the gateway adds no middleware.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricHTTPRequests,
+			Help: "HTTP requests answered, by route pattern, method and status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metricHTTPDuration,
+			Help:    "Time from the request's arrival at the gateway to its answer being written, by route pattern.",
+			Buckets: httpBuckets,
+		}, []string{"route"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricBuyOutcomes,
+			Help: `Buy attempts that reached the gate chain, by outcome: "accepted", or the api.md error code they were answered with ("error" for internal failures).`,
+		}, []string{"outcome"}),
+		byCode: map[string]prometheus.Counter{},
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	empty := map[seriesKey]series{}
+	m.series.Store(&empty)
+	// Every outcome exists from the start (at zero), so a rate() over a
+	// sale's first seconds has a series to work on.
+	m.byCode[OutcomeAccepted] = m.outcomes.WithLabelValues(OutcomeAccepted)
+	for _, row := range errorTable {
+		m.byCode[row.code] = m.outcomes.WithLabelValues(row.code)
+	}
+	m.byCode[internalRow.code] = m.outcomes.WithLabelValues("error")
+	m.byCode["not_found"] = m.outcomes.WithLabelValues("not_found")
+	return m, nil
+}
+
+// middleware counts and times every request. It wraps observe, so it sees
+// the answer observe wrote for an error, and its clock includes the access
+// log. c.Route() after Next is the route that answered.
+func (m *metrics) middleware(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	r := c.Route()
+	status := c.Response().StatusCode()
+	s := m.lookup(r.Path, r.Method, status)
+	s.requests.Inc()
+	s.duration.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// lookup returns the series of one answer, creating it the first time.
+// route and method may point into fasthttp's buffers: they are only copied
+// when a new series is stored.
+func (m *metrics) lookup(route, method string, status int) series {
+	k := seriesKey{route: route, method: method, status: status}
+	if s, ok := (*m.series.Load())[k]; ok {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.series.Load()
+	if s, ok := old[k]; ok {
+		return s
+	}
+	label := route
+	if (status == fiber.StatusNotFound || status == fiber.StatusMethodNotAllowed) && route == "/" {
+		// The router found nothing; the route is observe's own "/".
+		label = routeUnmatched
+	}
+	k.route, k.method = strings.Clone(route), strings.Clone(method)
+	s := series{
+		requests: m.requests.WithLabelValues(label, k.method, strconv.Itoa(status)),
+		duration: m.duration.WithLabelValues(label),
+	}
+	next := make(map[seriesKey]series, len(old)+1)
+	for key, v := range old {
+		next[key] = v
+	}
+	next[k] = s
+	m.series.Store(&next)
+	return s
+}
+
+// countBuys wraps the buying chain: each attempt that reaches it is counted
+// once, by the answer it gets.
+func (m *metrics) countBuys(next BuyFunc) BuyFunc {
+	return func(ctx context.Context, a *Attempt) (Purchase, error) {
+		p, err := next(ctx, a)
+		m.buyOutcome(err).Inc()
+		return p, err
+	}
+}
+
+// buyOutcome is the counter of an attempt's answer: the code of the error
+// table's row, as the client reads it.
+func (m *metrics) buyOutcome(err error) prometheus.Counter {
+	if err == nil {
+		return m.byCode[OutcomeAccepted]
+	}
+	code := internalRow.code
+	if row, ok := lookup(err); ok {
+		code = row.code
+	}
+	if c, ok := m.byCode[code]; ok {
+		return c
+	}
+	return m.byCode[internalRow.code]
+}
