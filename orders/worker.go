@@ -49,6 +49,7 @@ type Worker struct {
 	payTimeout time.Duration
 	log        *slog.Logger
 	now        func() time.Time
+	metrics    *Metrics
 }
 
 // WorkerConfig holds the Worker's settings; zero fields take defaults.
@@ -57,6 +58,9 @@ type WorkerConfig struct {
 	// (DefaultPayTimeout when zero).
 	PayTimeout time.Duration
 	Log        *slog.Logger
+	// Metrics, when set, records persist latency and the orders created
+	// and failed (see NewMetrics).
+	Metrics *Metrics
 }
 
 // NewWorker returns a Worker. events may be nil (no status events).
@@ -69,7 +73,7 @@ func NewWorker(store Storer, confirmer Confirmer, releaser Releaser, events Even
 	}
 	return &Worker{
 		store: store, confirmer: confirmer, releaser: releaser, events: events,
-		payTimeout: cfg.PayTimeout, log: cfg.Log, now: time.Now,
+		payTimeout: cfg.PayTimeout, log: cfg.Log, now: time.Now, metrics: cfg.Metrics,
 	}
 }
 
@@ -88,10 +92,16 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 	if len(batch) == 0 {
 		return nil
 	}
+	start := time.Now()
 	res, err := w.store.PersistBatch(ctx, batch, w.payTimeout)
+	w.metrics.persisted(start)
 	if err != nil {
 		return fmt.Errorf("orders: worker: %w", err)
 	}
+	// Only this call's transitions count: a redelivered batch reports
+	// duplicates, which entered their status before.
+	w.metrics.entered(StatusCreated, res.Count(OutcomeCreated))
+	w.metrics.entered(StatusFailed, res.Count(OutcomeFailed))
 
 	var confirm []seckill.Reservation
 	var release []Persisted

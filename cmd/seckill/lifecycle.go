@@ -20,12 +20,12 @@ const producerTimeout = gateway.DefaultRequestTimeout
 
 // lifecycle is the order lifecycle over this process's stores.
 func (s *system) lifecycle() *orders.Lifecycle {
-	return orders.NewLifecycle(s.store, s.stock, s.events, s.log)
+	return orders.NewLifecycle(s.store, s.stock, s.countedEvents(), s.log)
 }
 
 // syncBuyer sells limit and common vouchers for the gateway.
 func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
-	return orders.NewSyncBuyer(s.store, ids, s.events, s.cfg.PayTimeout, s.log)
+	return orders.NewSyncBuyer(s.store, ids, s.countedEvents(), s.cfg.PayTimeout, s.log)
 }
 
 // statsService answers the admin stats route with Redis's live figures and
@@ -47,7 +47,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
-	rec := orders.NewReconciler(s.store, s.stock, drain, s.stock, s.events, orders.ReconcilerConfig{
+	rec := orders.NewReconciler(s.store, s.stock, drain, s.stock, s.countedEvents(), orders.ReconcilerConfig{
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log,
 	})
 	wg.Go(func() {

@@ -38,6 +38,7 @@ type system struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
+	metrics  processMetrics
 
 	rdb     *redis.Client
 	pool    *pgxpool.Pool
@@ -63,6 +64,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 		}
 	}()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.metrics, err = newProcessMetrics(s.registry); err != nil {
+		return nil, err
+	}
 
 	ropts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
@@ -87,7 +91,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	}
 
 	s.store = pgstore.New(s.pool)
-	s.stock = redisstock.New(s.rdb)
+	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock))
 	s.events = notify.NewPublisher(s.rdb)
 	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second)
 
@@ -111,7 +115,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log)
+	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log, kafkaq.WithMetrics(s.metrics.kafka))
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
@@ -139,6 +143,9 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Static:   web.FS(),
 		Metrics:  promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}),
 		Logger:   s.log,
+
+		// The gateway's collectors: requests, latency by route, buy outcomes.
+		Registerer: s.registry,
 
 		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/lifecycle.go).
 		SyncBuyer: s.syncBuyer(ids),
@@ -222,11 +229,12 @@ func (s *system) run(ctx context.Context) error {
 	if s.cfg.hasRole(roleWorker) {
 		consumer, err := kafkaq.NewConsumer(kafkaq.ConsumerConfig{
 			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
+			Metrics: s.metrics.kafka,
 		})
 		if err != nil {
 			return fmt.Errorf("kafka consumer: %w", err)
 		}
-		worker := orders.NewWorker(s.store, s.stock, s.stock, s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log})
+		worker := orders.NewWorker(s.store, s.stock, s.stock, s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 		wg.Go(func() {
 			defer consumer.Close()
 			fail("worker", consumer.Run(ctx, worker.Handle))

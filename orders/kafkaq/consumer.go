@@ -49,6 +49,8 @@ type ConsumerConfig struct {
 	// well below the group's rebalance timeout, 60 s).
 	ShutdownGrace time.Duration
 	Log           *slog.Logger
+	// Metrics, when set, records batch sizes and lag (see NewMetrics).
+	Metrics *Metrics
 }
 
 func (c *ConsumerConfig) defaults() {
@@ -173,6 +175,7 @@ func (c *Consumer) Lag() map[int32]int64 {
 }
 
 func (c *Consumer) setLag(partition int32, lag int64) {
+	c.cfg.Metrics.setLag(partition, lag)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if lag < 0 {
@@ -223,6 +226,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 	flush := func() bool {
 		linger = nil
+		cfg.Metrics.batch(len(batch))
 		if len(batch) > 0 && !h.handleUntilDone(ctx, handlerCtx, partition, last.Offset, batch) {
 			return false
 		}

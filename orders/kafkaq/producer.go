@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -31,6 +32,7 @@ type Producer struct {
 	producer sarama.AsyncProducer
 	topic    string
 	log      *slog.Logger
+	metrics  *Metrics
 
 	// mu guards closed, so no Publish sends on Input after Close began
 	// (sarama panics on that).
@@ -62,7 +64,7 @@ func ProducerConfig() *sarama.Config {
 }
 
 // NewProducer connects to brokers and returns a Producer for topic.
-func NewProducer(brokers []string, topic string, log *slog.Logger) (*Producer, error) {
+func NewProducer(brokers []string, topic string, log *slog.Logger, opts ...ProducerOption) (*Producer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -71,6 +73,9 @@ func NewProducer(brokers []string, topic string, log *slog.Logger) (*Producer, e
 		return nil, fmt.Errorf("kafkaq: producer: %w", err)
 	}
 	p := &Producer{producer: ap, topic: topic, log: log, routed: make(chan struct{})}
+	for _, o := range opts {
+		o(p)
+	}
 	go p.route()
 	return p, nil
 }
@@ -102,7 +107,9 @@ func (p *Producer) route() {
 // ends first it returns ctx's error; when that happens after the message was
 // handed to the producer, the message may still be written later (the
 // caller cannot know), which the reconciler and the workers tolerate.
-func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) error {
+func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) (err error) {
+	start := time.Now()
+	defer func() { p.metrics.produced(start, err) }()
 	value, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)

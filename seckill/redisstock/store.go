@@ -67,18 +67,23 @@ type Store struct {
 	release  *redis.Script
 	snapshot *redis.Script
 	warm     *redis.Script
+	metrics  *Metrics
 }
 
 // New returns a Store over rdb (a client, a cluster client or a failover
 // client: every multi-key command stays in one voucher's slot).
-func New(rdb redis.UniversalClient) *Store {
-	return &Store{
+func New(rdb redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{
 		rdb:      rdb,
 		reserve:  redis.NewScript(lua.Reserve),
 		release:  redis.NewScript(lua.Release),
 		snapshot: redis.NewScript(lua.Snapshot),
 		warm:     redis.NewScript(lua.Warm),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 var _ seckill.Stock = (*Store)(nil)
@@ -104,7 +109,9 @@ func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.Res
 		return seckill.ReserveResult{}, fmt.Errorf("%w: request key longer than %d", seckill.ErrInvalidInput, seckill.MaxRequestKey)
 	}
 	k := VoucherKeys(r.VoucherID)
+	start := time.Now()
 	raw, err := s.reserve.Run(ctx, s.rdb, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
+	s.metrics.since(scriptReserve, start)
 	if err != nil {
 		return seckill.ReserveResult{}, unavailable("reserve", err)
 	}
@@ -211,7 +218,9 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 	if err != nil || !live {
 		return NothingReleased, err
 	}
+	start := time.Now()
 	n, err := s.release.Run(ctx, s.rdb, k.script(h.UserID), orderID, m, h.UserID).Int64()
+	s.metrics.since(scriptRelease, start)
 	if err != nil {
 		return NothingReleased, unavailable("release", err)
 	}
@@ -286,7 +295,9 @@ func (s *Store) Warm(ctx context.Context, v seckill.Voucher) error {
 	if err := checkVoucher(v); err != nil {
 		return err
 	}
+	start := time.Now()
 	n, err := s.warm.Run(ctx, s.rdb, []string{VoucherKeys(v.ID).Meta}, metaArgs(v)...).Int64()
+	s.metrics.since(scriptWarm, start)
 	if err != nil {
 		return unavailable("warm", err)
 	}
@@ -597,7 +608,9 @@ func (s Snapshot) Balanced() bool {
 // voucher's holds inside Redis: cheap for a drift report, not for the buy path.
 func (s *Store) Snapshot(ctx context.Context, voucherID int64) (Snapshot, error) {
 	k := VoucherKeys(voucherID)
+	start := time.Now()
 	raw, err := s.snapshot.Run(ctx, s.rdb, []string{k.Meta, k.Buyers, k.Orders, k.Pending}).Int64Slice()
+	s.metrics.since(scriptSnapshot, start)
 	if err != nil {
 		return Snapshot{}, unavailable("snapshot", err)
 	}

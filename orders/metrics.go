@@ -1,0 +1,90 @@
+package orders
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the order domain's collectors: how long persisting a batch
+// takes (seckill_persist_duration_seconds) and how many orders entered each
+// status (seckill_orders_total{status}). Build one per process with
+// NewMetrics. The Worker counts its own transitions (WorkerConfig.Metrics);
+// the components that publish exactly one event per committed transition
+// (Lifecycle, SyncBuyer, Reconciler) are counted by wrapping their Events
+// with CountEvents. A nil *Metrics records nothing.
+type Metrics struct {
+	persist prometheus.Histogram
+	// byStatus holds the counter of every status, resolved once.
+	byStatus map[Status]prometheus.Counter
+}
+
+// NewMetrics registers the collectors on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	persist := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "seckill_persist_duration_seconds",
+		Help:    "One PostgreSQL transaction persisting a batch of reservations (the workers' PersistBatch).",
+		Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
+	})
+	transitions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_orders_total",
+		Help: "Orders that entered each status (created, paid, cancelled, failed), counted once per committed transition.",
+	}, []string{"status"})
+	for _, c := range []prometheus.Collector{persist, transitions} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m := &Metrics{persist: persist, byStatus: map[Status]prometheus.Counter{}}
+	for _, s := range []Status{StatusCreated, StatusPaid, StatusCancelled, StatusFailed} {
+		m.byStatus[s] = transitions.WithLabelValues(string(s))
+	}
+	return m, nil
+}
+
+// persisted records one PersistBatch call that began at start.
+func (m *Metrics) persisted(start time.Time) {
+	if m == nil {
+		return
+	}
+	m.persist.Observe(time.Since(start).Seconds())
+}
+
+// entered counts n orders entering status s. Reserved is not a persisted
+// status and is not counted here (the gateway counts accepted buys).
+func (m *Metrics) entered(s Status, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	if c, ok := m.byStatus[s]; ok {
+		c.Add(float64(n))
+	}
+}
+
+// CountEvents returns events that also counts each published order's status
+// as one transition. Use it only for publishers that publish once per
+// committed transition (Lifecycle, SyncBuyer, Reconciler), not for the
+// Worker, which republishes on redelivery. events may be nil: the result
+// then only counts. A nil m returns events unchanged.
+func (m *Metrics) CountEvents(events Events) Events {
+	if m == nil {
+		return events
+	}
+	return countingEvents{m: m, next: events}
+}
+
+type countingEvents struct {
+	m    *Metrics
+	next Events
+}
+
+// Publish counts the transition, then passes the event on. The count does
+// not depend on the publish succeeding: the transition is committed.
+func (c countingEvents) Publish(ctx context.Context, e Event) error {
+	c.m.entered(e.Order.Status, 1)
+	if c.next == nil {
+		return nil
+	}
+	return c.next.Publish(ctx, e)
+}
