@@ -115,6 +115,8 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Logger receives the access log and errors. Nil: slog.Default().
 	Logger *slog.Logger
+	// Live feeds GET /api/v1/ws (ws.go). No Feed: that route answers 503.
+	Live Live
 }
 
 // Server is one gateway instance.
@@ -126,6 +128,7 @@ type Server struct {
 	adminDigest [sha256.Size]byte
 	buyChain    BuyFunc
 	draining    atomic.Bool
+	ws          *sockets // open WebSockets (ws.go)
 	metrics     *metrics
 
 	mu        sync.Mutex
@@ -244,6 +247,9 @@ func (s *Server) routes() error {
 	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
 	api.Get("/orders", s.requireShopper, s.listOrders)
 	api.Get("/orders/:id", s.requireShopper, s.getOrder)
+	if err := s.mountWebSocket(api); err != nil {
+		return err
+	}
 	api.Post("/orders/:id/pay", s.requireShopper, s.payOrder)
 	api.Post("/orders/:id/cancel", s.requireShopper, s.cancelOrder)
 
@@ -311,6 +317,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, ln := range lns {
 		_ = ln.Close()
 	}
+	err = errors.Join(err, s.closeSockets(ctx)) // fasthttp forgets hijacked connections
 	return err
 }
 

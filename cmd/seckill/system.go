@@ -150,6 +150,8 @@ func (s *system) buildGateway(ctx context.Context) error {
 		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/lifecycle.go).
 		SyncBuyer: s.syncBuyer(ids),
 		Lifecycle: s.lifecycle(),
+		// Order status pushed on GET /api/v1/ws, from every instance's changes.
+		Live: gateway.Live{Feed: s.hub},
 	})
 	return err
 }
