@@ -1,0 +1,471 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/orders"
+)
+
+// peer is one more instance of the system on the first one's services:
+// the same database, Redis, topic and consumer group, its own HTTP address.
+type peer struct {
+	*testSystem
+	stop func() // shuts it down now (idempotent); also run at cleanup
+}
+
+// startPeer runs a second process on ts's configuration, the way a second
+// `seckill serve` of the fleet does. mutate may change its configuration
+// (roles...) after the address is set.
+func (ts *testSystem) startPeer(t *testing.T, mutate func(*Config)) *peer {
+	t.Helper()
+	cfg := ts.cfg
+	addr := freeAddr(t)
+	cfg.HTTPAddr = addr
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sys, err := newSystem(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sys.run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Error("peer did not shut down within 30s")
+			}
+			sys.close()
+		})
+	}
+	t.Cleanup(stop)
+	p := &peer{testSystem: &testSystem{
+		base: "http://" + addr, cfg: cfg, pool: ts.pool, rdb: ts.rdb, tokens: ts.tokens,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+	}, stop: stop}
+	p.waitReady(t)
+	return p
+}
+
+// gatewayOnly makes a peer that only serves HTTP: every order change it
+// pushes was made by another process.
+func gatewayOnly(c *Config) { c.Roles = []string{roleGateway} }
+
+// wsClient is one test socket. A goroutine reads every frame into frames.
+type wsClient struct {
+	conn   *websocket.Conn
+	frames chan wsFrame
+	closed chan int // the close code, -1 if none
+}
+
+type wsFrame struct {
+	notify.Frame
+	raw []byte
+	at  time.Time
+}
+
+// dialWS opens a socket on ts with the token as a subprotocol, as the page
+// does; headers are name, value pairs.
+func (ts *testSystem) dialWS(t *testing.T, query string, protocols []string, headers ...string) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	h := http.Header{}
+	for i := 0; i+1 < len(headers); i += 2 {
+		h.Set(headers[i], headers[i+1])
+	}
+	u := "ws" + strings.TrimPrefix(ts.base, "http") + "/api/v1/ws"
+	if query != "" {
+		u += "?" + query
+	}
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Subprotocols: protocols}
+	conn, resp, err := d.Dial(u, h)
+	if conn != nil {
+		t.Cleanup(func() { _ = conn.Close() })
+	}
+	return conn, resp, err
+}
+
+// openWS connects token's socket on ts and starts reading it.
+func (ts *testSystem) openWS(t *testing.T, token string) *wsClient {
+	t.Helper()
+	conn, resp, err := ts.dialWS(t, "", []string{"bearer", token})
+	require.NoError(t, err)
+	require.Equal(t, "bearer", resp.Header.Get("Sec-WebSocket-Protocol"))
+	return readWS(conn)
+}
+
+func readWS(conn *websocket.Conn) *wsClient {
+	c := &wsClient{conn: conn, frames: make(chan wsFrame, 4096), closed: make(chan int, 1)}
+	go func() {
+		defer close(c.frames)
+		for {
+			_, msg, err := conn.ReadMessage()
+			at := time.Now()
+			if err != nil {
+				var ce *websocket.CloseError
+				if errors.As(err, &ce) {
+					c.closed <- ce.Code
+				} else {
+					c.closed <- -1
+				}
+				return
+			}
+			f := wsFrame{raw: msg, at: at}
+			if json.Unmarshal(msg, &f.Frame) != nil {
+				f.Type = "garbage: " + string(msg)
+			}
+			c.frames <- f
+		}
+	}()
+	return c
+}
+
+// next returns the next frame, failing after a while.
+func (c *wsClient) next(t *testing.T) wsFrame {
+	t.Helper()
+	select {
+	case f, ok := <-c.frames:
+		require.True(t, ok, "the socket closed")
+		return f
+	case <-time.After(30 * time.Second):
+		t.Fatal("no frame within 30s")
+	}
+	return wsFrame{}
+}
+
+// untilPong sends a ping and returns every frame read before the pong:
+// the writer answers in order, so those are all the frames pushed so far.
+func (c *wsClient) untilPong(t *testing.T) []wsFrame {
+	t.Helper()
+	require.NoError(t, c.conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping"}`)))
+	var before []wsFrame
+	for {
+		f := c.next(t)
+		if f.Type == notify.FramePong {
+			require.JSONEq(t, notify.PongFrame, string(f.raw))
+			return before
+		}
+		before = append(before, f)
+	}
+}
+
+// waitOrder reads frames until orderID has status, and returns that frame.
+// Frames of other orders are skipped; a frame of another user fails.
+func (c *wsClient) waitOrder(t *testing.T, userID int64, orderID, status string) wsFrame {
+	t.Helper()
+	for {
+		f := c.next(t)
+		require.Equal(t, notify.FrameOrder, f.Type, "%s", f.raw)
+		require.Equal(t, strconv.FormatInt(userID, 10), f.Order.UserID, "a frame of someone else's order: %s", f.raw)
+		if f.Order.OrderID == orderID && string(f.Order.Status) == status {
+			return f
+		}
+	}
+}
+
+// sameAsREST checks the frame's order is exactly GET /api/v1/orders/{id}.
+func (ts *testSystem) sameAsREST(t *testing.T, token string, f wsFrame) {
+	t.Helper()
+	a := ts.do(t, http.MethodGet, "/api/v1/orders/"+f.Order.OrderID, token, nil, nil)
+	require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+	require.JSONEq(t, `{"type":"order","order":`+string(a.raw)+`}`, string(f.raw))
+}
+
+// refusedWS checks a handshake answered before the upgrade with api.md's
+// error body.
+func refusedWS(t *testing.T, resp *http.Response, err error, status int, code string) {
+	t.Helper()
+	require.ErrorIs(t, err, websocket.ErrBadHandshake)
+	require.NotNil(t, resp)
+	require.Equal(t, status, resp.StatusCode)
+	var body struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.Equal(t, code, body.Error.Code)
+	require.NotEmpty(t, body.Error.Message)
+}
+
+// testUser returns an id no other test uses: every system of the package
+// shares one Redis, so one events channel.
+func testUser() int64 { return 8_000_000_000 + rand.Int64N(1_000_000_000) }
+
+// TestWSAcrossInstances: a socket on instance B receives the created and
+// the paid of an order bought and paid through instance A; another user's
+// socket receives none of it; a reconnect gets the snapshot; refusals
+// happen before the upgrade.
+func TestWSAcrossInstances(t *testing.T) {
+	a := startSystem(t, nil)
+	b := a.startPeer(t, gatewayOnly)
+	vid := a.createVoucher(t, 10, 5, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	alice, bob := testUser(), testUser()
+	aliceTok, bobTok := a.shopper(t, alice), a.shopper(t, bob)
+
+	aliceWS := b.openWS(t, aliceTok)
+	bobWS := b.openWS(t, bobTok)
+	bobOnA := a.openWS(t, bobTok)
+	require.Empty(t, aliceWS.untilPong(t), "nothing to snapshot yet")
+
+	bought := a.buy(t, vid, aliceTok, 1, "ws-1")
+	answered := time.Now()
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	orderID := bought.body["order_id"].(string)
+	created := aliceWS.waitOrder(t, alice, orderID, "created")
+	t.Logf("created reached the socket on B %v after A answered the buy", created.at.Sub(answered))
+	b.sameAsREST(t, aliceTok, created)
+	a.sameAsREST(t, aliceTok, created)
+	require.NotNil(t, created.Order.PayDeadline)
+
+	paid := a.do(t, http.MethodPost, "/api/v1/orders/"+orderID+"/pay", aliceTok, nil, nil)
+	require.Equal(t, http.StatusOK, paid.status, "%s", paid.raw)
+	paidFrame := aliceWS.waitOrder(t, alice, orderID, "paid")
+	b.sameAsREST(t, aliceTok, paidFrame)
+
+	// Bob's sockets, on both instances, got nothing of alice's.
+	require.Empty(t, bobWS.untilPong(t))
+	require.Empty(t, bobOnA.untilPong(t))
+
+	// A second order stays created; a reconnect's snapshot has it and not
+	// the paid one.
+	second := a.buy(t, vid, aliceTok, 2, "ws-2")
+	require.Equal(t, http.StatusAccepted, second.status, "%s", second.raw)
+	secondID := second.body["order_id"].(string)
+	aliceWS.waitOrder(t, alice, secondID, "created")
+	require.NoError(t, aliceWS.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")))
+	require.Equal(t, websocket.CloseNormalClosure, <-aliceWS.closed)
+
+	for _, inst := range []*testSystem{b.testSystem, a} {
+		again := inst.openWS(t, aliceTok)
+		snap := again.untilPong(t)
+		require.Len(t, snap, 1, "the snapshot is the non-final orders")
+		require.Equal(t, secondID, snap[0].Order.OrderID)
+		require.EqualValues(t, "created", snap[0].Order.Status)
+		require.EqualValues(t, 2, snap[0].Order.Quantity)
+		inst.sameAsREST(t, aliceTok, snap[0])
+	}
+
+	// Refusals, answered in JSON before any upgrade.
+	_, resp, err := b.dialWS(t, "", nil)
+	refusedWS(t, resp, err, http.StatusUnauthorized, "unauthenticated")
+	_, resp, err = b.dialWS(t, "token=not-a-token", nil)
+	refusedWS(t, resp, err, http.StatusUnauthorized, "unauthenticated")
+	_, resp, err = b.dialWS(t, "", []string{"bearer", aliceTok}, "Origin", "https://evil.example")
+	refusedWS(t, resp, err, http.StatusForbidden, "forbidden")
+	// The page's own origin is fine, with the token in the query too.
+	conn, _, err := b.dialWS(t, "token="+aliceTok, nil, "Origin", b.base)
+	require.NoError(t, err)
+	require.Len(t, readWS(conn).untilPong(t), 1)
+
+	// Stopping B closes its sockets with 1001 ("going away"), promptly.
+	start := time.Now()
+	b.stop()
+	require.Equal(t, websocket.CloseGoingAway, <-bobWS.closed)
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Empty(t, bobOnA.untilPong(t), "A's sockets are unaffected")
+}
+
+// TestWSPushDelay measures the time from each status change (the event's
+// at, stamped after its commit) to the client's read of it, on a socket of
+// another instance than the one that changed the order: a few hundred
+// created and paid events.
+func TestWSPushDelay(t *testing.T) {
+	const n = 200
+	a := startSystem(t, nil)
+	b := a.startPeer(t, gatewayOnly)
+	vid := a.createVoucher(t, n, n, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	user := testUser()
+	tok := a.shopper(t, user)
+	ws := b.openWS(t, tok)
+	require.Empty(t, ws.untilPong(t))
+
+	// The status changes as every hub sees them, with their at.
+	ps := a.rdb.Subscribe(t.Context(), notify.Channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	_, err := ps.Receive(t.Context())
+	require.NoError(t, err)
+	type key struct{ id, status string }
+	var mu sync.Mutex
+	changed := map[key]time.Time{}
+	go func() {
+		for msg := range ps.Channel() {
+			var e struct {
+				Order notify.APIOrder `json:"order"`
+				At    time.Time       `json:"at"`
+			}
+			if json.Unmarshal([]byte(msg.Payload), &e) == nil && e.Order.UserID == strconv.FormatInt(user, 10) {
+				mu.Lock()
+				changed[key{e.Order.OrderID, string(e.Order.Status)}] = e.At
+				mu.Unlock()
+			}
+		}
+	}()
+
+	// A few buyers' worth of concurrency, the way one shopper's tabs and a
+	// crowd's orders interleave on the worker.
+	ids := make([]string, n)
+	run := func(do func(i int)) {
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range 4 {
+			wg.Go(func() {
+				for i := range next {
+					do(i)
+				}
+			})
+		}
+		for i := range n {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+	}
+	received := map[key]time.Time{}
+	collect := func(status string) {
+		for len(received) < n*(1+btoi(status == "paid")) {
+			f := ws.next(t)
+			require.Equal(t, notify.FrameOrder, f.Type, "%s", f.raw)
+			require.EqualValues(t, status, f.Order.Status, "%s", f.raw)
+			received[key{f.Order.OrderID, status}] = f.at
+		}
+	}
+	run(func(i int) {
+		r := a.buy(t, vid, tok, 1, fmt.Sprintf("delay-%d", i))
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+		ids[i] = r.body["order_id"].(string)
+	})
+	collect("created")
+	run(func(i int) {
+		r := a.do(t, http.MethodPost, "/api/v1/orders/"+ids[i]+"/pay", tok, nil, nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	})
+	collect("paid")
+
+	var delays []time.Duration
+	byStatus := map[string][]time.Duration{}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(changed) == 2*n
+	}, 10*time.Second, 10*time.Millisecond, "the test's own subscriber missed events")
+	mu.Lock()
+	for k, got := range received {
+		at, ok := changed[k]
+		require.True(t, ok, "%v pushed but never published", k)
+		delays = append(delays, got.Sub(at))
+		byStatus[k.status] = append(byStatus[k.status], got.Sub(at))
+	}
+	mu.Unlock()
+	slices.Sort(delays)
+	q := func(d []time.Duration, p float64) time.Duration { return d[int(p*float64(len(d)-1)+0.5)] }
+	t.Logf("push delay over %d events, status change (event at, instance A) to the client's read (socket on instance B): "+
+		"median %v, p90 %v, p99 %v, max %v", len(delays), q(delays, .5), q(delays, .9), q(delays, .99), delays[len(delays)-1])
+	// The worker stamps one at per batch and then publishes the batch's
+	// events one by one, so created carries that wait too.
+	for _, st := range []string{"created", "paid"} {
+		d := byStatus[st]
+		slices.Sort(d)
+		t.Logf("  %-7s median %v, p99 %v", st, q(d, .5), q(d, .99))
+	}
+	require.Greater(t, delays[0], time.Duration(0), "a change is read after it is made")
+	require.Less(t, q(delays, .99), time.Second, "p99 of the push delay")
+
+	fams := b.scrape(t)
+	require.EqualValues(t, 2*n, counter(t, fams, "seckill_ws_messages_total", "kind", "push"))
+	require.EqualValues(t, 2*n, histogram(t, fams, "seckill_ws_push_delay_seconds").GetSampleCount())
+	require.EqualValues(t, 1, metric(t, fams, "seckill_ws_connections").GetGauge().GetValue())
+	require.EqualValues(t, 0, counter(t, fams, "seckill_ws_dropped_total", "reason", "slow"))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestWSSlowClientDropped: a client that stops reading while its orders
+// change is dropped by the hub (1013, "try again later") once its buffer
+// fills, and gets everything written before the close; a healthy client of
+// the same instance keeps receiving.
+func TestWSSlowClientDropped(t *testing.T) {
+	a := startSystem(t, map[string]string{"SECKILL_ROLES": "gateway"})
+	slowUser, okUser := testUser(), testUser()
+
+	// A tiny receive window, so the server's writes block soon.
+	d := websocket.Dialer{
+		HandshakeTimeout: 10 * time.Second,
+		Subprotocols:     []string{"bearer", a.shopper(t, slowUser)},
+		NetDial: func(network, addr string) (net.Conn, error) {
+			c, err := net.Dial(network, addr)
+			if err == nil {
+				_ = c.(*net.TCPConn).SetReadBuffer(4096)
+			}
+			return c, err
+		},
+	}
+	conn, _, err := d.Dial("ws"+strings.TrimPrefix(a.base, "http")+"/api/v1/ws", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	healthy := a.openWS(t, a.shopper(t, okUser))
+	require.Empty(t, healthy.untilPong(t))
+
+	pub := notify.NewPublisher(a.rdb)
+	const events = 20_000
+	order := func(user, id int64) orders.Order {
+		now := time.Now()
+		return orders.Order{ID: id, VoucherID: 1, UserID: user, Quantity: 1, AmountCents: 100,
+			Status: orders.StatusCreated, CreatedAt: now, PayDeadline: now.Add(time.Minute)}
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < events; i += 8 {
+				require.NoError(t, pub.Publish(context.Background(), orders.Event{Order: order(slowUser, int64(1+i)), At: time.Now()}))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, pub.Publish(context.Background(), orders.Event{Order: order(okUser, 1), At: time.Now()}))
+	require.Equal(t, "1", healthy.waitOrder(t, okUser, "1", "created").Order.OrderID)
+
+	slow := readWS(conn)
+	got := 0
+	for range slow.frames {
+		got++
+	}
+	code := <-slow.closed
+	t.Logf("the slow client read %d of %d frames, then close %d", got, events, code)
+	require.Equal(t, websocket.CloseTryAgainLater, code)
+	require.Less(t, got, events)
+	fams := a.scrape(t)
+	require.EqualValues(t, 1, counter(t, fams, "seckill_ws_dropped_total", "reason", "slow"))
+	require.Empty(t, healthy.untilPong(t), "the healthy client is still connected")
+}
