@@ -1,0 +1,247 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// ModeKey is the Redis key of the fleet-wide ops switch.
+const ModeKey = "seckill:breaker:mode"
+
+// Mode is the ops switch: who decides whether buys go through.
+type Mode string
+
+// The three modes.
+const (
+	// ModeAuto lets the breaker decide.
+	ModeAuto Mode = "auto"
+	// ModeOpen shuts the sale's door: every buy gets 503.
+	ModeOpen Mode = "open"
+	// ModeClosed never trips: every buy goes through.
+	ModeClosed Mode = "closed"
+)
+
+// ParseMode checks a mode sent by an operator.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeAuto, ModeOpen, ModeClosed:
+		return m, nil
+	}
+	return "", fmt.Errorf("%w: mode must be auto, open or closed", seckill.ErrInvalidInput)
+}
+
+// States reported by Breaker.State besides gobreaker's closed, half-open, open.
+const (
+	StateForcedOpen   = "forced-open"
+	StateForcedClosed = "forced-closed"
+)
+
+// Breaker is this instance's circuit breaker around the reservation and the
+// Kafka write, obeying the ops switch. It implements gateway.Gate.
+//
+// gobreaker's own distributed breaker takes a Redis lock on every call, far
+// too slow for this path: each instance breaks on its own failures, and only
+// the operator's mode is shared, through one Redis key every instance polls.
+type Breaker struct {
+	cb       *gobreaker.CircuitBreaker[gateway.Purchase]
+	rdb      redis.UniversalClient
+	key      string
+	mode     atomic.Pointer[Mode]
+	openedAt atomic.Int64 // unix nanoseconds of the last transition to open
+	openFor  time.Duration
+	timeout  time.Duration
+	every    time.Duration
+	m        *metrics
+	log      *slog.Logger
+}
+
+func newBreaker(rdb redis.UniversalClient, cfg Config, m *metrics, log *slog.Logger) *Breaker {
+	b := &Breaker{rdb: rdb, key: cfg.ModeKey, openFor: cfg.BreakerOpenFor, timeout: cfg.CallTimeout, every: cfg.ModePoll, m: m, log: log}
+	auto := ModeAuto
+	b.mode.Store(&auto)
+	threshold := cfg.BreakerFailures
+	b.cb = gobreaker.NewCircuitBreaker[gateway.Purchase](gobreaker.Settings{
+		Name:        "buy",
+		MaxRequests: cfg.BreakerProbes,
+		Timeout:     cfg.BreakerOpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		// A shopper's answer is the dependency working; only its failures count.
+		IsSuccessful: func(err error) bool { return !isDependencyFailure(err) },
+		// A shopper who hung up says nothing about Redis or Kafka.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				b.openedAt.Store(time.Now().UnixNano())
+			}
+			m.transitions.WithLabelValues(from.String(), to.String()).Inc()
+			// Called under the breaker's lock: asking cb.State() here deadlocks.
+			if *b.mode.Load() == ModeAuto {
+				m.state.Set(stateValue(to))
+			}
+			log.Warn("circuit breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	return b
+}
+
+// isDependencyFailure reports whether err means Redis, Kafka or the code
+// behind failed, as opposed to a shopper's answer (sold out, limit, not
+// started, ended, not found, invalid...), which is a success for the breaker.
+func isDependencyFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, answer := range []error{
+		seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrNotStarted, seckill.ErrEnded,
+		seckill.ErrNotFound, seckill.ErrInvalidInput, seckill.ErrConflict, seckill.ErrCaptchaInvalid,
+		seckill.ErrRateLimited, seckill.ErrUnauthenticated, seckill.ErrForbidden, seckill.ErrTooLarge,
+	} {
+		if errors.Is(err, answer) {
+			return false
+		}
+	}
+	return true
+}
+
+// Pass implements gateway.Gate.
+func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
+	switch *b.mode.Load() {
+	case ModeOpen:
+		b.m.reject(gateBreaker, "forced_open")
+		return gateway.Purchase{}, b.refusal("closed by the operator", b.every)
+	case ModeClosed:
+		b.m.allow(gateBreaker)
+		return next(ctx, a)
+	}
+	p, err := b.cb.Execute(func() (gateway.Purchase, error) {
+		cctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		return next(cctx, a)
+	})
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		b.m.reject(gateBreaker, "open")
+		return gateway.Purchase{}, b.refusal("open", b.untilHalfOpen())
+	}
+	b.m.allow(gateBreaker)
+	return p, err
+}
+
+// Refuse returns the 503 the breaker would give right now without running
+// anything, or nil when it would let an attempt try. It is the front check
+// of the gates that touch Redis before the breaker.
+func (b *Breaker) Refuse() error {
+	switch *b.mode.Load() {
+	case ModeOpen:
+		return b.refusal("closed by the operator", b.every)
+	case ModeClosed:
+		return nil
+	}
+	if b.cb.State() == gobreaker.StateOpen {
+		return b.refusal("open", b.untilHalfOpen())
+	}
+	return nil
+}
+
+func (b *Breaker) refusal(why string, retry time.Duration) error {
+	return gateway.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
+}
+
+// untilHalfOpen is when the open breaker lets probes through.
+func (b *Breaker) untilHalfOpen() time.Duration {
+	d := time.Until(time.Unix(0, b.openedAt.Load()).Add(b.openFor))
+	return max(d, time.Second)
+}
+
+// Mode returns the ops switch as this instance last read it.
+func (b *Breaker) Mode() Mode { return *b.mode.Load() }
+
+// State is what this instance's breaker is doing: closed, half-open, open,
+// or forced-open / forced-closed when the ops switch overrides it.
+func (b *Breaker) State() string {
+	switch *b.mode.Load() {
+	case ModeOpen:
+		return StateForcedOpen
+	case ModeClosed:
+		return StateForcedClosed
+	}
+	return b.cb.State().String()
+}
+
+// SetMode stores the ops switch for the whole fleet and obeys it here at
+// once; the other instances read it within one poll interval.
+func (b *Breaker) SetMode(ctx context.Context, m Mode) error {
+	if _, err := ParseMode(string(m)); err != nil {
+		return err
+	}
+	if err := b.rdb.Set(ctx, b.key, string(m), 0).Err(); err != nil {
+		return fmt.Errorf("%w: redis set breaker mode: %w", seckill.ErrUnavailable, err)
+	}
+	b.apply(m)
+	return nil
+}
+
+func (b *Breaker) apply(m Mode) {
+	if old := b.mode.Swap(&m); *old != m {
+		b.log.Warn("breaker mode", "from", string(*old), "to", string(m))
+	}
+	b.setGauge()
+}
+
+func (b *Breaker) setGauge() {
+	switch *b.mode.Load() {
+	case ModeOpen:
+		b.m.state.Set(2)
+	case ModeClosed:
+		b.m.state.Set(0)
+	default:
+		b.m.state.Set(stateValue(b.cb.State()))
+	}
+}
+
+// refresh reads the ops switch once. An unreachable Redis keeps the last
+// known mode: the door stays as the operator left it.
+func (b *Breaker) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(b.every, 200*time.Millisecond))
+	defer cancel()
+	s, err := b.rdb.Get(ctx, b.key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		b.apply(ModeAuto)
+	case err != nil:
+		if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+			b.log.Debug("breaker mode not read; keeping the last one", "err", err)
+		}
+	default:
+		m, err := ParseMode(s)
+		if err != nil {
+			b.log.Error("breaker mode in Redis is not auto, open or closed; keeping the last one", "value", s)
+			return
+		}
+		b.apply(m)
+	}
+}
+
+// poll refreshes the mode until ctx ends. Reading the state also moves an
+// open breaker to half-open on time, so the gauge does not lag.
+func (b *Breaker) poll(ctx context.Context) {
+	t := time.NewTicker(b.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.refresh(ctx)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package edge_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// One instance whose Redis goes away: after the threshold it answers 503
+// fast without touching Redis, no request hangs, and once Redis is back it
+// closes again by itself.
+func TestBreakerOpensOnDeadRedisAndClosesByItself(t *testing.T) {
+	t.Parallel()
+	shared := stack.Redis(t)
+	v := warm(t, shared, 1000)
+	proxy := newSwitchProxy(t, shared.Options().Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	e, reg := newEdge(t, rdb, edge.Config{BreakerFailures: 5, BreakerOpenFor: 300 * time.Millisecond, BreakerProbes: 2})
+	buy := chain(e.Gates(), v, buyWith(realBuyer(t, redisstock.New(rdb))))
+	ctx := context.Background()
+	user := int64(1)
+	try := func() error {
+		user++
+		_, err := buy(ctx, attempt(v.ID, user))
+		return err
+	}
+	require.NoError(t, try())
+
+	proxy.down()
+	var failures int
+	for e.Breaker.State() != "open" {
+		start := time.Now()
+		err := try()
+		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.Less(t, time.Since(start), 5*time.Second, "a request hung")
+		failures++
+		require.LessOrEqual(t, failures, 5)
+	}
+	require.Equal(t, 5, failures)
+
+	// Open: 503 with Retry-After, measured.
+	const n = 2000
+	took := make([]time.Duration, n)
+	for i := range took {
+		start := time.Now()
+		err := try()
+		took[i] = time.Since(start)
+		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.GreaterOrEqual(t, retryAfter(err), time.Second)
+		if e.Breaker.State() != "open" {
+			took = took[:i+1]
+			break
+		}
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	p50, p99 := took[len(took)/2], took[len(took)*99/100]
+	t.Logf("503 with the breaker open: p50 %v, p99 %v, max %v over %d requests", p50, p99, took[len(took)-1], len(took))
+	require.Less(t, p99, time.Millisecond)
+
+	// Redis back: half-open lets probes through, they succeed, it closes.
+	proxy.up.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := try()
+		if err == nil && e.Breaker.State() == "closed" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "breaker did not close; state %s, last %v", e.Breaker.State(), err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	transitions := counterValue(t, reg, "seckill_breaker_transitions_total")
+	require.GreaterOrEqual(t, transitions, 3.0) // closed→open→half-open→closed
+}
+
+// Shopper answers are successes for the breaker: a sold-out storm never opens it.
+func TestBreakerIgnoresShopperAnswers(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	v := warm(t, rdb, 1)
+	e, _ := newEdge(t, rdb, edge.Config{BreakerFailures: 2})
+	stock := redisstock.New(rdb)
+	buy := chain(e.Gates(), v, buyWith(realBuyer(t, stock)))
+	ctx := context.Background()
+	_, err := buy(ctx, attempt(v.ID, 1))
+	require.NoError(t, err)
+	for u := range int64(20) {
+		_, err := buy(ctx, attempt(v.ID, u+2))
+		require.ErrorIs(t, err, seckill.ErrSoldOut)
+	}
+	_, err = buy(ctx, attempt(v.ID+1, 1)) // not on sale
+	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.Equal(t, "closed", e.Breaker.State())
+}
+
+// PUT open on one instance: every instance answers 503 within 1s, one
+// started afterwards too; auto restores them all.
+func TestOpsSwitchFleetWide(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	cfg := edge.Config{ModeKey: "seckill:breaker:mode:" + t.Name()}
+	a, _ := newEdge(t, rdb, cfg)
+	b, _ := newEdge(t, rdb, cfg)
+	var sold atomic.Int64
+	ctx := context.Background()
+	buyOn := func(e *edge.Edge) error {
+		_, err := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))(ctx, attempt(1, 1))
+		return err
+	}
+	require.NoError(t, buyOn(a))
+	require.NoError(t, buyOn(b))
+
+	require.NoError(t, a.Breaker.SetMode(ctx, edge.ModeOpen))
+	start := time.Now()
+	require.ErrorIs(t, buyOn(a), seckill.ErrUnavailable)
+	require.Eventually(t, func() bool { return buyOn(b) != nil }, time.Second, 10*time.Millisecond)
+	t.Logf("second instance obeyed PUT open after %v", time.Since(start))
+	err := buyOn(b)
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.Positive(t, retryAfter(err))
+	require.Equal(t, edge.StateForcedOpen, b.Breaker.State())
+	require.Equal(t, edge.ModeOpen, b.Breaker.Mode())
+
+	c, _ := newEdge(t, rdb, cfg) // started after the PUT
+	require.ErrorIs(t, buyOn(c), seckill.ErrUnavailable)
+
+	require.NoError(t, b.Breaker.SetMode(ctx, edge.ModeAuto))
+	start = time.Now()
+	require.Eventually(t, func() bool { return buyOn(a) == nil && buyOn(c) == nil }, time.Second, 10*time.Millisecond)
+	t.Logf("instances obeyed PUT auto after %v", time.Since(start))
+	require.Equal(t, "closed", a.Breaker.State())
+
+	// closed never trips, whatever the failures.
+	require.NoError(t, a.Breaker.SetMode(ctx, edge.ModeClosed))
+	require.Eventually(t, func() bool { return c.Breaker.Mode() == edge.ModeClosed }, time.Second, 10*time.Millisecond)
+	fail := func(context.Context, *gateway.Attempt) (gateway.Purchase, error) {
+		return gateway.Purchase{}, errors.New("kafka down")
+	}
+	for range 20 {
+		_, err := chain(c.Gates(), seckill.Voucher{ID: 1}, fail)(ctx, attempt(1, 1))
+		require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	}
+	require.Equal(t, edge.StateForcedClosed, c.Breaker.State())
+
+	_, err = edge.ParseMode("half")
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+}
+
+// An instance that cannot reach Redis keeps the last mode it read.
+func TestOpsSwitchKeepsLastModeWithoutRedis(t *testing.T) {
+	t.Parallel()
+	shared := stack.Redis(t)
+	proxy := newSwitchProxy(t, shared.Options().Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg := edge.Config{ModeKey: "seckill:breaker:mode:" + t.Name()}
+	require.NoError(t, shared.Set(context.Background(), cfg.ModeKey, "open", 0).Err())
+	e, _ := newEdge(t, rdb, cfg)
+	require.Equal(t, edge.ModeOpen, e.Breaker.Mode())
+	proxy.down()
+	time.Sleep(600 * time.Millisecond)
+	require.Equal(t, edge.ModeOpen, e.Breaker.Mode())
+	require.Error(t, e.Breaker.Refuse())
+}

@@ -1,0 +1,94 @@
+package edge_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/seckill"
+)
+
+func newCaptcha(t *testing.T, c *edge.Captchas) (id, answer string) {
+	t.Helper()
+	id, image, err := c.New(context.Background())
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(image, "data:image/png;base64,"), image[:min(len(image), 40)])
+	answer, err = stack.Redis(t).Get(context.Background(), edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(t, err)
+	return id, answer
+}
+
+func TestCaptchaSingleUseSharedByInstances(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	a, _ := newEdge(t, rdb, edge.Config{})
+	b, _ := newEdge(t, rdb, edge.Config{})
+	ctx := context.Background()
+
+	// Issued by one instance, checked by the other, forgiving case and
+	// white space; then never again.
+	id, answer := newCaptcha(t, a.Captchas)
+	require.NoError(t, b.Captchas.Check(ctx, id, " "+strings.ToUpper(answer[:2])+" \t"+answer[2:]+"\n"))
+	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, b.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+
+	// A wrong answer burns it.
+	id, answer = newCaptcha(t, a.Captchas)
+	require.ErrorIs(t, b.Captchas.Check(ctx, id, answer+"0"), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+
+	// An empty answer burns it too.
+	id, answer = newCaptcha(t, a.Captchas)
+	require.ErrorIs(t, b.Captchas.Check(ctx, id, "  "), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+
+	// mojocn/base64Captcha#94 and friends: never a match.
+	for _, c := range [][2]string{
+		{"", ""}, {"", answer}, {"unknownid", ""}, {"unknownid", "12345"},
+		{"../etc", "1"}, {"a b", "1"}, {strings.Repeat("a", 65), "1"}, {"id\x00", "1"},
+	} {
+		require.ErrorIs(t, a.Captchas.Check(ctx, c[0], c[1]), seckill.ErrCaptchaInvalid, "%q", c)
+	}
+	store := edge.NewRedisStore(rdb, time.Minute)
+	require.False(t, store.Verify("unknownid", "", true))
+	require.False(t, store.Verify("", "", true))
+}
+
+func TestCaptchaExpires(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{CaptchaTTL: 300 * time.Millisecond})
+	id, answer := newCaptcha(t, e.Captchas)
+	time.Sleep(400 * time.Millisecond)
+	require.ErrorIs(t, e.Captchas.Check(context.Background(), id, answer), seckill.ErrCaptchaInvalid)
+}
+
+func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{})
+	var sold atomic.Int64
+	ctx := context.Background()
+
+	free := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	_, err := free(ctx, attempt(1, 7))
+	require.NoError(t, err)
+
+	guarded := chain(e.Gates(), seckill.Voucher{ID: 2, CaptchaRequired: true}, accept(&sold))
+	_, err = guarded(ctx, attempt(2, 7))
+	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid)
+
+	id, answer := newCaptcha(t, e.Captchas)
+	a := attempt(2, 7)
+	a.CaptchaID, a.CaptchaAnswer = id, answer
+	_, err = guarded(ctx, a)
+	require.NoError(t, err)
+	_, err = guarded(ctx, a)
+	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid)
+	require.EqualValues(t, 2, sold.Load())
+}

@@ -1,0 +1,134 @@
+package edge_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// After the last item, further buys are answered from memory without a
+// reservation reaching Redis; a release elsewhere (the sweeper, another
+// instance) puts the voucher back on sale on every instance within 1s.
+func TestSoldOutFromMemoryAndBackOnSale(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	v := warm(t, rdb, 3)
+	ctx := context.Background()
+
+	type instance struct {
+		e     *edge.Edge
+		stock *countingStock
+		buy   func(user int64) (int64, error)
+	}
+	start := func() *instance {
+		e, _ := newEdge(t, rdb, edge.Config{})
+		cs := &countingStock{Store: redisstock.New(rdb)}
+		buy := chain(e.Gates(), v, buyWith(realBuyer(t, e.ObserveStock(cs))))
+		return &instance{e: e, stock: cs, buy: func(u int64) (int64, error) {
+			p, err := buy(ctx, attempt(v.ID, u))
+			return p.OrderID, err
+		}}
+	}
+	a, b := start(), start()
+
+	var orders []int64
+	for u := range int64(3) {
+		id, err := a.buy(u + 1)
+		require.NoError(t, err)
+		orders = append(orders, id)
+	}
+	require.True(t, a.e.SoldOut.IsFlagged(v.ID), "the last item's reservation said 0 left")
+	for u := range int64(1000) {
+		_, err := a.buy(u + 10)
+		require.ErrorIs(t, err, seckill.ErrSoldOut)
+	}
+	require.EqualValues(t, 3, a.stock.reserves.Load(), "sold-out answers reached Redis")
+
+	// b learns from its own refusal (which says 0 left).
+	_, err := b.buy(100)
+	require.ErrorIs(t, err, seckill.ErrSoldOut)
+	require.True(t, b.e.SoldOut.IsFlagged(v.ID))
+	for u := range int64(100) {
+		_, err := b.buy(u + 200)
+		require.ErrorIs(t, err, seckill.ErrSoldOut)
+	}
+	require.EqualValues(t, 1, b.stock.reserves.Load())
+
+	// A release outside both instances (the sweeper's): no announcement,
+	// only the re-check tells them.
+	released, err := redisstock.New(rdb).Release(ctx, v.ID, orders[0], seckill.ReleaseAny)
+	require.NoError(t, err)
+	require.True(t, released)
+	began := time.Now()
+	require.Eventually(t, func() bool {
+		return !a.e.SoldOut.IsFlagged(v.ID) && !b.e.SoldOut.IsFlagged(v.ID)
+	}, time.Second, 5*time.Millisecond)
+	t.Logf("back on sale on both instances after %v", time.Since(began))
+	_, err = b.buy(999)
+	require.NoError(t, err, "the returned item sells")
+	require.True(t, b.e.SoldOut.IsFlagged(v.ID))
+	_, err = a.buy(1000)
+	require.ErrorIs(t, err, seckill.ErrSoldOut)
+	require.True(t, a.e.SoldOut.IsFlagged(v.ID))
+}
+
+// The gateway's buyer drops StockLeft on a refusal; without the observed
+// stock the gate still learns, from ErrSoldOut confirmed by its re-check.
+func TestSoldOutLearnsWithoutObservedStock(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	v := warm(t, rdb, 1)
+	e, _ := newEdge(t, rdb, edge.Config{})
+	var reserves atomic.Int64
+	cs := &countingStock{Store: redisstock.New(rdb)}
+	buy := chain(e.Gates(), v, buyWith(realBuyer(t, cs)))
+	ctx := context.Background()
+	_, err := buy(ctx, attempt(v.ID, 1))
+	require.NoError(t, err)
+	_, err = buy(ctx, attempt(v.ID, 2))
+	require.ErrorIs(t, err, seckill.ErrSoldOut)
+	require.Eventually(t, func() bool { return e.SoldOut.IsFlagged(v.ID) }, time.Second, 5*time.Millisecond)
+	before := cs.reserves.Load()
+	for u := range int64(100) {
+		_, err := buy(ctx, attempt(v.ID, u+3))
+		require.ErrorIs(t, err, seckill.ErrSoldOut)
+	}
+	require.Equal(t, before, cs.reserves.Load())
+	_ = reserves.Load()
+
+	// A voucher sold out only for a bigger quantity is not flagged.
+	w := warm(t, rdb, 2)
+	buyW := chain(e.Gates(), w, buyWith(realBuyer(t, e.ObserveStock(cs))))
+	a := attempt(w.ID, 1)
+	a.Request.Quantity = 3
+	_, err = buyW(ctx, a)
+	require.ErrorIs(t, err, seckill.ErrSoldOut)
+	time.Sleep(700 * time.Millisecond)
+	require.False(t, e.SoldOut.IsFlagged(w.ID))
+}
+
+// A release announced on the stock channel is learned at once.
+func TestSoldOutAnnouncement(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	v := warm(t, rdb, 1)
+	e, _ := newEdge(t, rdb, edge.Config{SoldOutRecheck: time.Hour})
+	cs := &countingStock{Store: redisstock.New(rdb)}
+	buy := chain(e.Gates(), v, buyWith(realBuyer(t, e.ObserveStock(cs))))
+	ctx := context.Background()
+	p, err := buy(ctx, attempt(v.ID, 1))
+	require.NoError(t, err)
+	require.True(t, e.SoldOut.IsFlagged(v.ID))
+	_, err = redisstock.New(rdb).Release(ctx, v.ID, p.OrderID, seckill.ReleaseAny)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // the subscription is made at Start
+	require.NoError(t, edge.Announce(ctx, rdb, v.ID))
+	require.Eventually(t, func() bool { return !e.SoldOut.IsFlagged(v.ID) }, 200*time.Millisecond, 2*time.Millisecond)
+}
