@@ -162,11 +162,28 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 	return nil
 }
 
+// BatchEvents is an Events that can publish many events in one round trip
+// (notify.Publisher implements it). The Worker uses it when it has it: a
+// batch of a hundred orders is then one round trip, not a hundred.
+type BatchEvents interface {
+	PublishBatch(ctx context.Context, events []Event) error
+}
+
 func (w *Worker) publish(ctx context.Context, list []Order) {
-	if w.events == nil {
+	if w.events == nil || len(list) == 0 {
 		return
 	}
 	at := w.now().UTC()
+	if b, ok := w.events.(BatchEvents); ok {
+		events := make([]Event, len(list))
+		for i, o := range list {
+			events[i] = Event{Order: o, At: at}
+		}
+		if err := b.PublishBatch(ctx, events); err != nil {
+			w.log.WarnContext(ctx, "order events not published", "count", len(events), "err", err)
+		}
+		return
+	}
 	for _, o := range list {
 		if err := w.events.Publish(ctx, Event{Order: o, At: at}); err != nil {
 			w.log.WarnContext(ctx, "order event not published", "order_id", o.ID, "status", o.Status, "err", err)
