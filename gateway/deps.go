@@ -68,6 +68,25 @@ type TokenVerifier interface {
 	Verify(token string) (userID int64, err error)
 }
 
+// Captchas issues captchas for GET /api/v1/captcha; the Captcha gate checks
+// them (edge.Captchas implements it).
+type Captchas interface {
+	// New returns a fresh captcha's id and its image as a
+	// data:image/png;base64 URL.
+	New(ctx context.Context) (id, image string, err error)
+}
+
+// BreakerAdmin is the fleet-wide ops switch of the circuit breaker behind
+// GET/PUT /api/v1/admin/breaker (edge.Breaker implements it).
+type BreakerAdmin interface {
+	// Status returns the mode (auto, open, closed) as this instance last
+	// read it, and what this instance's breaker is doing.
+	Status() (mode, state string)
+	// Switch stores the mode for every instance; an unknown mode is
+	// seckill.ErrInvalidInput.
+	Switch(ctx context.Context, mode string) error
+}
+
 // Check is one dependency /readyz asks about.
 type Check struct {
 	// Name appears in the readiness answer ("redis", "postgres", "kafka").

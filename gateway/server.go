@@ -103,6 +103,10 @@ type Deps struct {
 	Lifecycle OrderLifecycle
 	// Gates are the optional steps in front of the buy (issue 3).
 	Gates Gates
+	// Captchas serves GET /api/v1/captcha. Nil: that route answers 503.
+	Captchas Captchas
+	// Breaker serves GET/PUT /api/v1/admin/breaker. Nil: those answer 503.
+	Breaker BreakerAdmin
 	// Checks are what /readyz asks (Redis, PostgreSQL, Kafka).
 	Checks []Check
 	// Static is served at / (index.html) and by file path. Nil: a
@@ -242,6 +246,7 @@ func (s *Server) routes() error {
 	})
 	api.Post("/users", s.register)
 	api.Post("/sessions", s.login)
+	api.Get("/captcha", s.newCaptcha)
 	api.Get("/vouchers", s.listVouchers)
 	api.Get("/vouchers/:id", s.getVoucher)
 	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
@@ -257,6 +262,8 @@ func (s *Server) routes() error {
 	s.mountPprof(admin)
 	admin.Post("/vouchers", s.createVoucher)
 	admin.Get("/vouchers/:id/stats", s.voucherStats)
+	admin.Get("/breaker", s.breakerStatus)
+	admin.Put("/breaker", s.switchBreaker)
 
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)

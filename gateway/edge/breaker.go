@@ -245,3 +245,16 @@ func (b *Breaker) poll(ctx context.Context) {
 		}
 	}
 }
+
+// Status returns the mode and the state as strings, for the admin route
+// (gateway.BreakerAdmin).
+func (b *Breaker) Status() (mode, state string) { return string(b.Mode()), b.State() }
+
+// Switch parses and sets the mode for the fleet (gateway.BreakerAdmin).
+func (b *Breaker) Switch(ctx context.Context, mode string) error {
+	m, err := ParseMode(mode)
+	if err != nil {
+		return err
+	}
+	return b.SetMode(ctx, m)
+}

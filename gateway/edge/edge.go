@@ -238,3 +238,11 @@ func (e *Edge) front(gate string, a *gateway.Attempt) error {
 	}
 	return nil
 }
+
+var (
+	_ gateway.Captchas     = (*Captchas)(nil)
+	_ gateway.BreakerAdmin = (*Breaker)(nil)
+	_ gateway.Gate         = (*Breaker)(nil)
+	_ gateway.Gate         = (*SoldOut)(nil)
+	_ gateway.IPLimiter    = (*IPLimit)(nil)
+)

@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// The routes of the edge issue that are not gates: the captcha a shopper
+// answers before buying a voucher that requires one, and the operator's
+// switch of the circuit breaker.
+
+type captchaOut struct {
+	CaptchaID string `json:"captcha_id"`
+	Image     string `json:"image"`
+}
+
+type breakerIn struct {
+	Mode string `json:"mode"`
+}
+
+type breakerOut struct {
+	Mode  string `json:"mode"`
+	State string `json:"state"`
+}
+
+// newCaptcha issues a captcha, single use and short-lived.
+func (s *Server) newCaptcha(c *fiber.Ctx) error {
+	if s.deps.Captchas == nil {
+		return fmt.Errorf("%w: captchas are not configured", seckill.ErrUnavailable)
+	}
+	id, image, err := s.deps.Captchas.New(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(captchaOut{CaptchaID: id, Image: image})
+}
+
+// breakerStatus reports the ops switch and this instance's breaker.
+func (s *Server) breakerStatus(c *fiber.Ctx) error {
+	if s.deps.Breaker == nil {
+		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
+	}
+	mode, state := s.deps.Breaker.Status()
+	return c.JSON(breakerOut{Mode: mode, State: state})
+}
+
+// switchBreaker sets the mode for the whole fleet; every instance obeys
+// within a second.
+func (s *Server) switchBreaker(c *fiber.Ctx) error {
+	if s.deps.Breaker == nil {
+		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
+	}
+	var in breakerIn
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	if err := s.deps.Breaker.Switch(c.UserContext(), in.Mode); err != nil {
+		return err
+	}
+	return s.breakerStatus(c)
+}

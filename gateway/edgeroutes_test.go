@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// memCaptchas and memBreaker stand in for the edge package (which imports
+// this one, so its real types are tested over HTTP in gateway/edge).
+type memCaptchas struct{ n int }
+
+func (m *memCaptchas) New(context.Context) (string, string, error) {
+	m.n++
+	return fmt.Sprintf("cap%d", m.n), "data:image/png;base64,iVBORw0KGgo=", nil
+}
+
+type memBreaker struct {
+	mu   sync.Mutex
+	mode string
+}
+
+func (m *memBreaker) Status() (string, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mode, "closed"
+}
+
+func (m *memBreaker) Switch(_ context.Context, mode string) error {
+	if mode != "auto" && mode != "open" && mode != "closed" {
+		return fmt.Errorf("%w: mode must be auto, open or closed", seckill.ErrInvalidInput)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mode = mode
+	return nil
+}
+
+func TestCaptchaRoute(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ *Config, d *Deps) { d.Captchas = &memCaptchas{} })
+	resp, body := b.do(t, "GET", "/api/v1/captcha", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	out := decode[captchaOut](t, body)
+	require.Equal(t, "cap1", out.CaptchaID)
+	require.True(t, strings.HasPrefix(out.Image, "data:image/png;base64,"))
+
+	none := setup(t)
+	resp, body = none.do(t, "GET", "/api/v1/captcha", "")
+	requireAPIError(t, resp, body, http.StatusServiceUnavailable, "unavailable")
+}
+
+func TestBreakerAdminRoutes(t *testing.T) {
+	t.Parallel()
+	br := &memBreaker{mode: "auto"}
+	b := setup(t, func(_ *Config, d *Deps) { d.Breaker = br })
+	admin := []string{"Authorization", bearerOf(testAdminToken)}
+
+	resp, body := b.do(t, "GET", "/api/v1/admin/breaker", "", admin...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, breakerOut{Mode: "auto", State: "closed"}, decode[breakerOut](t, body))
+
+	resp, body = b.do(t, "PUT", "/api/v1/admin/breaker", `{"mode":"open"}`, admin...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, "open", decode[breakerOut](t, body).Mode)
+
+	for _, bad := range []string{`{"mode":"half"}`, `{"mode":"open","x":1}`, `{}`, `{"mode":"open"} {}`, `[`} {
+		resp, body = b.do(t, "PUT", "/api/v1/admin/breaker", bad, admin...)
+		requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+	}
+	resp, body = b.do(t, "PUT", "/api/v1/admin/breaker", `{"mode":"auto"}`, "Authorization", bearerOf(b.shopper))
+	require.Contains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, resp.StatusCode, "%s", body)
+	resp, body = b.do(t, "PUT", "/api/v1/admin/breaker", `{"mode":"auto"}`)
+	requireAPIError(t, resp, body, http.StatusUnauthorized, "unauthenticated")
+	mode, _ := br.Status()
+	require.Equal(t, "open", mode, "refused calls changed nothing")
+}
+
+// FuzzBreakerMode throws arbitrary bodies at PUT /api/v1/admin/breaker: no
+// panic, 200 or an api.md error.
+func FuzzBreakerMode(f *testing.F) {
+	for _, s := range []string{`{"mode":"open"}`, `{"mode":"auto"}`, `{"mode":""}`, `{"mode":1}`, `{"mode":"closed","x":0}`, `null`, "\x00"} {
+		f.Add(s)
+	}
+	bb := setup(f, func(_ *Config, d *Deps) {
+		d.Logger = slog.New(slog.DiscardHandler)
+		d.Breaker = &memBreaker{mode: "auto"}
+	})
+	h := bb.srv.App().Handler()
+	f.Fuzz(func(t *testing.T, body string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("PUT")
+		ctx.Request.SetRequestURI("/api/v1/admin/breaker")
+		ctx.Request.Header.Set("Authorization", "Bearer "+testAdminToken)
+		ctx.Request.Header.SetContentType("application/json")
+		ctx.Request.SetBodyString(body)
+		h(&ctx)
+		switch status := ctx.Response.StatusCode(); status {
+		case 200:
+		case 400, 413:
+			checkErrorBody(t, ctx.Response.Body())
+		default:
+			t.Fatalf("status %d for %q: %s", status, body, ctx.Response.Body())
+		}
+	})
+}
