@@ -128,13 +128,20 @@ func (s *system) buildGateway(ctx context.Context) error {
 		return err
 	}
 	active := newActiveVouchers(s.store, time.Second)
+	gates, err := s.buildEdge(ctx)
+	if err != nil {
+		return err
+	}
 	s.server, err = gateway.New(gateway.Config{
 		AdminToken:     s.cfg.AdminToken,
 		AllowedOrigins: s.cfg.AllowedOrigins,
 		TrustedProxies: s.cfg.TrustedProxies,
 	}, gateway.Deps{
 		Catalog:  s.catalog,
-		Buyer:    seckill.NewBuyer(s.stock, s.producer, ids, s.log),
+		Buyer:    seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log),
+		Gates:    gates.Gates(),
+		Captchas: gates.Captchas,
+		Breaker:  gates.Breaker,
 		Orders:   orders.NewReader(s.store, s.stock, active.IDs),
 		Stats:    s.statsService(),
 		Accounts: auth.NewAccounts(userStore{s.store}, tokens),

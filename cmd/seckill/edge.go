@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+
+	"github.com/flashsale/seckill/gateway/edge"
+)
+
+// buildEdge builds this instance's gates in front of the buying path (rate
+// limits, captcha, breaker with the ops switch, sold-out flag) and starts
+// their background loops, which end with ctx.
+func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
+	if s.cfg.GlobalBurst >= s.cfg.GlobalRate {
+		// architecture.md, "Traps": GCRA admits Burst + Rate·t, so the first
+		// second after a quiet spell lets about twice the rate through.
+		s.log.Warn("SECKILL_GLOBAL_BURST is not below SECKILL_GLOBAL_RATE: the first second of a rush may admit up to burst + rate",
+			"rate", s.cfg.GlobalRate, "burst", s.cfg.GlobalBurst)
+	}
+	e, err := edge.New(s.rdb, s.stock, edge.Config{
+		GlobalRate:  s.cfg.GlobalRate,
+		GlobalBurst: s.cfg.GlobalBurst,
+		UserRate:    s.cfg.UserRate,
+		UserBurst:   s.cfg.UserBurst,
+	}, s.registry, s.log)
+	if err != nil {
+		return nil, err
+	}
+	e.Start(ctx)
+	return e, nil
+}
