@@ -7,7 +7,9 @@
 #   make run     deps + build, then `bin/seckill dev`
 #   make test    deps, go vet, every test, then a short fuzz pass
 #   make fuzz    only the fuzz pass (FUZZTIME per target, default 5s)
-#   make bench   the Go benchmarks
+#   make bench   the Go benchmarks, then a standard flash sale against
+#                `bin/seckill dev` beside this machine's two ceilings
+#                (deploy/bench; about two minutes)
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
 # PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
@@ -20,7 +22,10 @@ GO ?= go
 PKGS ?= ./...
 BIN := bin/seckill
 FUZZTIME ?= 5s
-BENCHTIME ?= 2s
+BENCHTIME ?= 1s
+# BENCH_FLAGS go to deploy/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
+# (CPU profiles of the gateway under each crowd) or "-accepted 50000".
+BENCH_FLAGS ?=
 
 .PHONY: deps build run test vet fuzz bench clean
 
@@ -79,8 +84,16 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 	done <<< "$$targets"
 
-bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $(PKGS)
+# bench runs the Go benchmarks of the packages (of PKGS) that have any, so
+# that no other package's test binary is built or its services started; then
+# deploy/bench: `bin/seckill dev` on private services, the load tool's
+# accepted and sold-out runs, redis-benchmark's EVALSHA rate of reserve.lua and
+# the rate of GET /healthz, and the table of each figure beside its ceiling.
+bench: deps build
+	@pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $(PKGS) | \
+		while read -r dir; do if grep -q '^func Benchmark' "$$dir"/*_test.go 2>/dev/null; then echo "$$dir"; fi; done); \
+	if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi
+	$(GO) run ./deploy/bench -bin $(BIN) $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin .run

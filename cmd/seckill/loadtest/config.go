@@ -75,6 +75,11 @@ type Config struct {
 	HTMLFile string
 	// NoProgress silences the progress line even on a terminal.
 	NoProgress bool
+
+	// Ceiling, when set, is a path (like /healthz) to load instead of
+	// selling: RunCeiling measures the trivial route's rate with the
+	// crowd's shape, for Concurrency workers during Duration.
+	Ceiling string
 }
 
 // DefaultConfig returns a small sale that sells out: 2000 shoppers, two
@@ -106,11 +111,14 @@ func (c Config) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problems = append(problems, fmt.Sprintf("url %q must be http(s)://host[:port]", c.BaseURL))
 	}
-	if c.AdminToken == "" {
+	if c.AdminToken == "" && c.Ceiling == "" {
 		problems = append(problems, EnvAdminToken+" is not set")
 	}
-	if c.JWTSecret == "" {
+	if c.JWTSecret == "" && c.Ceiling == "" {
 		problems = append(problems, EnvJWTSecret+" is not set")
+	}
+	if c.Ceiling != "" && !strings.HasPrefix(c.Ceiling, "/") {
+		problems = append(problems, "ceiling must be a path starting with /")
 	}
 	if c.Shoppers < 1 {
 		problems = append(problems, "shoppers must be at least 1")
@@ -273,6 +281,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.BoolVar(&cfg.JSON, "json", cfg.JSON, "print the report as JSON on stdout")
 	fs.StringVar(&cfg.HTMLFile, "html", cfg.HTMLFile, "also write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&cfg.NoProgress, "no-progress", cfg.NoProgress, "no progress line, even on a terminal")
+	fs.StringVar(&cfg.Ceiling, "ceiling", cfg.Ceiling, "instead of a sale, load this path (e.g. /healthz) for -duration on -concurrency connections and report its rate")
 	return fs
 }
 

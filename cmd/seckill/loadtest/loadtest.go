@@ -218,6 +218,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Report, err
 	if err := cfg.Validate(); err != nil {
 		return Report{}, err
 	}
+	if cfg.Ceiling != "" {
+		_, err := RunCeiling(ctx, cfg, stdout)
+		return Report{}, err
+	}
 	r := newRunner(cfg, stderr)
 	defer r.transport.CloseIdleConnections()
 	rep, err := r.run(ctx)

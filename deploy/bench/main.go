@@ -1,0 +1,521 @@
+// Command bench is the flash-sale half of `make bench`: it starts
+// `bin/seckill dev` on private services, runs the load tool twice (the
+// accepted path with stock to spare, then the sold-out path), measures the
+// two ceilings of this machine in the same run (redis-benchmark running
+// reserve.lua by EVALSHA with the same key shape on a redis-server of the
+// same binary and configuration as dev mode's, and a trivial JSON route of
+// the same Fiber app with the load tool's own client shape), and prints each
+// figure beside its ceiling.
+//
+//	go run ./deploy/bench [-bin bin/seckill] [-profile DIR]
+//
+// With -profile, CPU profiles of the gateway process are taken through the
+// admin pprof route while each crowd runs (cpu-accepted.pprof,
+// cpu-soldout.pprof in DIR); read them with `go tool pprof -top bin/seckill FILE`.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/lua"
+)
+
+// Targets of issue 6, on this machine, ratios measured in one run.
+const (
+	targetAcceptedShare = 0.25 // accepted/s over redis-benchmark's EVALSHA/s
+	targetSoldOutShare  = 0.50 // sold-out answers/s over the trivial route's rate
+	targetP99MS         = 50.0
+	targetPersistP99MS  = 2000.0
+)
+
+type options struct {
+	bin         string
+	profileDir  string
+	concurrency int
+	accepted    int // shoppers of the accepted run, one attempt each
+	soldOut     int // shoppers of the sold-out run
+	attempts    int // attempts per shopper of the sold-out run
+	ceilingFor  time.Duration
+	redisN      int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/seckill", "the seckill binary to run")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the gateway under load here")
+	flag.IntVar(&o.concurrency, "concurrency", 64, "requests in flight (load tool and trivial route)")
+	flag.IntVar(&o.accepted, "accepted", 20000, "shoppers of the accepted run (one attempt each, stock for all)")
+	flag.IntVar(&o.soldOut, "soldout", 5000, "shoppers of the sold-out run")
+	flag.IntVar(&o.attempts, "attempts", 4, "attempts per shopper of the sold-out run")
+	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long the trivial route is loaded")
+	flag.IntVar(&o.redisN, "redis-n", 200000, "redis-benchmark requests")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// results are the figures of one run.
+type results struct {
+	accepted, soldOut loadtest.Report
+	trivial           loadtest.CeilingReport
+	evalsha           float64
+	worker            string // what /metrics said of the workers
+}
+
+func run(ctx context.Context, o options) error {
+	bin, err := filepath.Abs(o.bin)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "seckill-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	base := "http://" + addr
+	env := append(os.Environ(),
+		"SECKILL_HTTP_ADDR="+addr,
+		"SECKILL_DATA_DIR="+filepath.Join(work, "data"),
+		"SECKILL_ADMIN_TOKEN=bench-admin-token-0123456789",
+		"SECKILL_JWT_SECRET=bench-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz",
+		// The limiter must not hide the path being measured.
+		"SECKILL_USER_RATE=1000000", "SECKILL_USER_BURST=1000000",
+		"SECKILL_GLOBAL_RATE=100000000", "SECKILL_GLOBAL_BURST=100000000",
+		"SECKILL_DEMO_VOUCHER=false",
+		"SECKILL_LOADTEST_URL="+base,
+	)
+	// The dev process's own variables win over the caller's: unset what
+	// would point it at other services.
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		for _, k := range []string{"SECKILL_REDIS_URL=", "SECKILL_DATABASE_URL=", "SECKILL_KAFKA_BROKERS=", "SECKILL_ROLES="} {
+			if strings.HasPrefix(kv, k) {
+				return true
+			}
+		}
+		return false
+	})
+
+	logPath := filepath.Join(work, "seckill.log")
+	stopDev, err := startDev(ctx, bin, env, logPath)
+	if err != nil {
+		return err
+	}
+	defer stopDev()
+	fmt.Fprintf(os.Stderr, "bench: seckill dev on %s (log %s)\n", base, logPath)
+	if err := waitReady(ctx, base, 90*time.Second); err != nil {
+		return fmt.Errorf("%w; the log says:\n%s", err, tail(logPath, 30))
+	}
+
+	var res results
+	common := []string{"-json", "-no-progress", "-concurrency", strconv.Itoa(o.concurrency), "-replay", "0",
+		"-open-in", "2s", "-persist-wait", "60s", "-qty", "1"}
+
+	fmt.Fprintf(os.Stderr, "bench: accepted path: %d shoppers, stock for all\n", o.accepted)
+	args := append([]string{"loadtest", "-shoppers", strconv.Itoa(o.accepted), "-attempts", "1",
+		"-stock", strconv.Itoa(o.accepted * 2), "-limit", "1", "-first-user", "10000000"}, common...)
+	if err := loadtestRun(ctx, bin, env, args, &res.accepted, o.profileDir, "cpu-accepted.pprof", base); err != nil {
+		return err
+	}
+
+	res.worker = workerSummary(ctx, base)
+
+	fmt.Fprintf(os.Stderr, "bench: sold-out path: %d shoppers × %d attempts for 100 units\n", o.soldOut, o.attempts)
+	args = append([]string{"loadtest", "-shoppers", strconv.Itoa(o.soldOut), "-attempts", strconv.Itoa(o.attempts),
+		"-stock", "100", "-limit", "1", "-first-user", "20000000"}, common...)
+	if err := loadtestRun(ctx, bin, env, args, &res.soldOut, o.profileDir, "cpu-soldout.pprof", base); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(os.Stderr, "bench: ceiling: GET /healthz for %s\n", o.ceilingFor)
+	out, err := command(ctx, bin, env, "loadtest", "-ceiling", "/healthz", "-json", "-duration", o.ceilingFor.String(),
+		"-concurrency", strconv.Itoa(o.concurrency))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(out, &res.trivial); err != nil {
+		return fmt.Errorf("ceiling report: %w", err)
+	}
+	// The gateway is done; the Redis ceiling gets the machine to itself.
+	stopDev()
+
+	fmt.Fprintf(os.Stderr, "bench: ceiling: redis-benchmark EVALSHA reserve.lua, %d requests\n", o.redisN)
+	if res.evalsha, err = redisCeiling(ctx, work, o.redisN); err != nil {
+		return err
+	}
+
+	printTable(os.Stdout, o, res)
+	if !res.accepted.Passed || !res.soldOut.Passed {
+		return errors.New("a load test's invariant checks failed (see its report above)")
+	}
+	return nil
+}
+
+// startDev starts `seckill dev` in its own process group and returns a stop
+// function (SIGTERM, then SIGKILL after 20 s) that is safe to call twice.
+func startDev(ctx context.Context, bin string, env []string, logPath string) (func(), error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "dev")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s dev: %w", bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	stopped := false
+	return func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}, nil
+}
+
+func waitReady(ctx context.Context, base string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("seckill dev was not ready within %s", within)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// loadtestRun runs the load tool and decodes its JSON report. With a
+// profile directory it also takes a CPU profile of the gateway from the
+// crowd's opening (the tool opens the sale 2 s after it starts).
+func loadtestRun(ctx context.Context, bin string, env, args []string, rep *loadtest.Report, profileDir, profileName, base string) error {
+	profiled := make(chan error, 1)
+	if profileDir != "" {
+		go func() {
+			profiled <- takeProfile(ctx, base, filepath.Join(profileDir, profileName), 2500*time.Millisecond, 4)
+		}()
+	} else {
+		profiled <- nil
+	}
+	out, err := command(ctx, bin, env, args...)
+	// A failed invariant exits non-zero with the report on stdout.
+	if jerr := json.Unmarshal(out, rep); jerr != nil {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("load test report: %w", jerr)
+	}
+	if perr := <-profiled; perr != nil {
+		fmt.Fprintln(os.Stderr, "bench: profile:", perr)
+	}
+	return nil
+}
+
+func takeProfile(ctx context.Context, base, path string, after time.Duration, seconds int) error {
+	select {
+	case <-time.After(after):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		fmt.Sprintf("%s/api/v1/admin/debug/pprof/profile?seconds=%d", base, seconds), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer bench-admin-token-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof: HTTP %d", resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: CPU profile %s\n", path)
+	return f.Close()
+}
+
+// command runs bin with args and returns its stdout; stderr passes through.
+func command(ctx context.Context, bin string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w", filepath.Base(bin), strings.Join(args[:1], " "), err)
+	}
+	return out, nil
+}
+
+// redisCeiling starts a redis-server like dev mode's (same binary, no
+// snapshots, append-only file), puts one voucher's meta in it with stock
+// that never runs out, loads reserve.lua, and runs redis-benchmark on it
+// with the buying path's key shape: six keys in one hash tag, a random user
+// (its per-user set too) and a random order id per call.
+func redisCeiling(ctx context.Context, work string, n int) (float64, error) {
+	for _, b := range []string{"redis-server", "redis-benchmark"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return 0, fmt.Errorf("%s is not installed (make deps installs redis-server, which brings it)", b)
+		}
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	dir := filepath.Join(work, "redis-ceiling")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	srv := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+		"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log"))
+	if err := srv.Start(); err != nil {
+		return 0, fmt.Errorf("redis-server: %w", err)
+	}
+	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Ping(ctx).Err() != nil {
+		if time.Now().After(deadline) {
+			return 0, errors.New("the ceiling's redis-server did not answer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	now := time.Now().UnixMilli()
+	if err := rdb.HSet(ctx, "seckill:{v1}:meta", "stock", 1_000_000_000_000, "total", 1_000_000_000_000,
+		"begin_ms", now-60_000, "end_ms", now+3_600_000, "limit", 1_000_000, "price", 100).Err(); err != nil {
+		return 0, err
+	}
+	sha, err := rdb.ScriptLoad(ctx, lua.Reserve).Result()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.CommandContext(ctx, "redis-benchmark", "-p", port, "-n", strconv.Itoa(n), "-c", "50",
+		"-r", "1000000000", "-q", "EVALSHA", sha, "6",
+		"seckill:{v1}:meta", "seckill:{v1}:buyers", "seckill:{v1}:reqs", "seckill:{v1}:orders",
+		"seckill:{v1}:pending", "seckill:{v1}:user:__rand_int__", "__rand_int__", "__rand_int__", "1", "")
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %w", err)
+	}
+	// -q prints progress lines ending in \r, then "EVALSHA ...: N requests per second...".
+	m := regexp.MustCompile(`([0-9.]+) requests per second`).FindAllSubmatch(out, -1)
+	if len(m) == 0 {
+		return 0, fmt.Errorf("redis-benchmark said: %q", out)
+	}
+	rate, err := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
+	if err != nil {
+		return 0, err
+	}
+	// The script must have held stock: a benchmark of refusals would flatter.
+	left, err := rdb.HGet(ctx, "seckill:{v1}:meta", "stock").Int64()
+	if err != nil {
+		return 0, err
+	}
+	if held := 1_000_000_000_000 - left; held < int64(n)*9/10 {
+		return 0, fmt.Errorf("redis-benchmark: only %d of %d calls held stock", held, n)
+	}
+	return rate, nil
+}
+
+// workerSummary reads the process's /metrics after the accepted run: how the
+// workers batched and how long their transactions took.
+func workerSummary(ctx context.Context, base string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return ""
+	}
+	hist := func(name string) (count uint64, sum float64) {
+		if f, ok := fams[name]; ok && len(f.GetMetric()) > 0 {
+			h := f.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+		return 0, 0
+	}
+	batches, orders := hist("seckill_consumer_batch_size")
+	txs, secs := hist("seckill_persist_duration_seconds")
+	if batches == 0 || txs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d batches of %.0f orders on average, %.1f ms per PostgreSQL transaction on average",
+		batches, orders/float64(batches), 1000*secs/float64(txs))
+}
+
+// fiveXX counts a report's 5xx answers: 503s and other 5xx errors.
+func fiveXX(r loadtest.Report) int {
+	n := r.Outcomes[loadtest.OutcomeUnavailable]
+	for detail, c := range r.Errors {
+		if strings.HasPrefix(detail, "HTTP 5") {
+			n += c
+		}
+	}
+	return n
+}
+
+// rate is how many answers of outcome o came per second of the crowd.
+func rate(r loadtest.Report, o loadtest.Outcome) float64 {
+	if r.ElapsedMS <= 0 {
+		return 0
+	}
+	return float64(r.Outcomes[o]) / (r.ElapsedMS / 1000)
+}
+
+func printTable(w io.Writer, o options, res results) {
+	acc, so := res.accepted, res.soldOut
+	accRate := rate(acc, loadtest.OutcomeAccepted)
+	soRate := so.RequestsPerSecond
+	verdict := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "MISSED"
+	}
+	fmt.Fprintf(w, "\nmake bench: %d-way concurrency; accepted run %d shoppers × 1, sold-out run %d × %d for 100 units\n\n",
+		o.concurrency, acc.Shoppers, so.Shoppers, so.Attempts)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue\tceiling\tratio\ttarget\tverdict")
+	fmt.Fprintf(tw, "accepted reservations/s\t%.0f\t%.0f EVALSHA/s (redis-benchmark)\t%.0f%%\t≥ %.0f%%\t%s\n",
+		accRate, res.evalsha, 100*accRate/res.evalsha, 100*targetAcceptedShare, verdict(accRate >= targetAcceptedShare*res.evalsha))
+	fmt.Fprintf(tw, "sold-out answers/s\t%.0f\t%.0f GET /healthz/s\t%.0f%%\t≥ %.0f%%\t%s\n",
+		soRate, res.trivial.RequestsPerSecond, 100*soRate/res.trivial.RequestsPerSecond, 100*targetSoldOutShare,
+		verdict(soRate >= targetSoldOutShare*res.trivial.RequestsPerSecond))
+	for _, r := range []struct {
+		name string
+		rep  loadtest.Report
+	}{{"accepted run", acc}, {"sold-out run", so}} {
+		l := r.rep.Latency["all"]
+		fmt.Fprintf(tw, "%s p50 / p99 / max\t%.1f / %.1f / %.0f ms\t%.1f / %.1f ms (/healthz)\t\t≤ %.0f ms\t%s\n",
+			r.name, l.P50MS, l.P99MS, l.MaxMS, res.trivial.Latency.P50MS, res.trivial.Latency.P99MS, targetP99MS, verdict(l.P99MS <= targetP99MS))
+	}
+	n5 := fiveXX(acc) + fiveXX(so)
+	fmt.Fprintf(tw, "5xx answers\t%d\t\t\t0\t%s\n", n5, verdict(n5 == 0))
+	d := acc.Persist.Delay
+	fmt.Fprintf(tw, "202 → created p50 / p99 / max\t%.0f / %.0f / %.0f ms\t\t\t≤ %.0f ms\t%s\n",
+		d.P50MS, d.P99MS, d.MaxMS, targetPersistP99MS, verdict(d.P99MS <= targetPersistP99MS && acc.Persist.StillReserved == 0))
+	fmt.Fprintf(tw, "invariants (both runs)\t%s\t\t\tall pass\t%s\n", passed(acc, so), verdict(acc.Passed && so.Passed))
+	_ = tw.Flush()
+	if res.worker != "" {
+		fmt.Fprintf(w, "\nworkers during the accepted run: %s\n", res.worker)
+	}
+	if so.SoldOutAfterMS != nil {
+		fmt.Fprintf(w, "\nsold out %.0f ms after the opening; accepted run sent %d requests in %.1f s (%.0f/s overall)\n",
+			*so.SoldOutAfterMS, acc.Sent, acc.ElapsedMS/1000, acc.RequestsPerSecond)
+	}
+}
+
+func passed(rs ...loadtest.Report) string {
+	var parts []string
+	for _, r := range rs {
+		ok := 0
+		for _, c := range r.Checks {
+			if c.OK {
+				ok++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d/%d", ok, len(r.Checks)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
