@@ -1,0 +1,112 @@
+package edge_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// The cost of the two rate limiters: the same chain with and without them,
+// in front of a last step that does nothing. Each limiter is one Redis
+// script call.
+func BenchmarkLimiters(b *testing.B) {
+	rdb := stack.Redis(b)
+	e, _ := newEdge(b, rdb, edge.Config{})
+	var n atomic.Int64
+	with := e.Gates()
+	without := with
+	without.GlobalLimit, without.UserLimit = nil, nil
+	for _, bc := range []struct {
+		name  string
+		gates gateway.Gates
+	}{{"none", nilGates(without)}, {"global+user", with}} {
+		buy := chain(bc.gates, seckill.Voucher{ID: 1}, accept(&n))
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetParallelism(16) // 32 goroutines: throughput, not one round trip's latency
+			var user atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				u := user.Add(1)
+				for pb.Next() {
+					if _, err := buy(context.Background(), attempt(1, u)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// nilGates makes nil Gate fields pass (the test chain, unlike the
+// gateway's, does not skip them).
+func nilGates(g gateway.Gates) gateway.Gates {
+	pass := gateway.GateFunc(func(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
+		return next(ctx, a)
+	})
+	if g.GlobalLimit == nil {
+		g.GlobalLimit = pass
+	}
+	if g.UserLimit == nil {
+		g.UserLimit = pass
+	}
+	return g
+}
+
+// Sold-out answers from memory against the accepted path (reserve.lua and a
+// Kafka write), both through every gate with generous limits.
+func BenchmarkBuyPath(b *testing.B) {
+	rdb := stack.Redis(b)
+	e, _ := newEdge(b, rdb, edge.Config{})
+	stock := e.ObserveStock(redisstock.New(rdb))
+	buyer := realBuyer(b, stock)
+	ctx := context.Background()
+
+	b.Run("accepted", func(b *testing.B) {
+		v := warm(b, rdb, 10_000_000)
+		buy := chain(e.Gates(), v, buyWith(buyer))
+		var user atomic.Int64
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := buy(ctx, attempt(v.ID, user.Add(1))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("sold_out_from_memory", func(b *testing.B) {
+		v := warm(b, rdb, 1)
+		buy := chain(e.Gates(), v, buyWith(buyer))
+		_, err := buy(ctx, attempt(v.ID, 1))
+		require.NoError(b, err)
+		require.True(b, e.SoldOut.IsFlagged(v.ID))
+		var user atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := buy(ctx, attempt(v.ID, user.Add(1)+1)); err == nil {
+					b.Fatal("sold a sold-out voucher")
+				}
+			}
+		})
+	})
+}
+
+// The 503 of an open breaker (forced by ops), through every gate.
+func BenchmarkBreakerOpen(b *testing.B) {
+	rdb := stack.Redis(b)
+	e, _ := newEdge(b, rdb, edge.Config{})
+	require.NoError(b, e.Breaker.SetMode(context.Background(), edge.ModeOpen))
+	var n atomic.Int64
+	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&n))
+	for b.Loop() {
+		if _, err := buy(context.Background(), attempt(1, 1)); err == nil {
+			b.Fatal("passed an open breaker")
+		}
+	}
+}
