@@ -31,9 +31,9 @@ type Config struct {
 	AllowedOrigins  []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
 	TrustedProxies  []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
 	GlobalRate      int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
-	GlobalBurst     int           `env:"SECKILL_GLOBAL_BURST" default:"20000" help:"burst of the global limit"`
+	GlobalBurst     int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
 	UserRate        int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
-	UserBurst       int           `env:"SECKILL_USER_BURST" default:"5" help:"burst of the per-shopper limit"`
+	UserBurst       int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel        string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
 	LogFormat       string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
