@@ -184,7 +184,11 @@ func (s *Server) writeError(c *fiber.Ctx, err error) {
 			slog.String("request_id", rid), slog.String("method", c.Method()),
 			slog.String("route", c.Route().Path), slog.String("error", err.Error()))
 	case e.row.status == fiber.StatusServiceUnavailable:
-		s.log.LogAttrs(c.UserContext(), slog.LevelWarn, "dependency unavailable",
+		// Debug, not Warn: while the breaker is open or the operator paused
+		// the sale, every buy is a 503, and a line each would flood the log
+		// at the worst moment. The breaker logs its transitions and the
+		// metrics count each refusal.
+		s.log.LogAttrs(c.UserContext(), slog.LevelDebug, "dependency unavailable",
 			slog.String("request_id", rid), slog.String("method", c.Method()),
 			slog.String("route", c.Route().Path), slog.String("error", err.Error()))
 	}

@@ -118,7 +118,7 @@ func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.Buy
 	switch *b.mode.Load() {
 	case ModeOpen:
 		b.m.reject(gateBreaker, "forced_open")
-		return gateway.Purchase{}, b.refusal("closed by the operator", b.every)
+		return gateway.Purchase{}, b.refusal("forced open by the operator: the sale is paused", b.every)
 	case ModeClosed:
 		b.m.allow(gateBreaker)
 		return next(ctx, a)
@@ -130,7 +130,7 @@ func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.Buy
 	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		b.m.reject(gateBreaker, "open")
-		return gateway.Purchase{}, b.refusal("open", b.untilHalfOpen())
+		return gateway.Purchase{}, b.refusal("open after repeated Redis or Kafka failures", b.untilHalfOpen())
 	}
 	b.m.allow(gateBreaker)
 	return p, err
@@ -142,12 +142,12 @@ func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.Buy
 func (b *Breaker) Refuse() error {
 	switch *b.mode.Load() {
 	case ModeOpen:
-		return b.refusal("closed by the operator", b.every)
+		return b.refusal("forced open by the operator: the sale is paused", b.every)
 	case ModeClosed:
 		return nil
 	}
 	if b.cb.State() == gobreaker.StateOpen {
-		return b.refusal("open", b.untilHalfOpen())
+		return b.refusal("open after repeated Redis or Kafka failures", b.untilHalfOpen())
 	}
 	return nil
 }
