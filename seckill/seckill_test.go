@@ -1,0 +1,147 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/orderid"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+var stack *stacktest.Stack
+
+func TestMain(m *testing.M) { stacktest.Main(m, &stack) }
+
+func validVoucher() seckill.Voucher {
+	now := time.Now()
+	return seckill.Voucher{
+		Title: "t", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: 10, PerUserLimit: 1,
+		BeginAt: now, EndAt: now.Add(time.Hour),
+	}
+}
+
+func TestVoucherValidate(t *testing.T) {
+	require.NoError(t, validVoucher().Validate())
+	for name, mutate := range map[string]func(*seckill.Voucher){
+		"no title":       func(v *seckill.Voucher) { v.Title = "" },
+		"unknown kind":   func(v *seckill.Voucher) { v.Kind = "auction" },
+		"negative price": func(v *seckill.Voucher) { v.PriceCents = -1 },
+		"no stock":       func(v *seckill.Voucher) { v.StockTotal = 0 },
+		"huge stock":     func(v *seckill.Voucher) { v.StockTotal = seckill.MaxStock + 1 },
+		"no limit":       func(v *seckill.Voucher) { v.PerUserLimit = 0 },
+		"no begin":       func(v *seckill.Voucher) { v.BeginAt = time.Time{} },
+		"ends first":     func(v *seckill.Voucher) { v.EndAt = v.BeginAt },
+	} {
+		v := validVoucher()
+		mutate(&v)
+		require.ErrorIs(t, v.Validate(), seckill.ErrInvalidInput, name)
+	}
+}
+
+func TestBuyRequestValidate(t *testing.T) {
+	ok := seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: 1}
+	require.NoError(t, ok.Validate())
+	bad := map[string]seckill.BuyRequest{
+		"voucher":  {VoucherID: 0, UserID: 2, Quantity: 1},
+		"quantity": {VoucherID: 1, UserID: 2, Quantity: seckill.MaxQuantity + 1},
+		"key":      {VoucherID: 1, UserID: 2, Quantity: 1, RequestKey: string(make([]byte, seckill.MaxRequestKey+1))},
+	}
+	for name, r := range bad {
+		require.ErrorIs(t, r.Validate(), seckill.ErrInvalidInput, name)
+	}
+	require.ErrorIs(t, seckill.BuyRequest{VoucherID: 1, Quantity: 1}.Validate(), seckill.ErrUnauthenticated)
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// onSale warms a fresh voucher id in the real Redis.
+func onSale(t *testing.T, stock *redisstock.Store, total int64) seckill.Voucher {
+	t.Helper()
+	v := validVoucher()
+	v.ID = 1 + rand.Int64N(1<<40)
+	v.StockTotal, v.StockLeft, v.PerUserLimit = total, total, 5
+	v.BeginAt = time.Now().Add(-time.Minute)
+	require.NoError(t, stock.Warm(t.Context(), v))
+	return v
+}
+
+// TestBuyReleasesWhatTheQueueRefused: when Kafka cannot take the message, the
+// shopper gets 503 and the hold is gone, request key included, so a retry is
+// a fresh attempt and nothing is held by a message that does not exist.
+func TestBuyReleasesWhatTheQueueRefused(t *testing.T) {
+	rdb := stack.Redis(t)
+	stock := redisstock.New(rdb)
+	v := onSale(t, stock, 3)
+	ids, err := orderid.New(1)
+	require.NoError(t, err)
+
+	// A topic the broker does not have: every write fails.
+	refusing, err := kafkaq.NewProducer(stack.KafkaBrokers, "no-such-topic-"+time.Now().Format("150405.000000"), discard())
+	require.NoError(t, err)
+	t.Cleanup(func() { refusing.Close() })
+	buyer := seckill.NewBuyer(stock, refusing, ids, discard())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 7, Quantity: 2, RequestKey: "k1"})
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	snap, err := stock.Snapshot(t.Context(), v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), snap.Left, "the refused reservation gave its stock back")
+	require.True(t, snap.Balanced())
+
+	// With a working queue the same key is a new attempt that succeeds.
+	topic := stack.NewTopic(t, 2)
+	working, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, discard())
+	require.NoError(t, err)
+	t.Cleanup(func() { working.Close() })
+	res, err := seckill.NewBuyer(stock, working, ids, discard()).Buy(t.Context(),
+		seckill.BuyRequest{VoucherID: v.ID, UserID: 7, Quantity: 2, RequestKey: "k1"})
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+	require.Equal(t, int64(1), res.StockLeft)
+}
+
+// TestCatalogCreateNeverDisagrees: a seckill voucher exists in PostgreSQL
+// only if Redis has it on sale, and the other way round.
+func TestCatalogCreateNeverDisagrees(t *testing.T) {
+	pool := stack.NewDatabase(t)
+	store := pgstore.New(pool)
+	rdb := stack.Redis(t)
+	catalog := seckill.NewCatalog(store, redisstock.New(rdb), time.Second)
+
+	v, err := catalog.Create(t.Context(), validVoucher())
+	require.NoError(t, err)
+	got, err := catalog.Get(t.Context(), v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), got.StockLeft)
+
+	// Redis unreachable: the operator is told, and PostgreSQL has nothing.
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { dead.Close() })
+	broken := seckill.NewCatalog(store, redisstock.New(dead), time.Second)
+	_, err = broken.Create(t.Context(), validVoucher())
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	all, err := store.Vouchers(t.Context())
+	require.NoError(t, err)
+	require.Len(t, all, 1, "a voucher Redis could not put on sale is not stored")
+
+	// Cached serves the buying path without PostgreSQL once fetched.
+	c1, err := catalog.Cached(t.Context(), v.ID)
+	require.NoError(t, err)
+	require.Equal(t, v.ID, c1.ID)
+	_, err = catalog.Cached(t.Context(), v.ID+1)
+	require.True(t, errors.Is(err, seckill.ErrNotFound))
+}
