@@ -203,8 +203,13 @@ func (s *Server) mountWebSocket(r fiber.Router) error {
 		Subprotocols: []string{bearerProtocol},
 		// Origin is checked before, with a 403 the page can read.
 		Origins: []string{"*"},
-		// The default answers a panic on the socket with its text.
-		RecoverHandler: func(*websocket.Conn) {},
+		// The default writes the panic's text on the socket; the reader and
+		// the writer recover their own, this catches the rest.
+		RecoverHandler: func(*websocket.Conn) {
+			if r := recover(); r != nil {
+				s.log.Error("panic in WebSocket handler", "panic", r, "stack", string(debug.Stack()))
+			}
+		},
 	})
 	r.Get("/ws", s.openSocket)
 	return nil

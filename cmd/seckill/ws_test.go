@@ -498,3 +498,34 @@ func TestWSSlowClientDropped(t *testing.T) {
 	require.Less(t, got, published)
 	require.Empty(t, healthy.untilPong(t), "the healthy client is still connected")
 }
+
+// TestWSResyncAfterRedisBlip: when the hub loses its Redis subscription,
+// changes published in the gap are lost, so every open socket is sent the
+// snapshot again, without the client reconnecting.
+func TestWSResyncAfterRedisBlip(t *testing.T) {
+	a := startSystem(t, nil)
+	vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	user := testUser()
+	tok := a.shopper(t, user)
+	bought := a.buy(t, vid, tok, 1, "")
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	id := bought.body["order_id"].(string)
+	a.waitStatus(t, tok, id, "created")
+
+	ws := a.openWS(t, tok)
+	snap := ws.untilPong(t)
+	require.Len(t, snap, 1)
+	require.Equal(t, id, snap[0].Order.OrderID)
+
+	// Cut every pub/sub connection of the test Redis: the hub's among them.
+	require.NoError(t, a.rdb.Do(t.Context(), "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	again := ws.next(t)
+	require.Equal(t, id, again.Order.OrderID, "the snapshot is sent again: %s", again.raw)
+	require.EqualValues(t, "created", again.Order.Status)
+	require.Empty(t, ws.untilPong(t), "the same socket, still open")
+
+	// And the hub is subscribed again: the next change is pushed.
+	paid := a.do(t, http.MethodPost, "/api/v1/orders/"+id+"/pay", tok, nil, nil)
+	require.Equal(t, http.StatusOK, paid.status, "%s", paid.raw)
+	ws.waitOrder(t, user, id, "paid")
+}
