@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 
 // HeaderRequestID carries the request id, in and out.
 const HeaderRequestID = "X-Request-Id"
+
+// HeaderServerTime carries the server's clock in unix milliseconds on every
+// answer, so clients count down to a sale by the server's time.
+const HeaderServerTime = "X-Server-Time"
 
 // maxRequestID bounds a request id taken from the client.
 const maxRequestID = 128
@@ -41,6 +46,9 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	c.Locals(requestIDKey{}, rid)
 	c.Set(HeaderRequestID, rid)
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	// The page counts down to a sale's opening by the server's clock; Date
+	// has whole seconds only (and fasthttp refreshes it once a second).
+	c.Set(HeaderServerTime, strconv.FormatInt(start.UnixMilli(), 10))
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
