@@ -30,6 +30,8 @@ type ReconcileStore interface {
 // PendingHolds lists holds no worker has confirmed (seckill/redisstock).
 type PendingHolds interface {
 	Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error)
+	// Confirm takes holds PostgreSQL already has off the pending list.
+	Confirmer
 }
 
 // Drain tells whether every queue message produced before t has been
@@ -149,7 +151,11 @@ func (r *Reconciler) Voucher(ctx context.Context, voucherID int64) ([]Order, err
 		}
 		if !inserted {
 			// A worker persisted it and has not confirmed yet (or died
-			// before): its order owns the stock; nothing to release.
+			// before): its order owns the stock; nothing to release. Confirm
+			// it here, so later passes do not look at it again.
+			if err := r.holds.Confirm(ctx, []seckill.Reservation{h}); err != nil {
+				return out, fmt.Errorf("orders: reconcile: confirm %d: %w", h.OrderID, err)
+			}
 			continue
 		}
 		if _, err := r.releaser.Release(ctx, h.VoucherID, h.OrderID, seckill.ReleaseIfPending); err != nil {

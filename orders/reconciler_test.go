@@ -76,3 +76,33 @@ func TestReconcilerOrphanAndSlowMessage(t *testing.T) {
 	st := e.check(t)
 	require.Equal(t, int64(8), st.StockLeft)
 }
+
+// A worker persisted a hold and died before confirming it in Redis: the
+// reconciler leaves the order alone, releases nothing, and takes the hold off
+// the pending list so later passes do not look at it again.
+func TestReconcilerConfirmsPersistedButUnconfirmedHolds(t *testing.T) {
+	t.Parallel()
+	e := newLifeEnv(t, seckill.KindSeckill, 10, 5, time.Minute)
+	topic := stack.NewTopic(t, 1)
+	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, "workers-"+topic)
+	require.NoError(t, err)
+	defer drain.Close()
+	rec := orders.NewReconciler(e.store, e.stock, drain, e.stock, e.events, orders.ReconcilerConfig{
+		Grace: 200 * time.Millisecond, ProducerTimeout: 100 * time.Millisecond, Log: testLog(t),
+	})
+
+	h := e.reserve(t, 1, 2)
+	_, err = e.store.PersistBatch(e.ctx, []seckill.Reservation{h}, time.Minute)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+
+	released, err := rec.Voucher(e.ctx, e.v.ID)
+	require.NoError(t, err)
+	require.Empty(t, released, "an order PostgreSQL has is never released by the reconciler")
+	snap, err := e.stock.Snapshot(e.ctx, e.v.ID)
+	require.NoError(t, err)
+	require.Zero(t, snap.Pending, "the persisted hold is confirmed")
+	require.Equal(t, int64(2), snap.Held)
+	require.Equal(t, orders.StatusCreated, e.order(t, h.OrderID).Status)
+	e.check(t)
+}
