@@ -96,6 +96,20 @@ type statsOut struct {
 	Paid       int64  `json:"paid"`
 	Cancelled  int64  `json:"cancelled"`
 	Failed     int64  `json:"failed"`
+	// Drift extends api.md for seckill vouchers: Redis's view beside
+	// PostgreSQL's, and every disagreement in words. Absent for other kinds.
+	Drift *driftOut `json:"drift,omitempty"`
+}
+
+// driftOut is the drift report of one seckill voucher.
+type driftOut struct {
+	RedisOnSale bool     `json:"redis_on_sale"`
+	RedisLeft   int64    `json:"redis_left"`
+	RedisHeld   int64    `json:"redis_held"`
+	Pending     int64    `json:"pending"`
+	InFlight    int64    `json:"in_flight"`
+	OK          bool     `json:"ok"`
+	Problems    []string `json:"problems"`
 }
 
 // domainInvalid turns a domain Validate error into one whose sentence the
@@ -242,7 +256,22 @@ func (s *Server) voucherStats(c *fiber.Ctx) error {
 		Paid:       st.Orders[orders.StatusPaid],
 		Cancelled:  st.Orders[orders.StatusCancelled],
 		Failed:     st.Orders[orders.StatusFailed],
+		Drift:      newDriftOut(st),
 	})
+}
+
+func newDriftOut(st orders.Stats) *driftOut {
+	if st.Redis == nil || st.Drift == nil {
+		return nil
+	}
+	problems := st.Drift.Problems
+	if problems == nil {
+		problems = []string{}
+	}
+	return &driftOut{
+		RedisOnSale: st.Redis.OnSale, RedisLeft: st.Redis.Left, RedisHeld: st.Redis.Held,
+		Pending: st.Redis.Pending, InFlight: st.Drift.InFlight, OK: st.Drift.OK(), Problems: problems,
+	}
 }
 
 // --- buying

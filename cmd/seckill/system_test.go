@@ -307,6 +307,9 @@ func TestThousandBuyersOfAHundredItems(t *testing.T) {
 	require.Equal(t, http.StatusOK, stats.status, "%s", stats.raw)
 	require.EqualValues(t, 100, stats.body["created"])
 	require.EqualValues(t, 0, stats.body["stock_left"])
+	drift := stats.body["drift"].(map[string]any)
+	require.Equal(t, true, drift["ok"], "Redis and PostgreSQL agree once nothing is in flight: %v", drift["problems"])
+	require.EqualValues(t, 0, drift["pending"])
 }
 
 func TestReplaysAndQuantities(t *testing.T) {
