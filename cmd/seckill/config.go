@@ -100,10 +100,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
 	case c.TokenTTL <= 0:
 		return fmt.Errorf("config: SECKILL_TOKEN_TTL must be positive")
-	case c.GlobalRate <= 0 || c.GlobalBurst <= 0 || c.UserRate <= 0 || c.UserBurst <= 0:
-		return fmt.Errorf("config: rates and bursts must be positive")
 	case c.KafkaPartitions <= 0:
 		return fmt.Errorf("config: SECKILL_KAFKA_PARTITIONS must be positive")
+	}
+	for name, n := range map[string]int{
+		"SECKILL_GLOBAL_RATE": c.GlobalRate, "SECKILL_GLOBAL_BURST": c.GlobalBurst,
+		"SECKILL_USER_RATE": c.UserRate, "SECKILL_USER_BURST": c.UserBurst,
+	} {
+		if n <= 0 {
+			return fmt.Errorf("config: %s must be positive, got %d", name, n)
+		}
 	}
 	for _, r := range c.Roles {
 		if r != roleGateway && r != roleWorker && r != roleSweeper {
