@@ -72,11 +72,13 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 			return fmt.Errorf("demo voucher: %w", err)
 		}
 	}
-	fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin\n", cfg.HTTPAddr, cfg.HTTPAddr)
-	if generatedAdmin {
-		fmt.Fprintf(stdout, "admin token (generated for this run; set SECKILL_ADMIN_TOKEN to choose one): %s\n", cfg.AdminToken)
+	sys.onListen = func(addr string) {
+		fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin\n", addr, addr)
+		if generatedAdmin {
+			fmt.Fprintf(stdout, "admin token (generated for this run; set SECKILL_ADMIN_TOKEN to choose one): %s\n", cfg.AdminToken)
+		}
+		fmt.Fprintln(stdout, "press Ctrl-C to stop")
 	}
-	fmt.Fprintln(stdout, "press Ctrl-C to stop")
 	return sys.run(ctx)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -115,4 +116,29 @@ func processesUsing(t *testing.T, dir string) []string {
 		}
 	}
 	return found
+}
+
+// TestTakenPortFailsFastAndCleanly: the likeliest start-up failure says what
+// to do and leaves nothing running (no child process, no retrying hub).
+func TestTakenPortFailsFastAndCleanly(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	dataDir := t.TempDir()
+	env := map[string]string{
+		"SECKILL_HTTP_ADDR":    taken.Addr().String(),
+		"SECKILL_DATA_DIR":     dataDir,
+		"SECKILL_LOG_LEVEL":    "warn",
+		"SECKILL_DEMO_VOUCHER": "false",
+	}
+	var stdout, stderr safeBuffer
+	start := time.Now()
+	err = run(context.Background(), []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "SECKILL_HTTP_ADDR", "the error names the setting to change")
+	require.Less(t, time.Since(start), 60*time.Second)
+	require.NotContains(t, stdout.String(), "seckill is running", "no banner for a process that never served")
+	require.Empty(t, processesUsing(t, dataDir), "child processes left behind")
+	time.Sleep(300 * time.Millisecond)
+	require.NotContains(t, stderr.String(), "subscribe failed", "nothing keeps retrying after run returned")
 }

@@ -52,6 +52,10 @@ type system struct {
 	producer *kafkaq.Producer
 	hub      *notify.Hub
 	server   *gateway.Server
+
+	// onListen, when set, is told the address once the process listens
+	// (dev mode prints its banner then, not before).
+	onListen func(addr string)
 }
 
 // newSystem connects to Redis and PostgreSQL and builds what the configured
@@ -190,10 +194,16 @@ func dialAny(ctx context.Context, addrs []string) error {
 // order: stop taking requests, let in-flight ones finish, let the consumer
 // commit what it persisted.
 func (s *system) run(ctx context.Context) error {
+	// Bind first: a taken port is the likeliest start-up failure, and
+	// nothing may be running yet when it happens.
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (SECKILL_HTTP_ADDR): %w; is another seckill running?", s.cfg.HTTPAddr, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 8)
 	fail := func(role string, err error) {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			errc <- fmt.Errorf("%s: %w", role, err)
@@ -203,11 +213,11 @@ func (s *system) run(ctx context.Context) error {
 
 	if s.server != nil {
 		if err := s.hub.Start(ctx); err != nil {
+			ln.Close()
 			return fmt.Errorf("notify hub: %w", err)
 		}
-		ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s (SECKILL_HTTP_ADDR): %w", s.cfg.HTTPAddr, err)
+		if s.onListen != nil {
+			s.onListen(ln.Addr().String())
 		}
 		s.log.Info("gateway listening", "url", "http://"+ln.Addr().String())
 		wg.Go(func() { fail("gateway", s.server.Serve(ln)) })
@@ -219,10 +229,8 @@ func (s *system) run(ctx context.Context) error {
 			}
 		})
 	} else {
-		srv, err := s.opsServer()
-		if err != nil {
-			return err
-		}
+		srv := s.opsServer()
+		s.log.Info("health and metrics listening", "url", "http://"+ln.Addr().String())
 		wg.Go(func() {
 			<-ctx.Done()
 			shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
@@ -230,7 +238,7 @@ func (s *system) run(ctx context.Context) error {
 			_ = srv.Shutdown(shut)
 		})
 		wg.Go(func() {
-			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				fail("ops http", err)
 			}
 		})
@@ -241,18 +249,18 @@ func (s *system) run(ctx context.Context) error {
 			Metrics: s.metrics.kafka,
 		})
 		if err != nil {
-			return fmt.Errorf("kafka consumer: %w", err)
+			fail("worker", fmt.Errorf("kafka consumer: %w", err))
+		} else {
+			worker := orders.NewWorker(s.store, s.stock, s.stock, s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+			wg.Go(func() {
+				defer consumer.Close()
+				fail("worker", consumer.Run(ctx, worker.Handle))
+			})
+			s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
 		}
-		worker := orders.NewWorker(s.store, s.stock, s.stock, s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
-		wg.Go(func() {
-			defer consumer.Close()
-			fail("worker", consumer.Run(ctx, worker.Handle))
-		})
-		s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
 	}
-
 	if err := s.startSweeper(ctx, &wg, fail); err != nil {
-		return err
+		fail("sweeper", err)
 	}
 
 	<-ctx.Done()
@@ -275,7 +283,7 @@ func (s *system) run(ctx context.Context) error {
 }
 
 // opsServer serves health and metrics for a process without the gateway.
-func (s *system) opsServer() (*http.Server, error) {
+func (s *system) opsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -290,7 +298,7 @@ func (s *system) opsServer() (*http.Server, error) {
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
-	return &http.Server{Addr: s.cfg.HTTPAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }
 
 // close releases every connection; safe on a half-built system.
