@@ -112,9 +112,10 @@ func TestStaticFiles(t *testing.T) {
 		"app.js":           {Data: []byte("console.log(1)")},
 		"admin/index.html": {Data: []byte("<p>ops</p>")},
 		"css/site.css":     {Data: []byte("body{}")},
+		"help.html":        {Data: []byte("<p>help</p>")},
 	}
 	b2 := setup(t, func(_ *Config, d *Deps) { d.Static = web })
-	for path, want := range map[string]string{"/": "<p>shop</p>", "/index.html": "<p>shop</p>", "/app.js": "console.log(1)", "/admin": "<p>ops</p>", "/admin/": "<p>ops</p>", "/css/site.css": "body{}"} {
+	for path, want := range map[string]string{"/": "<p>shop</p>", "/index.html": "<p>shop</p>", "/app.js": "console.log(1)", "/admin": "<p>ops</p>", "/admin/": "<p>ops</p>", "/css/site.css": "body{}", "/help": "<p>help</p>", "/help.html": "<p>help</p>"} {
 		resp, body := b2.do(t, "GET", path, "")
 		require.Equal(t, 200, resp.StatusCode, path)
 		require.Equal(t, want, string(body), path)

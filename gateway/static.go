@@ -24,7 +24,8 @@ type staticFile struct {
 }
 
 // mountStatic serves every file of fsys at its own path, and a folder's
-// index.html at the folder ("/" for the top). The files are read once, here:
+// index.html at the folder ("/" for the top), and a page without its
+// .html. The files are read once, here:
 // they are embedded and small, and a request then never touches a file
 // system. Each file gets its own GET route, rather than one catch-all, so an
 // unknown path stays a JSON 404 and a wrong method on an API path stays a 405.
@@ -48,13 +49,17 @@ func (s *Server) mountStatic(fsys fs.FS) error {
 		sum := sha256.Sum256(body)
 		f := &staticFile{body: body, contentType: contentType(p), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 		routes := []string{"/" + p}
-		if d.Name() == "index.html" {
+		switch {
+		case d.Name() == "index.html":
 			dir := path.Dir(p)
 			if dir == "." {
 				routes = append(routes, "/")
 			} else {
 				routes = append(routes, "/"+dir)
 			}
+		case path.Ext(p) == ".html":
+			// Pages have clean addresses: admin.html is /admin.
+			routes = append(routes, "/"+strings.TrimSuffix(p, ".html"))
 		}
 		for _, r := range routes {
 			if r != "/" {

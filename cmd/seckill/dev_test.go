@@ -86,8 +86,11 @@ func TestDevMode(t *testing.T) {
 		return o.status == http.StatusOK && o.body["status"] == "created"
 	}, 30*time.Second, 50*time.Millisecond, "the order never reached PostgreSQL")
 
-	page := ts.do(t, http.MethodGet, "/", "", nil, nil)
-	require.Equal(t, http.StatusOK, page.status)
+	for _, path := range []string{"/", "/admin"} {
+		page := ts.do(t, http.MethodGet, path, "", nil, nil)
+		require.Equal(t, http.StatusOK, page.status, path)
+		require.Contains(t, string(page.raw), "<html", "%s serves a page", path)
+	}
 
 	cancel()
 	select {
