@@ -76,6 +76,17 @@ type browser struct {
 // page. It fails the test at the end if the page logged a JavaScript error.
 func openBrowser(t *testing.T, base string) *browser {
 	t.Helper()
+	b := openPage(t, base, "/")
+	// A reload would lose this mark: statuses must change without one.
+	b.eval(`window.__loadMark = 'loaded once'`)
+	b.waitJS("the page shows the log-in form", `!document.querySelector('#auth').hidden`)
+	return b
+}
+
+// openPage starts Chromium with a fresh profile and opens one page of the
+// site. It fails the test at the end if the page logged a JavaScript error.
+func openPage(t *testing.T, base, path string) *browser {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		// The flags architecture.md asks for (headless, no-first-run and
@@ -115,10 +126,7 @@ func openBrowser(t *testing.T, base string) *browser {
 
 	_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: frameRecorder})
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(b.timeout(30*time.Second), chromedp.Navigate(base+"/")))
-	// A reload would lose this mark: statuses must change without one.
-	b.eval(`window.__loadMark = 'loaded once'`)
-	b.waitJS("the page shows the log-in form", `!document.querySelector('#auth').hidden`)
+	require.NoError(t, chromedp.Do(b.timeout(30*time.Second), chromedp.Navigate(base+path)))
 	return b
 }
 

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBrowserOperatorPage: an operator enters the admin token, creates a
+// voucher, sees its stats, and shuts the sale's door for the fleet, all in
+// the page; the token is never stored by the browser.
+func TestBrowserOperatorPage(t *testing.T) {
+	ts := startSystem(t, nil)
+	t.Cleanup(func() { ts.rdb.Del(context.Background(), "seckill:breaker:mode") })
+	b := openPage(t, ts.base, "/admin")
+	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null`)
+
+	b.do("enter the admin token",
+		chromedp.SendKeys(chromedp.ID("admin-token"), ts.cfg.AdminToken),
+		chromedp.Click(chromedp.ID("token-apply")),
+	)
+	b.waitJS("the breaker's mode is shown", `document.querySelector('#breaker-mode').textContent === 'auto'`)
+	b.screenshot("operator-token")
+
+	const title = "Operator-made lantern"
+	b.eval(`document.querySelector('#v-stock').value = ''; document.querySelector('#v-limit').value = ''`)
+	b.do("fill in a voucher",
+		chromedp.SendKeys(chromedp.ID("v-title"), title),
+		chromedp.SendKeys(chromedp.ID("v-price"), "4.50"),
+		chromedp.SendKeys(chromedp.ID("v-stock"), "7"),
+		chromedp.SendKeys(chromedp.ID("v-limit"), "2"),
+		chromedp.Click(chromedp.ID("v-soon")),
+		chromedp.Click(chromedp.ID("v-create")),
+	)
+	b.waitJS("the new voucher's stats are listed", fmt.Sprintf(`[...document.querySelectorAll('#stats tbody tr')].some((tr) =>
+		tr.querySelector('[data-field="title"] .name').textContent === %q &&
+		tr.querySelector('[data-field="stock_total"]').textContent === '7' &&
+		tr.querySelector('[data-field="created"]').textContent === '0')`, title))
+	b.screenshot("operator-voucher")
+
+	// The API agrees with what the page made.
+	vs := ts.do(t, http.MethodGet, "/api/v1/vouchers", "", nil, nil)
+	var made map[string]any
+	for _, v := range vs.list {
+		if v["title"] == title {
+			made = v
+		}
+	}
+	require.NotNil(t, made, "the voucher made in the page exists")
+	require.EqualValues(t, 450, made["price_cents"])
+	require.EqualValues(t, 2, made["per_user_limit"])
+
+	b.do("shut the sale's door", chromedp.Click(chromedp.ID("breaker-open")), chromedp.Click(chromedp.ID("breaker-apply")))
+	b.waitJS("the page shows the door shut", `document.querySelector('#breaker-mode').textContent === 'open'`)
+	mode := ts.do(t, http.MethodGet, "/api/v1/admin/breaker", ts.cfg.AdminToken, nil, nil)
+	require.Equal(t, "open", mode.body["mode"])
+	b.screenshot("operator-breaker-open")
+	b.do("open the door again", chromedp.Click(chromedp.ID("breaker-auto")), chromedp.Click(chromedp.ID("breaker-apply")))
+	b.waitJS("the page shows auto", `document.querySelector('#breaker-mode').textContent === 'auto'`)
+
+	require.Equal(t, "0", b.eval(`String(localStorage.length + sessionStorage.length)`), "the admin token is kept in memory only")
+	require.NotContains(t, b.eval(`document.cookie + location.href`), ts.cfg.AdminToken)
+}
