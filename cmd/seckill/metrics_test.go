@@ -39,7 +39,14 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	pay := ts.do(t, http.MethodPost, "/api/v1/orders/"+orderIDs[0]+"/pay", first, nil, nil)
 	require.Equal(t, http.StatusOK, pay.status, "%s", pay.raw)
 
-	fams := ts.scrape(t)
+	// A worker sets a partition's lag after committing the batch's offset,
+	// a moment after the orders are confirmed (what waitPersisted saw).
+	var fams map[string]*dto.MetricFamily
+	require.Eventually(t, func() bool {
+		fams = ts.scrape(t)
+		_, ok := fams["seckill_consumer_lag"]
+		return ok
+	}, 10*time.Second, 20*time.Millisecond, "no consumer lag reported")
 
 	// Gateway.
 	require.Equal(t, 3.0, counter(t, fams, "seckill_buy_outcomes_total", "outcome", "accepted"))
