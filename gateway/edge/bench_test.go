@@ -14,19 +14,22 @@ import (
 )
 
 // The cost of the two rate limiters: the same chain with and without them,
-// in front of a last step that does nothing. Each limiter is one Redis
-// script call.
+// each alone and both, in front of a last step that does nothing. The
+// per-user limiter is one Redis script call; the global one is this
+// instance's share, in memory.
 func BenchmarkLimiters(b *testing.B) {
 	rdb := stack.Redis(b)
 	e, _ := newEdge(b, rdb, edge.Config{})
 	var n atomic.Int64
 	with := e.Gates()
-	without := with
+	without, global, user := with, with, with
 	without.GlobalLimit, without.UserLimit = nil, nil
+	global.UserLimit = nil
+	user.GlobalLimit = nil
 	for _, bc := range []struct {
 		name  string
 		gates gateway.Gates
-	}{{"none", nilGates(without)}, {"global+user", with}} {
+	}{{"none", nilGates(without)}, {"global", nilGates(global)}, {"user", nilGates(user)}, {"global+user", with}} {
 		buy := chain(bc.gates, seckill.Voucher{ID: 1}, accept(&n))
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetParallelism(16) // 32 goroutines: throughput, not one round trip's latency

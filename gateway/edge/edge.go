@@ -8,27 +8,42 @@
 // # Order and the front check
 //
 // The gateway runs GlobalLimit → UserLimit → voucher → Captcha → Breaker →
-// SoldOut → buy. The first three touch Redis, so each of them starts with a
-// check that costs no I/O: when the breaker refuses (open, or forced open by
-// ops) the attempt gets 503 at once, and when this instance knows the voucher
-// is sold out it gets 409 at once. An open breaker therefore answers without
-// any Redis or Kafka call (a dead Redis would otherwise make the rate limiters
-// wait on it before the breaker is even asked), and a sold-out voucher costs
-// a map lookup, not two rate-limit scripts.
+// SoldOut → buy. The per-user limit and the captcha touch Redis, so each of
+// them, and the global limit in front of them, starts with a check that costs
+// no I/O: when the breaker refuses (open, or forced open by ops) the attempt
+// gets 503 at once, and when this instance knows the voucher is sold out it
+// gets 409 at once. An open breaker therefore answers without any Redis or
+// Kafka call (a dead Redis would otherwise make the per-user limiter wait on
+// it before the breaker is even asked), and a sold-out voucher costs a map
+// lookup, not a rate-limit script, and takes nothing from the global limit.
 //
-// # The global limit without one hot key
+// # The global limit without a hot key or a round trip
 //
 // A single GCRA key for all shoppers puts every buy of the fleet on one Redis
-// key, hence one Redis Cluster shard and one CPU. The global limit is split
-// over N keys `seckill:rl:global:{n}` (the braces make each its own hash
-// slot), each allowing Rate/N per second (Period stretched N-fold, so Rate/N
-// need not be an integer) with Burst/N; an attempt picks a key at random. The
-// sum of the shares is exactly the configured limit, whatever the number of
-// instances, and no membership or fleet count is needed, unlike a per-instance
-// local share (which over-admits while a new instance is not yet counted and
-// under-admits when one dies). The price is statistical: at low traffic a key
-// may refuse while another still has room, so N grows with the rate (about
-// one shard per 1000/s, at most 16) and is 1 below 2000/s.
+// key (one Redis Cluster shard, one CPU) and costs a round trip per buy;
+// splitting it over a few keys removes the hot key but not the round trip,
+// which was a quarter of the accepted rate on the benchmark machine. So each
+// instance enforces its share, Rate/N per second with Burst/N, in memory with
+// the same GCRA (a mutex and a few float operations), where N is the number of
+// live gateway instances. The sum of the shares is the configured limit, with
+// no hot key and no Redis call per request.
+//
+// N is learned from Redis: once a second every instance heartbeats into the
+// sorted set FleetKey (member its id, score Redis's clock), drops the members
+// silent for 3 s and counts the rest, all in one script call, off the request
+// path. A new instance counts itself in Start before it serves, and a stopped
+// one takes itself out; if Redis does not answer, the last N is kept.
+//
+// The price is the time the fleet takes to agree on N: for the one to three
+// seconds after an instance joins, the others still use the old N, and after
+// an instance dies without leaving the others wait for the stale window. In
+// that time the fleet admits up to one instance's share too much (on a join)
+// or too little (on a death). The error is bounded by one share and by a few
+// seconds, and nothing that must be exact rests on it: the per-user limit is
+// GCRA in Redis (redis_rate, exact across the fleet) and the stock is checked
+// by reserve.lua. Traffic should be spread evenly over the instances (any
+// load balancer does): an instance that gets less than its share leaves the
+// rest of it unused.
 //
 // GCRA admits at most Burst + Rate·t in any window of t seconds. With Burst
 // equal to Rate (the trap in architecture.md) the first second after a quiet
@@ -63,9 +78,14 @@ import (
 // Config sets the gates. Zero values take the defaults named on each field.
 type Config struct {
 	// GlobalRate and GlobalBurst bound the buys of all shoppers together,
-	// per second. GlobalShards is the number of keys the limit is spread
-	// over (0: one per 1000/s of rate, 1 to 16).
-	GlobalRate, GlobalBurst, GlobalShards int
+	// per second, over the whole fleet: each instance enforces 1/N of both.
+	GlobalRate, GlobalBurst int
+	// FleetKey is the Redis sorted set the instances heartbeat in to count
+	// themselves (default FleetKey; tests give each fleet its own).
+	FleetKey string
+	// FleetBeat is how often an instance heartbeats; one silent for three
+	// beats is no longer counted (default 1s).
+	FleetBeat time.Duration
 	// UserRate and UserBurst bound one shopper's buys, per second.
 	UserRate, UserBurst int
 	// CredentialLimit bounds registrations and logins per client IP
@@ -105,12 +125,6 @@ func (c *Config) defaults() error {
 	if c.GlobalRate <= 0 || c.GlobalBurst <= 0 || c.UserRate <= 0 || c.UserBurst <= 0 {
 		return errors.New("edge: rates and bursts must be positive")
 	}
-	if c.GlobalShards <= 0 {
-		c.GlobalShards = min(max(c.GlobalRate/1000, 1), 16)
-		if c.GlobalRate < 2000 {
-			c.GlobalShards = 1
-		}
-	}
 	if c.CredentialLimit.IsZero() {
 		c.CredentialLimit = redis_rate.Limit{Rate: 20, Burst: 10, Period: time.Minute}
 	}
@@ -133,6 +147,10 @@ func (c *Config) defaults() error {
 	}
 	def(&c.CaptchaTTL, 2*time.Minute)
 	def(&c.SoldOutRecheck, 500*time.Millisecond)
+	def(&c.FleetBeat, time.Second)
+	if c.FleetKey == "" {
+		c.FleetKey = FleetKey
+	}
 	return nil
 }
 
@@ -157,8 +175,9 @@ type Edge struct {
 	// SoldOut is the local sold-out flag.
 	SoldOut *SoldOut
 
-	global      *limitGate
-	user        *limitGate
+	global      *globalLimit
+	fleet       *fleet
+	user        *userLimit
 	credentials *IPLimit
 
 	stop context.CancelFunc
@@ -183,18 +202,32 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	e.SoldOut = newSoldOut(rdb, stock, cfg.SoldOutRecheck, m, log)
 	e.Captchas = NewCaptchas(rdb, cfg.CaptchaTTL)
 	lim := redis_rate.NewLimiter(rdb)
-	e.global = newGlobalLimit(lim, cfg.GlobalRate, cfg.GlobalBurst, cfg.GlobalShards, e.front, m, log)
+	e.global = newGlobalLimit(cfg.GlobalRate, cfg.GlobalBurst, e.front, m)
+	e.fleet = newFleet(rdb, cfg.FleetKey, cfg.FleetBeat, log, e.global.resize)
+	if reg != nil {
+		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "seckill_gateway_instances",
+			Help: "Live gateway instances as this one last counted them; its global rate limit share is 1/this.",
+		}, func() float64 { return float64(e.fleet.n()) })); err != nil {
+			return nil, err
+		}
+	}
 	e.user = newUserLimit(lim, cfg.UserRate, cfg.UserBurst, e.front, m, log)
 	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, metrics: m, log: log}
 	return e, nil
 }
 
 // Start reads the ops switch once (so an instance started after a PUT obeys
-// from its first request) and starts the loops: mode polling, the sold-out
-// re-check and the stock channel subscription. They end at Stop or when ctx ends.
+// from its first request) and heartbeats once (so it takes its share of the
+// global limit, not all of it, from its first request), then starts the
+// loops: the heartbeat, mode polling, the sold-out re-check and the stock
+// channel subscription. They end at Stop or when ctx ends; the heartbeat
+// then takes this instance out of the fleet.
 func (e *Edge) Start(ctx context.Context) {
 	ctx, e.stop = context.WithCancel(ctx)
 	e.Breaker.refresh(ctx)
+	e.fleet.beat(ctx)
+	e.wg.Go(func() { e.fleet.run(ctx) })
 	e.wg.Go(func() { e.Breaker.poll(ctx) })
 	e.SoldOut.start(ctx, &e.wg)
 }
@@ -206,6 +239,11 @@ func (e *Edge) Stop() {
 	}
 	e.wg.Wait()
 }
+
+// Instances is the number of live gateway instances, this one included, as
+// this instance last counted them. Its share of the global limit is
+// 1/Instances of the rate and of the burst.
+func (e *Edge) Instances() int { return e.fleet.n() }
 
 // Gates returns the gates for gateway.Deps.Gates.
 func (e *Edge) Gates() gateway.Gates {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -29,84 +28,94 @@ const (
 // time must not hold the request (the breaker behind judges it).
 const limitTimeout = 500 * time.Millisecond
 
-// limitGate is a GCRA limit on the buying route. Keys carry redis_rate's own
-// "rate:" prefix in Redis.
-type limitGate struct {
-	name   string
-	lim    *redis_rate.Limiter
-	limit  redis_rate.Limit
-	keys   []string                      // the global limit's shards
-	key    func(*gateway.Attempt) string // the per-user key
-	rate   int                           // advertised in RateLimit-Limit, per second
-	header bool                          // set RateLimit-* on every answer, not only on a refusal
-	front  func(string, *gateway.Attempt) error
-	m      *metrics
-	log    *slog.Logger
+// globalLimit is this instance's share of the global limit: Rate/N per
+// second with Burst/N, N the live instances the fleet heartbeat counts,
+// enforced by a GCRA in memory (see the package doc). It costs no Redis call.
+type globalLimit struct {
+	rate, burst int // the fleet's total, as configured
+	gcra        *localGCRA
+	front       func(string, *gateway.Attempt) error
+	m           *metrics
 }
 
-func newGlobalLimit(lim *redis_rate.Limiter, rate, burst, shards int, front func(string, *gateway.Attempt) error, m *metrics, log *slog.Logger) *limitGate {
-	g := &limitGate{
-		name: gateGlobal, lim: lim, rate: rate, front: front, m: m, log: log,
-		// Rate/N per second written as Rate per N seconds: exact for any N.
-		limit: redis_rate.Limit{Rate: rate, Burst: max(burst/shards, 1), Period: time.Duration(shards) * time.Second},
-	}
-	for n := range shards {
-		g.keys = append(g.keys, "seckill:rl:global:{"+strconv.Itoa(n)+"}")
-	}
-	return g
+func newGlobalLimit(rate, burst int, front func(string, *gateway.Attempt) error, m *metrics) *globalLimit {
+	return &globalLimit{rate: rate, burst: burst, gcra: newLocalGCRA(float64(rate), float64(burst)), front: front, m: m}
 }
 
-func newUserLimit(lim *redis_rate.Limiter, rate, burst int, front func(string, *gateway.Attempt) error, m *metrics, log *slog.Logger) *limitGate {
-	return &limitGate{
-		name: gateUser, lim: lim, rate: rate, front: front, m: m, log: log, header: true,
+// resize sets the share for a fleet of n instances. A burst share below one
+// is raised to one, or an instance could admit nothing at all.
+func (g *globalLimit) resize(n int) {
+	g.gcra.set(float64(g.rate)/float64(n), max(float64(g.burst)/float64(n), 1))
+}
+
+// Pass implements gateway.Gate.
+func (g *globalLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
+	if err := g.front(gateGlobal, a); err != nil {
+		return gateway.Purchase{}, err
+	}
+	res := g.gcra.allow(time.Now())
+	if !res.allowed {
+		setRateHeaders(a, g.rate, 0, res.resetAfter)
+		g.m.reject(gateGlobal, "rate_limited")
+		return gateway.Purchase{}, gateway.WithRetryAfter(
+			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateGlobal), res.retryAfter)
+	}
+	g.m.allow(gateGlobal)
+	return next(ctx, a)
+}
+
+// userLimit is the per-user GCRA limit, in Redis through redis_rate (keys
+// carry redis_rate's own "rate:" prefix), so it is exact across the fleet.
+type userLimit struct {
+	lim   *redis_rate.Limiter
+	limit redis_rate.Limit
+	rate  int // advertised in RateLimit-Limit, per second
+	front func(string, *gateway.Attempt) error
+	m     *metrics
+	log   *slog.Logger
+}
+
+func newUserLimit(lim *redis_rate.Limiter, rate, burst int, front func(string, *gateway.Attempt) error, m *metrics, log *slog.Logger) *userLimit {
+	return &userLimit{
+		lim: lim, rate: rate, front: front, m: m, log: log,
 		limit: redis_rate.Limit{Rate: rate, Burst: burst, Period: time.Second},
-		key: func(a *gateway.Attempt) string {
-			return "seckill:rl:user:" + strconv.FormatInt(a.Request.UserID, 10)
-		},
 	}
 }
 
 // Pass implements gateway.Gate.
-func (g *limitGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-	if err := g.front(g.name, a); err != nil {
+func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
+	if err := g.front(gateUser, a); err != nil {
 		return gateway.Purchase{}, err
 	}
-	var key string
-	if g.key != nil {
-		key = g.key(a)
-	} else {
-		key = g.keys[rand.IntN(len(g.keys))]
-	}
+	key := "seckill:rl:user:" + strconv.FormatInt(a.Request.UserID, 10)
 	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
 	res, err := g.lim.Allow(lctx, key, g.limit)
 	cancel()
 	if err != nil {
 		// The breaker behind judges Redis; refusing here would turn a
 		// Redis hiccup into 429s that lie about the reason.
-		g.m.reject(g.name, "error")
-		g.log.WarnContext(ctx, "rate limit not checked; letting the attempt through", "gate", g.name, "err", err)
+		g.m.reject(gateUser, "error")
+		g.log.WarnContext(ctx, "rate limit not checked; letting the attempt through", "gate", gateUser, "err", err)
 		return next(ctx, a)
 	}
-	if g.header || res.Allowed == 0 {
-		setRateHeaders(a, g.rate, res)
-	}
+	setRateHeaders(a, g.rate, res.Remaining, res.ResetAfter)
 	if res.Allowed == 0 {
-		g.m.reject(g.name, "rate_limited")
+		g.m.reject(gateUser, "rate_limited")
 		return gateway.Purchase{}, gateway.WithRetryAfter(
-			fmt.Errorf("%w: %s", seckill.ErrRateLimited, g.name), res.RetryAfter)
+			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateUser), res.RetryAfter)
 	}
-	g.m.allow(g.name)
+	g.m.allow(gateUser)
 	return next(ctx, a)
 }
 
 // setRateHeaders writes the IETF draft RateLimit-* headers and the older
 // X-RateLimit-* ones that many clients still read.
-func setRateHeaders(a *gateway.Attempt, rate int, res *redis_rate.Result) {
-	limit, remaining := strconv.Itoa(rate), strconv.Itoa(max(res.Remaining, 0))
-	reset := strconv.Itoa(ceilSeconds(res.ResetAfter))
+func setRateHeaders(a *gateway.Attempt, rate, remaining int, resetAfter time.Duration) {
+	limit, left := strconv.Itoa(rate), strconv.Itoa(max(remaining, 0))
+	reset := strconv.Itoa(ceilSeconds(resetAfter))
 	for _, p := range []string{"RateLimit-", "X-RateLimit-"} {
 		a.SetHeader(p+"Limit", limit)
-		a.SetHeader(p+"Remaining", remaining)
+		a.SetHeader(p+"Remaining", left)
 		a.SetHeader(p+"Reset", reset)
 	}
 }

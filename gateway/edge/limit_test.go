@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
 )
@@ -50,59 +52,116 @@ func TestUserLimitRetryAfterLetsTheNextOneThrough(t *testing.T) {
 	require.EqualValues(t, 4, sold.Load())
 }
 
-// The global limit holds across two instances sharing one Redis: GCRA lets
-// at most Burst + Rate·t through in t seconds, whoever asks.
+// The global limit holds across two instances sharing one Redis: each learns
+// that there are two and enforces half, so together they let at most
+// Burst + Rate·t through in t seconds, as one GCRA would.
 func TestGlobalLimitAcrossInstances(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name                string
-		rate, burst, shards int
-	}{
-		{"one key", 40, 8, 1},
-		{"four shards", 40, 8, 4},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rdb := stack.Redis(t)
-			cfg := edge.Config{GlobalRate: tc.rate, GlobalBurst: tc.burst, GlobalShards: tc.shards}
-			// Both instances must use the same keys: the test's own prefix is
-			// not configurable, so flush the global keys first.
-			for n := range tc.shards {
-				require.NoError(t, redis_rate.NewLimiter(rdb).Reset(context.Background(), "seckill:rl:global:{"+itoa(n)+"}"))
-			}
-			a, _ := newEdge(t, rdb, cfg)
-			b, _ := newEdge(t, rdb, cfg)
-			var sold atomic.Int64
-			buys := []func(context.Context, int64) error{
-				func(ctx context.Context, u int64) error {
-					_, err := chain(a.Gates(), seckill.Voucher{ID: 1}, accept(&sold))(ctx, attempt(1, u))
-					return err
-				},
-				func(ctx context.Context, u int64) error {
-					_, err := chain(b.Gates(), seckill.Voucher{ID: 1}, accept(&sold))(ctx, attempt(1, u))
-					return err
-				},
-			}
-			start := time.Now()
-			limited := 0
-			for i := range 600 {
-				err := buys[i%2](context.Background(), int64(i+1))
-				if err != nil {
-					require.ErrorIs(t, err, seckill.ErrRateLimited)
-					limited++
-				}
-				time.Sleep(time.Millisecond)
-			}
-			elapsed := time.Since(start).Seconds()
-			bound := float64(tc.burst) + float64(tc.rate)*elapsed
-			t.Logf("%s: %d allowed of 600 in %.2fs; GCRA bound %.0f", tc.name, sold.Load(), elapsed, bound)
-			require.LessOrEqual(t, float64(sold.Load()), bound+1)
-			require.GreaterOrEqual(t, float64(sold.Load()), 0.5*float64(tc.rate)*elapsed)
-			require.Positive(t, limited)
-		})
+	rdb := stack.Redis(t)
+	const rate, burst = 40, 8
+	cfg := edge.Config{GlobalRate: rate, GlobalBurst: burst}
+	a, _ := newEdge(t, rdb, cfg)
+	b, _ := newEdge(t, rdb, cfg)
+	require.Equal(t, 2, b.Instances(), "the second instance counts both in Start")
+	require.Eventually(t, func() bool { return a.Instances() == 2 }, 3*time.Second, 20*time.Millisecond,
+		"the first instance learns of the second at its next heartbeat")
+
+	var sold atomic.Int64
+	buys := []gateway.BuyFunc{
+		chain(a.Gates(), seckill.Voucher{ID: 1}, accept(&sold)),
+		chain(b.Gates(), seckill.Voucher{ID: 1}, accept(&sold)),
 	}
+	start := time.Now()
+	limited := 0
+	for i := range 600 {
+		_, err := buys[i%2](context.Background(), attempt(1, int64(i+1)))
+		if err != nil {
+			require.ErrorIs(t, err, seckill.ErrRateLimited)
+			require.Positive(t, retryAfter(err))
+			limited++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start).Seconds()
+	bound := burst + rate*elapsed
+	t.Logf("%d allowed of 600 in %.2fs; GCRA bound %.0f", sold.Load(), elapsed, bound)
+	require.LessOrEqual(t, float64(sold.Load()), bound+1)
+	require.GreaterOrEqual(t, float64(sold.Load()), 0.8*bound)
+	require.Positive(t, limited)
 }
 
-func itoa(n int) string { return string(rune('0' + n)) }
+// An instance alone takes the whole limit, Retry-After and headers included.
+func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	const rate, burst = 40, 8
+	e, reg := newEdge(t, rdb, edge.Config{GlobalRate: rate, GlobalBurst: burst})
+	require.Equal(t, 1, e.Instances())
+	var sold atomic.Int64
+	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+
+	// The burst at once, then a refusal that says when to come back.
+	for i := range burst {
+		_, err := buy(context.Background(), attempt(1, int64(i+1)))
+		require.NoError(t, err)
+	}
+	a := attempt(1, 100)
+	_, err := buy(context.Background(), a)
+	require.ErrorIs(t, err, seckill.ErrRateLimited)
+	wait := retryAfter(err)
+	require.Greater(t, wait, time.Duration(0))
+	require.LessOrEqual(t, wait, time.Second/rate+time.Millisecond)
+	require.Equal(t, "40", a.Header().Get("RateLimit-Limit"))
+	require.Equal(t, "0", a.Header().Get("X-RateLimit-Remaining"))
+	require.Equal(t, 1.0, counterValue(t, reg, "seckill_gate_rejections_total"))
+	time.Sleep(wait)
+	_, err = buy(context.Background(), attempt(1, 101))
+	require.NoError(t, err)
+
+	// Then the full rate, not a share of it.
+	sold.Store(0)
+	start := time.Now()
+	for i := range 600 {
+		_, _ = buy(context.Background(), attempt(1, int64(i+200)))
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start).Seconds()
+	t.Logf("%d allowed in %.2fs at %d/s", sold.Load(), elapsed, rate)
+	require.LessOrEqual(t, float64(sold.Load()), rate*elapsed+2)
+	require.GreaterOrEqual(t, float64(sold.Load()), 0.8*rate*elapsed)
+}
+
+// An instance that stops heartbeating without leaving (a crash) drops out of
+// the count within the stale window; one that stops cleanly at once.
+func TestFleetForgetsSilentInstances(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	ctx := context.Background()
+	key := "seckill:rl:instances:" + t.Name()
+	cfg := edge.Config{FleetKey: key}
+	a, reg := newEdge(t, rdb, cfg)
+	require.Equal(t, 1, a.Instances())
+
+	// A crashed instance: one heartbeat, then silence.
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	require.NoError(t, rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli()), Member: "crashed"}).Err())
+	require.Eventually(t, func() bool { return a.Instances() == 2 }, 3*time.Second, 20*time.Millisecond)
+	require.Equal(t, 2.0, counterValue(t, reg, "seckill_gateway_instances"))
+	start := time.Now()
+	require.Eventually(t, func() bool { return a.Instances() == 1 }, 6*time.Second, 20*time.Millisecond)
+	t.Logf("a silent instance dropped out after %v (%v since its beat)", time.Since(start), time.Since(now))
+
+	// A stopped instance leaves the set; the other counts it out at its
+	// next beat, not after the stale window.
+	b, _ := newEdge(t, rdb, cfg)
+	require.Equal(t, 2, b.Instances())
+	require.Eventually(t, func() bool { return a.Instances() == 2 }, 3*time.Second, 20*time.Millisecond)
+	b.Stop()
+	start = time.Now()
+	require.Eventually(t, func() bool { return a.Instances() == 1 }, 2*time.Second, 20*time.Millisecond)
+	t.Logf("a stopped instance dropped out after %v", time.Since(start))
+}
 
 func TestCredentialLimitPerIP(t *testing.T) {
 	t.Parallel()
@@ -119,3 +178,5 @@ func TestCredentialLimitPerIP(t *testing.T) {
 	require.Greater(t, retryAfter(err), time.Second)
 	require.NoError(t, lim.Allow(ctx, ip+"-other"))
 }
+
+func itoa(n int) string { return string(rune('0' + n)) }

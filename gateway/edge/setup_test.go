@@ -39,6 +39,11 @@ func newEdge(t testing.TB, rdb redis.UniversalClient, cfg edge.Config) (*edge.Ed
 		// Each test its own ops switch: they share one Redis.
 		cfg.ModeKey = "seckill:breaker:mode:" + t.Name()
 	}
+	if cfg.FleetKey == "" {
+		// And its own fleet, or every parallel test's instances would share
+		// the global limit.
+		cfg.FleetKey = "seckill:rl:instances:" + t.Name()
+	}
 	reg := prometheus.NewRegistry()
 	e, err := edge.New(rdb, redisstock.New(rdb), cfg, reg, quiet)
 	require.NoError(t, err)

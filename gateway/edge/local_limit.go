@@ -1,0 +1,71 @@
+package edge
+
+import (
+	"sync"
+	"time"
+)
+
+// gcraSlack absorbs float rounding (in nanoseconds) so that the last request
+// of a full burst is not refused because k·interval came out a hair above
+// burst·interval.
+const gcraSlack = 1.0
+
+// localGCRA is the GCRA that redis_rate runs in Redis, run in memory instead:
+// a theoretical arrival time (TAT) that every admitted request pushes one
+// emission interval (1/rate) ahead, and a request is refused while admitting
+// it would put the TAT more than burst intervals ahead of now. Over any
+// window of t seconds it admits at most burst + rate·t. It holds one
+// instance's share of the global limit, so it costs a mutex, not a round trip.
+type localGCRA struct {
+	epoch time.Time // times are float nanoseconds since epoch (monotonic)
+
+	mu       sync.Mutex
+	interval float64 // ns between two admissions at the steady rate
+	offset   float64 // ns the TAT may run ahead of now: burst·interval
+	tat      float64
+}
+
+// gcraResult is one decision of localGCRA.
+type gcraResult struct {
+	allowed bool
+	// retryAfter is how long until a refused request would be admitted (0
+	// when allowed).
+	retryAfter time.Duration
+	// resetAfter is how long until the limiter is fully rested (the whole
+	// burst available again).
+	resetAfter time.Duration
+}
+
+// newLocalGCRA returns a limiter of rate per second with a burst of burst
+// (both positive; fractions are fine, burst should be at least 1).
+func newLocalGCRA(rate, burst float64) *localGCRA {
+	l := &localGCRA{epoch: time.Now()}
+	l.set(rate, burst)
+	return l
+}
+
+// set changes the rate and burst. The TAT is kept: a request admitted before
+// still counts against the new share.
+func (l *localGCRA) set(rate, burst float64) {
+	interval := float64(time.Second) / rate
+	l.mu.Lock()
+	l.interval, l.offset = interval, burst*interval
+	l.mu.Unlock()
+}
+
+// allow decides one request arriving at now.
+func (l *localGCRA) allow(now time.Time) gcraResult {
+	t := float64(now.Sub(l.epoch))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tat := max(l.tat, t)
+	next := tat + l.interval
+	if ahead := next - t; ahead > l.offset+gcraSlack {
+		return gcraResult{
+			retryAfter: time.Duration(ahead - l.offset),
+			resetAfter: time.Duration(tat - t),
+		}
+	}
+	l.tat = next
+	return gcraResult{allowed: true, resetAfter: time.Duration(next - t)}
+}
