@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // buildEdge builds this instance's gates in front of the buying path (rate
@@ -27,4 +33,30 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 	}
 	e.Start(ctx)
 	return e, nil
+}
+
+// announcingReleaser gives stock back in Redis and tells every gateway at
+// once, so a voucher flagged sold out in memory is back on sale everywhere
+// in milliseconds rather than at the next re-check (which still covers a
+// lost announcement).
+type announcingReleaser struct {
+	stock *redisstock.Store
+	rdb   redis.UniversalClient
+	log   *slog.Logger
+}
+
+// Release implements orders.Releaser.
+func (a announcingReleaser) Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error) {
+	released, err := a.stock.Release(ctx, voucherID, orderID, mode)
+	if released {
+		if aerr := edge.Announce(ctx, a.rdb, voucherID); aerr != nil {
+			a.log.Debug("stock-back announcement not sent; gateways notice at their next re-check", "voucher_id", voucherID, "err", aerr)
+		}
+	}
+	return released, err
+}
+
+// releaser is what the workers, the sweeper and the reconciler release with.
+func (s *system) releaser() orders.Releaser {
+	return announcingReleaser{stock: s.stock, rdb: s.rdb, log: s.log}
 }

@@ -20,7 +20,7 @@ const producerTimeout = gateway.DefaultRequestTimeout
 
 // lifecycle is the order lifecycle over this process's stores.
 func (s *system) lifecycle() *orders.Lifecycle {
-	return orders.NewLifecycle(s.store, s.stock, s.countedEvents(), s.log)
+	return orders.NewLifecycle(s.store, s.releaser(), s.countedEvents(), s.log)
 }
 
 // syncBuyer sells limit and common vouchers for the gateway.
@@ -47,7 +47,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
-	rec := orders.NewReconciler(s.store, s.stock, drain, s.stock, s.countedEvents(), orders.ReconcilerConfig{
+	rec := orders.NewReconciler(s.store, s.stock, drain, s.releaser(), s.countedEvents(), orders.ReconcilerConfig{
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log,
 	})
 	wg.Go(func() {

@@ -258,7 +258,7 @@ func (s *system) run(ctx context.Context) error {
 		if err != nil {
 			fail("worker", fmt.Errorf("kafka consumer: %w", err))
 		} else {
-			worker := orders.NewWorker(s.store, s.stock, s.stock, s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+			worker := orders.NewWorker(s.store, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 			wg.Go(func() {
 				defer consumer.Close()
 				fail("worker", consumer.Run(ctx, worker.Handle))

@@ -270,7 +270,7 @@ func (e *Edge) front(gate string, a *gateway.Attempt) error {
 		e.metrics.reject(gate, "breaker_open")
 		return err
 	}
-	if err := e.SoldOut.refuse(a.Request.VoucherID); err != nil {
+	if err := e.SoldOut.refuseAttempt(a); err != nil {
 		e.metrics.reject(gate, "sold_out")
 		return err
 	}

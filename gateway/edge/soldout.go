@@ -12,7 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // StockChannel is the Redis pub/sub channel on which a releaser may publish a
@@ -22,6 +24,13 @@ const StockChannel = "seckill:stock"
 
 // SoldOut answers 409 sold_out from memory for vouchers this instance saw
 // run out, without a Redis call. It implements gateway.Gate.
+//
+// A sold-out voucher still owes every accepted Idempotency-Key its first
+// order (api.md). So once a voucher is flagged, the re-check loop copies its
+// request keys into memory (they cannot grow while nothing is left), and a
+// replay is answered from that copy, also without a Redis call. Until the
+// copy is there, or when it would be too large, keyed attempts go on to the
+// reservation script, which replays them.
 //
 // It learns "sold out" from the stock's answers (see Edge.ObserveStock: a
 // reservation that left 0, or a refusal that says 0 are left) and, when the
@@ -41,18 +50,37 @@ type SoldOut struct {
 	mu       sync.RWMutex
 	flagged  map[int64]time.Time // voucher -> when it was flagged
 	suspects map[int64]struct{}  // vouchers the buyer said were sold out, to confirm
+	replays  map[int64]replaySet // flagged voucher -> its accepted request keys
+}
+
+// maxReplayKeys bounds the request keys copied per sold-out voucher. A sale
+// of a thousand items has at most a thousand; a voucher with more keys than
+// this lets keyed attempts reach the script instead.
+const maxReplayKeys = 200_000
+
+// replaySet is a sold-out voucher's accepted request keys, "userID:key" ->
+// order id, as reserve.lua records them. complete is false when the voucher
+// had too many to copy.
+type replaySet struct {
+	orders   map[string]int64
+	complete bool
 }
 
 func newSoldOut(rdb redis.UniversalClient, stock StockReader, every time.Duration, m *metrics, log *slog.Logger) *SoldOut {
 	return &SoldOut{
 		rdb: rdb, stock: stock, every: every, m: m, log: log, nowFun: time.Now,
 		flagged: make(map[int64]time.Time), suspects: make(map[int64]struct{}),
+		replays: make(map[int64]replaySet),
 	}
 }
 
 // Pass implements gateway.Gate.
 func (s *SoldOut) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-	if err := s.refuse(a.Request.VoucherID); err != nil {
+	if id, ok := s.replay(a); ok {
+		s.m.allow(gateSoldOut)
+		return gateway.Purchase{OrderID: id, Status: orders.StatusReserved}, nil
+	}
+	if err := s.refuseAttempt(a); err != nil {
 		s.m.reject(gateSoldOut, "sold_out")
 		return gateway.Purchase{}, err
 	}
@@ -71,11 +99,45 @@ func (s *SoldOut) IsFlagged(voucherID int64) bool {
 	return ok
 }
 
-func (s *SoldOut) refuse(voucherID int64) error {
-	if !s.IsFlagged(voucherID) {
+// refuseAttempt says sold out, from memory, unless the voucher has stock or
+// the attempt may be a replay this instance cannot answer itself.
+func (s *SoldOut) refuseAttempt(a *gateway.Attempt) error {
+	v := a.Request.VoucherID
+	s.mu.RLock()
+	_, flagged := s.flagged[v]
+	set, copied := s.replays[v]
+	s.mu.RUnlock()
+	if !flagged {
 		return nil
 	}
-	return fmt.Errorf("%w: voucher %d", seckill.ErrSoldOut, voucherID)
+	if a.Request.RequestKey != "" {
+		if !copied || !set.complete {
+			return nil // the script knows
+		}
+		if _, known := set.orders[replayField(a)]; known {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: voucher %d", seckill.ErrSoldOut, v)
+}
+
+// replay returns the first order of a sold-out voucher's known request key.
+func (s *SoldOut) replay(a *gateway.Attempt) (int64, bool) {
+	if a.Request.RequestKey == "" {
+		return 0, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, flagged := s.flagged[a.Request.VoucherID]; !flagged {
+		return 0, false
+	}
+	id, ok := s.replays[a.Request.VoucherID].orders[replayField(a)]
+	return id, ok
+}
+
+// replayField is reserve.lua's field of a request key in the voucher's reqs hash.
+func replayField(a *gateway.Attempt) string {
+	return strconv.FormatInt(a.Request.UserID, 10) + ":" + a.Request.RequestKey
 }
 
 func (s *SoldOut) flag(voucherID int64) {
@@ -90,6 +152,7 @@ func (s *SoldOut) flag(voucherID int64) {
 func (s *SoldOut) Forget(voucherID int64) {
 	s.mu.Lock()
 	delete(s.flagged, voucherID)
+	delete(s.replays, voucherID)
 	s.mu.Unlock()
 }
 
@@ -116,6 +179,7 @@ func (s *SoldOut) recheckLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			s.recheck(ctx)
+			s.copyReplays(ctx)
 		}
 	}
 }
@@ -152,6 +216,7 @@ func (s *SoldOut) recheck(ctx context.Context) {
 			s.log.Warn("sold-out flags not re-checked; forgetting them", "err", err)
 		}
 		clear(s.flagged)
+		clear(s.replays)
 		return
 	}
 	for _, id := range ids {
@@ -164,8 +229,70 @@ func (s *SoldOut) recheck(ctx context.Context) {
 		// A flag set after the read began may be newer than what was read.
 		if at, was := s.flagged[id]; was && at.Before(started) {
 			delete(s.flagged, id)
+			delete(s.replays, id)
 		}
 	}
+}
+
+// copyReplays copies the request keys of flagged vouchers that have no copy
+// yet. It runs after recheck, outside the lock: a sold-out voucher's keys
+// cannot change until stock comes back, and stock coming back drops the
+// flag and the copy together.
+func (s *SoldOut) copyReplays(ctx context.Context) {
+	if s.rdb == nil {
+		return
+	}
+	s.mu.RLock()
+	var todo []int64
+	for id := range s.flagged {
+		if _, ok := s.replays[id]; !ok {
+			todo = append(todo, id)
+		}
+	}
+	s.mu.RUnlock()
+	for _, id := range todo {
+		started := s.nowFun()
+		set, err := s.readReplays(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Debug("sold-out voucher's request keys not copied; replays go to Redis", "voucher_id", id, "err", err)
+			}
+			return
+		}
+		s.mu.Lock()
+		// Keep the copy only if the flag it belongs to is still the one
+		// that was set before the read.
+		if at, ok := s.flagged[id]; ok && !at.After(started) {
+			s.replays[id] = set
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *SoldOut) readReplays(ctx context.Context, voucherID int64) (replaySet, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.every)
+	defer cancel()
+	key := redisstock.VoucherKeys(voucherID).Reqs
+	n, err := s.rdb.HLen(ctx, key).Result()
+	if err != nil {
+		return replaySet{}, err
+	}
+	if n > maxReplayKeys {
+		return replaySet{}, nil
+	}
+	all, err := s.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return replaySet{}, err
+	}
+	set := replaySet{orders: make(map[string]int64, len(all)), complete: true}
+	for field, v := range all {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return replaySet{}, fmt.Errorf("request key %q holds %q, not an order id", field, v)
+		}
+		set.orders[field] = id
+	}
+	return set, nil
 }
 
 // listen forgets a voucher as soon as a releaser announces its stock came back.

@@ -132,3 +132,60 @@ func TestSoldOutAnnouncement(t *testing.T) {
 	require.NoError(t, edge.Announce(ctx, rdb, v.ID))
 	require.Eventually(t, func() bool { return !e.SoldOut.IsFlagged(v.ID) }, 200*time.Millisecond, 2*time.Millisecond)
 }
+
+// A sold-out voucher still owes every accepted Idempotency-Key its first
+// order: replays get it (from memory, once the keys are copied), new keys get
+// sold out, and neither reaches the reservation script.
+func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	v := warm(t, rdb, 2)
+	ctx := context.Background()
+	e, _ := newEdge(t, rdb, edge.Config{})
+	cs := &countingStock{Store: redisstock.New(rdb)}
+	buy := chain(e.Gates(), v, buyWith(realBuyer(t, e.ObserveStock(cs))))
+	keyed := func(user int64, key string) (int64, error) {
+		a := attempt(v.ID, user)
+		a.Request.RequestKey = key
+		p, err := buy(ctx, a)
+		return p.OrderID, err
+	}
+
+	first, err := keyed(1, "k-one")
+	require.NoError(t, err)
+	second, err := keyed(2, "k-two")
+	require.NoError(t, err)
+	require.True(t, e.SoldOut.IsFlagged(v.ID))
+
+	// Straight after the flag, before the keys are copied: the script replays.
+	again, err := keyed(1, "k-one")
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+
+	// Once copied (the re-check loop), replays and refusals come from memory.
+	require.Eventually(t, func() bool {
+		before := cs.reserves.Load()
+		id, err := keyed(2, "k-two")
+		return err == nil && id == second && cs.reserves.Load() == before
+	}, 3*time.Second, 20*time.Millisecond, "a known key is replayed from memory")
+	before := cs.reserves.Load()
+	for u := range int64(50) {
+		_, err := keyed(u+10, "fresh")
+		require.ErrorIs(t, err, seckill.ErrSoldOut)
+		id, err := keyed(1, "k-one")
+		require.NoError(t, err)
+		require.Equal(t, first, id)
+	}
+	_, err = keyed(2, "k-one") // the same key from another user is another attempt
+	require.ErrorIs(t, err, seckill.ErrSoldOut)
+	require.Equal(t, before, cs.reserves.Load(), "neither replays nor refusals reached the script")
+
+	// Stock back: the copy goes with the flag, and a new key buys.
+	released, err := redisstock.New(rdb).Release(ctx, v.ID, second, seckill.ReleaseAny)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Eventually(t, func() bool { return !e.SoldOut.IsFlagged(v.ID) }, time.Second, 5*time.Millisecond)
+	third, err := keyed(3, "k-three")
+	require.NoError(t, err)
+	require.NotZero(t, third)
+}
