@@ -18,6 +18,9 @@ type Metrics struct {
 	persist prometheus.Histogram
 	// byStatus holds the counter of every status, resolved once.
 	byStatus map[Status]prometheus.Counter
+	// swept counts orders the sweeper cancelled at their pay_deadline;
+	// reconciled counts orphaned holds the reconciler released.
+	swept, reconciled prometheus.Counter
 }
 
 // NewMetrics registers the collectors on reg.
@@ -31,12 +34,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "seckill_orders_total",
 		Help: "Orders that entered each status (created, paid, cancelled, failed), counted once per committed transition.",
 	}, []string{"status"})
-	for _, c := range []prometheus.Collector{persist, transitions} {
+	swept := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_sweeper_cancelled_total",
+		Help: "Unpaid orders the sweeper cancelled at their pay_deadline, stock put back on sale.",
+	})
+	reconciled := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reconciler_released_total",
+		Help: "Reservations held in Redis with no order and no message in flight that the reconciler released.",
+	})
+	for _, c := range []prometheus.Collector{persist, transitions, swept, reconciled} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	m := &Metrics{persist: persist, byStatus: map[Status]prometheus.Counter{}}
+	m := &Metrics{persist: persist, byStatus: map[Status]prometheus.Counter{}, swept: swept, reconciled: reconciled}
 	for _, s := range []Status{StatusCreated, StatusPaid, StatusCancelled, StatusFailed} {
 		m.byStatus[s] = transitions.WithLabelValues(string(s))
 	}
@@ -59,6 +70,20 @@ func (m *Metrics) entered(s Status, n int) {
 	}
 	if c, ok := m.byStatus[s]; ok {
 		c.Add(float64(n))
+	}
+}
+
+// sweptOrders counts n orders the sweeper cancelled.
+func (m *Metrics) sweptOrders(n int) {
+	if m != nil && n > 0 {
+		m.swept.Add(float64(n))
+	}
+}
+
+// reconciledHolds counts n holds the reconciler released.
+func (m *Metrics) reconciledHolds(n int) {
+	if m != nil && n > 0 {
+		m.reconciled.Add(float64(n))
 	}
 }
 

@@ -51,6 +51,8 @@ type ReconcilerConfig struct {
 	// Every is the pause between passes (5 s).
 	Every time.Duration
 	Log   *slog.Logger
+	// Metrics counts the releases (seckill_reconciler_released_total).
+	Metrics *Metrics
 }
 
 // Reconciler ends reservations that would otherwise hold stock forever: a
@@ -166,6 +168,7 @@ func (r *Reconciler) Voucher(ctx context.Context, voucherID int64) ([]Order, err
 			return out, fmt.Errorf("orders: reconcile: %w", err)
 		}
 		o.ReleasePending = false
+		r.cfg.Metrics.reconciledHolds(1)
 		r.cfg.Log.WarnContext(ctx, "reconcile: released an orphaned hold", "order_id", h.OrderID,
 			"voucher_id", h.VoucherID, "user_id", h.UserID, "reserved_at", h.ReservedAt)
 		if r.events != nil {

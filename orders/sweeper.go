@@ -20,6 +20,8 @@ type SweeperConfig struct {
 	// Batch is the most orders one transaction cancels (500).
 	Batch int
 	Log   *slog.Logger
+	// Metrics counts the cancellations (seckill_sweeper_cancelled_total).
+	Metrics *Metrics
 }
 
 // Sweeper cancels unpaid orders past their pay_deadline and empties the
@@ -31,6 +33,7 @@ type Sweeper struct {
 	interval time.Duration
 	batch    int
 	log      *slog.Logger
+	metrics  *Metrics
 }
 
 // NewSweeper returns a Sweeper over life.
@@ -44,7 +47,7 @@ func NewSweeper(life *Lifecycle, cfg SweeperConfig) *Sweeper {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Sweeper{life: life, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log}
+	return &Sweeper{life: life, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics}
 }
 
 // Run sweeps until ctx ends and returns nil then. A full batch is followed
@@ -78,6 +81,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
 			s.log.WarnContext(ctx, "sweep: cancel expired orders", "err", err)
 		}
 	} else if len(list) > 0 {
+		s.metrics.sweptOrders(len(list))
 		s.log.DebugContext(ctx, "sweep: cancelled expired orders", "count", len(list))
 	}
 	n, err := s.life.ReleaseOwed(ctx, s.batch)

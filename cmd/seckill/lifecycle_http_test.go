@@ -91,6 +91,9 @@ func TestPaymentTimeoutCancelsAndRestocks(t *testing.T) {
 	require.Equal(t, http.StatusConflict, pay.status, "a timed-out order cannot be paid")
 	require.Eventually(t, func() bool { return ts.stockLeft(t, vid) == 2 }, 5*time.Second, 20*time.Millisecond)
 	require.EqualValues(t, 0, ts.checkInvariants(t, vid, 1))
+	fams := ts.scrape(t)
+	require.Equal(t, 1.0, counter(t, fams, "seckill_sweeper_cancelled_total"), "the sweeper counts what it cancelled")
+	require.Equal(t, 1.0, counter(t, fams, "seckill_orders_total", "status", "cancelled"))
 }
 
 // TestSyncKindsOverHTTP sells limit and common vouchers to a concurrent crowd
