@@ -68,26 +68,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	}
 	cfg, err := loadConfig(func(k string) string { return vars[k] })
 	require.NoError(t, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	sys, err := newSystem(ctx, cfg, log)
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- sys.run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("system did not shut down within 30s")
-		}
-		sys.close()
-	})
+	t.Cleanup(runInstance(t, cfg))
 
 	tokens, err := auth.NewTokens([]byte(cfg.JWTSecret), time.Hour)
 	require.NoError(t, err)
@@ -99,8 +80,43 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		tokens: tokens,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 	}
+	// Cleanups run last-in first-out: the client lets go of its idle
+	// connections before the server shuts down under them.
+	t.Cleanup(ts.client.CloseIdleConnections)
 	ts.waitReady(t)
 	return ts
+}
+
+// runInstance runs one process of the system on cfg, as `seckill serve`
+// does, and returns what stops it (idempotent), checking it shut down
+// cleanly.
+func runInstance(t testing.TB, cfg Config) (stop func()) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sys, err := newSystem(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sys.run(ctx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Error("system did not shut down within 30s")
+			}
+			sys.close()
+		})
+	}
 }
 
 type testWriter struct{ t testing.TB }

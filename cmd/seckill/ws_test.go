@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -42,31 +40,7 @@ func (ts *testSystem) startPeer(t *testing.T, mutate func(*Config)) *peer {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sys, err := newSystem(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		require.NoError(t, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- sys.run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(30 * time.Second):
-				t.Error("peer did not shut down within 30s")
-			}
-			sys.close()
-		})
-	}
+	stop := runInstance(t, cfg)
 	t.Cleanup(stop)
 	p := &peer{testSystem: &testSystem{
 		base: "http://" + addr, cfg: cfg, pool: ts.pool, rdb: ts.rdb, tokens: ts.tokens,
