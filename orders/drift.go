@@ -132,6 +132,8 @@ type RepairStock interface {
 	// Rebuild replaces the voucher's Redis state: holds for created and paid
 	// orders, tombstones for released ones, meta (back on sale) last.
 	Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error
+	// Release gives one order's stock back, at most once (release.lua).
+	Releaser
 }
 
 // RepairStore is PostgreSQL's side of a repair (orders/pgstore).
@@ -140,6 +142,29 @@ type RepairStore interface {
 	VoucherOrders(ctx context.Context, voucherID int64) ([]Order, error)
 	InsertFailed(ctx context.Context, r seckill.Reservation) (Order, bool, error)
 	ClearReleasePending(ctx context.Context, orderIDs []int64) error
+}
+
+// repairReads is how often Repair reads PostgreSQL again when a
+// cancellation lands between its two reads.
+const repairReads = 5
+
+// splitForRebuild sorts a voucher's orders into what Redis must hold
+// (created and paid) and what it must know as released, and lists the
+// released ones still flagged for a Redis release.
+func splitForRebuild(list []Order) (holds, released []seckill.Reservation, owed []int64) {
+	for _, o := range list {
+		r := seckill.Reservation{OrderID: o.ID, VoucherID: o.VoucherID, UserID: o.UserID, Quantity: o.Quantity,
+			RequestKey: o.RequestKey, ReservedAt: o.ReservedAt}
+		if o.Status == StatusCreated || o.Status == StatusPaid {
+			holds = append(holds, r)
+			continue
+		}
+		released = append(released, r)
+		if o.ReleasePending {
+			owed = append(owed, o.ID)
+		}
+	}
+	return holds, released, owed
 }
 
 // Repair rebuilds a seckill voucher's Redis state from PostgreSQL without
@@ -197,33 +222,50 @@ func Repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 			failed = append(failed, o)
 		}
 	}
-	list, err := store.VoucherOrders(ctx, voucherID)
+	// Cancellations go on while the voucher is off sale. One that commits
+	// between the two reads makes them disagree (Rebuild refuses the
+	// unbalanced figures): read again. One that commits after them released
+	// its order in the old keys, which Rebuild then writes back as a hold:
+	// release those again below.
+	var holds []seckill.Reservation
+	for attempt := 1; ; attempt++ {
+		list, err := store.VoucherOrders(ctx, voucherID)
+		if err != nil {
+			return nil, err
+		}
+		if v, err = store.Voucher(ctx, voucherID); err != nil {
+			return nil, err
+		}
+		var released []seckill.Reservation
+		var owed []int64
+		holds, released, owed = splitForRebuild(list)
+		err = stock.Rebuild(ctx, v, holds, released)
+		if errors.Is(err, seckill.ErrInvalidInput) && attempt < repairReads {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("orders: repair: rebuild (voucher %d stays off sale; run the repair again): %w", voucherID, err)
+		}
+		// The rebuilt state already has these released (tombstones).
+		if err := store.ClearReleasePending(ctx, owed); err != nil {
+			return nil, err
+		}
+		break
+	}
+	after, err := store.VoucherOrders(ctx, voucherID)
 	if err != nil {
 		return nil, err
 	}
-	if v, err = store.Voucher(ctx, voucherID); err != nil {
-		return nil, err
+	rebuiltAsHold := make(map[int64]bool, len(holds))
+	for _, h := range holds {
+		rebuiltAsHold[h.OrderID] = true
 	}
-	var holds, released []seckill.Reservation
-	var owed []int64
-	for _, o := range list {
-		r := seckill.Reservation{OrderID: o.ID, VoucherID: o.VoucherID, UserID: o.UserID, Quantity: o.Quantity,
-			RequestKey: o.RequestKey, ReservedAt: o.ReservedAt}
-		if o.Status == StatusCreated || o.Status == StatusPaid {
-			holds = append(holds, r)
-			continue
+	for _, o := range after {
+		if (o.Status == StatusCancelled || o.Status == StatusFailed) && rebuiltAsHold[o.ID] {
+			if _, err := stock.Release(ctx, voucherID, o.ID, seckill.ReleaseAny); err != nil {
+				return nil, fmt.Errorf("orders: repair: release order %d cancelled during the rebuild: %w", o.ID, err)
+			}
 		}
-		released = append(released, r)
-		if o.ReleasePending {
-			owed = append(owed, o.ID)
-		}
-	}
-	if err := stock.Rebuild(ctx, v, holds, released); err != nil {
-		return nil, fmt.Errorf("orders: repair: rebuild: %w", err)
-	}
-	// The rebuilt state already has these released (tombstones).
-	if err := store.ClearReleasePending(ctx, owed); err != nil {
-		return nil, err
 	}
 	return failed, nil
 }

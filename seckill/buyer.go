@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -68,8 +69,17 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		return res, nil
 	}
 	if err := b.queue.Publish(ctx, r); err != nil {
-		// The message may not exist, so the hold must not outlive this call.
-		// A context that is already done must not stop the release.
+		if !errors.Is(err, ErrNotQueued) {
+			// The message may still land: keep the hold. A worker persists
+			// it if it does; the reconciler releases it once the workers are
+			// past every message that could carry it. A retry of the same
+			// Idempotency-Key is answered with this order meanwhile.
+			b.log.WarnContext(ctx, "reservation queued without acknowledgement; keeping the hold for the workers or the reconciler",
+				"order_id", r.OrderID, "voucher_id", r.VoucherID, "err", err)
+			return ReserveResult{}, fmt.Errorf("%w: the order could not be confirmed yet: %w", ErrUnavailable, err)
+		}
+		// The message does not exist, so the hold must not outlive this
+		// call. A context that is already done must not stop the release.
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if _, relErr := b.stock.Release(relCtx, r.VoucherID, r.OrderID, ReleaseUnsent); relErr != nil {

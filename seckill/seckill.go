@@ -30,6 +30,13 @@ var (
 	ErrUnavailable     = errors.New("unavailable")
 )
 
+// ErrNotQueued marks a Queue.Publish failure in which the message certainly
+// never reached the queue (it was not handed over, or the queue refused it
+// before writing). Only then may the reservation be given back at once; after
+// any other failure the message may still be written, and the hold must stay
+// until a worker persists it or the reconciler decides it never came.
+var ErrNotQueued = errors.New("not queued")
+
 // Kind is how a voucher is sold.
 type Kind string
 
@@ -149,7 +156,8 @@ type Stock interface {
 
 // Queue carries accepted reservations to the workers.
 type Queue interface {
-	// Publish returns once the message is durably written.
+	// Publish returns nil once the message is durably written. An error
+	// wraps ErrNotQueued when the message certainly was not written.
 	Publish(ctx context.Context, r Reservation) error
 }
 

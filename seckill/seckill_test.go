@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -144,4 +145,44 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	require.Equal(t, v.ID, c1.ID)
 	_, err = catalog.Cached(t.Context(), v.ID+1)
 	require.True(t, errors.Is(err, seckill.ErrNotFound))
+}
+
+// TestBuyKeepsTheHoldWhenTheWriteIsUnclear: the broker takes the message but
+// answers too late. The message may be written, so the hold stays (the
+// workers or the reconciler end it), and a retry of the same key gets the
+// same order instead of holding stock twice.
+func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
+	rdb := stack.Redis(t)
+	stock := redisstock.New(rdb)
+	v := onSale(t, stock, 3)
+	ids, err := orderid.New(2)
+	require.NoError(t, err)
+	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, stack.NewTopic(t, 1), discard())
+	require.NoError(t, err)
+	t.Cleanup(func() { producer.Close() })
+	buyer := seckill.NewBuyer(stock, producer, ids, discard())
+
+	// The broker sits on the next produce request for a second and a half.
+	cluster := stack.Kafka.Cluster()
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.SleepControl(func() { time.Sleep(1500 * time.Millisecond) })
+		return nil, nil, false
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	req := seckill.BuyRequest{VoucherID: v.ID, UserID: 9, Quantity: 1, RequestKey: "slow"}
+	_, err = buyer.Buy(ctx, req)
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.NotErrorIs(t, err, seckill.ErrNotQueued)
+
+	snap, err := stock.Snapshot(t.Context(), v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), snap.Held, "the hold stays while its message may land")
+	require.Equal(t, int64(1), snap.Pending)
+	again, err := buyer.Buy(t.Context(), req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "a retry of the key answers with the same order")
+	snap, err = stock.Snapshot(t.Context(), v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), snap.Held, "stock is held once")
 }

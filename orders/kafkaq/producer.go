@@ -125,19 +125,22 @@ func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) (err erro
 	p.mu.RLock()
 	if p.closed {
 		p.mu.RUnlock()
-		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, ErrClosed)
+		return fmt.Errorf("kafkaq: publish order %d: %w: %w", r.OrderID, seckill.ErrNotQueued, ErrClosed)
 	}
 	select {
 	case p.producer.Input() <- msg:
 		p.mu.RUnlock()
 	case <-ctx.Done():
 		p.mu.RUnlock()
-		return fmt.Errorf("kafkaq: publish order %d: not sent: %w", r.OrderID, ctx.Err())
+		return fmt.Errorf("kafkaq: publish order %d: %w: %w", r.OrderID, seckill.ErrNotQueued, ctx.Err())
 	}
 
 	select {
 	case err := <-done:
 		if err != nil {
+			if refusedBeforeWriting(err) {
+				err = fmt.Errorf("%w: %w", seckill.ErrNotQueued, err)
+			}
 			return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)
 		}
 		return nil
@@ -162,4 +165,14 @@ func (p *Producer) Close() error {
 	p.producer.AsyncClose()
 	<-p.routed
 	return nil
+}
+
+// refusedBeforeWriting reports whether sarama gave up on a message without
+// any broker having been asked to write it: the topic or partition does not
+// exist, or the message is too large to send. Any other failure (a timeout,
+// a lost connection, an unclear answer) may have left it written.
+func refusedBeforeWriting(err error) bool {
+	return errors.Is(err, sarama.ErrUnknownTopicOrPartition) ||
+		errors.Is(err, sarama.ErrInvalidTopic) ||
+		errors.Is(err, sarama.ErrMessageSizeTooLarge)
 }

@@ -161,23 +161,19 @@ func (s *Store) ReleasePending(ctx context.Context, max int) ([]orders.Order, er
 
 // InsertFailed records a reservation that never reached PostgreSQL (the
 // reconciler found its hold orphaned) as a failed order with
-// redis_release_pending set. inserted is false when an order with that id
-// already exists (a worker got there first): then nothing may be released.
+// redis_release_pending set. inserted is false only when an order with that
+// id already exists (a worker got there first): then nothing may be
+// released. A request key that another order owns (a retry persisted under
+// a new id) does not stop it: the failed row is stored without the key.
 func (s *Store) InsertFailed(ctx context.Context, r seckill.Reservation) (o orders.Order, inserted bool, err error) {
-	var key *string
-	if r.RequestKey != "" {
-		key = &r.RequestKey
+	p, err := s.insertFailed(ctx, r, nil)
+	if err != nil {
+		return orders.Order{}, false, err
 	}
-	o, err = scanOrder(s.pool.QueryRow(ctx, insertFailedSQL, r.OrderID, r.VoucherID, r.UserID, r.Quantity, key, r.ReservedAt))
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The id exists, or (rarely) the request key does: either way a
-		// worker persisted this attempt, or one like it, and owns its stock.
+	if p.Outcome != orders.OutcomeFailed {
 		return orders.Order{}, false, nil
 	}
-	if err != nil {
-		return orders.Order{}, false, fmt.Errorf("pgstore: insert failed order %d: %w", r.OrderID, err)
-	}
-	return o, true, nil
+	return p.Order, true, nil
 }
 
 // OrderExists reports whether order id is in PostgreSQL, whatever its status.
