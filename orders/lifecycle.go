@@ -162,6 +162,11 @@ func (l *Lifecycle) publish(ctx context.Context, list ...Order) {
 	if l.events == nil {
 		return
 	}
+	// The transitions are committed: their buyers are told even if the
+	// caller has gone away meanwhile (a shopper who hung up, a sweeper
+	// stopping).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
 	at := l.now().UTC()
 	for _, o := range list {
 		if err := l.events.Publish(ctx, Event{Order: o, At: at}); err != nil {
