@@ -2,7 +2,9 @@ package seckill
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -32,20 +34,39 @@ type Catalog struct {
 	stock StockKeeper
 	ttl   time.Duration
 	now   func() time.Time
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	cached map[int64]cachedVoucher
 }
 
 type cachedVoucher struct {
-	v       Voucher
+	v Voucher
+	// fetched is when v was read, or when a refresh last failed: the next
+	// refresh is tried ttl after it either way.
 	fetched time.Time
+	// stale is set while refreshes fail, so the outage is logged once per
+	// voucher rather than once per ttl.
+	stale bool
+}
+
+// CatalogOption changes how NewCatalog builds a Catalog.
+type CatalogOption func(*Catalog)
+
+// WithCatalogLogger sets where the Catalog logs (slog.Default() otherwise).
+func WithCatalogLogger(log *slog.Logger) CatalogOption {
+	return func(c *Catalog) { c.log = log }
 }
 
 // NewCatalog returns a Catalog over the record and the fast store. ttl bounds
-// how stale the buying path's copy of a voucher may be.
-func NewCatalog(store VoucherStore, stock StockKeeper, ttl time.Duration) *Catalog {
-	return &Catalog{store: store, stock: stock, ttl: ttl, now: time.Now, cached: make(map[int64]cachedVoucher)}
+// how stale the buying path's copy of a voucher may be while the record
+// answers; while it is unavailable, the last copy is served (see Cached).
+func NewCatalog(store VoucherStore, stock StockKeeper, ttl time.Duration, opts ...CatalogOption) *Catalog {
+	c := &Catalog{store: store, stock: stock, ttl: ttl, now: time.Now, log: slog.Default(), cached: make(map[int64]cachedVoucher)}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
 }
 
 // Create validates and stores a voucher. A seckill voucher is warmed in the
@@ -107,6 +128,12 @@ func (c *Catalog) List(ctx context.Context) ([]Voucher, error) {
 // Cached returns a voucher as it was at most ttl ago, for the buying path:
 // kind, window and captcha flag change rarely, and the reservation itself
 // checks stock and window atomically anyway.
+//
+// When the record is unavailable (ErrUnavailable), the last copy is served
+// however old it is, and the refresh is tried again only ttl later: the
+// seckill buying path runs on Redis and Kafka, and a PostgreSQL outage must
+// not fail every buy of a voucher it has seen, nor send each of them to wait
+// on PostgreSQL. A voucher never fetched still returns the error.
 func (c *Catalog) Cached(ctx context.Context, id int64) (Voucher, error) {
 	now := c.now()
 	c.mu.Lock()
@@ -117,12 +144,35 @@ func (c *Catalog) Cached(ctx context.Context, id int64) (Voucher, error) {
 	}
 	v, err := c.store.Voucher(ctx, id)
 	if err != nil {
-		return Voucher{}, err
+		if !ok || !errors.Is(err, ErrUnavailable) {
+			return Voucher{}, err
+		}
+		return c.keepStale(ctx, id, now, err), nil
 	}
 	c.mu.Lock()
 	c.cached[id] = cachedVoucher{v: v, fetched: now}
 	c.mu.Unlock()
 	return v, nil
+}
+
+// keepStale returns the cached copy of voucher id after a refresh at now
+// failed with err, and puts the next refresh ttl later. A copy another
+// caller stored meanwhile is served as it is.
+func (c *Catalog) keepStale(ctx context.Context, id int64, now time.Time, err error) Voucher {
+	c.mu.Lock()
+	cv := c.cached[id]
+	first := false
+	if cv.fetched.Before(now) {
+		first = !cv.stale
+		cv.fetched, cv.stale = now, true
+		c.cached[id] = cv
+	}
+	c.mu.Unlock()
+	if first {
+		c.log.DebugContext(ctx, "voucher record unavailable; serving the last copy until it answers",
+			"voucher_id", id, "err", err)
+	}
+	return cv.v
 }
 
 // withLiveStock replaces the stock of seckill vouchers by the fast store's

@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinel errors of the whole platform. Every layer wraps one of these with
@@ -86,6 +89,13 @@ func (v Voucher) Validate() error {
 	switch {
 	case v.Title == "" || len(v.Title) > MaxTitleLen:
 		return fmt.Errorf("%w: title must be 1 to %d bytes", ErrInvalidInput, MaxTitleLen)
+	case !utf8.ValidString(v.Title):
+		return fmt.Errorf("%w: title must be valid UTF-8 text", ErrInvalidInput)
+	case strings.ContainsFunc(v.Title, unicode.IsControl):
+		// PostgreSQL refuses NUL outright; the other controls (tab and
+		// newline included) have no place in a one-line title shown on a
+		// shop page.
+		return fmt.Errorf("%w: title must not contain control characters such as tabs or line breaks", ErrInvalidInput)
 	case !v.Kind.Valid():
 		return fmt.Errorf("%w: kind must be seckill, limit or common", ErrInvalidInput)
 	case v.PriceCents < 0 || v.PriceCents > MaxPriceCents:

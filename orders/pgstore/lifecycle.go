@@ -18,7 +18,8 @@ import (
 // waited for. Someone else's or an unknown order is ErrNotFound; any order
 // that is not created, or whose pay_deadline has passed (PostgreSQL's clock),
 // is ErrConflict.
-func (s *Store) Pay(ctx context.Context, userID, orderID int64) (orders.Order, error) {
+func (s *Store) Pay(ctx context.Context, userID, orderID int64) (_ orders.Order, err error) {
+	defer unavailable(&err)
 	o, err := scanOrder(s.pool.QueryRow(ctx, `
 		UPDATE orders SET status = 'paid', updated_at = now()
 		WHERE id = $1 AND user_id = $2 AND status = 'created' AND pay_deadline > now()
@@ -46,7 +47,8 @@ func (s *Store) whyNot(ctx context.Context, userID, orderID int64, what string) 
 
 // Cancel cancels the user's created order and puts its stock back, in one
 // transaction (see cancelLocked). Errors as for Pay.
-func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (orders.Order, error) {
+func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (_ orders.Order, err error) {
+	defer unavailable(&err)
 	list, err := s.cancelWhere(ctx, `id = $1 AND user_id = $2 AND status = 'created'`, orderID, userID)
 	if err != nil {
 		return orders.Order{}, fmt.Errorf("pgstore: cancel order %d: %w", orderID, err)
@@ -62,7 +64,8 @@ func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (orders.Order
 // LOCKED, so many sweepers share the work without waiting on each other and
 // no order is cancelled twice; a row a payment holds is skipped and, if the
 // payment loses its own race (deadline passed), found by the next sweep.
-func (s *Store) CancelExpired(ctx context.Context, max int) ([]orders.Order, error) {
+func (s *Store) CancelExpired(ctx context.Context, max int) (_ []orders.Order, err error) {
+	defer unavailable(&err)
 	if max <= 0 {
 		return nil, fmt.Errorf("pgstore: cancel expired: %w: max %d", seckill.ErrInvalidInput, max)
 	}
@@ -146,7 +149,8 @@ func giveBack(ctx context.Context, tx pgx.Tx, list []orders.Order) error {
 // ReleasePending returns up to max cancelled or failed orders whose stock is
 // not yet back in Redis (the outbox), oldest first, skipping rows another
 // transaction holds.
-func (s *Store) ReleasePending(ctx context.Context, max int) ([]orders.Order, error) {
+func (s *Store) ReleasePending(ctx context.Context, max int) (_ []orders.Order, err error) {
+	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+` FROM orders
 		WHERE redis_release_pending ORDER BY id LIMIT $1`, max)
 	if err != nil {
@@ -166,6 +170,7 @@ func (s *Store) ReleasePending(ctx context.Context, max int) ([]orders.Order, er
 // released. A request key that another order owns (a retry persisted under
 // a new id) does not stop it: the failed row is stored without the key.
 func (s *Store) InsertFailed(ctx context.Context, r seckill.Reservation) (o orders.Order, inserted bool, err error) {
+	defer unavailable(&err)
 	p, err := s.insertFailed(ctx, r, nil)
 	if err != nil {
 		return orders.Order{}, false, err
@@ -177,7 +182,8 @@ func (s *Store) InsertFailed(ctx context.Context, r seckill.Reservation) (o orde
 }
 
 // OrderExists reports whether order id is in PostgreSQL, whatever its status.
-func (s *Store) OrderExists(ctx context.Context, id int64) (bool, error) {
+func (s *Store) OrderExists(ctx context.Context, id int64) (_ bool, err error) {
+	defer unavailable(&err)
 	var ok bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1)`, id).Scan(&ok); err != nil {
 		return false, fmt.Errorf("pgstore: order %d exists: %w", id, err)
@@ -192,7 +198,8 @@ func (s *Store) OrderExists(ctx context.Context, id int64) (bool, error) {
 // purchases, so two concurrent buys cannot both pass the check), and the
 // order inserted as created with its pay deadline. A request key already used
 // by this user for this voucher returns that order and changes nothing.
-func (s *Store) BuySync(ctx context.Context, orderID int64, req seckill.BuyRequest, payTimeout time.Duration) (orders.Order, error) {
+func (s *Store) BuySync(ctx context.Context, orderID int64, req seckill.BuyRequest, payTimeout time.Duration) (_ orders.Order, err error) {
+	defer unavailable(&err)
 	if err := req.Validate(); err != nil {
 		return orders.Order{}, err
 	}
@@ -272,7 +279,8 @@ func (s *Store) BuySync(ctx context.Context, orderID int64, req seckill.BuyReque
 
 // VoucherOrders returns every order of a voucher, for rebuilding its Redis
 // state (operators only: it reads them all).
-func (s *Store) VoucherOrders(ctx context.Context, voucherID int64) ([]orders.Order, error) {
+func (s *Store) VoucherOrders(ctx context.Context, voucherID int64) (_ []orders.Order, err error) {
+	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+` FROM orders WHERE voucher_id = $1 ORDER BY id`, voucherID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: voucher %d orders: %w", voucherID, err)

@@ -40,7 +40,8 @@ func collectOrders(rows pgx.Rows) ([]orders.Order, error) {
 }
 
 // Order returns order id, or an error wrapping seckill.ErrNotFound.
-func (s *Store) Order(ctx context.Context, id int64) (orders.Order, error) {
+func (s *Store) Order(ctx context.Context, id int64) (_ orders.Order, err error) {
+	defer unavailable(&err)
 	o, err := scanOrder(s.pool.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", id, seckill.ErrNotFound)
@@ -53,7 +54,8 @@ func (s *Store) Order(ctx context.Context, id int64) (orders.Order, error) {
 
 // OrdersByUser returns up to limit of the user's orders, newest first (order
 // ids are time-ordered).
-func (s *Store) OrdersByUser(ctx context.Context, userID int64, limit int) ([]orders.Order, error) {
+func (s *Store) OrdersByUser(ctx context.Context, userID int64, limit int) (_ []orders.Order, err error) {
+	defer unavailable(&err)
 	if limit <= 0 {
 		return nil, fmt.Errorf("pgstore: orders by user: %w: limit %d", seckill.ErrInvalidInput, limit)
 	}
@@ -71,7 +73,8 @@ func (s *Store) OrdersByUser(ctx context.Context, userID int64, limit int) ([]or
 
 // Stats returns the stock and the orders per status of voucher id, or an
 // error wrapping seckill.ErrNotFound.
-func (s *Store) Stats(ctx context.Context, voucherID int64) (orders.Stats, error) {
+func (s *Store) Stats(ctx context.Context, voucherID int64) (_ orders.Stats, err error) {
+	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `
 		SELECT v.stock_total, v.stock_left, o.status, count(o.id), coalesce(sum(o.quantity), 0)
 		FROM vouchers v LEFT JOIN orders o ON o.voucher_id = v.id
@@ -109,11 +112,12 @@ func (s *Store) Stats(ctx context.Context, voucherID int64) (orders.Stats, error
 
 // ClearReleasePending records that the stock of these cancelled or failed
 // orders is back in Redis. Unknown ids are ignored.
-func (s *Store) ClearReleasePending(ctx context.Context, orderIDs []int64) error {
+func (s *Store) ClearReleasePending(ctx context.Context, orderIDs []int64) (err error) {
+	defer unavailable(&err)
 	if len(orderIDs) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `
+	_, err = s.pool.Exec(ctx, `
 		UPDATE orders SET redis_release_pending = false, updated_at = now()
 		WHERE id = ANY($1) AND redis_release_pending`, orderIDs)
 	if err != nil {
@@ -151,7 +155,8 @@ func (e *permanentError) Error() string {
 // Any other error (connection lost, serialization failure, deadlock, ctx)
 // is returned: nothing of the failed transaction is kept, and the caller
 // retries the whole batch, which is safe because of the above.
-func (s *Store) PersistBatch(ctx context.Context, rs []seckill.Reservation, payTimeout time.Duration) (orders.BatchResult, error) {
+func (s *Store) PersistBatch(ctx context.Context, rs []seckill.Reservation, payTimeout time.Duration) (_ orders.BatchResult, err error) {
+	defer unavailable(&err)
 	if payTimeout <= 0 {
 		return orders.BatchResult{}, fmt.Errorf("pgstore: persist: %w: pay timeout %s", seckill.ErrInvalidInput, payTimeout)
 	}

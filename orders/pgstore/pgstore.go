@@ -8,16 +8,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/flashsale/seckill/seckill"
 )
 
-// Store reads and writes users, vouchers and orders over a pgx pool.
+// Store reads and writes users, vouchers and orders over a pgx pool. Every
+// method's error wraps seckill.ErrUnavailable when PostgreSQL could not be
+// reached or did not answer in time (see unavailable).
 type Store struct {
 	pool *pgxpool.Pool
 }
@@ -42,11 +47,57 @@ const (
 	codeUniqueViolation = "23505"
 )
 
+// unavailable marks *errp with seckill.ErrUnavailable when it says PostgreSQL
+// could not be reached or did not answer in time, keeping err in the chain.
+// Every exported method defers it on its error result, so the
+// gateway answers a database outage with 503 unavailable instead of 500, and
+// the buying path can tell "the record is down" from "the record said no".
+// Anything else (constraint violations, bad data, not found) is returned as
+// it is, with the sentinel it already wraps.
+func unavailable(errp *error) {
+	if err := *errp; err != nil && !errors.Is(err, seckill.ErrUnavailable) && unreachable(err) {
+		*errp = fmt.Errorf("%w: %w", seckill.ErrUnavailable, err)
+	}
+}
+
+// unreachable reports whether err means the database was not there to ask:
+// no connection (refused, reset, closed, pool closed, or the server would not
+// let us in), no answer in time, or the server refusing to work right now
+// (shutting down, starting up, out of connections). A caller that gave up
+// (context.Canceled) is not an outage.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		// Whatever the server said while we connected (wrong password,
+		// no such database), this request cannot be served by it.
+		return true
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		// The server answered. Only these classes say it cannot serve now:
+		// 08 connection exception, 57 operator intervention (admin or crash
+		// shutdown, cannot connect now, statement timeout), 53300 too many
+		// connections. Every other code is about the statement or its data.
+		class := pgErr.Code[:min(2, len(pgErr.Code))]
+		return class == "08" || class == "57" || pgErr.Code == "53300"
+	}
+	_, isNet := errors.AsType[net.Error](err)
+	return isNet ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, puddle.ErrClosedPool) ||
+		errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err)
+}
+
 // CreateUser stores a new user and returns its id. A name in use returns an
 // error wrapping seckill.ErrUsernameTaken.
-func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (int64, error) {
+func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (_ int64, err error) {
+	defer unavailable(&err)
 	var id int64
-	err := s.pool.QueryRow(ctx,
+	err = s.pool.QueryRow(ctx,
 		`INSERT INTO users (username, password_hash) VALUES ($1, $2) RETURNING id`,
 		username, passwordHash).Scan(&id)
 	if err != nil {
@@ -66,9 +117,10 @@ func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (
 
 // UserByName returns the user called username, or an error wrapping
 // seckill.ErrNotFound.
-func (s *Store) UserByName(ctx context.Context, username string) (User, error) {
+func (s *Store) UserByName(ctx context.Context, username string) (_ User, err error) {
+	defer unavailable(&err)
 	var u User
-	err := s.pool.QueryRow(ctx,
+	err = s.pool.QueryRow(ctx,
 		`SELECT id, username, password_hash FROM users WHERE username = $1`, username).
 		Scan(&u.ID, &u.Username, &u.PasswordHash)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -100,7 +152,8 @@ func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 // PostgreSQL is asked, and a Redis entry it left behind belongs to an id no
 // order can be persisted for (it ends failed). beforeCommit may be nil.
 func (s *Store) CreateVoucher(ctx context.Context, v seckill.Voucher,
-	beforeCommit func(context.Context, seckill.Voucher) error) (seckill.Voucher, error) {
+	beforeCommit func(context.Context, seckill.Voucher) error) (_ seckill.Voucher, err error) {
+	defer unavailable(&err)
 	if err := v.Validate(); err != nil {
 		return seckill.Voucher{}, err
 	}
@@ -132,7 +185,8 @@ func (s *Store) CreateVoucher(ctx context.Context, v seckill.Voucher,
 
 // Voucher returns voucher id with PostgreSQL's stock_left, or an error
 // wrapping seckill.ErrNotFound.
-func (s *Store) Voucher(ctx context.Context, id int64) (seckill.Voucher, error) {
+func (s *Store) Voucher(ctx context.Context, id int64) (_ seckill.Voucher, err error) {
+	defer unavailable(&err)
 	v, err := scanVoucher(s.pool.QueryRow(ctx, `SELECT `+voucherColumns+` FROM vouchers WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, seckill.ErrNotFound)
@@ -144,7 +198,8 @@ func (s *Store) Voucher(ctx context.Context, id int64) (seckill.Voucher, error) 
 }
 
 // Vouchers returns every voucher, newest first.
-func (s *Store) Vouchers(ctx context.Context) ([]seckill.Voucher, error) {
+func (s *Store) Vouchers(ctx context.Context) (_ []seckill.Voucher, err error) {
+	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `SELECT `+voucherColumns+` FROM vouchers ORDER BY id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: vouchers: %w", err)
@@ -159,7 +214,8 @@ func (s *Store) Vouchers(ctx context.Context) ([]seckill.Voucher, error) {
 // ActiveSeckillVoucherIDs returns the ids of seckill vouchers whose sale
 // window ends after since, newest first: the vouchers that can have live
 // Redis holds when since is now minus the reservation grace period.
-func (s *Store) ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error) {
+func (s *Store) ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) (_ []int64, err error) {
+	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx,
 		`SELECT id FROM vouchers WHERE kind = 'seckill' AND end_at > $1 ORDER BY id DESC`, since)
 	if err != nil {
