@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
@@ -57,6 +58,37 @@ func TestCaptchaRoute(t *testing.T) {
 	none := setup(t)
 	resp, body = none.do(t, "GET", "/api/v1/captcha", "")
 	requireAPIError(t, resp, body, http.StatusServiceUnavailable, "unavailable")
+}
+
+// GET /api/v1/captcha is anonymous and each captcha costs an image and a
+// Redis write: the per-IP limit of the credential routes guards it, so one
+// client cannot flood captcha generation.
+func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
+	t.Parallel()
+	caps := &memCaptchas{}
+	var mu sync.Mutex
+	var seen []string
+	b := setup(t, func(_ *Config, d *Deps) {
+		d.Captchas = caps
+		d.Gates.Credentials = ipLimiterFunc(func(_ context.Context, ip string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, ip)
+			if len(seen) > 1 {
+				return WithRetryAfter(seckill.ErrRateLimited, 20*time.Second)
+			}
+			return nil
+		})
+	})
+	resp, body := b.do(t, "GET", "/api/v1/captcha", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	resp, body = b.do(t, "GET", "/api/v1/captcha", "")
+	requireAPIError(t, resp, body, http.StatusTooManyRequests, "rate_limited")
+	require.Equal(t, "20", resp.Header.Get("Retry-After"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"127.0.0.1", "127.0.0.1"}, seen)
+	require.Equal(t, 1, caps.n, "a refused client gets no captcha made")
 }
 
 func TestBreakerAdminRoutes(t *testing.T) {

@@ -225,6 +225,21 @@ func TestMethodNotAllowed(t *testing.T) {
 	requireAPIError(t, resp, body, http.StatusNotFound, "not_found")
 }
 
+// An HTTP method Fiber does not know is answered by Fiber's router itself,
+// before any middleware: it was 400 text/plain "Invalid http method",
+// outside api.md's error body (no JSON, no X-Request-Id).
+func TestUnknownMethodAnswersAPIError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, path := range []string{"/api/v1/vouchers", "/nothing-here"} {
+		resp, body := b.do(t, "FOO", path, "")
+		requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+	}
+	// Known methods still reach the routes.
+	resp, _ := b.do(t, http.MethodGet, "/api/v1/vouchers", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
 func TestPanicBecomesInternal(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -96,7 +96,8 @@ type Gates struct {
 	// SoldOut answers 409 sold_out from memory once a voucher is gone.
 	SoldOut Gate
 	// Credentials guards POST /api/v1/users and /api/v1/sessions against
-	// password guessing, by client IP (429).
+	// password guessing, and GET /api/v1/captcha against floods, by client
+	// IP (429).
 	Credentials IPLimiter
 }
 

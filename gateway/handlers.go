@@ -129,11 +129,13 @@ func domainInvalid(err error) error {
 
 // --- accounts
 
+// allowCredentials asks the per-IP limit (Gates.Credentials) of the
+// anonymous routes that cost us something: registration, login, captchas.
 func (s *Server) allowCredentials(c *fiber.Ctx) error {
 	if s.deps.Gates.Credentials == nil {
 		return nil
 	}
-	return s.deps.Gates.Credentials.Allow(c.UserContext(), strings.Clone(c.IP()))
+	return s.deps.Gates.Credentials.Allow(c.UserContext(), s.clientIP(c))
 }
 
 func (s *Server) register(c *fiber.Ctx) error {

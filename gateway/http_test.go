@@ -36,6 +36,36 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	deps.Checks = []Check{{Name: "redis"}}
 	_, err = New(Config{AdminToken: testAdminToken}, deps)
 	require.Error(t, err)
+
+	deps = b.srv.deps
+	for _, bad := range []string{"10.0.0.300", "10.0.0.0/33", "proxy.internal", ""} {
+		_, err = New(Config{AdminToken: testAdminToken, TrustedProxies: []string{bad}}, deps)
+		require.ErrorContains(t, err, "trusted proxy", "%q", bad)
+	}
+}
+
+// A mistyped SECKILL_ALLOWED_ORIGINS ("shop.example" without a scheme, or
+// "*" beside other origins) made Fiber's cors.New panic inside New: a crash
+// with a stack trace at start-up instead of New's configuration error.
+func TestBadAllowedOriginIsAnErrorNotAPanic(t *testing.T) {
+	t.Parallel()
+	deps := setup(t).srv.deps
+	for _, origins := range [][]string{
+		{"shop.example"}, {"*", "https://shop.example"}, {"https://shop.example", "*"},
+		{"ftp://shop.example"}, {"https://"}, {"https://shop.example/path"}, {"https://*.example"},
+		{"https://shop.example?x=1"}, {"https://user@shop.example"}, {"https://a.example,https://b.example"}, {""},
+	} {
+		require.NotPanics(t, func() {
+			_, err := New(Config{AdminToken: testAdminToken, AllowedOrigins: origins}, deps)
+			require.ErrorContains(t, err, "allowed origin", "%q", origins)
+		}, "%q", origins)
+	}
+	for _, origins := range [][]string{
+		{"*"}, {"https://shop.example"}, {"http://localhost:8080", "https://shop.example/"},
+	} {
+		_, err := New(Config{AdminToken: testAdminToken, AllowedOrigins: origins}, deps)
+		require.NoError(t, err, "%q", origins)
+	}
 }
 
 func TestStrictDecoding(t *testing.T) {

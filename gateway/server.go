@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/flashsale/seckill/seckill"
 )
@@ -130,6 +133,7 @@ type Server struct {
 	log         *slog.Logger
 	app         *fiber.App
 	adminDigest [sha256.Size]byte
+	proxies     []netip.Prefix // Config.TrustedProxies, parsed
 	buyChain    BuyFunc
 	draining    atomic.Bool
 	ws          *sockets // open WebSockets (ws.go)
@@ -168,6 +172,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("gateway: missing dependencies: %s", strings.Join(missing, ", "))
 	}
+	if err := checkOrigins(cfg.AllowedOrigins); err != nil {
+		return nil, err
+	}
+	proxies, err := parseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	for _, ch := range deps.Checks {
 		if ch.Name == "" || ch.Ping == nil {
 			return nil, errors.New("gateway: every readiness check needs a name and a ping")
@@ -184,8 +195,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Static = sub
 	}
 
-	s := &Server{cfg: cfg, deps: deps, log: deps.Logger, adminDigest: sha256.Sum256([]byte(cfg.AdminToken))}
-	var err error
+	s := &Server{cfg: cfg, deps: deps, log: deps.Logger, proxies: proxies, adminDigest: sha256.Sum256([]byte(cfg.AdminToken))}
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -202,23 +212,35 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ErrorHandler:          s.fiberErrorHandler,
 		DisableStartupMessage: true,
 		CaseSensitive:         true,
-		// Client addresses from X-Forwarded-For only via trusted proxies.
-		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
-		TrustedProxies:          cfg.TrustedProxies,
-		ProxyHeader:             proxyHeader(cfg.TrustedProxies),
-		EnableIPValidation:      true,
+		// No ProxyHeader: the client address is clientIP's (proxyip.go).
 	})
+	s.wrapUnknownMethods()
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func proxyHeader(trusted []string) string {
-	if len(trusted) == 0 {
-		return ""
+// checkOrigins accepts "*" alone, or origins of the form scheme://host[:port]
+// with an http or https scheme. Fiber's cors.New panics on anything else,
+// and a mistyped SECKILL_ALLOWED_ORIGINS must be a start-up error that names
+// the value, not a stack trace.
+func checkOrigins(origins []string) error {
+	for _, o := range origins {
+		if o == "*" {
+			if len(origins) > 1 {
+				return errors.New(`gateway: allowed origin "*" allows every origin and cannot be listed with others`)
+			}
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			strings.ContainsAny(u.Host, "*, ") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" ||
+			u.Fragment != "" || u.ForceQuery {
+			return fmt.Errorf(`gateway: allowed origin %q is not of the form scheme://host[:port] (like "https://shop.example") or "*" alone`, o)
+		}
 	}
-	return fiber.HeaderXForwardedFor
+	return nil
 }
 
 // routes registers api.md's routes. Middleware first: observe (request id,
@@ -385,4 +407,26 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 func (s *Server) openAPI(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/yaml")
 	return c.Send(openAPIDoc)
+}
+
+// wrapUnknownMethods answers a method Fiber does not know ("FOO") with
+// api.md's error body. Fiber's router refuses such a request itself, before
+// any middleware, with a text/plain 400; this check sits in front of it, in
+// the fasthttp handler that Serve, Listen and App().Test all run.
+func (s *Server) wrapUnknownMethods() {
+	methods := s.app.Config().RequestMethods
+	srv := s.app.Server()
+	next := srv.Handler
+	srv.Handler = func(rctx *fasthttp.RequestCtx) {
+		m := rctx.Method()
+		for _, known := range methods {
+			if string(m) == known {
+				next(rctx)
+				return
+			}
+		}
+		c := s.app.AcquireCtx(rctx)
+		defer s.app.ReleaseCtx(c)
+		_ = s.fiberErrorHandler(c, invalid("this address does not know that HTTP method"))
+	}
 }

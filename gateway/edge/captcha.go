@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // CaptchaKeyPrefix prefixes the Redis key of each live captcha's answer.
@@ -177,6 +178,14 @@ func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.
 	if err := g.e.front(gateCaptcha, a); err != nil {
 		return gateway.Purchase{}, err
 	}
+	if g.knownRequest(ctx, a) {
+		// A retry of a request the voucher already accepted: its captcha
+		// was burned by the first attempt, and reserve.lua (or the sold-out
+		// flag) replays the first order without selling anything, as api.md
+		// promises for a repeated Idempotency-Key.
+		g.e.metrics.allow(gateCaptcha)
+		return next(ctx, a)
+	}
 	if err := g.e.Captchas.Check(ctx, a.CaptchaID, a.CaptchaAnswer); err != nil {
 		reason := "invalid"
 		if errors.Is(err, seckill.ErrUnavailable) {
@@ -187,4 +196,18 @@ func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.
 	}
 	g.e.metrics.allow(gateCaptcha)
 	return next(ctx, a)
+}
+
+// knownRequest reports whether the attempt's Idempotency-Key is in the
+// voucher's reqs hash, where reserve.lua records every accepted key. Only
+// keyed attempts on captcha vouchers pay this HGET. A Redis failure counts as
+// unknown: the captcha check then answers for itself.
+func (g captchaGate) knownRequest(ctx context.Context, a *gateway.Attempt) bool {
+	if a.Request.RequestKey == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	n, err := g.e.rdb.HExists(ctx, redisstock.VoucherKeys(a.Request.VoucherID).Reqs, replayField(a)).Result()
+	return err == nil && n
 }

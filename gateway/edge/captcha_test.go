@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 func newCaptcha(t *testing.T, c *edge.Captchas) (id, answer string) {
@@ -91,4 +93,42 @@ func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
 	_, err = guarded(ctx, a)
 	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid)
 	require.EqualValues(t, 2, sold.Load())
+}
+
+// api.md: the same Idempotency-Key from the same user for the same voucher
+// returns the same order however often it is sent. The first attempt burns
+// the captcha, so a retry of a request whose answer was lost must not be
+// asked for it again: reserve.lua replays the first order. A new key, or the
+// same key from another user, still needs a fresh captcha.
+func TestCaptchaSkippedForIdempotentRetry(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{})
+	v := warm(t, rdb, 10)
+	v.CaptchaRequired = true
+	buy := chain(e.Gates(), v, buyWith(realBuyer(t, redisstock.New(rdb))))
+	ctx := context.Background()
+
+	id, answer := newCaptcha(t, e.Captchas)
+	keyed := func(userID int64, key string) *gateway.Attempt {
+		a := attempt(v.ID, userID)
+		a.Request.RequestKey = key
+		a.CaptchaID, a.CaptchaAnswer = id, answer
+		return a
+	}
+	first, err := buy(ctx, keyed(7, "retry-me"))
+	require.NoError(t, err)
+
+	// The answer was lost on the wire; the client sends the very same request.
+	again, err := buy(ctx, keyed(7, "retry-me"))
+	require.NoError(t, err, "an idempotent retry must get its order, not captcha_invalid")
+	require.Equal(t, first.OrderID, again.OrderID)
+
+	_, err = buy(ctx, keyed(7, "another"))
+	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid, "a new request needs a new captcha")
+	_, err = buy(ctx, keyed(8, "retry-me"))
+	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid, "another user's key is not this one's")
+	left, err := redisstock.New(rdb).StockLeft(ctx, v.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 9, left[v.ID], "the retry sold nothing")
 }

@@ -88,8 +88,8 @@ type Config struct {
 	FleetBeat time.Duration
 	// UserRate and UserBurst bound one shopper's buys, per second.
 	UserRate, UserBurst int
-	// CredentialLimit bounds registrations and logins per client IP
-	// (default 20 per minute, burst 10).
+	// CredentialLimit bounds registrations, logins and new captchas per
+	// client IP, together (default 20 per minute, burst 10).
 	CredentialLimit redis_rate.Limit
 
 	// BreakerFailures is how many dependency failures in a row open the
@@ -164,6 +164,7 @@ type StockReader interface {
 // background loops with Start, stop them with Stop.
 type Edge struct {
 	cfg     Config
+	rdb     redis.UniversalClient
 	log     *slog.Logger
 	metrics *metrics
 
@@ -197,7 +198,7 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	if err != nil {
 		return nil, err
 	}
-	e := &Edge{cfg: cfg, log: log, metrics: m}
+	e := &Edge{cfg: cfg, rdb: rdb, log: log, metrics: m}
 	e.Breaker = newBreaker(rdb, cfg, m, log)
 	e.SoldOut = newSoldOut(rdb, stock, cfg.SoldOutRecheck, m, log)
 	e.Captchas = NewCaptchas(rdb, cfg.CaptchaTTL)

@@ -129,7 +129,8 @@ func ceilSeconds(d time.Duration) int {
 }
 
 // IPLimit is the per-client-IP limit on registration and login, against
-// password guessing. It implements gateway.IPLimiter.
+// password guessing, and on captcha issuing, against floods. It implements
+// gateway.IPLimiter.
 type IPLimit struct {
 	lim     *redis_rate.Limiter
 	limit   redis_rate.Limit

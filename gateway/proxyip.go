@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// The client address is ours to work out, not Fiber's: with ProxyHeader set,
+// c.IP() returns the LEFTMOST address of X-Forwarded-For, which is whatever
+// the client wrote there itself (a proxy appends the peer it saw to the
+// right), so a per-IP limit keyed on it is keyed on the attacker's choice.
+
+// parseTrustedProxies reads Config.TrustedProxies: addresses ("10.0.0.1")
+// or CIDRs ("10.0.0.0/8"). A single address is a prefix of its full length.
+func parseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("gateway: trusted proxy %q is not an address or a CIDR: %w", s, err)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: trusted proxy %q is not an address or a CIDR: %w", s, err)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// trusted reports whether a is one of Config.TrustedProxies.
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientIP is the address of the client, for per-IP limits and logs: the
+// peer, unless the peer is a trusted proxy. Then X-Forwarded-For is read from
+// the RIGHT, where each proxy appended the peer it saw, and the first address
+// that is not a trusted proxy is the client; everything left of it was
+// written by the client and is ignored. A malformed entry ends the walk at
+// the last address a trusted proxy vouched for.
+func (s *Server) clientIP(c *fiber.Ctx) string {
+	ip, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	ip = ip.Unmap()
+	if len(s.proxies) == 0 || !s.trusted(ip) {
+		return ip.String()
+	}
+	// Several X-Forwarded-For lines are one list, in order (RFC 9110 5.3).
+	lines := c.Request().Header.PeekAll(fiber.HeaderXForwardedFor)
+	for i := len(lines) - 1; i >= 0; i-- {
+		rest := lines[i]
+		for len(rest) > 0 {
+			var entry []byte
+			if j := bytes.LastIndexByte(rest, ','); j >= 0 {
+				rest, entry = rest[:j], rest[j+1:]
+			} else {
+				rest, entry = nil, rest
+			}
+			hop, ok := forwardedAddr(string(bytes.TrimSpace(entry)))
+			if !ok {
+				return ip.String()
+			}
+			ip = hop
+			if !s.trusted(hop) {
+				return ip.String()
+			}
+		}
+	}
+	return ip.String() // every hop is a trusted proxy: the farthest one
+}
+
+// forwardedAddr parses one X-Forwarded-For entry: an address, or an address
+// with a port ("1.2.3.4:5678", "[::1]:80"), which some load balancers write.
+func forwardedAddr(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
