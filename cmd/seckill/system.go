@@ -97,7 +97,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	s.store = pgstore.New(s.pool)
 	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock))
 	s.events = notify.NewPublisher(s.rdb)
-	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second)
+	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second, seckill.WithCatalogLogger(s.log))
 
 	if cfg.hasRole(roleGateway) {
 		if err := s.buildGateway(ctx); err != nil {
