@@ -27,14 +27,16 @@ type breakerOut struct {
 }
 
 // newCaptcha issues a captcha, single use and short-lived. It is anonymous
-// and each one costs an image and a Redis write, so it is behind the per-IP
-// limit of registration and login: one client cannot flood it.
+// and each one costs an image and a Redis write, so it is behind a per-IP
+// limit of its own: one client cannot flood it.
 func (s *Server) newCaptcha(c *fiber.Ctx) error {
 	if s.deps.Captchas == nil {
 		return fmt.Errorf("%w: captchas are not configured", seckill.ErrUnavailable)
 	}
-	if err := s.allowCredentials(c); err != nil {
-		return err
+	if l := s.deps.Gates.CaptchaIssue; l != nil {
+		if err := l.Allow(c.UserContext(), s.clientIP(c)); err != nil {
+			return err
+		}
 	}
 	id, image, err := s.deps.Captchas.New(c.UserContext())
 	if err != nil {

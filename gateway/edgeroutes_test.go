@@ -70,7 +70,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 	var seen []string
 	b := setup(t, func(_ *Config, d *Deps) {
 		d.Captchas = caps
-		d.Gates.Credentials = ipLimiterFunc(func(_ context.Context, ip string) error {
+		d.Gates.CaptchaIssue = ipLimiterFunc(func(_ context.Context, ip string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, ip)
@@ -89,6 +89,20 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{"127.0.0.1", "127.0.0.1"}, seen)
 	require.Equal(t, 1, caps.n, "a refused client gets no captcha made")
+
+	// Captchas have their own budget: asking for them never spends the
+	// budget of logging in (many shoppers may share one address).
+	logins := 0
+	b2 := setup(t, func(_ *Config, d *Deps) {
+		d.Captchas = caps
+		d.Gates.CaptchaIssue = ipLimiterFunc(func(context.Context, string) error { return nil })
+		d.Gates.Credentials = ipLimiterFunc(func(context.Context, string) error { logins++; return nil })
+	})
+	for range 3 {
+		resp, body = b2.do(t, "GET", "/api/v1/captcha", "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	}
+	require.Zero(t, logins)
 }
 
 func TestBreakerAdminRoutes(t *testing.T) {

@@ -99,6 +99,10 @@ type Gates struct {
 	// password guessing, and GET /api/v1/captcha against floods, by client
 	// IP (429).
 	Credentials IPLimiter
+	// CaptchaIssue bounds GET /api/v1/captcha by client IP (429), with its
+	// own budget: shoppers behind one address must not lock each other out
+	// of logging in by asking for captchas.
+	CaptchaIssue IPLimiter
 }
 
 // IPLimiter admits or refuses one request from a client address. The address

@@ -88,9 +88,13 @@ type Config struct {
 	FleetBeat time.Duration
 	// UserRate and UserBurst bound one shopper's buys, per second.
 	UserRate, UserBurst int
-	// CredentialLimit bounds registrations, logins and new captchas per
-	// client IP, together (default 20 per minute, burst 10).
+	// CredentialLimit bounds registrations and logins per client IP,
+	// together (default 20 per minute, burst 10): password guessing.
 	CredentialLimit redis_rate.Limit
+	// CaptchaLimit bounds new captchas per client IP (default 120 per
+	// minute, burst 30): generous, since many shoppers may share one
+	// address, but an anonymous client cannot flood image generation.
+	CaptchaLimit redis_rate.Limit
 
 	// BreakerFailures is how many dependency failures in a row open the
 	// breaker (default 5).
@@ -127,6 +131,9 @@ func (c *Config) defaults() error {
 	}
 	if c.CredentialLimit.IsZero() {
 		c.CredentialLimit = redis_rate.Limit{Rate: 20, Burst: 10, Period: time.Minute}
+	}
+	if c.CaptchaLimit.IsZero() {
+		c.CaptchaLimit = redis_rate.Limit{Rate: 120, Burst: 30, Period: time.Minute}
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -176,10 +183,11 @@ type Edge struct {
 	// SoldOut is the local sold-out flag.
 	SoldOut *SoldOut
 
-	global      *globalLimit
-	fleet       *fleet
-	user        *userLimit
-	credentials *IPLimit
+	global       *globalLimit
+	fleet        *fleet
+	user         *userLimit
+	credentials  *IPLimit
+	captchaIssue *IPLimit
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -214,7 +222,8 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 		}
 	}
 	e.user = newUserLimit(lim, cfg.UserRate, cfg.UserBurst, e.front, m, log)
-	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, metrics: m, log: log}
+	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, gate: gateCredentials, metrics: m, log: log}
+	e.captchaIssue = &IPLimit{lim: lim, limit: cfg.CaptchaLimit, gate: gateCaptchaIPs, metrics: m, log: log}
 	return e, nil
 }
 
@@ -249,12 +258,13 @@ func (e *Edge) Instances() int { return e.fleet.n() }
 // Gates returns the gates for gateway.Deps.Gates.
 func (e *Edge) Gates() gateway.Gates {
 	return gateway.Gates{
-		GlobalLimit: e.global,
-		UserLimit:   e.user,
-		Captcha:     captchaGate{e},
-		Breaker:     e.Breaker,
-		SoldOut:     e.SoldOut,
-		Credentials: e.credentials,
+		GlobalLimit:  e.global,
+		UserLimit:    e.user,
+		Captcha:      captchaGate{e},
+		Breaker:      e.Breaker,
+		SoldOut:      e.SoldOut,
+		Credentials:  e.credentials,
+		CaptchaIssue: e.captchaIssue,
 	}
 }
 

@@ -19,6 +19,7 @@ const (
 	gateGlobal      = "global_limit"
 	gateUser        = "user_limit"
 	gateCredentials = "credentials_limit"
+	gateCaptchaIPs  = "captcha_issue_limit"
 	gateCaptcha     = "captcha"
 	gateBreaker     = "breaker"
 	gateSoldOut     = "sold_out"
@@ -134,6 +135,7 @@ func ceilSeconds(d time.Duration) int {
 type IPLimit struct {
 	lim     *redis_rate.Limiter
 	limit   redis_rate.Limit
+	gate    string // its name in metrics, and its keys' prefix
 	metrics *metrics
 	log     *slog.Logger
 }
@@ -143,17 +145,17 @@ type IPLimit struct {
 // while Redis blinks would be worse.
 func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
-	res, err := l.lim.Allow(lctx, "seckill:rl:ip:"+clientIP, l.limit)
+	res, err := l.lim.Allow(lctx, "seckill:rl:"+l.gate+":"+clientIP, l.limit)
 	cancel()
 	if err != nil {
-		l.metrics.reject(gateCredentials, "error")
-		l.log.WarnContext(ctx, "credential rate limit not checked", "err", err)
+		l.metrics.reject(l.gate, "error")
+		l.log.WarnContext(ctx, "per-address rate limit not checked", "gate", l.gate, "err", err)
 		return nil
 	}
 	if res.Allowed == 0 {
-		l.metrics.reject(gateCredentials, "rate_limited")
+		l.metrics.reject(l.gate, "rate_limited")
 		return gateway.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", seckill.ErrRateLimited), res.RetryAfter)
 	}
-	l.metrics.allow(gateCredentials)
+	l.metrics.allow(l.gate)
 	return nil
 }
