@@ -234,16 +234,7 @@ func (b *Breaker) refresh(ctx context.Context) {
 // poll refreshes the mode until ctx ends. Reading the state also moves an
 // open breaker to half-open on time, so the gauge does not lag.
 func (b *Breaker) poll(ctx context.Context) {
-	t := time.NewTicker(b.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.refresh(ctx)
-		}
-	}
+	every(ctx, b.every, b.refresh)
 }
 
 // Status returns the mode and the state as strings, for the admin route

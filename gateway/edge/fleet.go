@@ -92,15 +92,20 @@ func (f *fleet) beat(ctx context.Context) {
 // of the set so the others grow their share at their next beat instead of
 // after the stale window.
 func (f *fleet) run(ctx context.Context) {
-	t := time.NewTicker(f.every)
+	every(ctx, f.every, f.beat)
+	f.leave(context.WithoutCancel(ctx))
+}
+
+// every calls fn every d until ctx ends: the edge's background loops.
+func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			f.leave(context.WithoutCancel(ctx))
 			return
 		case <-t.C:
-			f.beat(ctx)
+			fn(ctx)
 		}
 	}
 }

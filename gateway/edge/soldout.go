@@ -171,17 +171,10 @@ func (s *SoldOut) start(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 func (s *SoldOut) recheckLoop(ctx context.Context) {
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.recheck(ctx)
-			s.copyReplays(ctx)
-		}
-	}
+	every(ctx, s.every, func(ctx context.Context) {
+		s.recheck(ctx)
+		s.copyReplays(ctx)
+	})
 }
 
 // recheck reads the stock of every flagged or suspected voucher in one
