@@ -51,6 +51,10 @@ type SoldOut struct {
 	flagged  map[int64]time.Time // voucher -> when it was flagged
 	suspects map[int64]struct{}  // vouchers the buyer said were sold out, to confirm
 	replays  map[int64]replaySet // flagged voucher -> its accepted request keys
+	// copyNow wakes the re-check loop to copy a newly flagged voucher's
+	// request keys at once: until they are in memory, every keyed attempt
+	// still costs the rate limit and the script.
+	copyNow chan struct{}
 }
 
 // maxReplayKeys bounds the request keys copied per sold-out voucher. A sale
@@ -70,7 +74,7 @@ func newSoldOut(rdb redis.UniversalClient, stock StockReader, every time.Duratio
 	return &SoldOut{
 		rdb: rdb, stock: stock, every: every, m: m, log: log, nowFun: time.Now,
 		flagged: make(map[int64]time.Time), suspects: make(map[int64]struct{}),
-		replays: make(map[int64]replaySet),
+		replays: make(map[int64]replaySet), copyNow: make(chan struct{}, 1),
 	}
 }
 
@@ -142,10 +146,17 @@ func replayField(a *gateway.Attempt) string {
 
 func (s *SoldOut) flag(voucherID int64) {
 	s.mu.Lock()
-	if _, ok := s.flagged[voucherID]; !ok {
+	_, was := s.flagged[voucherID]
+	if !was {
 		s.flagged[voucherID] = s.nowFun()
 	}
 	s.mu.Unlock()
+	if !was {
+		select {
+		case s.copyNow <- struct{}{}:
+		default: // a copy is already due
+		}
+	}
 }
 
 // Forget puts the voucher back on sale on this instance.
@@ -171,10 +182,19 @@ func (s *SoldOut) start(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 func (s *SoldOut) recheckLoop(ctx context.Context) {
-	every(ctx, s.every, func(ctx context.Context) {
-		s.recheck(ctx)
-		s.copyReplays(ctx)
-	})
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.copyNow:
+			s.copyReplays(ctx)
+		case <-t.C:
+			s.recheck(ctx)
+			s.copyReplays(ctx)
+		}
+	}
 }
 
 // recheck reads the stock of every flagged or suspected voucher in one
