@@ -78,15 +78,22 @@ func (l *Lifecycle) Cancel(ctx context.Context, userID, orderID int64) (Order, e
 	if err != nil {
 		return Order{}, fmt.Errorf("orders: cancel: %w", err)
 	}
-	list := l.release(ctx, []Order{o})
-	l.publish(ctx, list...)
+	list, announce := l.release(ctx, []Order{o})
+	l.publish(ctx, announce...)
 	return list[0], nil
 }
 
 // release gives the stock of freshly cancelled orders back in Redis and
 // clears their flags. Failures are logged and left to ReleaseOwed; the
 // orders are returned with ReleasePending as it now is.
-func (l *Lifecycle) release(ctx context.Context, list []Order) []Order {
+//
+// announce is the orders whose change is to be published now: those with
+// nothing to release, and those this call released. Whoever's release.lua
+// call gives an order's stock back (here, or ReleaseOwed in any sweeper)
+// announces it, exactly once: so a transition whose caller died at the
+// commit, or whose Redis step failed, is still announced when the release
+// loop finishes it, and never twice by racing sweepers.
+func (l *Lifecycle) release(ctx context.Context, list []Order) (_ []Order, announce []Order) {
 	// The PostgreSQL step is committed: finish the Redis step even when the
 	// caller is going away (shutdown, a client that hung up), so little is
 	// left to the release loop.
@@ -95,14 +102,19 @@ func (l *Lifecycle) release(ctx context.Context, list []Order) []Order {
 	var done []int64
 	for i, o := range list {
 		if !o.ReleasePending {
+			announce = append(announce, o)
 			continue
 		}
-		if _, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny); err != nil {
+		gaveBack, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny)
+		if err != nil {
 			l.log.WarnContext(ctx, "redis release failed; the release loop retries it", "order_id", o.ID, "err", err)
 			continue
 		}
 		done = append(done, o.ID)
 		list[i].ReleasePending = false
+		if gaveBack {
+			announce = append(announce, list[i])
+		}
 	}
 	if len(done) > 0 {
 		if err := l.store.ClearReleasePending(ctx, done); err != nil {
@@ -111,7 +123,7 @@ func (l *Lifecycle) release(ctx context.Context, list []Order) []Order {
 			l.log.WarnContext(ctx, "release flag not cleared; the release loop clears it", "err", err)
 		}
 	}
-	return list
+	return list, announce
 }
 
 // ReleaseOwed releases in Redis up to max orders whose PostgreSQL
@@ -124,16 +136,23 @@ func (l *Lifecycle) ReleaseOwed(ctx context.Context, max int) (int, error) {
 		return 0, fmt.Errorf("orders: release owed: %w", err)
 	}
 	var done []int64
+	var announce []Order
 	var first error
 	for _, o := range list {
-		if _, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny); err != nil {
+		gaveBack, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny)
+		if err != nil {
 			if first == nil {
 				first = fmt.Errorf("orders: release order %d: %w", o.ID, err)
 			}
 			continue
 		}
 		done = append(done, o.ID)
+		if gaveBack { // see release: whoever gives the stock back announces
+			o.ReleasePending = false
+			announce = append(announce, o)
+		}
 	}
+	l.publish(ctx, announce...)
 	if len(done) > 0 {
 		if err := l.store.ClearReleasePending(ctx, done); err != nil {
 			return 0, fmt.Errorf("orders: release owed: %w", err)
@@ -153,8 +172,8 @@ func (l *Lifecycle) CancelExpired(ctx context.Context, max int) ([]Order, error)
 	if len(list) == 0 {
 		return nil, nil
 	}
-	list = l.release(ctx, list)
-	l.publish(ctx, list...)
+	list, announce := l.release(ctx, list)
+	l.publish(ctx, announce...)
 	return list, nil
 }
 
