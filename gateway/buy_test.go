@@ -42,7 +42,7 @@ func TestBuy(t *testing.T) {
 	require.Equal(t, 202, resp.StatusCode)
 }
 
-// TestGateChain checks the order of architecture.md, that nil gates pass,
+// TestGateChain checks the order of the README's purchase path, that nil gates pass,
 // that a refusing gate stops the chain, and what each gate sees.
 func TestGateChain(t *testing.T) {
 	t.Parallel()

@@ -39,7 +39,7 @@ type SyncBuyer interface {
 }
 
 // OrderReader reads a shopper's orders, including those still only reserved
-// in Redis (api.md: a client never sees 404 for an order id it was given).
+// in Redis (the contract: a client never sees 404 for an order id it was given).
 type OrderReader interface {
 	// Get returns the order, or seckill.ErrNotFound when it does not exist
 	// or belongs to someone else.

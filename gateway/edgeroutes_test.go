@@ -132,7 +132,7 @@ func TestBreakerAdminRoutes(t *testing.T) {
 }
 
 // FuzzBreakerMode throws arbitrary bodies at PUT /api/v1/admin/breaker: no
-// panic, 200 or an api.md error.
+// panic, 200 or an error of the error table.
 func FuzzBreakerMode(f *testing.F) {
 	for _, s := range []string{`{"mode":"open"}`, `{"mode":"auto"}`, `{"mode":""}`, `{"mode":1}`, `{"mode":"closed","x":0}`, `null`, "\x00"} {
 		f.Add(s)

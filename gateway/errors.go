@@ -13,7 +13,7 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// errorRow is one line of api.md's error table.
+// errorRow is one line of the error table (gateway/openapi.yaml).
 type errorRow struct {
 	sentinel error
 	status   int
@@ -23,8 +23,8 @@ type errorRow struct {
 	message string
 }
 
-// errorTable is THE mapping of the platform's errors to HTTP (api.md,
-// "Errors"). It is only read. The first row whose sentinel is in the error's
+// errorTable is THE mapping of the platform's errors to HTTP (the error
+// table of gateway/openapi.yaml). It is only read. The first row whose sentinel is in the error's
 // chain wins, so an error wrapping two sentinels takes the earlier row.
 var errorTable = [...]errorRow{
 	{seckill.ErrInvalidInput, fiber.StatusBadRequest, "invalid_input", "the request is not valid"},
@@ -44,8 +44,8 @@ var errorTable = [...]errorRow{
 	// Our own request deadline (Config.RequestTimeout) or a dependency too
 	// slow to answer inside it: the same as a dependency that is down.
 	{context.DeadlineExceeded, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
-	// Fiber answers a known path with another method by itself; api.md has
-	// no row for it, so it gets a code of its own rather than a wrong one.
+	// Fiber answers a known path with another method by itself; it gets a
+	// code of its own rather than a wrong one.
 	{errMethodNotAllowed, fiber.StatusMethodNotAllowed, "method_not_allowed", "this address does not accept that method"},
 }
 
@@ -64,7 +64,7 @@ type apiError struct {
 	retryAfter time.Duration
 }
 
-// errorBody is api.md's error body: {"error": {"code", "message"}}.
+// errorBody is the API's error body: {"error": {"code", "message"}}.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
@@ -173,7 +173,7 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(s, 10)
 }
 
-// writeError renders err as api.md's error body. Errors the table does not
+// writeError renders err as the API's error body. Errors the table does not
 // know are logged with the request id; their text never reaches the client.
 func (s *Server) writeError(c *fiber.Ctx, err error) {
 	e := classify(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// apiTable is api.md's error table, copied by hand: the test fails when the
+// apiTable is the error table of gateway/openapi.yaml, copied by hand: the test fails when the
 // code and the contract drift apart.
 var apiTable = []struct {
 	sentinel error
@@ -58,7 +58,7 @@ func TestClassifyEverySentinel(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, "this voucher is sold out", classify(seckill.ErrSoldOut).message, "api.md's own example")
+	require.Equal(t, "this voucher is sold out", classify(seckill.ErrSoldOut).message, "the contract's own example")
 }
 
 func TestClassifyUnknownIsInternalAndSilent(t *testing.T) {
@@ -107,8 +107,8 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	}
 }
 
-// TestErrorRowsOverHTTP drives every row of api.md's table that this issue's
-// routes can produce, through HTTP.
+// TestErrorRowsOverHTTP drives every row of the error table that the
+// gateway's own routes can produce, through HTTP.
 func TestErrorRowsOverHTTP(t *testing.T) {
 	t.Parallel()
 	captchaGate := GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
@@ -227,7 +227,7 @@ func TestMethodNotAllowed(t *testing.T) {
 
 // An HTTP method Fiber does not know is answered by Fiber's router itself,
 // before any middleware: it was 400 text/plain "Invalid http method",
-// outside api.md's error body (no JSON, no X-Request-Id).
+// outside the API's error body (no JSON, no X-Request-Id).
 func TestUnknownMethodAnswersAPIError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -11,7 +11,7 @@ import (
 
 // FuzzBuyRequest throws arbitrary ids, keys and bodies at the buying route,
 // in memory: the gateway never panics and always answers 202 or a row of
-// api.md's table, in api.md's error body.
+// the error table, in the API's error body.
 func FuzzBuyRequest(f *testing.F) {
 	for _, seed := range []struct{ id, key, body string }{
 		{"1", "", ""},
@@ -83,7 +83,7 @@ func checkErrorBody(t *testing.T, raw []byte) {
 	dec.DisallowUnknownFields()
 	var e errorBody
 	if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-		t.Fatalf("not api.md's error body: %s (%v)", raw, err)
+		t.Fatalf("not the API's error body: %s (%v)", raw, err)
 	}
 	if e.Error.Code == "internal" {
 		t.Fatalf("a client's input produced a 500: %s", raw)

@@ -8,8 +8,8 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// The buying route runs this chain (architecture.md, "The path of one
-// purchase"); auth and the decoding of the request come first, in the
+// The buying route runs this chain (the README, "The purchase
+// path"); auth and the decoding of the request come first, in the
 // handler, and cost no I/O:
 //
 //	GlobalLimit → UserLimit → voucher → Captcha → Breaker → SoldOut → buy
@@ -82,7 +82,7 @@ func (f GateFunc) Pass(ctx context.Context, a *Attempt, next BuyFunc) (Purchase,
 	return f(ctx, a, next)
 }
 
-// Gates are the pluggable steps of the edge (issue 3). A nil field passes
+// Gates are the pluggable steps of the edge (gateway/edge implements them). A nil field passes
 // everything. The order is fixed by the gateway, not by the caller.
 type Gates struct {
 	// GlobalLimit bounds the buying rate of all shoppers together (429).

@@ -17,7 +17,7 @@ import (
 // HeaderIdempotencyKey names a buy attempt so that retries hold stock once.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// --- the wire shapes of api.md. Ids are strings (browsers lose precision
+// --- the wire shapes of gateway/openapi.yaml. Ids are strings (browsers lose precision
 // above 2^53), times are UTC, money is cents.
 
 type credentialsIn struct {
@@ -96,7 +96,7 @@ type statsOut struct {
 	Paid       int64  `json:"paid"`
 	Cancelled  int64  `json:"cancelled"`
 	Failed     int64  `json:"failed"`
-	// Drift extends api.md for seckill vouchers: Redis's view beside
+	// Drift extends the v1 stats for seckill vouchers: Redis's view beside
 	// PostgreSQL's, and every disagreement in words. Absent for other kinds.
 	Drift *driftOut `json:"drift,omitempty"`
 }
@@ -369,7 +369,7 @@ func (s *Server) getOrder(c *fiber.Ctx) error {
 		return err
 	}
 	if o.UserID != uid {
-		// api.md: someone else's order is 404, not 403: its existence is
+		// The contract: someone else's order is 404, not 403: its existence is
 		// not the caller's business.
 		return seckill.ErrNotFound
 	}

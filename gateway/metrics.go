@@ -21,7 +21,7 @@ const (
 )
 
 // OutcomeAccepted is the buy outcome of an attempt that got its order; every
-// other outcome is the error code of api.md the attempt was answered with
+// other outcome is the error code (gateway/openapi.yaml) the attempt was answered with
 // (sold_out, limit_exceeded, rate_limited, captcha_invalid, unavailable...),
 // and "error" for an internal failure.
 const OutcomeAccepted = "accepted"
@@ -80,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricBuyOutcomes,
-			Help: `Buy attempts that reached the gate chain, by outcome: "accepted", or the api.md error code they were answered with ("error" for internal failures).`,
+			Help: `Buy attempts that reached the gate chain, by outcome: "accepted", or the API error code they were answered with ("error" for internal failures).`,
 		}, []string{"outcome"}),
 		byCode: map[string]prometheus.Counter{},
 	}

@@ -35,7 +35,7 @@ type (
 )
 
 // observe is the outermost middleware: it names the request, gives it a
-// deadline, turns panics and errors into api.md answers, and writes one
+// deadline, turns panics and errors into the API's error answers, and writes one
 // access log line. It returns nil: the answer is already written.
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()

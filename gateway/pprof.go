@@ -18,7 +18,7 @@ const pprofPrefix = "/api/v1/admin"
 //
 // A CPU profile's seconds must stay below Config.WriteTimeout (10 s by
 // default), or the answer is cut. It is a middleware of the admin group, not
-// a route, because its paths are Go's, not api.md's: the OpenAPI document
+// a route, because its paths are Go's, not the API's: the OpenAPI document
 // does not list them, and other admin paths pass through it untouched.
 func (s *Server) mountPprof(admin fiber.Router) {
 	admin.Use(pprof.New(pprof.Config{Prefix: pprofPrefix}))

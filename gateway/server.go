@@ -1,4 +1,4 @@
-// Package gateway is the HTTP face of the platform: the routes of api.md, the
+// Package gateway is the HTTP face of the platform: the routes of gateway/openapi.yaml, the
 // gates in front of the buying path, and the one table that maps the
 // platform's errors to HTTP. It is the only package that imports Fiber and
 // the only one that knows status codes.
@@ -6,7 +6,7 @@
 // Everything it needs comes through [Deps] as small interfaces declared here;
 // cmd wires the real implementations. The buying route's gates (rate limits,
 // captcha, breaker, sold-out flag) are the optional steps of [Gates], run in
-// the order architecture.md gives.
+// the order of the README's purchase path.
 package gateway
 
 import (
@@ -39,7 +39,7 @@ import (
 // default, except AdminToken, which is required.
 type Config struct {
 	// BodyLimit is the largest request body, in bytes (default 4 KiB: every
-	// body of api.md is a few hundred bytes). Larger bodies get 413 too_large.
+	// body of the API is a few hundred bytes). Larger bodies get 413 too_large.
 	BodyLimit int
 	// ReadTimeout bounds reading one request, headers and body (default 10s).
 	ReadTimeout time.Duration
@@ -104,7 +104,7 @@ type Deps struct {
 	SyncBuyer SyncBuyer
 	// Lifecycle pays and cancels orders. Nil: those routes answer 503.
 	Lifecycle OrderLifecycle
-	// Gates are the optional steps in front of the buy (issue 3).
+	// Gates are the optional steps in front of the buy.
 	Gates Gates
 	// Captchas serves GET /api/v1/captcha. Nil: that route answers 503.
 	Captchas Captchas
@@ -243,7 +243,7 @@ func checkOrigins(origins []string) error {
 	return nil
 }
 
-// routes registers api.md's routes. Middleware first: observe (request id,
+// routes registers the routes of gateway/openapi.yaml. Middleware first: observe (request id,
 // deadline, recover, errors, access log), then CORS when configured.
 func (s *Server) routes() error {
 	app := s.app
@@ -410,7 +410,7 @@ func (s *Server) openAPI(c *fiber.Ctx) error {
 }
 
 // wrapUnknownMethods answers a method Fiber does not know ("FOO") with
-// api.md's error body. Fiber's router refuses such a request itself, before
+// the API's error body. Fiber's router refuses such a request itself, before
 // any middleware, with a text/plain 400; this check sits in front of it, in
 // the fasthttp handler that Serve, Listen and App().Test all run.
 func (s *Server) wrapUnknownMethods() {

@@ -369,7 +369,7 @@ func (b *bundle) do(t testing.TB, method, path, body string, headers ...string) 
 
 func bearerOf(token string) string { return "Bearer " + token }
 
-// requireAPIError checks status, code and the exact shape of api.md's error body.
+// requireAPIError checks status, code and the exact shape of the API's error body.
 func requireAPIError(t testing.TB, resp *http.Response, body []byte, status int, code string) string {
 	t.Helper()
 	require.Equal(t, status, resp.StatusCode, "body: %s", body)

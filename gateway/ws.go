@@ -1,8 +1,8 @@
 package gateway
 
-// The live order feed, GET /api/v1/ws (api.md, "WebSocket messages").
+// The live order feed, GET /api/v1/ws (gateway/openapi.yaml, /api/v1/ws).
 //
-// The handshake is an ordinary Fiber request, so every refusal is an api.md
+// The handshake is an ordinary Fiber request, so every refusal is the API's
 // error body: 403 for a foreign Origin, 401 without a valid token, 503 when
 // the hub is full or stopping, or the snapshot cannot be read. Only then is
 // the connection upgraded, and from there on one connection is two

@@ -80,7 +80,7 @@ func (b *wsBundle) mustDial(t *testing.T, token string) *websocket.Conn {
 	return conn
 }
 
-// refused checks a handshake refused before the upgrade with api.md's body.
+// refused checks a handshake refused before the upgrade with the API's error body.
 func refused(t *testing.T, resp *http.Response, err error, status int, code string) {
 	t.Helper()
 	require.ErrorIs(t, err, websocket.ErrBadHandshake)

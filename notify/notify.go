@@ -28,7 +28,7 @@ import (
 // the fleet.
 const Channel = "seckill:events"
 
-// APIOrder is the api.md `order` object. The 64-bit ids are strings because
+// APIOrder is the `Order` object of gateway/openapi.yaml. The 64-bit ids are strings because
 // browsers lose precision above 2^53.
 type APIOrder struct {
 	OrderID     string        `json:"order_id"`
@@ -43,7 +43,7 @@ type APIOrder struct {
 	PayDeadline *time.Time `json:"pay_deadline"`
 }
 
-// OrderJSON is the one mapping from an order to its api.md JSON object. The
+// OrderJSON is the one mapping from an order to its API JSON object. The
 // gateway's REST answers, the socket's snapshot and the pushed events all use
 // it, so the status a shopper sees never depends on the path it came by.
 // Times are in UTC.
@@ -64,7 +64,7 @@ func OrderJSON(o orders.Order) APIOrder {
 	return a
 }
 
-// Frame types of the socket protocol (api.md, "WebSocket messages").
+// Frame types of the socket protocol (gateway/openapi.yaml, /api/v1/ws).
 const (
 	// FrameOrder carries one order: a snapshot entry or a status change.
 	FrameOrder = "order"
@@ -105,7 +105,7 @@ func encodeOrderFrame(a *APIOrder) ([]byte, error) {
 const MaxClientMessage = 512
 
 // ParseClientMessage returns the type of a message a client sent ("ping" is
-// the only one api.md defines). Anything else is ErrInvalidInput, so the
+// the only one the contract defines). Anything else is ErrInvalidInput, so the
 // gateway can close the socket on garbage instead of guessing.
 func ParseClientMessage(msg []byte) (string, error) {
 	if len(msg) > MaxClientMessage {

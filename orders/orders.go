@@ -28,7 +28,7 @@ import (
 // Status is where an order is in its life.
 type Status string
 
-// The statuses of api.md.
+// The statuses of gateway/openapi.yaml's Order.
 const (
 	StatusReserved  Status = "reserved"
 	StatusCreated   Status = "created"

@@ -1,6 +1,6 @@
 /*
  * Flash Sale shopper page. Plain JavaScript, no build step, no network access
- * beyond this site's own /api/v1 (api.md) and /api/v1/ws.
+ * beyond this site's own /api/v1 (gateway/openapi.yaml) and /api/v1/ws.
  *
  * Hooks for tests (chromedp) and for anyone scripting the page. They are a
  * contract: keep them stable.
@@ -23,8 +23,8 @@
  *                               while waiting out a 429, when sold out or not on sale)
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
  *   #orders                     the order list, newest first
- *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the api.md status
- *       .status                 the api.md status word (reserved|created|paid|cancelled|failed)
+ *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the API's status
+ *       .status                 the API's status word (reserved|created|paid|cancelled|failed)
  *       .deadline               time left to pay (server clock)
  *       .pay .cancel            buttons, shown while the order is "created"
  *   #ws-state                   socket state; data-state = offline|connecting|live|reconnecting
@@ -37,7 +37,7 @@
   const API = '/api/v1';
   const SESSION_KEY = 'seckill.session';
   const CURRENCY = 'USD';
-  // Status words of api.md, ranked: a status never moves back down, whatever
+  // Status words of the API, ranked: a status never moves back down, whatever
   // order the socket, the snapshot and REST answers arrive in.
   const RANK = { reserved: 0, created: 1, paid: 2, cancelled: 2, failed: 2 };
   const STATUS_HINT = {
@@ -57,9 +57,9 @@
 
   const state = {
     session: null, // {token, userId, username, expiresAt(ms, server clock)}
-    vouchers: new Map(), // id -> voucher (api.md object)
+    vouchers: new Map(), // id -> voucher (API object)
     cards: new Map(), // id -> card controller
-    orders: new Map(), // id -> order (api.md object)
+    orders: new Map(), // id -> order (API object)
     orderEls: new Map(), // id -> <li>
     vouchersLoadedOnce: false,
   };
@@ -199,7 +199,7 @@
     return data;
   }
 
-  // sentence turns an api.md error into what a shopper reads. what says what
+  // sentence turns an API error into what a shopper reads. what says what
   // was being done, for the few codes whose meaning depends on it.
   function sentence(err, what) {
     const wait = err.retryAfter || 1;

@@ -105,7 +105,7 @@ func camel(s string) string {
 	return strings.Join(parts, "")
 }
 
-// Every error code of api.md has a sentence on the shopper page.
+// Every error code of gateway/openapi.yaml has a sentence on the shopper page.
 func TestEveryErrorCodeHasASentence(t *testing.T) {
 	js := read(t, "app.js")
 	for _, code := range []string{

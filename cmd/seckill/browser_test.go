@@ -89,7 +89,7 @@ func openPage(t *testing.T, base, path string) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
-		// The flags architecture.md asks for (headless, no-first-run and
+		// The flags a headless test browser wants (headless, no-first-run and
 		// disable-background-networking are in the defaults).
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,

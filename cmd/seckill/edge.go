@@ -17,7 +17,7 @@ import (
 // their background loops, which end with ctx.
 func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 	if s.cfg.GlobalBurst >= s.cfg.GlobalRate {
-		// architecture.md, "Traps": GCRA admits Burst + Rate·t, so the first
+		// A known trap of GCRA: it admits Burst + Rate·t, so the first
 		// second after a quiet spell lets about twice the rate through.
 		s.log.Warn("SECKILL_GLOBAL_BURST is not below SECKILL_GLOBAL_RATE: the first second of a rush may admit up to burst + rate",
 			"rate", s.cfg.GlobalRate, "burst", s.cfg.GlobalBurst)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestErrorRowsOverRealServices walks api.md's error table through the real
+// TestErrorRowsOverRealServices walks the error table (gateway/openapi.yaml) through the real
 // stack, for every row the buying foundation can produce, and checks that
 // the refused requests changed nothing.
 func TestErrorRowsOverRealServices(t *testing.T) {

@@ -173,7 +173,7 @@ func (ts *testSystem) sameAsREST(t *testing.T, token string, f wsFrame) {
 	require.JSONEq(t, `{"type":"order","order":`+string(a.raw)+`}`, string(f.raw))
 }
 
-// refusedWS checks a handshake answered before the upgrade with api.md's
+// refusedWS checks a handshake answered before the upgrade with the API's
 // error body.
 func refusedWS(t *testing.T, resp *http.Response, err error, status int, code string) {
 	t.Helper()

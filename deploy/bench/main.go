@@ -44,7 +44,7 @@ import (
 	"github.com/flashsale/seckill/lua"
 )
 
-// Targets of issue 6, on this machine, ratios measured in one run.
+// Targets of make bench (the README, Benchmarks), on this machine, ratios measured in one run.
 const (
 	targetAcceptedShare = 0.25 // accepted/s over redis-benchmark's EVALSHA/s
 	targetSoldOutShare  = 0.50 // sold-out answers/s over the trivial route's rate

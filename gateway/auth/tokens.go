@@ -30,7 +30,7 @@ const (
 	MaxTokenLen = 4096
 )
 
-// Tokens issues and verifies the HS256 JWTs of api.md: claim sub is the user
+// Tokens issues and verifies the HS256 JWTs of gateway/openapi.yaml: claim sub is the user
 // id in decimal, exp is required. It is safe for concurrent use.
 type Tokens struct {
 	secret []byte

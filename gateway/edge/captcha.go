@@ -181,7 +181,7 @@ func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.
 	if g.knownRequest(ctx, a) {
 		// A retry of a request the voucher already accepted: its captcha
 		// was burned by the first attempt, and reserve.lua (or the sold-out
-		// flag) replays the first order without selling anything, as api.md
+		// flag) replays the first order without selling anything, as the contract
 		// promises for a repeated Idempotency-Key.
 		g.e.metrics.allow(gateCaptcha)
 		return next(ctx, a)

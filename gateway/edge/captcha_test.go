@@ -95,7 +95,7 @@ func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
 	require.EqualValues(t, 2, sold.Load())
 }
 
-// api.md: the same Idempotency-Key from the same user for the same voucher
+// The contract: the same Idempotency-Key from the same user for the same voucher
 // returns the same order however often it is sent. The first attempt burns
 // the captcha, so a retry of a request whose answer was lost must not be
 // asked for it again: reserve.lua replays the first order. A new key, or the

@@ -91,7 +91,7 @@ func TestVoucherTitleWithNULIsInvalidInput(t *testing.T) {
 	require.Equal(t, "invalid_input", code)
 }
 
-// PostgreSQL down is "dependency down" (api.md: 503 unavailable with
+// PostgreSQL down is "dependency down" (the error table: 503 unavailable with
 // Retry-After), not 500 internal: on the catalog, and on the BUYING path
 // too, whose voucher step reads Catalog.Cached (PostgreSQL once its 1 s copy
 // is stale) before the breaker.

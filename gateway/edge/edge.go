@@ -46,7 +46,7 @@
 // rest of it unused.
 //
 // GCRA admits at most Burst + Rate·t in any window of t seconds. With Burst
-// equal to Rate (the trap in architecture.md) the first second after a quiet
+// equal to Rate (a known trap of GCRA) the first second after a quiet
 // spell lets about twice the rate through; set the burst well below the rate
 // when that matters.
 //

@@ -26,7 +26,7 @@ const StockChannel = "seckill:stock"
 // run out, without a Redis call. It implements gateway.Gate.
 //
 // A sold-out voucher still owes every accepted Idempotency-Key its first
-// order (api.md). So once a voucher is flagged, the re-check loop copies its
+// order (the README, What holds: idempotent everywhere). So once a voucher is flagged, the re-check loop copies its
 // request keys into memory (they cannot grow while nothing is left), and a
 // replay is answered from that copy, also without a Redis call. Until the
 // copy is there, or when it would be too large, keyed attempts go on to the

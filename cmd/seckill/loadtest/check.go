@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Order statuses of api.md.
+// Order statuses of the HTTP contract (gateway/openapi.yaml).
 const (
 	statusReserved  = "reserved"
 	statusCreated   = "created"

@@ -19,7 +19,7 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// The wire shapes of api.md, as far as the tool reads them. Ids stay strings:
+// The wire shapes of gateway/openapi.yaml, as far as the tool reads them. Ids stay strings:
 // the tool only compares them.
 type (
 	apiVoucher struct {
@@ -134,11 +134,11 @@ func (e *apiError) Unwrap() error {
 	return nil
 }
 
-// maxBody bounds what the tool reads of any answer; api.md answers are small
+// maxBody bounds what the tool reads of any answer; the API's answers are small
 // except the order lists, which stay well under this.
 const maxBody = 8 << 20
 
-// apiClient speaks api.md over one http.Client.
+// apiClient speaks the HTTP contract (gateway/openapi.yaml) over one http.Client.
 type apiClient struct {
 	base   string
 	admin  string
@@ -234,7 +234,7 @@ func (c *apiClient) orders(ctx context.Context, auth string) ([]apiOrder, error)
 	return out, err
 }
 
-// mintToken signs a shopper token the way api.md describes: HS256, sub the
+// mintToken signs a shopper token the way gateway/openapi.yaml describes: HS256, sub the
 // decimal user id, exp required.
 func mintToken(secret []byte, userID int64, exp time.Time) (string, error) {
 	now := time.Now()

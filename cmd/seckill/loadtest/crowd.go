@@ -230,7 +230,7 @@ func (r *runner) send(i int) {
 	r.counts.answers[res.outcome.index()].Add(1)
 }
 
-// classify maps an answer to an outcome, per api.md's error table.
+// classify maps an answer to an outcome, per the error table of gateway/openapi.yaml.
 func classify(status int, body []byte) (Outcome, string, string) {
 	switch {
 	case status >= 200 && status <= 299:

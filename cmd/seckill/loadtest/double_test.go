@@ -27,7 +27,7 @@ const (
 )
 
 // gateway is a test double of the system under test of the load tool: just
-// enough of api.md (admin voucher create, buy, orders get/list, voucher get,
+// enough of the HTTP contract (admin voucher create, buy, orders get/list, voucher get,
 // admin stats, healthz), in memory, with one deliberate fault or none. It
 // proves the checker catches what it claims; it stands in for nothing of the
 // platform's own tests.
@@ -100,7 +100,7 @@ func (g *gateway) isAdmin(r *http.Request) bool {
 	return r.Header.Get("Authorization") == "Bearer "+g.admin
 }
 
-// user verifies a shopper token as api.md says: HS256 only, exp required.
+// user verifies a shopper token as gateway/openapi.yaml says: HS256 only, exp required.
 func (g *gateway) user(r *http.Request) (int64, bool) {
 	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {

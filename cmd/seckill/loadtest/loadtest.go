@@ -1,7 +1,7 @@
 // Package loadtest reproduces a flash sale against a running system and
 // checks that it sold honestly.
 //
-// It speaks only HTTP (api.md), never Redis or PostgreSQL: it creates its own
+// It speaks only HTTP (gateway/openapi.yaml), never Redis or PostgreSQL: it creates its own
 // voucher opening a few seconds later, mints shopper tokens with the JWT
 // secret, warms one connection per worker, learns the server's clock from its
 // Date headers, and releases the whole crowd at the opening second, the way
