@@ -27,7 +27,8 @@ type CeilingReport struct {
 }
 
 // RunCeiling loads cfg.BaseURL + cfg.Ceiling with cfg.Concurrency workers
-// for cfg.Duration and reports the rate of 2xx answers. The report goes to
+// for cfg.Duration (each worker at least one request) and reports the rate
+// of 2xx answers. The report goes to
 // stdout as JSON with cfg.JSON, as one line otherwise.
 func RunCeiling(ctx context.Context, cfg Config, stdout io.Writer) (CeilingReport, error) {
 	if err := cfg.Validate(); err != nil {
@@ -75,9 +76,12 @@ func RunCeiling(ctx context.Context, cfg Config, stdout io.Writer) (CeilingRepor
 			ready.Done()
 			<-release
 			stopAt := start.Add(cfg.Duration)
-			for ctx.Err() == nil {
+			// Every worker makes at least one timed request, so a machine
+			// too busy to start the workers within Duration still measures
+			// something instead of reporting nothing.
+			for first := true; ctx.Err() == nil; first = false {
 				t0 := time.Now()
-				if !t0.Before(stopAt) {
+				if !first && !t0.Before(stopAt) {
 					break
 				}
 				if err := get(); err != nil {

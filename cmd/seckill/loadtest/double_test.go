@@ -39,6 +39,11 @@ type gateway struct {
 	skew time.Duration
 	// persistAfter is how long a reservation stays "reserved".
 	persistAfter time.Duration
+	// createdLag is what the double stamps as created_at: the reservation's
+	// time plus createdLag, whatever the real persist took. A figure no
+	// machine's speed can blur, so a test can check that the tool measures
+	// 202 → created from created_at.
+	createdLag time.Duration
 
 	mu       sync.Mutex
 	nextID   int64
@@ -65,7 +70,7 @@ func newGateway(t *testing.T, f fault, skew time.Duration) (*gateway, *httptest.
 	t.Helper()
 	g := &gateway{
 		secret: "test-secret-" + t.Name(), admin: "test-admin-" + t.Name(),
-		fault: f, skew: skew, persistAfter: 30 * time.Millisecond,
+		fault: f, skew: skew, persistAfter: 30 * time.Millisecond, createdLag: time.Hour,
 		nextID: 1000, vouchers: map[int64]*dVoucher{}, orders: map[int64]*dOrder{}, reqs: map[string]int64{},
 	}
 	mux := http.NewServeMux()
@@ -258,16 +263,17 @@ func (g *gateway) buy(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		g.reqs[reqKey] = o.id
 	}
-	time.AfterFunc(g.persistAfter, func() { g.persist(o.id) })
+	reservedAt := o.created
+	time.AfterFunc(g.persistAfter, func() { g.persist(o.id, reservedAt.Add(g.createdLag)) })
 	writeJSON(w, http.StatusAccepted, map[string]string{"order_id": strconv.FormatInt(o.id, 10), "status": "reserved"})
 }
 
-// persist is the double's worker: reserved becomes created.
-func (g *gateway) persist(id int64) {
+// persist is the double's worker: reserved becomes created, stamped at.
+func (g *gateway) persist(id int64, at time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	o := g.orders[id]
-	o.status, o.created = "created", g.now()
+	o.status, o.created = "created", at
 	o.deadline = o.created.Add(15 * time.Minute)
 	if g.fault == doubleOrder {
 		// The classic consumer bug: a redelivered message inserted again

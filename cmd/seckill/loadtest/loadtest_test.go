@@ -93,10 +93,18 @@ func TestHonestSalePasses(t *testing.T) {
 	require.NotNil(t, rep.SoldOutAfterMS)
 	require.Equal(t, rep.AcceptedOrders, rep.Persist.Persisted)
 	require.Equal(t, rep.AcceptedOrders, rep.Persist.Delay.Count)
-	require.GreaterOrEqual(t, rep.Persist.Delay.P50MS, 10.0, "the double persists after 30ms")
+	// The double stamps created_at an hour after the reservation, and a 202
+	// arrives after its reservation and within cfg.Timeout of it: so a delay
+	// read from created_at lies in (1h − Timeout, 1h], however busy the
+	// machine is. Polling ("first seen") would measure tens of milliseconds.
 	require.Equal(t, "created_at", rep.Persist.Method)
+	hour := float64(time.Hour.Milliseconds())
+	for _, v := range []float64{rep.Persist.Delay.P50MS, rep.Persist.Delay.P99MS, rep.Persist.Delay.MaxMS} {
+		require.Greater(t, v, hour-float64(cfg.Timeout.Milliseconds()))
+		require.LessOrEqual(t, v, hour)
+	}
 	require.Equal(t, 16, rep.WarmConnections)
-	require.Less(t, rep.ReleaseLateMS, 50.0)
+	require.GreaterOrEqual(t, rep.ReleaseLateMS, 0.0, "released at or after the opening")
 	require.NotEmpty(t, rep.Timeline)
 
 	require.Contains(t, out, "PASSED")
@@ -111,7 +119,14 @@ func TestServerClockIsFollowed(t *testing.T) {
 			cfg, _ := sale(t, honest, skew)
 			rep, err, _ := run(t, cfg)
 			require.NoError(t, err)
-			require.InDelta(t, float64(skew.Milliseconds()), rep.Clock.OffsetMS, 50, rep.Clock.Method)
+			// The Date headers bracket the double's skew whatever the
+			// requests' latency, and the tool takes the bracket's lower end:
+			// never ahead of the server, so never early. How close it gets
+			// depends on the machine's speed and is not asserted.
+			skewMS := float64(skew.Milliseconds())
+			require.LessOrEqual(t, rep.Clock.LowMS, skewMS, rep.Clock.Method)
+			require.Greater(t, rep.Clock.HighMS, skewMS, rep.Clock.Method)
+			require.Equal(t, rep.Clock.LowMS, rep.Clock.OffsetMS, rep.Clock.Method)
 			// Released by the server's clock: never before the opening.
 			require.Zero(t, rep.Outcomes[loadtest.OutcomeNotStarted])
 			require.Equal(t, int64(40), rep.Sold)
