@@ -42,7 +42,8 @@ func TestBuy(t *testing.T) {
 	require.Equal(t, 202, resp.StatusCode)
 }
 
-// TestGateChain checks the order of the README's purchase path, that nil gates pass,
+// TestGateChain checks the order of the README's purchase path (the
+// narrowest budget first), that nil gates pass,
 // that a refusing gate stops the chain, and what each gate sees.
 func TestGateChain(t *testing.T) {
 	t.Parallel()
@@ -67,7 +68,7 @@ func TestGateChain(t *testing.T) {
 	}
 	b := setup(t, func(_ *Config, d *Deps) {
 		d.Gates = Gates{
-			GlobalLimit: gate("global"), UserLimit: gate("user"), Captcha: gate("captcha"),
+			BuyAddress: gate("address"), GlobalLimit: gate("global"), UserLimit: gate("user"), Captcha: gate("captcha"),
 			Breaker: gate("breaker"), SoldOut: gate("soldout"),
 		}
 	})
@@ -79,9 +80,9 @@ func TestGateChain(t *testing.T) {
 	resp, _ := b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 202, resp.StatusCode)
 	require.Equal(t, []string{
-		"global(voucher=0)", "user(voucher=0)", // before the voucher step: no voucher loaded yet
+		"address(voucher=0)", "user(voucher=0)", "global(voucher=0)", // before the voucher step: no voucher loaded yet
 		fmt.Sprintf("captcha(voucher=%d)", id), fmt.Sprintf("breaker(voucher=%d)", id), fmt.Sprintf("soldout(voucher=%d)", id),
-		"soldout<-<nil>", "breaker<-<nil>", "captcha<-<nil>", "user<-<nil>", "global<-<nil>",
+		"soldout<-<nil>", "breaker<-<nil>", "captcha<-<nil>", "global<-<nil>", "user<-<nil>", "address<-<nil>",
 	}, got())
 
 	// The outer gates see the buyer's answer (a breaker counts it, the
@@ -95,7 +96,8 @@ func TestGateChain(t *testing.T) {
 	require.Contains(t, got(), "soldout<-sold out")
 	b.buyer.setFn(nil)
 
-	// A refusal stops everything behind it: no catalog read, no buyer.
+	// A refusal stops everything behind it: no global limit charged, no
+	// catalog read, no buyer.
 	reset()
 	mu.Lock()
 	refuse["user"] = seckill.ErrRateLimited
@@ -103,7 +105,7 @@ func TestGateChain(t *testing.T) {
 	catalogCalls, buyerCalls := b.catalog.calls.Load(), b.buyer.calls.Load()
 	resp, _ = b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 429, resp.StatusCode)
-	require.Equal(t, []string{"global(voucher=0)", "user(voucher=0)", "global<-rate limited"}, got())
+	require.Equal(t, []string{"address(voucher=0)", "user(voucher=0)", "address<-rate limited"}, got())
 	require.Equal(t, catalogCalls, b.catalog.calls.Load())
 	require.Equal(t, buyerCalls, b.buyer.calls.Load())
 
@@ -114,7 +116,7 @@ func TestGateChain(t *testing.T) {
 	mu.Unlock()
 	resp, _ = b.do(t, "POST", "/api/v1/vouchers/424242/orders", "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 404, resp.StatusCode)
-	require.Len(t, got(), 4, "global, user, and their returns only: %v", got())
+	require.Len(t, got(), 6, "address, user, global, and their returns only: %v", got())
 }
 
 func TestAttemptCarriesCaptchaAndHeaders(t *testing.T) {

@@ -34,7 +34,7 @@ func (s *Server) newCaptcha(c *fiber.Ctx) error {
 		return fmt.Errorf("%w: captchas are not configured", seckill.ErrUnavailable)
 	}
 	if l := s.deps.Gates.CaptchaIssue; l != nil {
-		if err := l.Allow(c.UserContext(), s.clientIP(c)); err != nil {
+		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
 			return err
 		}
 	}

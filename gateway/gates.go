@@ -8,11 +8,22 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// The buying route runs this chain (the README, "The purchase
-// path"); auth and the decoding of the request come first, in the
-// handler, and cost no I/O:
+// The buying route runs this chain (the README, "The purchase path"); auth
+// and the decoding of the request come first, in the handler, and cost no
+// I/O:
 //
-//	GlobalLimit → UserLimit → voucher → Captcha → Breaker → SoldOut → buy
+//	BuyAddress → UserLimit → GlobalLimit → voucher → Captcha → Breaker → SoldOut → buy
+//
+// The limits go from the narrowest budget to the widest, so that what one
+// client sends is refused by its own budget before it can charge a shared
+// one: a request refused by its address's limit charges neither the user's
+// nor the global one, and one refused by the user's limit never charges the
+// global one. An account flooding the buy button therefore spends its own
+// few requests a second and nothing that other shoppers need, and an
+// address sending for many accounts spends its address's budget. The
+// address limit comes first also because it costs no I/O, so a flood from
+// one address never reaches Redis; the per-user limit is the one round trip
+// of the three.
 //
 // Each named step of Gates is optional (nil lets every attempt pass), so the
 // gates of the edge issue drop in without reshaping the handler. "voucher" is
@@ -32,6 +43,9 @@ type Attempt struct {
 	// empty); the captcha gate judges them.
 	CaptchaID     string
 	CaptchaAnswer string
+	// ClientKey is the client's address as the per-address limits key it:
+	// the address for IPv4, its /64 for IPv6 (see clientKey).
+	ClientKey string
 	// Voucher is a recent copy of the voucher (Catalog.Cached). It is zero
 	// for the gates before the voucher step (the two rate limits). Its
 	// StockLeft is not live: the reservation is the only judge of stock.
@@ -85,6 +99,9 @@ func (f GateFunc) Pass(ctx context.Context, a *Attempt, next BuyFunc) (Purchase,
 // Gates are the pluggable steps of the edge (gateway/edge implements them). A nil field passes
 // everything. The order is fixed by the gateway, not by the caller.
 type Gates struct {
+	// BuyAddress bounds the buying rate of one client address (an IPv6
+	// /64), by Attempt.ClientKey, before any other limit (429).
+	BuyAddress Gate
 	// GlobalLimit bounds the buying rate of all shoppers together (429).
 	GlobalLimit Gate
 	// UserLimit bounds one shopper's buying rate, by Attempt.Request.UserID (429).
@@ -103,19 +120,46 @@ type Gates struct {
 	// own budget: shoppers behind one address must not lock each other out
 	// of logging in by asking for captchas.
 	CaptchaIssue IPLimiter
+	// Anonymous bounds every anonymous route by client address (the
+	// catalog, captcha, registration, login and the WebSocket handshake;
+	// see Server.perAddress) before it does any work (429). It must cost no
+	// I/O: the catalog is served from memory and this limit is in front of it.
+	Anonymous IPLimiter
+	// LoginName bounds the failed logins of one username, whatever the
+	// addresses they come from (429): a credential-stuffing bot rotating
+	// addresses still meets it.
+	LoginName NameLimiter
 }
 
-// IPLimiter admits or refuses one request from a client address. The address
-// honours Config.TrustedProxies.
+// NameLimiter bounds the failed logins of one username.
+type NameLimiter interface {
+	// Check refuses (ErrRateLimited) when the username has no failed
+	// login left in its budget; it charges nothing.
+	Check(ctx context.Context, username string) error
+	// Failed charges one failed login to the username.
+	Failed(ctx context.Context, username string)
+}
+
+// IPLimiter admits or refuses one request from a client address. The key is
+// Server.clientKey's: the address for IPv4, the /64 for IPv6, and it honours
+// Config.TrustedProxies.
 type IPLimiter interface {
 	Allow(ctx context.Context, clientIP string) error
 }
 
 // chain builds the buying path once, at New, from the configured gates.
 func (s *Server) chain() BuyFunc {
-	g := s.deps.Gates
-	steps := []Gate{g.GlobalLimit, g.UserLimit, GateFunc(s.voucherStep), g.Captcha, g.Breaker, g.SoldOut}
-	h := BuyFunc(s.dispatch)
+	return s.deps.Gates.Chain(GateFunc(s.voucherStep), s.dispatch)
+}
+
+// Chain joins the gates in the gateway's fixed order (see the top of this
+// file) in front of last, with voucher as the step that fills
+// Attempt.Voucher. Nil gates are left out. The gateway builds its buying
+// path with it; tests of the gates build the same path with their own
+// voucher step and last step.
+func (g Gates) Chain(voucher Gate, last BuyFunc) BuyFunc {
+	steps := []Gate{g.BuyAddress, g.UserLimit, g.GlobalLimit, voucher, g.Captcha, g.Breaker, g.SoldOut}
+	h := last
 	for i := len(steps) - 1; i >= 0; i-- {
 		if steps[i] == nil {
 			continue

@@ -135,7 +135,7 @@ func (s *Server) allowCredentials(c *fiber.Ctx) error {
 	if s.deps.Gates.Credentials == nil {
 		return nil
 	}
-	return s.deps.Gates.Credentials.Allow(c.UserContext(), s.clientIP(c))
+	return s.deps.Gates.Credentials.Allow(c.UserContext(), s.clientKey(c))
 }
 
 func (s *Server) register(c *fiber.Ctx) error {
@@ -161,8 +161,17 @@ func (s *Server) login(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
+	names := s.deps.Gates.LoginName
+	if names != nil && in.Username != "" {
+		if err := names.Check(c.UserContext(), in.Username); err != nil {
+			return err
+		}
+	}
 	token, uid, exp, err := s.deps.Accounts.Login(c.UserContext(), in.Username, in.Password)
 	if err != nil {
+		if names != nil && in.Username != "" && errors.Is(err, seckill.ErrUnauthenticated) {
+			names.Failed(c.UserContext(), in.Username)
+		}
 		return err
 	}
 	return c.JSON(sessionOut{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})
@@ -315,6 +324,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	}
 	a := &Attempt{
 		Request:       seckill.BuyRequest{VoucherID: vid, UserID: userIDOf(c), Quantity: qty, RequestKey: key},
+		ClientKey:     s.clientKey(c),
 		CaptchaID:     in.CaptchaID,
 		CaptchaAnswer: in.CaptchaAnswer,
 	}

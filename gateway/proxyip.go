@@ -53,11 +53,31 @@ func (s *Server) trusted(a netip.Addr) bool {
 // that is not a trusted proxy is the client; everything left of it was
 // written by the client and is ignored. A malformed entry ends the walk at
 // the last address a trusted proxy vouched for.
-func (s *Server) clientIP(c *fiber.Ctx) string {
+func (s *Server) clientIP(c *fiber.Ctx) string { return s.clientAddr(c).String() }
+
+// clientKey is what every per-address limit keys on (LimitKey of clientAddr).
+func (s *Server) clientKey(c *fiber.Ctx) string { return LimitKey(s.clientAddr(c)) }
+
+// LimitKey is the key of a client address in per-address limits: the address
+// itself for IPv4 (an IPv4-mapped IPv6 address counts as its IPv4 address),
+// and the /64 prefix for IPv6, written "2001:db8:1:2::/64". A /64 is what one
+// subscriber gets (RFC 6177): every host on it may pick any of its 2^64
+// addresses, so a limit per IPv6 address would limit nothing.
+func LimitKey(a netip.Addr) string {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64) // cannot fail: a is IPv6 and 64 <= 128
+	return p.String()
+}
+
+// clientAddr is clientIP's address, as a value.
+func (s *Server) clientAddr(c *fiber.Ctx) netip.Addr {
 	ip, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	ip = ip.Unmap()
 	if len(s.proxies) == 0 || !s.trusted(ip) {
-		return ip.String()
+		return ip
 	}
 	// Several X-Forwarded-For lines are one list, in order (RFC 9110 5.3).
 	lines := c.Request().Header.PeekAll(fiber.HeaderXForwardedFor)
@@ -72,15 +92,15 @@ func (s *Server) clientIP(c *fiber.Ctx) string {
 			}
 			hop, ok := forwardedAddr(string(bytes.TrimSpace(entry)))
 			if !ok {
-				return ip.String()
+				return ip
 			}
 			ip = hop
 			if !s.trusted(hop) {
-				return ip.String()
+				return ip
 			}
 		}
 	}
-	return ip.String() // every hop is a trusted proxy: the farthest one
+	return ip // every hop is a trusted proxy: the farthest one
 }
 
 // forwardedAddr parses one X-Forwarded-For entry: an address, or an address

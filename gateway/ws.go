@@ -211,7 +211,7 @@ func (s *Server) mountWebSocket(r fiber.Router) error {
 			}
 		},
 	})
-	r.Get("/ws", s.openSocket)
+	r.Get("/ws", s.perAddress, s.openSocket)
 	return nil
 }
 

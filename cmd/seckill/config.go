@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -34,6 +35,10 @@ type Config struct {
 	GlobalBurst     int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
 	UserRate        int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
 	UserBurst       int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
+	IPRate          int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /64 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
+	IPBurst         int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
+	BuyIPRate       int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
+	BuyIPBurst      int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
 	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel        string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
 	LogFormat       string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
@@ -106,6 +111,8 @@ func (c Config) validate() error {
 	for name, n := range map[string]int{
 		"SECKILL_GLOBAL_RATE": c.GlobalRate, "SECKILL_GLOBAL_BURST": c.GlobalBurst,
 		"SECKILL_USER_RATE": c.UserRate, "SECKILL_USER_BURST": c.UserBurst,
+		"SECKILL_IP_RATE": c.IPRate, "SECKILL_IP_BURST": c.IPBurst,
+		"SECKILL_BUY_IP_RATE": c.BuyIPRate, "SECKILL_BUY_IP_BURST": c.BuyIPBurst,
 	} {
 		if n <= 0 {
 			return fmt.Errorf("config: %s must be positive, got %d", name, n)
@@ -187,23 +194,37 @@ func maskedValue(secret string, field reflect.Value) string {
 	return s
 }
 
-// maskURL hides the password of a URL and keeps the rest, which operators
-// need to see which server a process talks to.
+// maskURL hides every password a connection string can carry and keeps the
+// rest, which operators need to see which server a process talks to: the
+// userinfo of a URL (postgres://app:****@db), a password or sslpassword
+// query parameter (postgres://db/app?password=****, redis://db?password=****),
+// and a password or sslpassword of a key=value DSN
+// (host=db password=**** dbname=app), quoted or not.
 func maskURL(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return "****"
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		// The userinfo ends at the last '@' before the path: a password
+		// may itself contain '@' when the client did not escape it.
+		authority, tail := rest, ""
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			authority, tail = rest[:i], rest[i:]
+		}
+		if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+			if user, _, hasPass := strings.Cut(authority[:at], ":"); hasPass {
+				authority = user + ":****" + authority[at:]
+			}
+		}
+		return scheme + "://" + authority + queryPassword.ReplaceAllString(tail, "${1}****")
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return s
-	}
-	user, _, hasPass := strings.Cut(userinfo, ":")
-	if !hasPass {
-		return s
-	}
-	return scheme + "://" + user + ":****@" + host
+	return dsnPassword.ReplaceAllString(s, "${1}****")
 }
+
+var (
+	// queryPassword is a password parameter of a URL's query.
+	queryPassword = regexp.MustCompile(`(?i)([?&](?:ssl)?password=)[^&#]*`)
+	// dsnPassword is a password of a key=value DSN: a quoted value (with
+	// backslash escapes, as libpq reads it) or everything to the next space.
+	dsnPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s]*)`)
+)
 
 // writeEnvTable prints every variable with its default and meaning.
 func writeEnvTable(w io.Writer) error {

@@ -27,6 +27,11 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 		GlobalBurst: s.cfg.GlobalBurst,
 		UserRate:    s.cfg.UserRate,
 		UserBurst:   s.cfg.UserBurst,
+
+		AddressRate:     s.cfg.IPRate,
+		AddressBurst:    s.cfg.IPBurst,
+		BuyAddressRate:  s.cfg.BuyIPRate,
+		BuyAddressBurst: s.cfg.BuyIPBurst,
 	}, s.registry, s.log)
 	if err != nil {
 		return nil, err

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +133,124 @@ func TestBreakerOpsSwitchAcrossInstances(t *testing.T) {
 
 	setMode("auto")
 	waitAll(http.StatusAccepted, ts, b.testSystem, c.testSystem)
+}
+
+// TestFairEdgeUnderAFloodingAccount is the fairness scenario: with a global
+// limit of 2000/s, one account sends buys as fast as the client can, from
+// ever-changing addresses (so no per-address limit holds it; an IPv6 /48
+// gives a bot 65,536 /64s), while 100 honest shoppers, each from an address
+// of their own, buy once each, spread over the same seconds. The per-user
+// limit comes before the global one, so the flood is cut to the account's
+// own 5/s before it can charge the budget everybody shares. Assertions are
+// on counts, never on timings: the proof does not depend on how fast this
+// machine floods.
+func TestFairEdgeUnderAFloodingAccount(t *testing.T) {
+	ts := startSystem(t, map[string]string{
+		"SECKILL_GLOBAL_RATE":     "2000",
+		"SECKILL_GLOBAL_BURST":    "200",
+		"SECKILL_USER_RATE":       "5",
+		"SECKILL_USER_BURST":      "3",
+		"SECKILL_BUY_IP_RATE":     "50",
+		"SECKILL_BUY_IP_BURST":    "100",
+		"SECKILL_TRUSTED_PROXIES": "127.0.0.1", // the test client plays the load balancer
+	})
+	vid := ts.createVoucher(t, 1000, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	path := ts.base + "/api/v1/vouchers/" + vid + "/orders"
+	post := func(client *http.Client, token, from string) int {
+		req, err := http.NewRequest(http.MethodPost, path, strings.NewReader(`{"quantity":1}`))
+		if err != nil {
+			return -1
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Forwarded-For", from)
+		resp, err := client.Do(req)
+		if err != nil {
+			return -1
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	botToken := ts.shopper(t, testUser())
+	botClient := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	t.Cleanup(botClient.CloseIdleConnections)
+	stop := make(chan struct{})
+	var botSent, bot429 atomic.Int64
+	var botWG sync.WaitGroup
+	for g := range 16 {
+		botWG.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				from := fmt.Sprintf("6.%d.%d.%d", g, i/256%256, i%256)
+				if post(botClient, botToken, from) == http.StatusTooManyRequests {
+					bot429.Add(1)
+				}
+				botSent.Add(1)
+			}
+		})
+	}
+	// Let the flood reach full speed before the shoppers come.
+	require.Eventually(t, func() bool { return botSent.Load() >= 200 }, 30*time.Second, 5*time.Millisecond)
+
+	const shoppers = 100
+	statuses := make([]int, shoppers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range shoppers {
+		token := ts.shopper(t, testUser())
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 20 * time.Millisecond) // spread over 2 s
+			statuses[i] = post(ts.client, token, fmt.Sprintf("10.1.%d.%d", i/200, i%200+1))
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sentDuring := botSent.Load()
+	close(stop)
+	botWG.Wait()
+
+	counts := map[int]int{}
+	not429 := 0
+	for _, st := range statuses {
+		counts[st]++
+		if st != http.StatusTooManyRequests {
+			not429++
+		}
+	}
+	t.Logf("honest shoppers: %d of %d answered other than 429 (%.0f%%), answers %v; the bot sent %d buys (%.0f/s), %d answered 429",
+		not429, shoppers, 100*float64(not429)/shoppers, counts, botSent.Load(), float64(sentDuring)/elapsed.Seconds(), bot429.Load())
+	require.GreaterOrEqual(t, not429, shoppers*95/100, "at least 95 %% of the honest shoppers get an answer that is not 429: %v", counts)
+	for st, n := range counts {
+		require.Less(t, st, 500, "%d honest shoppers got %d", n, st)
+	}
+	require.Greater(t, bot429.Load(), int64(0), "the flooding account is held to its own rate")
+
+	// The order of the limits, read from the gates' own counters: the
+	// global limit saw exactly what the per-user limit let through.
+	fams := ts.scrape(t)
+	userPassed := counter(t, fams, "seckill_gate_allowed_total", "gate", "user_limit")
+	globalSeen := counter(t, fams, "seckill_gate_allowed_total", "gate", "global_limit")
+	if f, ok := fams["seckill_gate_rejections_total"]; ok { // absent when nothing was refused
+		for _, m := range f.GetMetric() {
+			gate, reason := "", ""
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "gate":
+					gate = l.GetValue()
+				case "reason":
+					reason = l.GetValue()
+				}
+			}
+			if gate == "global_limit" && reason == "rate_limited" {
+				globalSeen += m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, userPassed, globalSeen, "only attempts the per-user limit admitted charge the global limit")
 }

@@ -61,6 +61,10 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		"SECKILL_USER_BURST":    "1000",
 		"SECKILL_GLOBAL_RATE":   "1000000",
 		"SECKILL_GLOBAL_BURST":  "1000000",
+		"SECKILL_IP_RATE":       "1000000",
+		"SECKILL_IP_BURST":      "1000000",
+		"SECKILL_BUY_IP_RATE":   "1000000",
+		"SECKILL_BUY_IP_BURST":  "1000000",
 		"SECKILL_LOG_LEVEL":     "warn",
 	}
 	for k, v := range env {

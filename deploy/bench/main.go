@@ -116,6 +116,9 @@ func run(ctx context.Context, o options) error {
 		// The limiter must not hide the path being measured.
 		"SECKILL_USER_RATE=1000000", "SECKILL_USER_BURST=1000000",
 		"SECKILL_GLOBAL_RATE=100000000", "SECKILL_GLOBAL_BURST=100000000",
+		// One load tool on loopback is one address.
+		"SECKILL_IP_RATE=100000000", "SECKILL_IP_BURST=100000000",
+		"SECKILL_BUY_IP_RATE=100000000", "SECKILL_BUY_IP_BURST=100000000",
 		"SECKILL_DEMO_VOUCHER=false",
 		"SECKILL_LOADTEST_URL="+base,
 	)

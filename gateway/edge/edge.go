@@ -1,16 +1,29 @@
-// Package edge is the set of gates in front of the buying path: the global
-// and per-user GCRA rate limits, the per-IP limit on registration and login,
-// the single-use captcha, the circuit breaker with its fleet-wide ops switch,
-// and the sold-out flag. It implements gateway.Gate and gateway.IPLimiter and
-// knows nothing of HTTP: every refusal is an error wrapping a seckill sentinel,
+// Package edge is the set of gates in front of the buying path: the
+// per-address, per-user and global rate limits, the per-address limit of the
+// anonymous routes, the per-username limit of failed logins, the single-use
+// captcha, the circuit breaker with its fleet-wide ops switch, and the
+// sold-out flag. It implements gateway.Gate and gateway.IPLimiter and knows
+// nothing of HTTP: every refusal is an error wrapping a seckill sentinel,
 // the gateway turns it into a status code.
 //
-// # Order and the front check
+// # Order: the narrowest budget first
 //
-// The gateway runs GlobalLimit → UserLimit → voucher → Captcha → Breaker →
-// SoldOut → buy. The per-user limit and the captcha touch Redis, so each of
-// them, and the global limit in front of them, starts with a check that costs
-// no I/O: when the breaker refuses (open, or forced open by ops) the attempt
+// The gateway runs BuyAddress → UserLimit → GlobalLimit → voucher → Captcha
+// → Breaker → SoldOut → buy. A limit charges only the requests that the
+// limits in front of it let through, so each client spends its own budget
+// first: one account flooding the buy button is cut to its per-user rate by
+// the per-user limit and never reaches the global limit with the rest, and
+// one address sending for many accounts is cut by its address's budget
+// before any of them reaches Redis. The global limit, the one budget all
+// shoppers share, sees only what every narrower limit admitted; with the
+// global limit first (as before), a single account sending 1,600 buys a
+// second kept its own 5/s and took the whole fleet's share from everybody
+// else. The per-address limit is in memory and costs no round trip; the
+// per-user limit is the buy's only round trip before the reservation.
+//
+// The per-user limit and the captcha touch Redis, so each of them, and the
+// global limit behind the per-user one, starts with a check that costs no
+// I/O: when the breaker refuses (open, or forced open by ops) the attempt
 // gets 503 at once, and when this instance knows the voucher is sold out it
 // gets 409 at once. An open breaker therefore answers without any Redis or
 // Kafka call (a dead Redis would otherwise make the per-user limiter wait on
@@ -91,6 +104,21 @@ type Config struct {
 	// CredentialLimit bounds registrations and logins per client IP,
 	// together (default 20 per minute, burst 10): password guessing.
 	CredentialLimit redis_rate.Limit
+	// AddressRate and AddressBurst bound every anonymous route (catalog,
+	// captcha, registration, login, WebSocket handshake) per client
+	// address, an IPv6 /64 counting as one, in this instance's memory
+	// (default 50/s, burst 200: a shopper's page makes a handful of such
+	// requests when it opens, a script thousands).
+	AddressRate, AddressBurst int
+	// BuyAddressRate and BuyAddressBurst bound the buys of one client
+	// address, whatever accounts they are sent for, in this instance's
+	// memory, before the per-user and global limits (default 50/s, burst
+	// 100: ten shoppers behind one address, each at the per-user limit).
+	BuyAddressRate, BuyAddressBurst int
+	// LoginNameLimit bounds the failed logins of one username, fleet-wide
+	// in Redis, whatever addresses they come from (default 10 per minute,
+	// burst 5): credential stuffing from rotating addresses.
+	LoginNameLimit redis_rate.Limit
 	// CaptchaLimit bounds new captchas per client IP (default 120 per
 	// minute, burst 30): generous, since many shoppers may share one
 	// address, but an anonymous client cannot flood image generation.
@@ -132,6 +160,18 @@ func (c *Config) defaults() error {
 	if c.CredentialLimit.IsZero() {
 		c.CredentialLimit = redis_rate.Limit{Rate: 20, Burst: 10, Period: time.Minute}
 	}
+	if c.LoginNameLimit.IsZero() {
+		c.LoginNameLimit = redis_rate.Limit{Rate: 10, Burst: 5, Period: time.Minute}
+	}
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	defInt(&c.AddressRate, 50)
+	defInt(&c.AddressBurst, 200)
+	defInt(&c.BuyAddressRate, 50)
+	defInt(&c.BuyAddressBurst, 100)
 	if c.CaptchaLimit.IsZero() {
 		c.CaptchaLimit = redis_rate.Limit{Rate: 120, Burst: 30, Period: time.Minute}
 	}
@@ -188,6 +228,9 @@ type Edge struct {
 	user         *userLimit
 	credentials  *IPLimit
 	captchaIssue *IPLimit
+	anonymous    *AddrLimit
+	buyAddress   *AddrLimit
+	loginName    *nameLimit
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -224,6 +267,9 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	e.user = newUserLimit(lim, cfg.UserRate, cfg.UserBurst, e.front, m, log)
 	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, gate: gateCredentials, metrics: m, log: log}
 	e.captchaIssue = &IPLimit{lim: lim, limit: cfg.CaptchaLimit, gate: gateCaptchaIPs, metrics: m, log: log}
+	e.anonymous = newAddrLimit(gateAnonymous, cfg.AddressRate, cfg.AddressBurst, m)
+	e.buyAddress = newAddrLimit(gateBuyAddress, cfg.BuyAddressRate, cfg.BuyAddressBurst, m)
+	e.loginName = &nameLimit{lim: lim, limit: cfg.LoginNameLimit, m: m, log: log}
 	return e, nil
 }
 
@@ -239,6 +285,8 @@ func (e *Edge) Start(ctx context.Context) {
 	e.fleet.beat(ctx)
 	e.wg.Go(func() { e.fleet.run(ctx) })
 	e.wg.Go(func() { e.Breaker.poll(ctx) })
+	e.wg.Go(func() { e.anonymous.run(ctx) })
+	e.wg.Go(func() { e.buyAddress.run(ctx) })
 	e.SoldOut.start(ctx, &e.wg)
 }
 
@@ -258,6 +306,7 @@ func (e *Edge) Instances() int { return e.fleet.n() }
 // Gates returns the gates for gateway.Deps.Gates.
 func (e *Edge) Gates() gateway.Gates {
 	return gateway.Gates{
+		BuyAddress:   e.buyAddress,
 		GlobalLimit:  e.global,
 		UserLimit:    e.user,
 		Captcha:      captchaGate{e},
@@ -265,6 +314,8 @@ func (e *Edge) Gates() gateway.Gates {
 		SoldOut:      e.SoldOut,
 		Credentials:  e.credentials,
 		CaptchaIssue: e.captchaIssue,
+		Anonymous:    e.anonymous,
+		LoginName:    e.loginName,
 	}
 }
 
@@ -294,4 +345,7 @@ var (
 	_ gateway.Gate         = (*Breaker)(nil)
 	_ gateway.Gate         = (*SoldOut)(nil)
 	_ gateway.IPLimiter    = (*IPLimit)(nil)
+	_ gateway.IPLimiter    = (*AddrLimit)(nil)
+	_ gateway.Gate         = (*AddrLimit)(nil)
+	_ gateway.NameLimiter  = (*nameLimit)(nil)
 )

@@ -2,10 +2,13 @@ package edge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -20,6 +23,9 @@ const (
 	gateUser        = "user_limit"
 	gateCredentials = "credentials_limit"
 	gateCaptchaIPs  = "captcha_issue_limit"
+	gateLoginName   = "login_name_limit"
+	gateAnonymous   = "address_limit"
+	gateBuyAddress  = "buy_address_limit"
 	gateCaptcha     = "captcha"
 	gateBreaker     = "breaker"
 	gateSoldOut     = "sold_out"
@@ -158,4 +164,59 @@ func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 	}
 	l.metrics.allow(l.gate)
 	return nil
+}
+
+// nameLimit bounds the failed logins of one username, in Redis so that it is
+// exact across the fleet whatever instance or address a guess comes from: a
+// credential-stuffing bot rotating addresses passes every per-address limit
+// but still meets this one. Only failures are charged, so the owner who
+// types the right password is never refused by someone else's successes,
+// and is locked out by a guesser only while the guesser keeps failing.
+type nameLimit struct {
+	lim   *redis_rate.Limiter
+	limit redis_rate.Limit
+	m     *metrics
+	log   *slog.Logger
+}
+
+// nameKey is the Redis key of a username's budget: a digest, so that any
+// bytes a client sends make a short key of fixed shape, and case-folded, so
+// that "Alice" and "alice" share one budget.
+func nameKey(username string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(username)))
+	return "seckill:rl:" + gateLoginName + ":" + hex.EncodeToString(sum[:12])
+}
+
+// Check implements gateway.NameLimiter. It asks redis_rate for a cost of 0,
+// which charges nothing and reports how many failures are left. A Redis
+// failure lets the login through: bcrypt still makes each guess slow.
+func (l *nameLimit) Check(ctx context.Context, username string) error {
+	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
+	res, err := l.lim.AllowN(lctx, nameKey(username), l.limit, 0)
+	cancel()
+	if err != nil {
+		l.m.reject(gateLoginName, "error")
+		l.log.WarnContext(ctx, "per-username login limit not checked", "err", err)
+		return nil
+	}
+	if res.Remaining < 1 {
+		l.m.reject(gateLoginName, "rate_limited")
+		// One more failure fits when the tat has come back by one interval.
+		interval := l.limit.Period / time.Duration(l.limit.Rate)
+		retry := res.ResetAfter + interval - time.Duration(l.limit.Burst)*interval
+		return gateway.WithRetryAfter(fmt.Errorf(
+			"%w: too many failed logins for this username; wait before trying again", seckill.ErrRateLimited), max(retry, time.Second))
+	}
+	l.m.allow(gateLoginName)
+	return nil
+}
+
+// Failed implements gateway.NameLimiter.
+func (l *nameLimit) Failed(ctx context.Context, username string) {
+	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
+	_, err := l.lim.Allow(lctx, nameKey(username), l.limit)
+	cancel()
+	if err != nil {
+		l.log.WarnContext(ctx, "failed login not counted for its username", "err", err)
+	}
 }

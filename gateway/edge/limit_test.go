@@ -3,11 +3,14 @@ package edge_test
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -180,3 +183,129 @@ func TestCredentialLimitPerIP(t *testing.T) {
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }
+
+// gateCount is one series of the gates' counters.
+func gateCount(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// One account flooding the buy button spends its own per-user budget and
+// nothing of the global one: the global limit sees only the attempts the
+// per-user limit let through, so the shoppers after it all get through. The
+// assertions are on counts, whatever the speed of the machine.
+func TestFloodingAccountDoesNotSpendTheGlobalBudget(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	// The global budget is 20 at once and 20/s; the flooder may spend at
+	// most its own 3 + 5/s of it, so 17 + 15/s stay for the others.
+	e, reg := newEdge(t, rdb, edge.Config{GlobalRate: 20, GlobalBurst: 20, UserRate: 5, UserBurst: 3})
+	var sold atomic.Int64
+	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	ctx := context.Background()
+	bot := rand.Int64N(1<<40) + 1
+	const flood = 500
+	refused := 0
+	for range flood {
+		a := attempt(1, bot)
+		a.ClientKey = "6.6.6.6"
+		if _, err := buy(ctx, a); err != nil {
+			require.ErrorIs(t, err, seckill.ErrRateLimited)
+			refused++
+		}
+	}
+	require.Greater(t, refused, flood/2, "the flooder is held to its per-user rate")
+
+	userPassed := gateCount(t, reg, "seckill_gate_allowed_total", "gate", "user_limit")
+	globalSeen := gateCount(t, reg, "seckill_gate_allowed_total", "gate", "global_limit") +
+		gateCount(t, reg, "seckill_gate_rejections_total", "gate", "global_limit", "reason", "rate_limited")
+	require.Equal(t, userPassed, globalSeen, "the global limit is charged only by attempts the per-user limit admitted")
+	require.Zero(t, gateCount(t, reg, "seckill_gate_rejections_total", "gate", "global_limit", "reason", "rate_limited"))
+
+	for i := range 10 {
+		a := attempt(1, bot+1+int64(i))
+		a.ClientKey = "10.0.0." + itoa(i)
+		_, err := buy(ctx, a)
+		require.NoError(t, err, "shopper %d after the flood", i)
+	}
+}
+
+// An address sending for many accounts spends its address's budget: what it
+// sends past that budget reaches neither Redis (the per-user limit) nor the
+// global limit, and other addresses keep theirs.
+func TestAddressBudgetComesFirst(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, reg := newEdge(t, rdb, edge.Config{BuyAddressRate: 10, BuyAddressBurst: 10})
+	var sold atomic.Int64
+	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	ctx := context.Background()
+	base := rand.Int64N(1<<40) + 1
+	refused := 0
+	for i := range 300 {
+		a := attempt(1, base+int64(i)) // a new account every time
+		a.ClientKey = "2001:db8:6:6::/64"
+		if _, err := buy(ctx, a); err != nil {
+			require.ErrorIs(t, err, seckill.ErrRateLimited)
+			require.Positive(t, retryAfter(err))
+			refused++
+		}
+	}
+	require.Greater(t, refused, 150)
+	addrPassed := gateCount(t, reg, "seckill_gate_allowed_total", "gate", "buy_address_limit")
+	userSeen := gateCount(t, reg, "seckill_gate_allowed_total", "gate", "user_limit") +
+		gateCount(t, reg, "seckill_gate_rejections_total", "gate", "user_limit", "reason", "rate_limited")
+	require.Equal(t, addrPassed, userSeen, "only what the address limit admitted reaches the per-user limit")
+	require.EqualValues(t, addrPassed, sold.Load())
+
+	a := attempt(1, base+1000)
+	a.ClientKey = "2001:db8:7:7::/64"
+	_, err := buy(ctx, a)
+	require.NoError(t, err, "another /64 has its own budget")
+}
+
+// Failed logins are counted per username, wherever they come from; the
+// check before a login charges nothing, so a right password is never
+// refused by successes.
+func TestLoginNameLimit(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{LoginNameLimit: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}})
+	names := e.Gates().LoginName
+	ctx := context.Background()
+	victim := "victim_" + strconv.FormatInt(rand.Int64N(1<<40), 36)
+	for range 10 {
+		require.NoError(t, names.Check(ctx, victim), "checks alone charge nothing")
+	}
+	for range 3 {
+		require.NoError(t, names.Check(ctx, victim))
+		names.Failed(ctx, victim)
+	}
+	err := names.Check(ctx, victim)
+	require.ErrorIs(t, err, seckill.ErrRateLimited)
+	require.GreaterOrEqual(t, retryAfter(err), time.Second)
+	require.ErrorIs(t, names.Check(ctx, strings.ToUpper(victim)), seckill.ErrRateLimited, "case does not make a new budget")
+	require.NoError(t, names.Check(ctx, victim+"_other"))
+}

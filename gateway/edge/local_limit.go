@@ -58,14 +58,24 @@ func (l *localGCRA) allow(now time.Time) gcraResult {
 	t := float64(now.Sub(l.epoch))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tat := max(l.tat, t)
-	next := tat + l.interval
-	if ahead := next - t; ahead > l.offset+gcraSlack {
-		return gcraResult{
-			retryAfter: time.Duration(ahead - l.offset),
+	var res gcraResult
+	l.tat, res = gcraStep(l.tat, t, l.interval, l.offset)
+	return res
+}
+
+// gcraStep is one GCRA decision, without state of its own: given the stored
+// theoretical arrival time tat and the arrival time t (float nanoseconds on
+// one clock), the emission interval and the burst offset, it returns the new
+// tat to store (unchanged on a refusal) and the decision. localGCRA keeps one
+// tat; AddrLimit keeps one per client address.
+func gcraStep(tat, t, interval, offset float64) (float64, gcraResult) {
+	tat = max(tat, t)
+	next := tat + interval
+	if ahead := next - t; ahead > offset+gcraSlack {
+		return tat, gcraResult{
+			retryAfter: time.Duration(ahead - offset),
 			resetAfter: time.Duration(tat - t),
 		}
 	}
-	l.tat = next
-	return gcraResult{allowed: true, resetAfter: time.Duration(next - t)}
+	return next, gcraResult{allowed: true, resetAfter: time.Duration(next - t)}
 }

@@ -59,15 +59,7 @@ func chain(g gateway.Gates, v seckill.Voucher, last gateway.BuyFunc) gateway.Buy
 		a.Voucher = v
 		return next(ctx, a)
 	})
-	steps := []gateway.Gate{g.GlobalLimit, g.UserLimit, voucher, g.Captcha, g.Breaker, g.SoldOut}
-	h := last
-	for i := len(steps) - 1; i >= 0; i-- {
-		gate, next := steps[i], h
-		h = func(ctx context.Context, a *gateway.Attempt) (gateway.Purchase, error) {
-			return gate.Pass(ctx, a, next)
-		}
-	}
-	return h
+	return g.Chain(voucher, last)
 }
 
 // accept is a last step that sells without touching anything, for tests of

@@ -1,0 +1,18 @@
+package gateway
+
+import "github.com/gofiber/fiber/v2"
+
+// perAddress is the middleware of every anonymous route (the catalog,
+// captcha, registration, login and the WebSocket handshake): Gates.Anonymous
+// by client address (clientKey: the IPv4 address, or the IPv6 /64), before
+// the route does any work. Loopback gets no exemption: behind a proxy on the
+// same host every client would be loopback. Put it first in a route's
+// handlers: api.Get("/path", s.perAddress, handler).
+func (s *Server) perAddress(c *fiber.Ctx) error {
+	if l := s.deps.Gates.Anonymous; l != nil {
+		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
+			return err
+		}
+	}
+	return c.Next()
+}

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// refusingIPs refuses every request once it has seen limit of them, and
+// records the keys it was asked about.
+type refusingIPs struct {
+	recordingIPs
+	limit int
+}
+
+func (r *refusingIPs) Allow(ctx context.Context, key string) error {
+	_ = r.recordingIPs.Allow(ctx, key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ips) > r.limit {
+		return WithRetryAfter(seckill.ErrRateLimited, 2*time.Second)
+	}
+	return nil
+}
+
+// Every anonymous route is behind the per-address limit, keyed on the
+// client's address as clientKey gives it; routes that are not anonymous
+// (probes, a shopper's own orders) are not.
+func TestEveryAnonymousRouteIsLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	lim := &refusingIPs{}
+	b := setup(t, func(c *Config, d *Deps) {
+		c.TrustedProxies = []string{"127.0.0.1"}
+		d.Gates.Anonymous = lim
+		d.Live.Feed = nil
+	})
+	vid := strconv.FormatInt(b.onSale.ID, 10)
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodGet, "/api/v1/vouchers", ""},
+		{http.MethodGet, "/api/v1/vouchers/" + vid, ""},
+		{http.MethodGet, "/api/v1/captcha", ""},
+		{http.MethodPost, "/api/v1/users", `{"username":"someone","password":"whatever1"}`},
+		{http.MethodPost, "/api/v1/sessions", `{"username":"someone","password":"whatever1"}`},
+		{http.MethodGet, "/api/v1/ws", ""},
+	} {
+		resp, body := b.do(t, r.method, r.path, r.body, "X-Forwarded-For", "2001:db8:1:2::77")
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s %s: %s", r.method, r.path, body)
+		require.Equal(t, "2", resp.Header.Get("Retry-After"), "%s %s", r.method, r.path)
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(body, &e))
+		require.Equal(t, "rate_limited", e.Error.Code)
+		require.Equal(t, "2001:db8:1:2::/64", lim.last(t), "keyed on the /64")
+	}
+	asked := len(lim.ips)
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml"} {
+		resp, _ := b.do(t, http.MethodGet, path, "")
+		require.NotEqual(t, http.StatusTooManyRequests, resp.StatusCode, path)
+	}
+	resp, _ := b.do(t, http.MethodGet, "/api/v1/orders", "", "Authorization", bearerOf(b.shopper))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Len(t, lim.ips, asked, "probes and a shopper's own routes are not anonymous")
+}
+
+// recordingNames is a NameLimiter that refuses the names in refuse and
+// records the failures it is told about.
+type recordingNames struct {
+	mu     sync.Mutex
+	refuse map[string]bool
+	failed []string
+	checks int
+}
+
+func (r *recordingNames) Check(_ context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks++
+	if r.refuse[name] {
+		return WithRetryAfter(seckill.ErrRateLimited, time.Minute)
+	}
+	return nil
+}
+
+func (r *recordingNames) Failed(_ context.Context, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = append(r.failed, name)
+}
+
+// Login asks the username's budget before checking the password and charges
+// it only for a wrong password.
+func TestLoginChargesTheUsernameOnlyForFailures(t *testing.T) {
+	t.Parallel()
+	names := &recordingNames{refuse: map[string]bool{"locked": true}}
+	b := setup(t, func(_ *Config, d *Deps) { d.Gates.LoginName = names })
+	for _, u := range []string{"alice", "locked"} {
+		resp, body := b.do(t, http.MethodPost, "/api/v1/users", `{"username":"`+u+`","password":"correct-horse"}`)
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
+	}
+	resp, _ := b.do(t, http.MethodPost, "/api/v1/sessions", `{"username":"alice","password":"correct-horse"}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, _ = b.do(t, http.MethodPost, "/api/v1/sessions", `{"username":"alice","password":"wrong-horse"}`)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, _ = b.do(t, http.MethodPost, "/api/v1/sessions", `{"username":"locked","password":"correct-horse"}`)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "a username out of budget is refused before its password is checked")
+	require.Equal(t, "60", resp.Header.Get("Retry-After"))
+	names.mu.Lock()
+	defer names.mu.Unlock()
+	require.Equal(t, []string{"alice"}, names.failed, "only the wrong password is charged")
+	require.Equal(t, 3, names.checks)
+}
