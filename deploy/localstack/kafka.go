@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -28,13 +31,18 @@ type KafkaOptions struct {
 // Kafka is an in-process kfake broker: it speaks the Kafka wire protocol on
 // 127.0.0.1, so clients such as sarama talk to it over TCP exactly as to
 // Kafka. Without KafkaOptions.Dir it keeps everything in memory and nothing
-// survives Close.
+// survives Close or Restart.
 type Kafka struct {
-	// Brokers are the host:port addresses to bootstrap clients with.
+	// Brokers are the host:port addresses to bootstrap clients with. They
+	// stay the same across Stop and Start.
 	Brokers []string
 
-	cluster   *kfake.Cluster
-	closeOnce sync.Once
+	log   *slog.Logger
+	kopts []kfake.Opt // what every start of the broker is made with, port included
+
+	mu      sync.Mutex
+	cluster *kfake.Cluster
+	stopped bool
 }
 
 // StartKafka starts a one-broker kfake cluster on a free port with the given
@@ -60,7 +68,15 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localstack: start kfake: %w", err)
 	}
-	k := &Kafka{Brokers: c.ListenAddrs(), cluster: c}
+	k := &Kafka{Brokers: c.ListenAddrs(), cluster: c, log: log}
+	// Later starts listen where clients already point.
+	_, portText, err := net.SplitHostPort(k.Brokers[0])
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("localstack: kfake address %q: %w", k.Brokers[0], err)
+	}
+	port, _ := strconv.Atoi(portText)
+	k.kopts = append(slices.Clip(kopts), kfake.Ports(port))
 	// Created here rather than with kfake.SeedTopics, which a cluster
 	// reloaded from disk ignores.
 	for _, name := range slices.Sorted(maps.Keys(opts.Topics)) {
@@ -88,7 +104,7 @@ func (k *Kafka) CreateTopic(ctx context.Context, name string, partitions int32) 
 	if partitions < 1 {
 		return fmt.Errorf("localstack: topic %s: partitions must be at least 1, got %d", name, partitions)
 	}
-	if err := k.cluster.CreateTopic(name, partitions, nil); err != nil {
+	if err := k.Cluster().CreateTopic(name, partitions, nil); err != nil {
 		return fmt.Errorf("localstack: create topic %s: %w", name, err)
 	}
 	return nil
@@ -99,21 +115,76 @@ func (k *Kafka) DeleteTopic(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := k.cluster.DeleteTopic(name); err != nil {
+	if err := k.Cluster().DeleteTopic(name); err != nil {
 		return fmt.Errorf("localstack: delete topic %s: %w", name, err)
 	}
 	return nil
 }
 
-// Cluster is the underlying kfake cluster, for tests that inject faults
-// (kfake's Control hooks) or inspect groups.
-func (k *Kafka) Cluster() *kfake.Cluster { return k.cluster }
-
-// Close stops the broker and drops its connections. It is safe to call more
-// than once.
-func (k *Kafka) Close() {
-	k.closeOnce.Do(k.cluster.Close)
+// Cluster is the running kfake cluster, for tests that inject faults
+// (kfake's Control hooks) or inspect groups. After Stop and Start it is a
+// new one: ask again rather than keeping it.
+func (k *Kafka) Cluster() *kfake.Cluster {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cluster
 }
+
+// Stop stops the broker and drops its connections, as a broker going down
+// does; clients see their connections refused until Start. With
+// KafkaOptions.Dir the broker first writes what it holds there. It is safe
+// to call more than once.
+func (k *Kafka) Stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.stopped {
+		k.cluster.Close()
+		k.stopped = true
+	}
+}
+
+// Start starts the broker again on the same address after Stop. With
+// KafkaOptions.Dir it reloads its topics, messages and committed offsets
+// from there; without, it comes back empty. It does nothing while the
+// broker runs.
+func (k *Kafka) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.stopped {
+		return nil
+	}
+	// The old listener is closed, but a port can be slow to free: retry
+	// briefly before giving up.
+	var last error
+	for range 50 {
+		c, err := kfake.NewCluster(k.kopts...)
+		if err == nil {
+			k.cluster, k.stopped = c, false
+			k.log.Info("localstack: kafka (kfake) started again", "brokers", k.Brokers)
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localstack: start kfake again on %s: %w (last: %w)", k.Brokers[0], ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("localstack: start kfake again on %s: %w", k.Brokers[0], last)
+}
+
+// Restart stops the broker and starts it again on the same address, as a
+// broker restart does (see Stop and Start).
+func (k *Kafka) Restart(ctx context.Context) error {
+	k.Stop()
+	return k.Start(ctx)
+}
+
+// Close stops the broker for good. It is safe to call more than once.
+func (k *Kafka) Close() { k.Stop() }
 
 // kfakeLogger passes kfake's errors and warnings to slog. kfake logs every
 // request at info level, which would drown everything else, so info and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -287,4 +288,43 @@ func sum(m map[int32]int64) (n int64) {
 		n += v
 	}
 	return n
+}
+
+func TestKafkaRestartKeepsAddressAndData(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	topics := map[string]int32{"seckill.orders": 2}
+	k, err := localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(k.Close)
+	brokers := k.Brokers
+	p, err := sarama.NewSyncProducer(brokers, saramaConfig())
+	require.NoError(t, err)
+	defer p.Close()
+	produce(t, p, "seckill.orders", 0, 5)
+
+	k.Stop()
+	k.Stop() // twice is fine
+	conn, err := net.DialTimeout("tcp", brokers[0], time.Second)
+	if err == nil {
+		conn.Close()
+	}
+	require.Error(t, err, "a stopped broker refuses connections")
+
+	require.NoError(t, k.Start(ctx))
+	require.Equal(t, brokers, k.Brokers, "the same address after a restart")
+	var total int64
+	for _, pi := range k.Cluster().PartitionInfos("seckill.orders") {
+		total += pi.HighWatermark
+	}
+	require.EqualValues(t, 5, total, "the messages were reloaded")
+	// The producer made before the restart reconnects by itself.
+	produce(t, p, "seckill.orders", 5, 6)
+
+	require.NoError(t, k.Restart(ctx))
+	total = 0
+	for _, pi := range k.Cluster().PartitionInfos("seckill.orders") {
+		total += pi.HighWatermark
+	}
+	require.EqualValues(t, 6, total)
 }

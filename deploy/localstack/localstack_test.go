@@ -135,6 +135,24 @@ func TestPostgresCrashReuseAndStalePid(t *testing.T) {
 	_, err = conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before the crash')")
 	require.NoError(t, err)
 
+	// Frozen: the connected client's query waits, nothing fails, and it
+	// answers once thawed. A frozen server still dies on Kill below.
+	require.NoError(t, pg.Freeze())
+	stalled, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = conn.Exec(stalled, "INSERT INTO kept VALUES ('while frozen')")
+	cancel()
+	require.Error(t, err, "a frozen server answers nothing")
+	pg.Thaw()
+	conn, err = pgx.Connect(ctx, pg.URL) // the cancelled query closed the old one
+	require.NoError(t, err)
+	// The insert the client gave up on sat in the backend's socket: once
+	// thawed, the backend may run it before it notices the client left
+	// (exactly what callers that time out must expect of a real stall).
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n))
+	require.Contains(t, []int{1, 2}, n, "thawed, it answers")
+	require.NoError(t, pg.Freeze())
+
 	// A crash with a client connected: the postmaster and all its backends
 	// go, and postmaster.pid stays behind.
 	pid := pg.Pid()

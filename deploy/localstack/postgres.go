@@ -238,6 +238,14 @@ func (p *Postgres) Restart(ctx context.Context) error { return p.srv.restart(ctx
 // Pid is the postmaster's process id, 0 while it is not running.
 func (p *Postgres) Pid() int { return p.srv.pid() }
 
+// Freeze stops the postmaster and every backend with SIGSTOP, as a stalled
+// database server: connections open but nothing answers, open transactions
+// keep their locks. Thaw continues them; Stop, Kill and Restart thaw first.
+func (p *Postgres) Freeze() error { return p.srv.freeze() }
+
+// Thaw continues a frozen PostgreSQL (SIGCONT); it does nothing otherwise.
+func (p *Postgres) Thaw() { p.srv.thaw() }
+
 func (p *Postgres) createDatabase(ctx context.Context, name string) error {
 	conn, err := pgx.Connect(ctx, p.AdminURL("postgres"))
 	if err != nil {

@@ -221,8 +221,9 @@ type server struct {
 	children bool                                        // wait for the child's own children when killing it
 	before   func() error                                // run before every launch; may be nil
 
-	mu   sync.Mutex
-	proc *process
+	mu     sync.Mutex
+	proc   *process
+	frozen bool // SIGSTOPped by freeze and not yet continued
 }
 
 // startTimeout bounds a start-up when the caller's context has no deadline.
@@ -297,6 +298,7 @@ func (s *server) stop(ctx context.Context) error {
 	if s.proc == nil {
 		return nil
 	}
+	s.thawLocked() // a stopped process would sit on the signal until killed
 	kids := s.childPids(s.proc)
 	err := s.proc.stop(ctx, s.stopSig, 30*time.Second)
 	waitGone(kids, 10*time.Second)
@@ -315,6 +317,14 @@ func (s *server) kill() {
 
 func (s *server) killProc(p *process) {
 	kids := s.childPids(p)
+	if s.frozen {
+		// SIGKILL ends stopped processes too; the children, which get no
+		// signal from us, must run to notice their parent died.
+		for _, kid := range kids {
+			_ = syscall.Kill(kid, syscall.SIGCONT)
+		}
+		s.frozen = false
+	}
 	p.kill()
 	// The children of a PostgreSQL postmaster are session leaders of their
 	// own, out of our group's reach; they exit on their own once they see
@@ -328,6 +338,44 @@ func (s *server) childPids(p *process) []int {
 		return nil
 	}
 	return childrenOf(p.pid())
+}
+
+// freeze stops the child and each of its children with SIGSTOP: they keep
+// their sockets and memory but run nothing, as a server stalled by the
+// kernel, a full disk or a debugger is. Clients see connections that accept
+// (the kernel's backlog) and never answer. thaw undoes it.
+func (s *server) freeze() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.exited() {
+		return fmt.Errorf("localstack: freeze %s: not running", s.spec.name)
+	}
+	// The parent first, so it forks nobody after its children are listed.
+	s.proc.signalGroup(syscall.SIGSTOP)
+	for _, kid := range childrenOf(s.proc.pid()) {
+		_ = syscall.Kill(kid, syscall.SIGSTOP)
+	}
+	s.frozen = true
+	return nil
+}
+
+// thaw continues what freeze stopped; it does nothing when nothing is frozen.
+func (s *server) thaw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.thawLocked()
+}
+
+func (s *server) thawLocked() {
+	if !s.frozen || s.proc == nil || s.proc.exited() {
+		s.frozen = false
+		return
+	}
+	for _, kid := range childrenOf(s.proc.pid()) {
+		_ = syscall.Kill(kid, syscall.SIGCONT)
+	}
+	s.proc.signalGroup(syscall.SIGCONT)
+	s.frozen = false
 }
 
 // restart starts the child again with the same arguments, killing it first

@@ -119,6 +119,13 @@ func (r *Redis) Restart(ctx context.Context) error { return r.srv.restart(ctx) }
 // Pid is the server's process id, 0 while it is not running.
 func (r *Redis) Pid() int { return r.srv.pid() }
 
+// Freeze stops redis-server with SIGSTOP: connections open, nothing answers.
+// Thaw continues it; Stop, Kill and Restart thaw first.
+func (r *Redis) Freeze() error { return r.srv.freeze() }
+
+// Thaw continues a frozen redis-server (SIGCONT); it does nothing otherwise.
+func (r *Redis) Thaw() { r.srv.thaw() }
+
 // ping sends one inline PING and wants +PONG (a server still loading its
 // append-only file answers -LOADING, which is not ready).
 func ping(ctx context.Context, addr string) error {
