@@ -10,6 +10,11 @@
 #   make bench   the Go benchmarks, then a standard flash sale against
 #                `bin/seckill dev` beside this machine's two ceilings
 #                (deploy/bench; about two minutes)
+#   make chaos   the fault suite in full: a crowd of 4,000 shoppers per
+#                fault while PostgreSQL, Redis, the broker, a worker, a
+#                gateway and the whole process fail one at a time, then the
+#                checks and the table (deploy/chaos; about ten minutes).
+#                `make test` runs the same suite with a small crowd.
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
 # PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
@@ -27,7 +32,7 @@ BENCHTIME ?= 1s
 # (CPU profiles of the gateway under each crowd) or "-accepted 50000".
 BENCH_FLAGS ?=
 
-.PHONY: deps build run test vet fuzz bench clean
+.PHONY: deps build run test vet fuzz bench chaos clean
 
 # deps installs only what is missing, with apt-get (as root, or through
 # sudo). Without either it prints the exact command to run and stops.
@@ -94,6 +99,16 @@ bench: deps build
 		while read -r dir; do if grep -q '^func Benchmark' "$$dir"/*_test.go 2>/dev/null; then echo "$$dir"; fi; done); \
 	if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi
 	$(GO) run ./deploy/bench -bin $(BIN) $(BENCH_FLAGS)
+
+# chaos runs deploy/chaos's TestFaults in its full form against bin/seckill
+# and prints the table (also kept in .run/chaos.md). CHAOS_FAULTS picks
+# faults by name, comma separated (see deploy/chaos.Faults).
+CHAOS_FAULTS ?=
+chaos: deps build
+	@mkdir -p .run; rm -f .run/chaos.md; status=0; \
+	SECKILL_CHAOS=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_CHAOS_TABLE=$(CURDIR)/.run/chaos.md \
+		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) test -count=1 -v -timeout 40m -run '^TestFaults$$' ./deploy/chaos || status=$$?; \
+	if [ -f .run/chaos.md ]; then echo; cat .run/chaos.md; fi; exit $$status
 
 clean:
 	rm -rf bin .run

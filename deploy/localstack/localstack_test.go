@@ -156,7 +156,7 @@ func TestPostgresCrashReuseAndStalePid(t *testing.T) {
 	// A crash with a client connected: the postmaster and all its backends
 	// go, and postmaster.pid stays behind.
 	pid := pg.Pid()
-	kids := children(pid)
+	kids := localstack.ChildrenOf(pid)
 	require.NotEmpty(t, kids, "a postmaster has background processes")
 	pg.Kill()
 	require.False(t, localstack.Alive(pid))
@@ -173,7 +173,7 @@ func TestPostgresCrashReuseAndStalePid(t *testing.T) {
 	// A clean stop, then a stale pid file naming a live process that is not
 	// a postmaster (this test), as happens when pids are reused.
 	pid = pg.Pid()
-	kids = children(pid)
+	kids = localstack.ChildrenOf(pid)
 	require.NoError(t, pg.Stop(ctx))
 	require.False(t, localstack.Alive(pid))
 	for _, k := range kids {
@@ -205,23 +205,6 @@ func readKept(t *testing.T, url string) string {
 	var v string
 	require.NoError(t, conn.QueryRow(t.Context(), "SELECT v FROM kept").Scan(&v))
 	return v
-}
-
-// children lists the pids whose parent is pid, from /proc.
-func children(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	want := "PPid:\t" + strconv.Itoa(pid) + "\n"
-	var kids []int
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if status, err := os.ReadFile("/proc/" + e.Name() + "/status"); err == nil && strings.Contains(string(status), want) {
-			kids = append(kids, n)
-		}
-	}
-	return kids
 }
 
 func TestPostgresHalfMadeClusterIsRemade(t *testing.T) {
@@ -291,7 +274,7 @@ func helper(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	pids := append([]int{r.Pid(), pg.Pid()}, children(pg.Pid())...)
+	pids := append([]int{r.Pid(), pg.Pid()}, localstack.ChildrenOf(pg.Pid())...)
 	fmt.Print("pids")
 	for _, p := range pids {
 		fmt.Print(" ", p)

@@ -337,7 +337,7 @@ func (s *server) childPids(p *process) []int {
 	if !s.children || p.exited() {
 		return nil
 	}
-	return childrenOf(p.pid())
+	return ChildrenOf(p.pid())
 }
 
 // freeze stops the child and each of its children with SIGSTOP: they keep
@@ -352,7 +352,7 @@ func (s *server) freeze() error {
 	}
 	// The parent first, so it forks nobody after its children are listed.
 	s.proc.signalGroup(syscall.SIGSTOP)
-	for _, kid := range childrenOf(s.proc.pid()) {
+	for _, kid := range ChildrenOf(s.proc.pid()) {
 		_ = syscall.Kill(kid, syscall.SIGSTOP)
 	}
 	s.frozen = true
@@ -371,7 +371,7 @@ func (s *server) thawLocked() {
 		s.frozen = false
 		return
 	}
-	for _, kid := range childrenOf(s.proc.pid()) {
+	for _, kid := range ChildrenOf(s.proc.pid()) {
 		_ = syscall.Kill(kid, syscall.SIGCONT)
 	}
 	s.proc.signalGroup(syscall.SIGCONT)
@@ -395,8 +395,9 @@ func (s *server) pid() int {
 	return s.proc.pid()
 }
 
-// childrenOf lists the processes whose parent is pid, from /proc.
-func childrenOf(pid int) []int {
+// ChildrenOf lists the processes whose parent is pid, from /proc. Tests and
+// the fault suite use it to find what a killed process leaves behind.
+func ChildrenOf(pid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

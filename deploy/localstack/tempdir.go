@@ -2,7 +2,11 @@ package localstack
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -30,6 +34,44 @@ func TempDir(pattern string) (string, error) {
 	dir, err := os.MkdirTemp(base, pattern)
 	if err != nil {
 		return "", fmt.Errorf("localstack: temp dir: %w", err)
+	}
+	return dir, nil
+}
+
+// ownerFile, in a folder OwnedTempDir makes, holds the pid of the program
+// that made it.
+const ownerFile = "owner.pid"
+
+// OwnedTempDir is TempDir for a program that may be killed before it can
+// remove its folder (a test binary, a fault suite): it writes the program's
+// pid into the folder, and first removes the folders matching pattern whose
+// program no longer runs. A folder whose owner file is not written yet
+// belongs to a program starting now and is left alone.
+func OwnedTempDir(pattern string, log *slog.Logger) (string, error) {
+	log = logger(log)
+	for _, base := range []string{"/dev/shm", os.TempDir()} {
+		dirs, _ := filepath.Glob(filepath.Join(base, pattern))
+		for _, d := range dirs {
+			b, err := os.ReadFile(filepath.Join(d, ownerFile))
+			if err != nil {
+				continue
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || Alive(pid) {
+				continue
+			}
+			if err := os.RemoveAll(d); err == nil {
+				log.Info("localstack: removed the folder of a program that was killed", "dir", d)
+			}
+		}
+	}
+	dir, err := TempDir(pattern)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("localstack: %w", err)
 	}
 	return dir, nil
 }

@@ -29,8 +29,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,12 +45,9 @@ import (
 // TemplateDatabase is the migrated database every NewDatabase copies.
 const TemplateDatabase = "seckill_template"
 
-// dirPattern names the folders Main makes; ownerFile in each holds the pid
-// of the test binary that owns it, so leftovers of killed runs can be found.
-const (
-	dirPattern = "seckill-stacktest-*"
-	ownerFile  = "owner.pid"
-)
+// dirPattern names the folders Main makes (see localstack.OwnedTempDir,
+// which removes those of killed runs).
+const dirPattern = "seckill-stacktest-*"
 
 // Stack is the set of services one test binary shares.
 type Stack struct {
@@ -145,14 +140,9 @@ func run(m *testing.M, stack **Stack) int {
 // exported for programs that want the same stack outside `go test`
 // (benchmark drivers). Stop undoes it.
 func Start(ctx context.Context, log *slog.Logger) (*Stack, error) {
-	sweepLeftovers(log)
-	dir, err := localstack.TempDir(dirPattern)
+	dir, err := localstack.OwnedTempDir(dirPattern, log)
 	if err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("stacktest: %w", err)
 	}
 	s := &Stack{dir: dir}
 
@@ -311,26 +301,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails
 	return hex.EncodeToString(b)
-}
-
-// sweepLeftovers removes the folders of test binaries that were killed
-// before they could clean up (their owner pid no longer runs). A folder
-// whose owner file is not written yet belongs to a binary starting now.
-func sweepLeftovers(log *slog.Logger) {
-	for _, base := range []string{"/dev/shm", os.TempDir()} {
-		dirs, _ := filepath.Glob(filepath.Join(base, dirPattern))
-		for _, d := range dirs {
-			b, err := os.ReadFile(filepath.Join(d, ownerFile))
-			if err != nil {
-				continue
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || localstack.Alive(pid) {
-				continue
-			}
-			if err := os.RemoveAll(d); err == nil {
-				log.Info("stacktest: removed the folder of a killed test run", "dir", d)
-			}
-		}
-	}
 }

@@ -1,0 +1,728 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/migrations"
+)
+
+// Names of the faults, in the order Run injects them.
+const (
+	FaultPostgresFrozen   = "postgresql frozen"
+	FaultPostgresRestart  = "postgresql restarted"
+	FaultRedisKilled      = "redis-server killed -9, restarted from AOF"
+	FaultRedisDataLost    = "redis data lost (FLUSHALL)"
+	FaultWorkerKilled     = "worker killed mid-batch"
+	FaultGatewayKilled    = "gateway killed between script and Kafka write"
+	FaultBrokerRestart    = "broker restarted"
+	FaultWholeProcessKill = "whole process killed -9, started again"
+)
+
+// Faults lists every fault in the order Run injects them.
+func Faults() []string {
+	return []string{FaultPostgresFrozen, FaultPostgresRestart, FaultRedisKilled, FaultRedisDataLost,
+		FaultWorkerKilled, FaultGatewayKilled, FaultBrokerRestart, FaultWholeProcessKill}
+}
+
+// Options sizes a run.
+type Options struct {
+	// Bin is the seckill binary (see Build).
+	Bin string
+	// Dir is a scratch folder for the services' data and the processes' logs.
+	Dir string
+	// Faults to inject, by name (see Faults); empty means all of them.
+	Faults []string
+	// Shoppers per fault; each asks for one unit of a voucher with
+	// three quarters as many units, so the sale is still selling when the
+	// fault strikes.
+	Shoppers int
+	// Arrive spreads the shoppers' arrivals over this long.
+	Arrive time.Duration
+	// FaultAt is when, after the crowd's release, the fault strikes.
+	FaultAt time.Duration
+	// Freeze is how long PostgreSQL stays frozen.
+	Freeze time.Duration
+	// Down is how long redis-server and the broker stay down.
+	Down time.Duration
+	// Patience is how long a shopper keeps retrying after arriving.
+	Patience time.Duration
+	// SettleWithin is the deadline, after the crowd is done, for every
+	// accepted order to end and the drift report to be clean. Generous: the
+	// time it took is reported, the deadline only catches what never heals.
+	SettleWithin time.Duration
+	// Unhealing names faults the system is known not to heal by itself yet:
+	// for them the wait after the crowd ends once every accepted order has
+	// ended, and the drift report is read once then and reported (Drift),
+	// instead of waited for. Every other check still applies.
+	Unhealing []string
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Result is what one fault did to one crowd.
+type Result struct {
+	Fault string
+	// Accepted is how many distinct orders the shoppers got a 202 for.
+	Accepted int
+	// Persisted is how many of those PostgreSQL has as created, paid or
+	// cancelled; Failed how many it has as failed; Unknown how many it does
+	// not have in a final status when the deadline passed.
+	Persisted, Failed, Unknown int
+	// Total, Sold and StockLeft are PostgreSQL's figures of the voucher.
+	Total, Sold, StockLeft int64
+	// Healed says whether the drift report said Redis and PostgreSQL agree
+	// (in-flight reservations aside) after the fault ended, and Heal how
+	// long after.
+	Healed bool
+	Heal   time.Duration
+	// Settled says whether, after the crowd, every accepted order ended and
+	// the drift report was clean with nothing pending, and Settle how long
+	// after the crowd's last shopper that took.
+	Settled bool
+	Settle  time.Duration
+	// Answers counts what the shoppers were answered.
+	Answers string
+	// Drift is the last drift report's verdict when it was not clean after
+	// SettleWithin (the system did not heal by itself); empty when clean.
+	Drift string
+	// Problems lists every broken invariant of the sale (oversell, balance,
+	// per-user limit, an accepted order without a final status, the API
+	// contradicting PostgreSQL); empty means the sale stayed honest.
+	Problems []string
+	// Notes says what the fault did, for the log (e.g. how many buys were
+	// caught in flight).
+	Notes []string
+}
+
+// run state shared by the faults of one Run.
+type runner struct {
+	opts   Options
+	tokens *auth.Tokens
+	admin  string
+	secret string
+	next   int64 // first user id of the next crowd
+
+	served *served // the services and `seckill serve` processes, started on first use
+}
+
+// Run injects each fault of opts in turn, each into its own crowd on its own
+// voucher, and returns one Result per fault. Its error is about the suite
+// itself (a service that would not start); broken invariants are in the
+// Results' Problems.
+func Run(ctx context.Context, opts Options) ([]Result, error) {
+	if opts.Dir == "" || opts.Bin == "" {
+		return nil, errors.New("chaos: Options.Dir and Options.Bin are required")
+	}
+	if opts.Shoppers < 4 {
+		return nil, errors.New("chaos: Options.Shoppers must be at least 4")
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	names := opts.Faults
+	if len(names) == 0 {
+		names = Faults()
+	}
+	for _, n := range names {
+		if !slices.Contains(Faults(), n) {
+			return nil, fmt.Errorf("chaos: unknown fault %q", n)
+		}
+	}
+	r := &runner{opts: opts, admin: randomHex(16), secret: randomHex(32), next: 1_000_000}
+	var err error
+	if r.tokens, err = auth.NewTokens([]byte(r.secret), 2*time.Hour); err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var results []Result
+	for _, name := range names {
+		res, err := r.one(ctx, name)
+		if err != nil {
+			return results, fmt.Errorf("chaos: %s: %w", name, err)
+		}
+		opts.Logf("%s: accepted %d, persisted %d, failed %d, unknown %d; healed %v in %v, settled %v in %v; %s",
+			name, res.Accepted, res.Persisted, res.Failed, res.Unknown, res.Healed, res.Heal.Round(100*time.Millisecond),
+			res.Settled, res.Settle.Round(100*time.Millisecond), res.Answers)
+		for _, n := range res.Notes {
+			opts.Logf("%s: %s", name, n)
+		}
+		for _, p := range res.Problems {
+			opts.Logf("%s: PROBLEM: %s", name, p)
+		}
+		if res.Drift != "" {
+			opts.Logf("%s: NOT HEALED: %s", name, res.Drift)
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+func (r *runner) close() {
+	if r.served != nil {
+		r.served.close()
+	}
+}
+
+// system is what a fault acts on and the checks read: the HTTP face and the
+// PostgreSQL record.
+type system struct {
+	api  *api
+	pool func() *pgxpool.Pool // the current pool (dev mode reopens it after a restart)
+}
+
+// one runs one fault: a crowd on a new voucher, the fault at FaultAt, then the
+// checks.
+func (r *runner) one(ctx context.Context, name string) (Result, error) {
+	res := Result{Fault: name}
+	var (
+		sys    system
+		inject func(ctx context.Context, c *crowd, res *Result) error
+	)
+	if name == FaultWholeProcessKill {
+		d, err := r.startDev(ctx)
+		if err != nil {
+			return res, err
+		}
+		defer d.close()
+		sys = system{api: d.api, pool: d.currentPool}
+		inject = d.killAndRestart
+	} else {
+		if r.served == nil {
+			s, err := r.startServed(ctx)
+			if err != nil {
+				return res, err
+			}
+			r.served = s
+		}
+		sys = system{api: r.served.api, pool: func() *pgxpool.Pool { return r.served.pool }}
+		inject = r.served.fault(name)
+	}
+
+	stock := int64(r.opts.Shoppers * 3 / 4)
+	voucherID, err := sys.api.createVoucher(ctx, "chaos: "+name, stock)
+	if err != nil {
+		return res, err
+	}
+	c := newCrowd(sys.api, r.tokens, voucherID, r.opts.Shoppers, r.next, r.opts.Arrive, r.opts.Patience)
+	r.next += int64(r.opts.Shoppers)
+	crowdDone := make(chan struct{})
+	go func() { defer close(crowdDone); c.run(ctx) }()
+
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(r.opts.FaultAt):
+	}
+	r.opts.Logf("%s: injecting (%d buys in flight)", name, c.inFlight.Load())
+	if err := inject(ctx, c, &res); err != nil {
+		<-crowdDone
+		return res, err
+	}
+	faultEnd := time.Now()
+
+	// Heal: the first clean comparison after the fault, watched while the
+	// crowd goes on.
+	var healedAt atomic.Int64
+	healCtx, stopHeal := context.WithCancel(ctx)
+	healDone := make(chan struct{})
+	go func() {
+		defer close(healDone)
+		for healCtx.Err() == nil {
+			if d, err := sys.api.drift(healCtx, voucherID); err == nil && d.OK {
+				healedAt.Store(time.Now().UnixNano())
+				return
+			}
+			select {
+			case <-healCtx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+
+	<-crowdDone
+	crowdEnd := time.Now()
+	accepted := c.acceptedOrders()
+	res.Accepted = len(accepted)
+	res.Answers = c.summary()
+	res.Problems = append(res.Problems, c.problems...)
+
+	final, last, settled := r.settle(ctx, sys, voucherID, accepted, !slices.Contains(r.opts.Unhealing, name))
+	res.Settled = settled
+	res.Settle = time.Since(crowdEnd)
+	stopHeal()
+	<-healDone
+	if at := healedAt.Load(); at != 0 {
+		res.Healed, res.Heal = true, time.Unix(0, at).Sub(faultEnd)
+	}
+	r.check(ctx, sys, voucherID, accepted, final, last, &res)
+	return res, nil
+}
+
+// settle waits until every accepted order has a final status in PostgreSQL
+// and (when needClean) the drift report is clean, or SettleWithin passes.
+// It returns the statuses last read and the last drift report.
+func (r *runner) settle(ctx context.Context, sys system, voucherID int64, accepted map[int64]int64, needClean bool) (map[int64]string, drift, bool) {
+	ids := make([]int64, 0, len(accepted))
+	for id := range accepted {
+		ids = append(ids, id)
+	}
+	deadline := time.Now().Add(r.opts.SettleWithin)
+	var (
+		status map[int64]string
+		last   drift
+	)
+	for {
+		if s, err := statuses(ctx, sys.pool(), ids); err == nil {
+			status = s
+		}
+		d, err := sys.api.drift(ctx, voucherID)
+		if err == nil {
+			last = d
+		}
+		if err == nil && (d.clean() || !needClean) && countFinal(status) == len(ids) {
+			return status, last, true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return status, last, false
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// statuses reads the PostgreSQL status of each order that has a row.
+func statuses(ctx context.Context, pool *pgxpool.Pool, ids []int64) (map[int64]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err := pool.Query(ctx, "SELECT id, status FROM orders WHERE id = ANY($1)", ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]string, len(ids))
+	for rows.Next() {
+		var id int64
+		var s string
+		if err := rows.Scan(&id, &s); err != nil {
+			return nil, err
+		}
+		out[id] = s
+	}
+	return out, rows.Err()
+}
+
+func isFinal(status string) bool {
+	return status == "created" || status == "paid" || status == "cancelled" || status == "failed"
+}
+
+func countFinal(status map[int64]string) int {
+	n := 0
+	for _, s := range status {
+		if isFinal(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// check counts the outcomes and records every broken invariant.
+func (r *runner) check(ctx context.Context, sys system, voucherID int64, accepted map[int64]int64, final map[int64]string, last drift, res *Result) {
+	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
+	var unknown []int64
+	for id := range accepted {
+		switch final[id] {
+		case "created", "paid", "cancelled":
+			res.Persisted++
+		case "failed":
+			res.Failed++
+		default:
+			unknown = append(unknown, id)
+		}
+	}
+	res.Unknown = len(unknown)
+	slices.Sort(unknown)
+	for i, id := range unknown {
+		if i == 5 {
+			problem("... and %d more accepted orders without a final status", len(unknown)-5)
+			break
+		}
+		token, _, _ := r.tokens.Issue(accepted[id])
+		problem("accepted order %d has no final status in PostgreSQL after %v; the API says %q",
+			id, r.opts.SettleWithin, sys.api.orderStatus(ctx, token, id))
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool := sys.pool()
+	err := pool.QueryRow(pctx, `
+		SELECT v.stock_total, v.stock_left,
+		       COALESCE(SUM(o.quantity) FILTER (WHERE o.status IN ('created', 'paid')), 0)
+		FROM vouchers v LEFT JOIN orders o ON o.voucher_id = v.id
+		WHERE v.id = $1 GROUP BY v.id`, voucherID).Scan(&res.Total, &res.StockLeft, &res.Sold)
+	if err != nil {
+		problem("read voucher %d from PostgreSQL: %v", voucherID, err)
+		return
+	}
+	if res.Sold > res.Total {
+		problem("OVERSOLD: PostgreSQL sold %d of %d", res.Sold, res.Total)
+	}
+	if res.StockLeft+res.Sold != res.Total {
+		problem("PostgreSQL unbalanced: stock_left %d + sold %d != total %d", res.StockLeft, res.Sold, res.Total)
+	}
+	var overLimit int
+	if err := pool.QueryRow(pctx, `
+		SELECT count(*) FROM (SELECT user_id FROM orders
+		WHERE voucher_id = $1 AND status IN ('created', 'paid')
+		GROUP BY user_id HAVING SUM(quantity) > 1) x`, voucherID).Scan(&overLimit); err != nil {
+		problem("read per-user counts: %v", err)
+	} else if overLimit > 0 {
+		problem("%d shoppers hold more than the per-user limit of 1", overLimit)
+	}
+	if !last.clean() {
+		res.Drift = fmt.Sprintf("drift report still not clean after the crowd: ok=%v pending=%d in_flight=%d problems=%v",
+			last.OK, last.Pending, last.InFlight, last.Problems)
+	}
+
+	// What shoppers read agrees with the record, for a sample of them.
+	checked := 0
+	for id, user := range accepted { // map order: a random sample
+		if checked == apiSample {
+			break
+		}
+		if !isFinal(final[id]) {
+			continue
+		}
+		checked++
+		token, _, _ := r.tokens.Issue(user)
+		if got := sys.api.orderStatus(ctx, token, id); got != final[id] {
+			problem("order %d: GET /api/v1/orders says %q, PostgreSQL %q", id, got, final[id])
+		}
+	}
+}
+
+// apiSample is how many accepted orders the API is asked about per fault.
+const apiSample = 25
+
+// --- the services and `seckill serve` processes
+
+// served is the shared services with the system as three processes: a
+// gateway, a worker and a sweeper.
+type served struct {
+	r     *runner
+	dir   string
+	redis *localstack.Redis
+	pg    *localstack.Postgres
+	kafka *localstack.Kafka
+	pool  *pgxpool.Pool
+	rdb   *redis.Client
+
+	gateway, worker, sweeper *instance
+	api                      *api
+}
+
+const topic = "seckill.orders"
+
+func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
+	dir := filepath.Join(r.opts.Dir, "served")
+	s := &served{r: r, dir: dir}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	r.opts.Logf("starting redis-server, PostgreSQL and the broker in %s", dir)
+	if s.redis, err = localstack.StartRedis(ctx, localstack.RedisOptions{Dir: filepath.Join(dir, "redis"), Persist: true}); err != nil {
+		return nil, err
+	}
+	if s.pg, err = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(dir, "postgres")}); err != nil {
+		return nil, err
+	}
+	if s.kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{
+		Topics: map[string]int32{topic: 6}, Dir: filepath.Join(dir, "kafka"),
+	}); err != nil {
+		return nil, err
+	}
+	if err = migrations.ApplyURL(ctx, s.pg.URL); err != nil {
+		return nil, err
+	}
+	if s.pool, err = pgxpool.New(ctx, s.pg.URL); err != nil {
+		return nil, err
+	}
+	ropts, err := redis.ParseURL(s.redis.URL)
+	if err != nil {
+		return nil, err
+	}
+	s.rdb = redis.NewClient(ropts)
+
+	for _, p := range []struct {
+		inst **instance
+		role string
+	}{{&s.gateway, "gateway"}, {&s.worker, "worker"}, {&s.sweeper, "sweeper"}} {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		*p.inst = newInstance(p.role, r.opts.Bin, dir, []string{"serve"}, map[string]string{
+			"SECKILL_ROLES":            p.role,
+			"SECKILL_HTTP_ADDR":        addr,
+			"SECKILL_REDIS_URL":        s.redis.URL,
+			"SECKILL_DATABASE_URL":     s.pg.URL,
+			"SECKILL_KAFKA_BROKERS":    s.kafka.Brokers[0],
+			"SECKILL_KAFKA_TOPIC":      topic,
+			"SECKILL_JWT_SECRET":       r.secret,
+			"SECKILL_ADMIN_TOKEN":      r.admin,
+			"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+		})
+		if err := (*p.inst).start(ctx, time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	s.api = newAPI(s.gateway.addr, r.admin)
+	r.opts.Logf("gateway on %s, worker and sweeper running; logs in %s", s.gateway.addr, dir)
+	return s, nil
+}
+
+func (s *served) close() {
+	for _, p := range []*instance{s.gateway, s.worker, s.sweeper} {
+		if p != nil {
+			p.stop(10 * time.Second)
+		}
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if s.kafka != nil {
+		s.kafka.Close()
+	}
+	if s.redis != nil {
+		_ = s.redis.Stop(ctx)
+	}
+	if s.pg != nil {
+		_ = s.pg.Stop(ctx)
+	}
+}
+
+// fault returns the injection of a fault on the served system. It returns
+// once the fault is over: the service or process is back.
+func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Result) error {
+	o := s.r.opts
+	switch name {
+	case FaultPostgresFrozen:
+		return func(ctx context.Context, _ *crowd, _ *Result) error {
+			if err := s.pg.Freeze(); err != nil {
+				return err
+			}
+			defer s.pg.Thaw()
+			return sleep(ctx, o.Freeze)
+		}
+	case FaultPostgresRestart:
+		return func(ctx context.Context, _ *crowd, _ *Result) error { return s.pg.Restart(ctx) }
+	case FaultRedisKilled:
+		return func(ctx context.Context, _ *crowd, _ *Result) error {
+			s.redis.Kill()
+			if err := sleep(ctx, o.Down); err != nil {
+				return err
+			}
+			return s.redis.Restart(ctx)
+		}
+	case FaultRedisDataLost:
+		return func(ctx context.Context, _ *crowd, _ *Result) error { return s.rdb.FlushAll(ctx).Err() }
+	case FaultWorkerKilled:
+		return func(ctx context.Context, c *crowd, res *Result) error {
+			// Offset commits get no answer: the worker persists a batch in
+			// PostgreSQL and then waits on its Kafka commit, where it dies.
+			held, release := s.withhold(kmsg.OffsetCommit)
+			defer release()
+			if err := waitHeld(ctx, held, "an offset commit"); err != nil {
+				return err
+			}
+			if err := sleep(ctx, 300*time.Millisecond); err != nil {
+				return err
+			}
+			s.worker.kill()
+			res.Notes = append(res.Notes, fmt.Sprintf("worker killed with %d offset commits unanswered", held.Load()))
+			release()
+			return s.worker.start(ctx, time.Minute)
+		}
+	case FaultGatewayKilled:
+		return func(ctx context.Context, c *crowd, res *Result) error {
+			// Produce requests get no answer: buys have run reserve.lua and
+			// wait on the Kafka write, where the gateway dies.
+			held, release := s.withhold(kmsg.Produce)
+			defer release()
+			if err := waitHeld(ctx, held, "a produce request"); err != nil {
+				return err
+			}
+			if err := sleep(ctx, time.Second); err != nil {
+				return err
+			}
+			caught := c.inFlight.Load()
+			s.gateway.kill()
+			res.Notes = append(res.Notes, fmt.Sprintf("gateway killed with %d buys in flight", caught))
+			release()
+			return s.gateway.start(ctx, time.Minute)
+		}
+	case FaultBrokerRestart:
+		return func(ctx context.Context, _ *crowd, _ *Result) error {
+			s.kafka.Stop()
+			if err := sleep(ctx, o.Down); err != nil {
+				return err
+			}
+			return s.kafka.Start(ctx)
+		}
+	}
+	return func(context.Context, *crowd, *Result) error { return fmt.Errorf("chaos: no injection for %q", name) }
+}
+
+// withhold makes the broker leave every request of kind unanswered (its
+// client waits, as on a stalled broker) until release. held counts the
+// requests withheld.
+func (s *served) withhold(kind kmsg.Key) (held *atomic.Int64, release func()) {
+	held = new(atomic.Int64)
+	var on atomic.Bool
+	on.Store(true)
+	k := s.kafka.Cluster()
+	k.ControlKey(kind.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !on.Load() {
+			k.DropControl()
+			return nil, nil, false
+		}
+		k.KeepControl()
+		held.Add(1)
+		return nil, nil, true // handled, and no answer
+	})
+	return held, func() { on.Store(false) }
+}
+
+func waitHeld(ctx context.Context, held *atomic.Int64, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for held.Load() == 0 {
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("chaos: no %s reached the broker: %w", what, err)
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// --- the whole process: `seckill dev`
+
+// dev is one `seckill dev` process on its own data folder.
+type dev struct {
+	r    *runner
+	proc *instance
+	api  *api
+	pool atomic.Pointer[pgxpool.Pool]
+}
+
+func (r *runner) startDev(ctx context.Context) (*dev, error) {
+	dir := filepath.Join(r.opts.Dir, "dev")
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	d := &dev{r: r}
+	d.proc = newInstance("dev", r.opts.Bin, dir, []string{"dev"}, map[string]string{
+		"SECKILL_HTTP_ADDR":        addr,
+		"SECKILL_DATA_DIR":         filepath.Join(dir, "data"),
+		"SECKILL_JWT_SECRET":       r.secret,
+		"SECKILL_ADMIN_TOKEN":      r.admin,
+		"SECKILL_DEMO_VOUCHER":     "false",
+		"SECKILL_KAFKA_TOPIC":      topic,
+		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+	})
+	if err := mkdir(dir); err != nil {
+		return nil, err
+	}
+	r.opts.Logf("starting seckill dev in %s", dir)
+	if err := d.start(ctx); err != nil {
+		d.close()
+		return nil, err
+	}
+	d.api = newAPI(addr, r.admin)
+	return d, nil
+}
+
+// start starts the process and opens a pool on the PostgreSQL it started.
+func (d *dev) start(ctx context.Context) error {
+	if err := d.proc.start(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	url, err := lastPostgresURL(d.proc.logPath)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	if old := d.pool.Swap(pool); old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+func (d *dev) currentPool() *pgxpool.Pool { return d.pool.Load() }
+
+// killAndRestart kills the process with SIGKILL (its Redis and PostgreSQL
+// children get the kernel's parent-death signal), waits until they are gone
+// and starts it again on the same data folder.
+func (d *dev) killAndRestart(ctx context.Context, c *crowd, res *Result) error {
+	caught := c.inFlight.Load()
+	kids := d.proc.kill()
+	res.Notes = append(res.Notes, fmt.Sprintf("seckill dev killed with %d buys in flight; %d child processes", caught, len(kids)))
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := waitGone(wctx, kids); err != nil {
+		return err
+	}
+	return d.start(ctx)
+}
+
+func (d *dev) close() {
+	d.proc.stop(30 * time.Second)
+	if p := d.pool.Load(); p != nil {
+		p.Close()
+	}
+}
+
+func mkdir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,105 @@
+package chaos_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/deploy/chaos"
+)
+
+// Sizes of the two forms. The short one (make test) proves every fault on
+// every CI run with a small crowd; the full one (make chaos, SECKILL_CHAOS=full)
+// is a crowd of thousands with the faults at their full length.
+var (
+	short = chaos.Options{
+		Shoppers: 160, Arrive: 5 * time.Second, FaultAt: 1500 * time.Millisecond,
+		Freeze: 5 * time.Second, Down: 2 * time.Second, Patience: 30 * time.Second,
+		SettleWithin: 2 * time.Minute,
+	}
+	full = chaos.Options{
+		Shoppers: 4000, Arrive: 40 * time.Second, FaultAt: 10 * time.Second,
+		Freeze: 10 * time.Second, Down: 2 * time.Second, Patience: time.Minute,
+		SettleWithin: 3 * time.Minute,
+	}
+)
+
+// unhealing are the faults the system does not heal by itself yet: the suite
+// still checks that nothing is oversold and every accepted order ends, and
+// reports the drift it leaves instead of failing on it.
+var unhealing = []string{chaos.FaultRedisDataLost}
+
+// TestFaults injects every fault into its own crowd and checks each one's
+// invariants. SECKILL_CHAOS=full runs the full form; SECKILL_CHAOS_FAULTS (a
+// comma-separated list of fault names) runs only those; SECKILL_CHAOS_BIN
+// uses a built binary instead of building one; SECKILL_CHAOS_TABLE writes the
+// table there too.
+func TestFaults(t *testing.T) {
+	opts := short
+	if os.Getenv("SECKILL_CHAOS") == "full" {
+		opts = full
+	}
+	if list := os.Getenv("SECKILL_CHAOS_FAULTS"); list != "" {
+		for _, f := range strings.Split(list, ",") {
+			opts.Faults = append(opts.Faults, strings.TrimSpace(f))
+		}
+	}
+	dir, err := chaos.ScratchDir()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the services' data and the processes' logs are kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	opts.Dir = dir
+	opts.Bin = os.Getenv("SECKILL_CHAOS_BIN")
+	if opts.Bin == "" {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		opts.Bin, err = chaos.Build(ctx, dir)
+		cancel()
+		require.NoError(t, err)
+	}
+	opts.Logf = t.Logf
+	opts.Unhealing = unhealing
+
+	results, err := chaos.Run(t.Context(), opts)
+	require.NoError(t, err)
+	require.Len(t, results, max(len(opts.Faults), len(chaos.Faults())*boolInt(len(opts.Faults) == 0)))
+
+	var table strings.Builder
+	require.NoError(t, chaos.WriteTable(&table, results))
+	t.Logf("\n%s", table.String())
+	if path := os.Getenv("SECKILL_CHAOS_TABLE"); path != "" {
+		require.NoError(t, os.WriteFile(path, []byte(table.String()), 0o644))
+	}
+
+	for _, res := range results {
+		t.Run(res.Fault, func(t *testing.T) {
+			require.Positive(t, res.Accepted, "the crowd bought something")
+			require.Empty(t, res.Problems, "invariants broken by %s", res.Fault)
+			require.True(t, res.Settled, "every accepted order ended (and Redis agrees with PostgreSQL)")
+			if slices.Contains(unhealing, res.Fault) {
+				t.Logf("not healed by itself (known): %s", res.Drift)
+			} else {
+				require.Empty(t, res.Drift, "Redis and PostgreSQL agree again without an operator")
+				require.True(t, res.Healed, "Redis and PostgreSQL agreed again without an operator")
+			}
+			require.LessOrEqual(t, res.Sold, res.Total)
+			require.Equal(t, res.Accepted, res.Persisted+res.Failed+res.Unknown)
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

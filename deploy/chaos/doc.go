@@ -1,0 +1,35 @@
+// Package chaos is the fault suite: it runs a paced crowd of shoppers against
+// the real system and injects one fault at a time, then checks that the sale
+// stayed honest and healed without an operator.
+//
+// Everything is real. Redis, PostgreSQL and the Kafka-protocol broker are the
+// private services of deploy/localstack, and the system runs as separate OS
+// processes of the seckill binary (`seckill serve` with SECKILL_ROLES gateway,
+// worker and sweeper, or `seckill dev` for the whole-process fault), so a
+// fault is a real signal or a real restart:
+//
+//   - PostgreSQL frozen: SIGSTOP of the postmaster and its backends, SIGCONT later;
+//   - PostgreSQL restarted: SIGKILL, then started again on the same data;
+//   - redis-server killed -9 and started again from its append-only file;
+//   - Redis data lost: FLUSHALL;
+//   - a worker killed mid-batch: the broker withholds its offset-commit
+//     answers, so the worker is caught between its PostgreSQL commit and its
+//     Kafka commit, and is killed there with SIGKILL;
+//   - a gateway killed between the script and the Kafka write: the broker
+//     withholds its produce answers, so buys are caught after reserve.lua and
+//     before the message is written, and the gateway is killed there with
+//     SIGKILL;
+//   - the broker restarted on the same address and data;
+//   - the whole `seckill dev` process killed -9 (its Redis and PostgreSQL
+//     children go with it) and started again on the same data folder.
+//
+// After each fault it checks: no oversell in PostgreSQL; stock_left + sold ==
+// total; every accepted order (202) ends created, paid, cancelled or failed,
+// never unknown and never stuck in reserved; and the drift report (the admin
+// stats route) is clean again, with nothing pending. The waits are generous
+// deadlines, never assertions on time: the seconds measured are reported.
+//
+// Run drives one or all faults and returns a Result per fault; WriteTable
+// prints them. The package's test runs every fault with a small crowd (make
+// test) or with the full crowd (make chaos, which sets SECKILL_CHAOS=full).
+package chaos
