@@ -476,17 +476,13 @@ func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
 		if err != nil {
 			return nil, err
 		}
-		*p.inst = newInstance(p.role, r.opts.Bin, dir, []string{"serve"}, map[string]string{
-			"SECKILL_ROLES":            p.role,
-			"SECKILL_HTTP_ADDR":        addr,
-			"SECKILL_REDIS_URL":        s.redis.URL,
-			"SECKILL_DATABASE_URL":     s.pg.URL,
-			"SECKILL_KAFKA_BROKERS":    s.kafka.Brokers[0],
-			"SECKILL_KAFKA_TOPIC":      topic,
-			"SECKILL_JWT_SECRET":       r.secret,
-			"SECKILL_ADMIN_TOKEN":      r.admin,
-			"SECKILL_SHUTDOWN_TIMEOUT": "5s",
-		})
+		*p.inst = newInstance(p.role, r.opts.Bin, dir, []string{"serve"}, r.env(map[string]string{
+			"SECKILL_ROLES":         p.role,
+			"SECKILL_HTTP_ADDR":     addr,
+			"SECKILL_REDIS_URL":     s.redis.URL,
+			"SECKILL_DATABASE_URL":  s.pg.URL,
+			"SECKILL_KAFKA_BROKERS": s.kafka.Brokers[0],
+		}))
 		if err := (*p.inst).start(ctx, time.Minute); err != nil {
 			return nil, err
 		}
@@ -494,6 +490,27 @@ func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
 	s.api = newAPI(s.gateway.addr, r.admin)
 	r.opts.Logf("gateway on %s, worker and sweeper running; logs in %s", s.gateway.addr, dir)
 	return s, nil
+}
+
+// env is the configuration every process of a run shares, plus extra.
+func (r *runner) env(extra map[string]string) map[string]string {
+	env := map[string]string{
+		"SECKILL_KAFKA_TOPIC":      topic,
+		"SECKILL_JWT_SECRET":       r.secret,
+		"SECKILL_ADMIN_TOKEN":      r.admin,
+		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+		// The whole crowd comes from 127.0.0.1, one address: the
+		// per-address budgets would make it a crowd of one. The per-user
+		// and global limits stay as shipped.
+		"SECKILL_IP_RATE":      "1000000",
+		"SECKILL_IP_BURST":     "1000000",
+		"SECKILL_BUY_IP_RATE":  "1000000",
+		"SECKILL_BUY_IP_BURST": "1000000",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
 }
 
 func (s *served) close() {
@@ -650,15 +667,11 @@ func (r *runner) startDev(ctx context.Context) (*dev, error) {
 		return nil, err
 	}
 	d := &dev{r: r}
-	d.proc = newInstance("dev", r.opts.Bin, dir, []string{"dev"}, map[string]string{
-		"SECKILL_HTTP_ADDR":        addr,
-		"SECKILL_DATA_DIR":         filepath.Join(dir, "data"),
-		"SECKILL_JWT_SECRET":       r.secret,
-		"SECKILL_ADMIN_TOKEN":      r.admin,
-		"SECKILL_DEMO_VOUCHER":     "false",
-		"SECKILL_KAFKA_TOPIC":      topic,
-		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
-	})
+	d.proc = newInstance("dev", r.opts.Bin, dir, []string{"dev"}, r.env(map[string]string{
+		"SECKILL_HTTP_ADDR":    addr,
+		"SECKILL_DATA_DIR":     filepath.Join(dir, "data"),
+		"SECKILL_DEMO_VOUCHER": "false",
+	}))
 	if err := mkdir(dir); err != nil {
 		return nil, err
 	}
