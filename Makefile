@@ -13,7 +13,7 @@
 #   make chaos   the fault suite in full: a crowd of 4,000 shoppers per
 #                fault while PostgreSQL, Redis, the broker, a worker, a
 #                gateway and the whole process fail one at a time, then the
-#                checks and the table (deploy/chaos; about ten minutes).
+#                checks and the table (deploy/chaos; about six minutes).
 #                `make test` runs the same suite with a small crowd.
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
