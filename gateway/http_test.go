@@ -133,14 +133,19 @@ func TestBodyLimit(t *testing.T) {
 		base := `{"username":"bob12","password":"`
 		return base + strings.Repeat("p", n-len(base)-2) + `"}`
 	}
-	resp, body := b.do(t, "POST", "/api/v1/users", pad(DefaultBodyLimit+1))
-	requireAPIError(t, resp, body, 413, "too_large")
-
-	resp, body = b.do(t, "POST", fmt.Sprintf("/api/v1/vouchers/%d/orders", b.onSale.ID), pad(64<<10), "Authorization", bearerOf(b.shopper))
-	requireAPIError(t, resp, body, 413, "too_large")
+	for _, tc := range []struct {
+		name, path, auth string
+		size             int
+	}{
+		{"one byte over, register", "/api/v1/users", "", DefaultBodyLimit + 1},
+		{"64 KiB, buy", fmt.Sprintf("/api/v1/vouchers/%d/orders", b.onSale.ID), bearerOf(b.shopper), 64 << 10},
+	} {
+		resp, body := b.declareBody(t, tc.path, tc.size, tc.auth)
+		requireAPIError(t, resp, body, 413, "too_large")
+	}
 
 	// At the limit the body is read (and judged on its content).
-	resp, body = b.do(t, "POST", "/api/v1/users", pad(DefaultBodyLimit))
+	resp, body := b.do(t, "POST", "/api/v1/users", pad(DefaultBodyLimit))
 	msg := requireAPIError(t, resp, body, 400, "invalid_input")
 	require.Contains(t, msg, "password must be")
 }

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,7 +446,7 @@ func BenchmarkPersistBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 		if n := res.Count(orders.OutcomeCreated); n != size {
-			b.Fatal(fmt.Sprintf("created %d of %d", n, size))
+			b.Fatalf("created %d of %d", n, size)
 		}
 	}
 	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "orders/s")
