@@ -134,18 +134,7 @@ func fiberRow(status int) (errorRow, bool) {
 	return errorRow{}, false
 }
 
-// publicError is an error of the gateway's own making: a sentinel and a
-// sentence about what the caller sent.
-type publicError struct {
-	kind error
-	msg  string
-}
-
-func (e *publicError) Error() string         { return e.kind.Error() + ": " + e.msg }
-func (e *publicError) Unwrap() error         { return e.kind }
-func (e *publicError) PublicMessage() string { return e.msg }
-
-func invalid(msg string) error { return &publicError{kind: seckill.ErrInvalidInput, msg: msg} }
+func invalid(msg string) error { return seckill.Public(seckill.ErrInvalidInput, msg) }
 
 // retryAfterError carries how long a client should wait.
 type retryAfterError struct {

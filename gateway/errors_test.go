@@ -89,7 +89,7 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	require.Equal(t, "3", retryAfterSeconds(e.retryAfter), "rounded up")
 	require.Equal(t, "1", retryAfterSeconds(10*time.Millisecond), "never 0")
 
-	e = classify(&publicError{kind: seckill.ErrInvalidInput, msg: "quantity must be 1 to 100"})
+	e = classify(fmt.Errorf("buy: %w", seckill.Invalidf("quantity must be 1 to %d", 100)))
 	require.Equal(t, "quantity must be 1 to 100", e.message)
 
 	e = classify(fmt.Errorf("buyer: %w", context.DeadlineExceeded))

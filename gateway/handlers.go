@@ -112,21 +112,6 @@ type driftOut struct {
 	Problems    []string `json:"problems"`
 }
 
-// domainInvalid turns a domain Validate error into one whose sentence the
-// caller may read. Only for errors of our own validators, whose text is
-// written for people.
-func domainInvalid(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, kind := range []error{seckill.ErrInvalidInput, seckill.ErrUnauthenticated} {
-		if errors.Is(err, kind) {
-			return &publicError{kind: kind, msg: strings.TrimPrefix(err.Error(), kind.Error()+": ")}
-		}
-	}
-	return err
-}
-
 // --- accounts
 
 // allowCredentials asks the per-IP limit (Gates.Credentials) of the
@@ -240,7 +225,7 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 		CaptchaRequired: in.CaptchaRequired,
 	}
 	if err := v.Validate(); err != nil {
-		return domainInvalid(err)
+		return err
 	}
 	created, err := s.deps.Catalog.Create(c.UserContext(), v)
 	if err != nil {
@@ -329,7 +314,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 		CaptchaAnswer: in.CaptchaAnswer,
 	}
 	if err := a.Request.Validate(); err != nil {
-		return domainInvalid(err)
+		return err
 	}
 	p, err := s.buyChain(c.UserContext(), a)
 	for k, vs := range a.header {

@@ -154,7 +154,7 @@ func bearer(h string) (string, bool) {
 func (s *Server) requireShopper(c *fiber.Ctx) error {
 	tok, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
-		return &publicError{kind: seckill.ErrUnauthenticated, msg: "please sign in first: send Authorization: Bearer <token>"}
+		return seckill.Public(seckill.ErrUnauthenticated, "please sign in first: send Authorization: Bearer <token>")
 	}
 	uid, err := s.deps.Tokens.Verify(tok)
 	switch {
@@ -172,7 +172,7 @@ func (s *Server) requireShopper(c *fiber.Ctx) error {
 func (s *Server) requireAdmin(c *fiber.Ctx) error {
 	tok, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
-		return &publicError{kind: seckill.ErrUnauthenticated, msg: "this is an operator route: send Authorization: Bearer <admin token>"}
+		return seckill.Public(seckill.ErrUnauthenticated, "this is an operator route: send Authorization: Bearer <admin token>")
 	}
 	// Comparing digests keeps the time independent of the token's length too.
 	got := sha256.Sum256([]byte(tok))
@@ -180,7 +180,7 @@ func (s *Server) requireAdmin(c *fiber.Ctx) error {
 		return c.Next()
 	}
 	if uid, err := s.deps.Tokens.Verify(tok); err == nil && uid > 0 {
-		return &publicError{kind: seckill.ErrForbidden, msg: "this is an operator route; a shopper's session cannot use it"}
+		return seckill.Public(seckill.ErrForbidden, "this is an operator route; a shopper's session cannot use it")
 	}
-	return &publicError{kind: seckill.ErrUnauthenticated, msg: "the operator token is wrong"}
+	return seckill.Public(seckill.ErrUnauthenticated, "the operator token is wrong")
 }

@@ -358,7 +358,7 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 // are named (never their errors, which are logged).
 func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return &publicError{kind: seckill.ErrUnavailable, msg: "shutting down"}
+		return seckill.Public(seckill.ErrUnavailable, "shutting down")
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.ReadyTimeout)
 	defer cancel()
@@ -395,7 +395,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		}
 	}
 	if len(failed) > 0 {
-		return &publicError{kind: seckill.ErrUnavailable, msg: "not ready: " + strings.Join(failed, ", ") + " unreachable"}
+		return seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
 	}
 	checks := make(fiber.Map, len(s.deps.Checks))
 	for _, ch := range s.deps.Checks {

@@ -237,13 +237,13 @@ func (ss *session) claim() bool { return ss.claimed.CompareAndSwap(false, true) 
 // answered here, before the upgrade.
 func (s *Server) openSocket(c *fiber.Ctx) error {
 	if s.deps.Live.Feed == nil {
-		return &publicError{kind: seckill.ErrUnavailable, msg: "live order updates are not available on this server"}
+		return seckill.Public(seckill.ErrUnavailable, "live order updates are not available on this server")
 	}
 	if !websocket.IsWebSocketUpgrade(c) {
 		return invalid("this address speaks WebSocket only: open it with new WebSocket(...)")
 	}
 	if !s.originAllowed(c) {
-		return &publicError{kind: seckill.ErrForbidden, msg: "pages of this origin may not open the order feed"}
+		return seckill.Public(seckill.ErrForbidden, "pages of this origin may not open the order feed")
 	}
 	uid, err := s.socketUser(c)
 	if err != nil {
@@ -255,7 +255,7 @@ func (s *Server) openSocket(c *fiber.Ctx) error {
 	closing := s.ws.closing
 	s.ws.mu.Unlock()
 	if closing {
-		return &publicError{kind: seckill.ErrUnavailable, msg: "this server is shutting down; connect again"}
+		return seckill.Public(seckill.ErrUnavailable, "this server is shutting down; connect again")
 	}
 	sub := s.deps.Live.Feed.Subscribe(uid)
 	if err := sub.Err(); err != nil {
@@ -313,8 +313,8 @@ func (s *Server) socketUser(c *fiber.Ctx) (int64, error) {
 		tok = c.Query("token")
 	}
 	if tok == "" {
-		return 0, &publicError{kind: seckill.ErrUnauthenticated,
-			msg: "please sign in first: pass ?token=<token> or the subprotocols bearer, <token>"}
+		return 0, seckill.Public(seckill.ErrUnauthenticated,
+			"please sign in first: pass ?token=<token> or the subprotocols bearer, <token>")
 	}
 	uid, err := s.deps.Tokens.Verify(tok)
 	switch {

@@ -20,13 +20,13 @@ type BuyRequest struct {
 func (r BuyRequest) Validate() error {
 	switch {
 	case r.VoucherID <= 0:
-		return fmt.Errorf("%w: bad voucher id", ErrInvalidInput)
+		return Invalidf("bad voucher id")
 	case r.UserID <= 0:
-		return fmt.Errorf("%w: bad user id", ErrUnauthenticated)
+		return Public(ErrUnauthenticated, "bad user id")
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return fmt.Errorf("%w: quantity must be 1 to %d", ErrInvalidInput, MaxQuantity)
+		return Invalidf("quantity must be 1 to %d", MaxQuantity)
 	case len(r.RequestKey) > MaxRequestKey:
-		return fmt.Errorf("%w: Idempotency-Key is longer than %d characters", ErrInvalidInput, MaxRequestKey)
+		return Invalidf("Idempotency-Key is longer than %d characters", MaxRequestKey)
 	}
 	return nil
 }

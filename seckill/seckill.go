@@ -7,7 +7,6 @@ package seckill
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -88,26 +87,26 @@ type Voucher struct {
 func (v Voucher) Validate() error {
 	switch {
 	case v.Title == "" || len(v.Title) > MaxTitleLen:
-		return fmt.Errorf("%w: title must be 1 to %d bytes", ErrInvalidInput, MaxTitleLen)
+		return Invalidf("title must be 1 to %d bytes", MaxTitleLen)
 	case !utf8.ValidString(v.Title):
-		return fmt.Errorf("%w: title must be valid UTF-8 text", ErrInvalidInput)
+		return Invalidf("title must be valid UTF-8 text")
 	case strings.ContainsFunc(v.Title, unicode.IsControl):
 		// PostgreSQL refuses NUL outright; the other controls (tab and
 		// newline included) have no place in a one-line title shown on a
 		// shop page.
-		return fmt.Errorf("%w: title must not contain control characters such as tabs or line breaks", ErrInvalidInput)
+		return Invalidf("title must not contain control characters such as tabs or line breaks")
 	case !v.Kind.Valid():
-		return fmt.Errorf("%w: kind must be seckill, limit or common", ErrInvalidInput)
+		return Invalidf("kind must be seckill, limit or common")
 	case v.PriceCents < 0 || v.PriceCents > MaxPriceCents:
-		return fmt.Errorf("%w: price_cents must be 0 to %d", ErrInvalidInput, int64(MaxPriceCents))
+		return Invalidf("price_cents must be 0 to %d", int64(MaxPriceCents))
 	case v.StockTotal < 1 || v.StockTotal > MaxStock:
-		return fmt.Errorf("%w: stock must be 1 to %d", ErrInvalidInput, MaxStock)
+		return Invalidf("stock must be 1 to %d", MaxStock)
 	case v.PerUserLimit < 1 || v.PerUserLimit > MaxPerUserLimit:
-		return fmt.Errorf("%w: per_user_limit must be 1 to %d", ErrInvalidInput, MaxPerUserLimit)
+		return Invalidf("per_user_limit must be 1 to %d", MaxPerUserLimit)
 	case v.BeginAt.IsZero() || v.EndAt.IsZero():
-		return fmt.Errorf("%w: begin_at and end_at are required", ErrInvalidInput)
+		return Invalidf("begin_at and end_at are required")
 	case !v.EndAt.After(v.BeginAt):
-		return fmt.Errorf("%w: end_at must be after begin_at", ErrInvalidInput)
+		return Invalidf("end_at must be after begin_at")
 	}
 	return nil
 }

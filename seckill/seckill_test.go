@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -35,34 +36,78 @@ func validVoucher() seckill.Voucher {
 
 func TestVoucherValidate(t *testing.T) {
 	require.NoError(t, validVoucher().Validate())
-	for name, mutate := range map[string]func(*seckill.Voucher){
-		"no title":       func(v *seckill.Voucher) { v.Title = "" },
-		"unknown kind":   func(v *seckill.Voucher) { v.Kind = "auction" },
-		"negative price": func(v *seckill.Voucher) { v.PriceCents = -1 },
-		"no stock":       func(v *seckill.Voucher) { v.StockTotal = 0 },
-		"huge stock":     func(v *seckill.Voucher) { v.StockTotal = seckill.MaxStock + 1 },
-		"no limit":       func(v *seckill.Voucher) { v.PerUserLimit = 0 },
-		"no begin":       func(v *seckill.Voucher) { v.BeginAt = time.Time{} },
-		"ends first":     func(v *seckill.Voucher) { v.EndAt = v.BeginAt },
+	for _, tc := range []struct {
+		name   string
+		mutate func(*seckill.Voucher)
+		says   string // what the operator reads
+	}{
+		{"no title", func(v *seckill.Voucher) { v.Title = "" }, "title must be 1 to"},
+		{"tab in title", func(v *seckill.Voucher) { v.Title = "a\tb" }, "control characters"},
+		{"unknown kind", func(v *seckill.Voucher) { v.Kind = "auction" }, "kind must be"},
+		{"negative price", func(v *seckill.Voucher) { v.PriceCents = -1 }, "price_cents must be"},
+		{"no stock", func(v *seckill.Voucher) { v.StockTotal = 0 }, "stock must be"},
+		{"huge stock", func(v *seckill.Voucher) { v.StockTotal = seckill.MaxStock + 1 }, "stock must be"},
+		{"no limit", func(v *seckill.Voucher) { v.PerUserLimit = 0 }, "per_user_limit must be"},
+		{"no begin", func(v *seckill.Voucher) { v.BeginAt = time.Time{} }, "begin_at and end_at are required"},
+		{"ends first", func(v *seckill.Voucher) { v.EndAt = v.BeginAt }, "end_at must be after begin_at"},
 	} {
 		v := validVoucher()
-		mutate(&v)
-		require.ErrorIs(t, v.Validate(), seckill.ErrInvalidInput, name)
+		tc.mutate(&v)
+		requirePublic(t, v.Validate(), seckill.ErrInvalidInput, tc.says, tc.name)
 	}
 }
 
 func TestBuyRequestValidate(t *testing.T) {
 	ok := seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: 1}
 	require.NoError(t, ok.Validate())
-	bad := map[string]seckill.BuyRequest{
-		"voucher":  {VoucherID: 0, UserID: 2, Quantity: 1},
-		"quantity": {VoucherID: 1, UserID: 2, Quantity: seckill.MaxQuantity + 1},
-		"key":      {VoucherID: 1, UserID: 2, Quantity: 1, RequestKey: string(make([]byte, seckill.MaxRequestKey+1))},
+	for _, tc := range []struct {
+		name string
+		req  seckill.BuyRequest
+		kind error
+		says string
+	}{
+		{"voucher", seckill.BuyRequest{VoucherID: 0, UserID: 2, Quantity: 1}, seckill.ErrInvalidInput, "bad voucher id"},
+		{"quantity", seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: seckill.MaxQuantity + 1}, seckill.ErrInvalidInput, "quantity must be 1 to"},
+		{"key", seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: 1, RequestKey: string(make([]byte, seckill.MaxRequestKey+1))}, seckill.ErrInvalidInput, "Idempotency-Key is longer"},
+		{"user", seckill.BuyRequest{VoucherID: 1, Quantity: 1}, seckill.ErrUnauthenticated, "bad user id"},
+	} {
+		requirePublic(t, tc.req.Validate(), tc.kind, tc.says, tc.name)
 	}
-	for name, r := range bad {
-		require.ErrorIs(t, r.Validate(), seckill.ErrInvalidInput, name)
+}
+
+// requirePublic checks that err is of kind and carries a sentence for the
+// caller that contains says: the gateway shows that sentence as it is.
+func requirePublic(t *testing.T, err error, kind error, says, name string) {
+	t.Helper()
+	require.ErrorIs(t, err, kind, name)
+	var pe *seckill.PublicError
+	require.ErrorAs(t, err, &pe, name)
+	require.Contains(t, pe.PublicMessage(), says, name)
+	require.NotContains(t, pe.PublicMessage(), kind.Error()+":", "%s: the sentence is not prefixed with the kind", name)
+}
+
+func TestPublicError(t *testing.T) {
+	cause := errors.New("token is expired")
+	for _, tc := range []struct {
+		name      string
+		err       error
+		text      string
+		kind      error
+		hasCause  bool
+		toShopper string
+	}{
+		{"plain", seckill.Public(seckill.ErrForbidden, "not yours"), "forbidden: not yours", seckill.ErrForbidden, false, "not yours"},
+		{"formatted", seckill.Invalidf("quantity must be 1 to %d", 100), "invalid input: quantity must be 1 to 100", seckill.ErrInvalidInput, false, "quantity must be 1 to 100"},
+		{"with cause", &seckill.PublicError{Kind: seckill.ErrUnauthenticated, Message: "sign in again", Cause: cause},
+			"unauthenticated: sign in again: token is expired", seckill.ErrUnauthenticated, true, "sign in again"},
+	} {
+		require.EqualError(t, tc.err, tc.text, tc.name)
+		require.ErrorIs(t, tc.err, tc.kind, tc.name)
+		require.Equal(t, tc.hasCause, errors.Is(tc.err, cause), tc.name)
+		var pe *seckill.PublicError
+		require.ErrorAs(t, fmt.Errorf("wrapped: %w", tc.err), &pe, tc.name)
+		require.Equal(t, tc.toShopper, pe.PublicMessage(), tc.name)
 	}
-	require.ErrorIs(t, seckill.BuyRequest{VoucherID: 1, Quantity: 1}.Validate(), seckill.ErrUnauthenticated)
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

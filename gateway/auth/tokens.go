@@ -102,7 +102,7 @@ func (t *Tokens) Verify(token string) (int64, error) {
 	var claims jwt.RegisteredClaims
 	if _, err := t.parser.ParseWithClaims(token, &claims, t.key); err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) {
-			return 0, &publicError{kind: seckill.ErrUnauthenticated, msg: "your session has expired; please sign in again", cause: err}
+			return 0, &seckill.PublicError{Kind: seckill.ErrUnauthenticated, Message: "your session has expired; please sign in again", Cause: err}
 		}
 		return 0, fmt.Errorf("%w: %w", seckill.ErrUnauthenticated, err)
 	}
