@@ -25,12 +25,12 @@ import (
 const (
 	FaultPostgresFrozen   = "postgresql frozen"
 	FaultPostgresRestart  = "postgresql restarted"
-	FaultRedisKilled      = "redis-server killed -9, restarted from AOF"
+	FaultRedisKilled      = "redis-server killed -9 and restarted from AOF"
 	FaultRedisDataLost    = "redis data lost (FLUSHALL)"
 	FaultWorkerKilled     = "worker killed mid-batch"
 	FaultGatewayKilled    = "gateway killed between script and Kafka write"
 	FaultBrokerRestart    = "broker restarted"
-	FaultWholeProcessKill = "whole process killed -9, started again"
+	FaultWholeProcessKill = "whole process killed -9 and started again"
 )
 
 // Faults lists every fault in the order Run injects them.
@@ -262,12 +262,17 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	res.Problems = append(res.Problems, c.problems...)
 
 	final, last, settled := r.settle(ctx, sys, voucherID, accepted, !slices.Contains(r.opts.Unhealing, name))
+	settledAt := time.Now()
 	res.Settled = settled
-	res.Settle = time.Since(crowdEnd)
+	res.Settle = settledAt.Sub(crowdEnd)
 	stopHeal()
 	<-healDone
-	if at := healedAt.Load(); at != 0 {
+	switch at := healedAt.Load(); {
+	case at != 0:
 		res.Healed, res.Heal = true, time.Unix(0, at).Sub(faultEnd)
+	case last.OK:
+		// The watcher was stopped before it saw what settle saw.
+		res.Healed, res.Heal = true, settledAt.Sub(faultEnd)
 	}
 	r.check(ctx, sys, voucherID, accepted, final, last, &res)
 	return res, nil
@@ -709,6 +714,11 @@ func (d *dev) currentPool() *pgxpool.Pool { return d.pool.Load() }
 // children get the kernel's parent-death signal), waits until they are gone
 // and starts it again on the same data folder.
 func (d *dev) killAndRestart(ctx context.Context, c *crowd, res *Result) error {
+	// Strike while a buy is on its way, when one comes within a second (a
+	// buy takes milliseconds, so most moments have none).
+	for end := time.Now().Add(time.Second); c.inFlight.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(200 * time.Microsecond)
+	}
 	caught := c.inFlight.Load()
 	kids := d.proc.kill()
 	res.Notes = append(res.Notes, fmt.Sprintf("seckill dev killed with %d buys in flight; %d child processes", caught, len(kids)))

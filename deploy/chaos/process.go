@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -22,7 +23,11 @@ import (
 func Build(ctx context.Context, dir string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("chaos: the go command is needed to build bin/seckill: %w", err)
+		// Not on PATH: the toolchain that built this program.
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, serr := os.Stat(goBin); serr != nil {
+			return "", fmt.Errorf("chaos: the go command is needed to build bin/seckill: %w", err)
+		}
 	}
 	out := filepath.Join(dir, "seckill")
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "github.com/flashsale/seckill/cmd/seckill")
