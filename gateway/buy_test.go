@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -30,12 +31,21 @@ func TestBuy(t *testing.T) {
 		{VoucherID: b.onSale.ID, UserID: 42, Quantity: 3, RequestKey: "f3b0c1e2-retry-1"},
 	}, reqs)
 
-	// A replay answers like the first attempt: same order, still "reserved".
+	// A replay answers the same order with its current status: what the
+	// order reader says, and failed when nothing knows it any more (its
+	// hold was released without a record).
 	b.buyer.setFn(func(seckill.BuyRequest) (seckill.ReserveResult, error) {
 		return seckill.ReserveResult{OrderID: 1000002, Replayed: true}, nil
 	})
 	_, body = b.do(t, "POST", path, `{"quantity":3}`, "Authorization", bearerOf(b.shopper), "Idempotency-Key", "f3b0c1e2-retry-1")
-	require.JSONEq(t, `{"order_id":"1000002","status":"reserved"}`, string(body))
+	require.JSONEq(t, `{"order_id":"1000002","status":"failed"}`, string(body))
+	for _, st := range []orders.Status{orders.StatusReserved, orders.StatusCreated, orders.StatusPaid, orders.StatusCancelled} {
+		b.orders.mu.Lock()
+		b.orders.orders = []orders.Order{{ID: 1000002, VoucherID: b.onSale.ID, UserID: 42, Quantity: 3, Status: st}}
+		b.orders.mu.Unlock()
+		_, body = b.do(t, "POST", path, `{"quantity":3}`, "Authorization", bearerOf(b.shopper), "Idempotency-Key", "f3b0c1e2-retry-1")
+		require.JSONEq(t, `{"order_id":"1000002","status":"`+string(st)+`"}`, string(body))
+	}
 
 	// The largest key the contract allows passes.
 	resp, _ = b.do(t, "POST", path, `{}`, "Authorization", bearerOf(b.shopper), "Idempotency-Key", strings.Repeat("k", 64))

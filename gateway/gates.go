@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/flashsale/seckill/orders"
@@ -71,7 +72,12 @@ type Purchase struct {
 	OrderID int64
 	// Status is orders.StatusReserved for a seckill voucher (persisted
 	// later by the workers) and orders.StatusCreated for the synchronous kinds.
+	// For a replay, the gateway answers the order's current status instead.
 	Status orders.Status
+	// Replayed is true when the attempt's Idempotency-Key named an order
+	// made before: nothing was sold now, and Status is only what the step
+	// that answered knew.
+	Replayed bool
 }
 
 // BuyFunc completes an attempt: the rest of the chain after a gate.
@@ -194,5 +200,24 @@ func (s *Server) dispatch(ctx context.Context, a *Attempt) (Purchase, error) {
 	if err != nil {
 		return Purchase{}, err
 	}
-	return Purchase{OrderID: res.OrderID, Status: orders.StatusReserved}, nil
+	return Purchase{OrderID: res.OrderID, Status: orders.StatusReserved, Replayed: res.Replayed}, nil
+}
+
+// replayStatus is the current status of a replayed attempt's order: the
+// reservation replayed only knows it was reserved once. A synchronous kind's
+// replay already carries its order's status from PostgreSQL. An order that
+// neither PostgreSQL nor a live hold knows was released without a record:
+// it can never become one, which is failed.
+func (s *Server) replayStatus(ctx context.Context, userID int64, p Purchase) (orders.Status, error) {
+	if !p.Replayed || p.Status != orders.StatusReserved {
+		return p.Status, nil
+	}
+	o, err := s.deps.Orders.Get(ctx, userID, p.OrderID)
+	switch {
+	case errors.Is(err, seckill.ErrNotFound):
+		return orders.StatusFailed, nil
+	case err != nil:
+		return "", err
+	}
+	return o.Status, nil
 }

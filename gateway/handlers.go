@@ -325,7 +325,11 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusAccepted).JSON(purchaseOut{OrderID: idString(p.OrderID), Status: p.Status})
+	status, err := s.replayStatus(c.UserContext(), a.Request.UserID, p)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(purchaseOut{OrderID: idString(p.OrderID), Status: status})
 }
 
 // --- orders

@@ -124,7 +124,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	require.Equal(t, int64(10), ghostSnap.Left, "the failed order's stock is back")
 
 	// Reads: every accepted order is readable by its owner, only by it.
-	active := func(ctx context.Context) ([]int64, error) {
+	active := func(ctx context.Context, _ time.Time) ([]int64, error) {
 		ids, err := store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Hour))
 		return append(ids, ghostID), err
 	}
@@ -164,7 +164,7 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	r := seckill.Reservation{OrderID: base*1000 + 1, VoucherID: v.ID, UserID: 3, Quantity: 2, ReservedAt: now}
 	_, err = stock.Reserve(ctx, r)
 	require.NoError(t, err)
-	reader := orders.NewReader(store, stock, func(ctx context.Context) ([]int64, error) {
+	reader := orders.NewReader(store, stock, func(ctx context.Context, _ time.Time) ([]int64, error) {
 		return store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Hour))
 	})
 	o, err := reader.Get(ctx, 3, r.OrderID)

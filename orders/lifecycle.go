@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,8 +14,9 @@ import (
 // (orders/pgstore implements it). Every method is one transaction.
 type LifecycleStore interface {
 	// Pay marks the user's created order paid if its deadline has not
-	// passed: ErrNotFound for an unknown or someone else's order,
-	// ErrConflict for any other state.
+	// passed: ErrNotFound for an unknown or someone else's order, the order
+	// with ErrAlready when it is paid already, ErrConflict for any other
+	// state.
 	Pay(ctx context.Context, userID, orderID int64) (Order, error)
 	// Cancel cancels the user's created order and puts its stock back in
 	// PostgreSQL, flagging the Redis release (errors as for Pay).
@@ -60,8 +62,13 @@ func NewLifecycle(store LifecycleStore, releaser Releaser, events Events, log *s
 // Pay pays the user's order (simulated: this stands where a payment
 // provider's callback would). Only the owner, only a created order before
 // its pay_deadline; the loser of a race with a cancellation gets ErrConflict.
+// Paying a paid order returns it unchanged (and announces nothing), so a
+// client may retry a pay whose answer it lost.
 func (l *Lifecycle) Pay(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, err := l.store.Pay(ctx, userID, orderID)
+	if errors.Is(err, ErrAlready) {
+		return o, nil
+	}
 	if err != nil {
 		return Order{}, fmt.Errorf("orders: pay: %w", err)
 	}
@@ -72,9 +79,13 @@ func (l *Lifecycle) Pay(ctx context.Context, userID, orderID int64) (Order, erro
 // Cancel cancels the user's created order and gives its stock back in
 // PostgreSQL and then in Redis. If the Redis step fails the order is still
 // cancelled (the answer is the cancelled order) and the release loop
-// finishes the Redis step.
+// finishes the Redis step. Cancelling a cancelled order returns it unchanged,
+// like a repeated pay: a retry, whoever cancelled it first.
 func (l *Lifecycle) Cancel(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, err := l.store.Cancel(ctx, userID, orderID)
+	if errors.Is(err, ErrAlready) {
+		return o, nil
+	}
 	if err != nil {
 		return Order{}, fmt.Errorf("orders: cancel: %w", err)
 	}

@@ -20,10 +20,16 @@
 package orders
 
 import (
+	"errors"
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
 )
+
+// ErrAlready is wrapped by a LifecycleStore transition to the status the
+// order already has (a retried pay or cancel whose first answer was lost).
+// The store returns the order as it is; nothing changed.
+var ErrAlready = errors.New("orders: the order already has that status")
 
 // Status is where an order is in its life.
 type Status string

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/orderid"
 )
 
 // DefaultListLimit is how many orders Reader.List returns at most.
@@ -31,20 +33,31 @@ type Holds interface {
 	UserHolds(ctx context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error)
 }
 
+// ActiveVouchers lists the vouchers that can have live holds (seckill
+// vouchers on sale or recently ended). It may answer from a copy, but only
+// from one read from PostgreSQL at or after readSince (a zero readSince takes
+// any recent copy): a voucher created before readSince is then in the list.
+type ActiveVouchers func(ctx context.Context, readSince time.Time) ([]int64, error)
+
+// clockSkew bounds how far apart the clocks of two instances may be: an order
+// id's time (from the instance that gave it) plus clockSkew is later than the
+// moment its voucher was created, on any instance's clock.
+const clockSkew = time.Second
+
 // Reader answers a shopper's order reads: PostgreSQL first, and for an order
 // the workers have not persisted yet, its Redis hold as status reserved, so a
 // client never gets 404 for an order id it was just given.
 type Reader struct {
 	store  ReadStore
 	holds  Holds
-	active func(ctx context.Context) ([]int64, error)
+	active ActiveVouchers
 	limit  int
+	now    func() time.Time
 }
 
-// NewReader returns a Reader. active lists the vouchers that can have live
-// holds (seckill vouchers on sale or recently ended).
-func NewReader(store ReadStore, holds Holds, active func(ctx context.Context) ([]int64, error)) *Reader {
-	return &Reader{store: store, holds: holds, active: active, limit: DefaultListLimit}
+// NewReader returns a Reader over the vouchers active lists.
+func NewReader(store ReadStore, holds Holds, active ActiveVouchers) *Reader {
+	return &Reader{store: store, holds: holds, active: active, limit: DefaultListLimit, now: time.Now}
 }
 
 // Get returns the user's order id. An unknown order and someone else's order
@@ -54,13 +67,19 @@ func (r *Reader) Get(ctx context.Context, userID, orderID int64) (Order, error) 
 	if err != nil || found {
 		return o, err
 	}
-	vouchers, err := r.active(ctx)
-	if err != nil {
-		return Order{}, fmt.Errorf("orders: active vouchers: %w", err)
+	hold, ok, err := r.hold(ctx, orderID, time.Time{})
+	if err == nil && !ok {
+		// The order id tells when it was given, and its voucher existed
+		// before that: a list of vouchers read since then (allowing for
+		// the clocks of two instances) has it. A voucher created after the
+		// copy was read is otherwise unknown until the copy expires, and
+		// its just-given orders would read as 404.
+		if since, plausible := r.readSince(orderID); plausible {
+			hold, ok, err = r.hold(ctx, orderID, since)
+		}
 	}
-	hold, ok, err := r.holds.Hold(ctx, orderID, vouchers)
 	if err != nil {
-		return Order{}, fmt.Errorf("orders: hold %d: %w", orderID, err)
+		return Order{}, err
 	}
 	if ok && hold.UserID == userID {
 		return r.reserved(ctx, hold)
@@ -72,6 +91,41 @@ func (r *Reader) Get(ctx context.Context, userID, orderID int64) (Order, error) 
 		return o, err
 	}
 	return Order{}, fmt.Errorf("orders: order %d: %w", orderID, seckill.ErrNotFound)
+}
+
+// hold looks orderID up among the vouchers that can hold stock, listed
+// from a read made at or after since.
+func (r *Reader) hold(ctx context.Context, orderID int64, since time.Time) (seckill.Reservation, bool, error) {
+	vouchers, err := r.active(ctx, since)
+	if err != nil {
+		return seckill.Reservation{}, false, fmt.Errorf("orders: active vouchers: %w", err)
+	}
+	hold, ok, err := r.holds.Hold(ctx, orderID, vouchers)
+	if err != nil {
+		return seckill.Reservation{}, false, fmt.Errorf("orders: hold %d: %w", orderID, err)
+	}
+	return hold, ok, nil
+}
+
+// readSince is the moment a list of active vouchers must have been read at
+// or after to include orderID's voucher: the id's time plus clockSkew, but
+// never later than now (a list read now has every voucher created so far).
+// An id from the future is no order of ours: ok is false and no fresh list
+// is read for it.
+func (r *Reader) readSince(orderID int64) (time.Time, bool) {
+	at, _, _ := orderid.Parts(orderID)
+	now := r.now()
+	if at.After(now.Add(clockSkew)) {
+		return time.Time{}, false
+	}
+	return minTime(at.Add(clockSkew), now), true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // stored returns the user's order from PostgreSQL; someone else's order is
@@ -115,7 +169,7 @@ func (r *Reader) List(ctx context.Context, userID int64) ([]Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("orders: list: %w", err)
 	}
-	vouchers, err := r.active(ctx)
+	vouchers, err := r.active(ctx, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("orders: active vouchers: %w", err)
 	}

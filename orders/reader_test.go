@@ -49,7 +49,7 @@ func TestReader(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
 	v := newVoucher(t, store, 100, 10)
-	active := func(ctx context.Context) ([]int64, error) {
+	active := func(ctx context.Context, _ time.Time) ([]int64, error) {
 		return store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Minute))
 	}
 
@@ -91,7 +91,7 @@ func TestReader(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list)
 
-	failing := orders.NewReader(store, holds, func(context.Context) ([]int64, error) { return nil, errors.New("db down") })
+	failing := orders.NewReader(store, holds, func(context.Context, time.Time) ([]int64, error) { return nil, errors.New("db down") })
 	_, err = failing.Get(ctx, 1, held.OrderID)
 	require.Error(t, err)
 }

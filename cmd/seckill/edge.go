@@ -32,6 +32,9 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 		AddressBurst:    s.cfg.IPBurst,
 		BuyAddressRate:  s.cfg.BuyIPRate,
 		BuyAddressBurst: s.cfg.BuyIPBurst,
+		// A replayed Idempotency-Key of a limit or common voucher needs no
+		// new captcha, as for a seckill voucher.
+		SyncRequests: s.store,
 	}, s.registry, s.log)
 	if err != nil {
 		return nil, err

@@ -350,24 +350,26 @@ type activeVouchers struct {
 
 	mu      sync.Mutex
 	ids     []int64
-	fetched time.Time
+	fetched time.Time // when the read that gave ids began
 }
 
 func newActiveVouchers(store *pgstore.Store, ttl time.Duration) *activeVouchers {
 	return &activeVouchers{store: store, ttl: ttl}
 }
 
-// IDs returns the cached ids, refreshing them when older than the ttl.
-func (a *activeVouchers) IDs(ctx context.Context) ([]int64, error) {
+// IDs implements orders.ActiveVouchers: the cached ids, read again when older
+// than the ttl or read before since. Callers waiting on one read share it.
+func (a *activeVouchers) IDs(ctx context.Context, since time.Time) ([]int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if time.Since(a.fetched) < a.ttl {
+	if time.Since(a.fetched) < a.ttl && !a.fetched.Before(since) {
 		return a.ids, nil
 	}
-	ids, err := a.store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-activeWindow))
+	began := time.Now()
+	ids, err := a.store.ActiveSeckillVoucherIDs(ctx, began.Add(-activeWindow))
 	if err != nil {
 		return nil, err
 	}
-	a.ids, a.fetched = ids, time.Now()
+	a.ids, a.fetched = ids, began
 	return ids, nil
 }

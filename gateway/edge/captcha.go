@@ -198,16 +198,25 @@ func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.
 	return next(ctx, a)
 }
 
-// knownRequest reports whether the attempt's Idempotency-Key is in the
-// voucher's reqs hash, where reserve.lua records every accepted key. Only
-// keyed attempts on captcha vouchers pay this HGET. A Redis failure counts as
-// unknown: the captcha check then answers for itself.
+// knownRequest reports whether the attempt's Idempotency-Key already made an
+// order of the voucher: for a seckill voucher, whether it is in the voucher's
+// reqs hash, where reserve.lua records every accepted key; for the kinds sold
+// in PostgreSQL, whether an order row carries it. Only keyed attempts on
+// captcha vouchers pay this look-up. A failure counts as unknown: the captcha
+// check then answers for itself.
 func (g captchaGate) knownRequest(ctx context.Context, a *gateway.Attempt) bool {
 	if a.Request.RequestKey == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	if a.Voucher.Kind != seckill.KindSeckill {
+		if g.e.cfg.SyncRequests == nil {
+			return false
+		}
+		known, err := g.e.cfg.SyncRequests.RequestKnown(ctx, a.Request.VoucherID, a.Request.UserID, a.Request.RequestKey)
+		return err == nil && known
+	}
 	n, err := g.e.rdb.HExists(ctx, redisstock.VoucherKeys(a.Request.VoucherID).Reqs, replayField(a)).Result()
 	return err == nil && n
 }

@@ -151,6 +151,17 @@ type Config struct {
 	// is read again, in one pipelined round trip (default 500ms; the flag
 	// must not outlive returned stock by more than 1s).
 	SoldOutRecheck time.Duration
+
+	// SyncRequests knows the Idempotency-Keys of the vouchers sold in
+	// PostgreSQL (limit and common), so that a replay of one needs no new
+	// captcha. Nil: such a replay must pass the captcha again.
+	SyncRequests RequestKeys
+}
+
+// RequestKeys tells whether a shopper's Idempotency-Key already made an order
+// of a voucher sold in PostgreSQL (orders/pgstore implements it).
+type RequestKeys interface {
+	RequestKnown(ctx context.Context, voucherID, userID int64, key string) (bool, error)
 }
 
 func (c *Config) defaults() error {

@@ -82,7 +82,7 @@ func newSoldOut(rdb redis.UniversalClient, stock StockReader, every time.Duratio
 func (s *SoldOut) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
 	if id, ok := s.replay(a); ok {
 		s.m.allow(gateSoldOut)
-		return gateway.Purchase{OrderID: id, Status: orders.StatusReserved}, nil
+		return gateway.Purchase{OrderID: id, Status: orders.StatusReserved, Replayed: true}, nil
 	}
 	if err := s.refuseAttempt(a); err != nil {
 		s.m.reject(gateSoldOut, "sold_out")

@@ -15,9 +15,10 @@ import (
 // Pay marks the user's order paid: ONE conditional UPDATE, so a payment and a
 // cancellation (the shopper's or the sweeper's) racing each other have
 // exactly one winner; the loser's WHERE no longer matches the row version it
-// waited for. Someone else's or an unknown order is ErrNotFound; any order
-// that is not created, or whose pay_deadline has passed (PostgreSQL's clock),
-// is ErrConflict.
+// waited for. Someone else's or an unknown order is ErrNotFound; an order
+// already paid is returned as it is with orders.ErrAlready (a retry of a pay
+// whose answer was lost); any other order that is not created, or whose
+// pay_deadline has passed (PostgreSQL's clock), is ErrConflict.
 func (s *Store) Pay(ctx context.Context, userID, orderID int64) (_ orders.Order, err error) {
 	defer unavailable(&err)
 	o, err := scanOrder(s.pool.QueryRow(ctx, `
@@ -30,23 +31,28 @@ func (s *Store) Pay(ctx context.Context, userID, orderID int64) (_ orders.Order,
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return orders.Order{}, fmt.Errorf("pgstore: pay order %d: %w", orderID, err)
 	}
-	return orders.Order{}, s.whyNot(ctx, userID, orderID, "paid")
+	return s.whyNot(ctx, userID, orderID, orders.StatusPaid)
 }
 
-// whyNot explains a conditional update that matched nothing.
-func (s *Store) whyNot(ctx context.Context, userID, orderID int64, what string) error {
+// whyNot explains a conditional update to status to that matched nothing:
+// an order already in that status is returned with orders.ErrAlready.
+func (s *Store) whyNot(ctx context.Context, userID, orderID int64, to orders.Status) (orders.Order, error) {
 	o, err := s.Order(ctx, orderID)
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		return orders.Order{}, err
+	case o.UserID != userID:
+		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", orderID, seckill.ErrNotFound)
+	case o.Status == to:
+		return o, fmt.Errorf("pgstore: order %d is %s: %w", orderID, o.Status, orders.ErrAlready)
 	}
-	if o.UserID != userID {
-		return fmt.Errorf("pgstore: order %d: %w", orderID, seckill.ErrNotFound)
-	}
-	return fmt.Errorf("pgstore: order %d is %s and cannot be %s: %w", orderID, o.Status, what, seckill.ErrConflict)
+	return orders.Order{}, fmt.Errorf("pgstore: order %d is %s and cannot be %s: %w", orderID, o.Status, to, seckill.ErrConflict)
 }
 
 // Cancel cancels the user's created order and puts its stock back, in one
-// transaction (see cancelLocked). Errors as for Pay.
+// transaction (see cancelLocked). Errors as for Pay: an order already
+// cancelled (by its owner or by the payment timeout) comes with
+// orders.ErrAlready.
 func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (_ orders.Order, err error) {
 	defer unavailable(&err)
 	list, err := s.cancelWhere(ctx, `id = $1 AND user_id = $2 AND status = 'created'`, orderID, userID)
@@ -56,7 +62,7 @@ func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (_ orders.Ord
 	if len(list) == 1 {
 		return list[0], nil
 	}
-	return orders.Order{}, s.whyNot(ctx, userID, orderID, "cancelled")
+	return s.whyNot(ctx, userID, orderID, orders.StatusCancelled)
 }
 
 // CancelExpired cancels up to max created orders whose pay_deadline has
@@ -187,6 +193,19 @@ func (s *Store) OrderExists(ctx context.Context, id int64) (_ bool, err error) {
 	var ok bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1)`, id).Scan(&ok); err != nil {
 		return false, fmt.Errorf("pgstore: order %d exists: %w", id, err)
+	}
+	return ok, nil
+}
+
+// RequestKnown reports whether the user's request key already made an order
+// of the voucher (one index look-up): a replay of a synchronous kind's buy.
+func (s *Store) RequestKnown(ctx context.Context, voucherID, userID int64, key string) (_ bool, err error) {
+	defer unavailable(&err)
+	var ok bool
+	err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders
+		WHERE user_id = $1 AND voucher_id = $2 AND request_key = $3)`, userID, voucherID, key).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: request key of voucher %d: %w", voucherID, err)
 	}
 	return ok, nil
 }
