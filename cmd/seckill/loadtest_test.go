@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +95,100 @@ func sellWith(t *testing.T, ctx context.Context, cfg loadtest.Config) loadtest.R
 	require.Zero(t, rep.Persist.StillReserved)
 	require.Contains(t, stdout.String(), `"passed": true`)
 	return rep
+}
+
+// TestCrowdAgainstTheRealSystem runs the real crowd (`seckill loadtest
+// -crowd`) briefly against the whole system: the catalog beside /healthz,
+// PostgreSQL's counters, open sockets, honest shoppers and a bot. It asserts
+// counts only: every request answered and counted where it belongs, no 5xx,
+// no oversell, and the push-delay bookkeeping covering every (buy, socket)
+// pair. What the server does not do yet (ETags, voucher pushes) must be said
+// in the notes, never invented.
+func TestCrowdAgainstTheRealSystem(t *testing.T) {
+	ts := startSystem(t, map[string]string{
+		// The crowd comes from loopback addresses: per-address limits must
+		// not hide the catalog being measured.
+		"SECKILL_IP_RATE": "1000000", "SECKILL_IP_BURST": "1000000",
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := loadtest.DefaultConfig()
+	cfg.BaseURL = ts.base
+	cfg.AdminToken, cfg.JWTSecret = ts.cfg.AdminToken, ts.cfg.JWTSecret
+	cfg.DatabaseURL = ts.cfg.DatabaseURL
+	cfg.Crowd, cfg.NoProgress = true, true
+	cfg.FirstUserID = 33_000_000
+	cfg.Concurrency = 8
+	cfg.CatalogReads, cfg.CatalogSize = 400, 5
+	cfg.Sockets, cfg.Visitors = 20, 2
+	cfg.Buyers, cfg.Bots, cfg.BotConns = 30, 1, 2
+	cfg.Stock, cfg.PerUserLimit = 20, 1 // 31 buyers for 20 units: it sells out
+	cfg.CrowdFor, cfg.OpenIn, cfg.PGSettle = time.Second, time.Second, 0
+	cfg.Seed = 8
+
+	var stdout, stderr bytes.Buffer
+	rep, err := loadtest.RunCrowd(ctx, cfg, &stdout, &stderr)
+	t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	require.NoError(t, err)
+	require.Zero(t, rep.FiveXX)
+	require.True(t, rep.SourceAddresses, "a loopback target gets one address per client")
+	require.Equal(t, 5, rep.CatalogVouchers, "the tool filled the empty catalog to -catalog-size")
+
+	// The catalog phase: every request counted, all served.
+	for _, r := range []loadtest.PathRun{rep.Healthz, rep.List, rep.Single} {
+		require.Equal(t, 200, r.Requests, r.Path)
+		require.Equal(t, 200, r.OK+r.NotModified, "%s: %v", r.Path, r.ErrorKinds)
+	}
+	for _, r := range []loadtest.PathRun{rep.List, rep.Single} {
+		if r.ETags == 0 {
+			require.Zero(t, r.NotModified, r.Path)
+			require.Contains(t, strings.Join(rep.Notes, "\n"), "sent no ETag", r.Path)
+		} else {
+			// Each page learned the ETag before the clock started and the
+			// catalog did not change: every revalidation is a 304.
+			require.Positive(t, r.NotModified, r.Path)
+		}
+	}
+	require.Empty(t, rep.Postgres.Error)
+	require.Contains(t, rep.Postgres.Source, "SECKILL_DATABASE_URL")
+	require.Equal(t, 400, rep.Postgres.CatalogReads)
+	require.GreaterOrEqual(t, rep.Postgres.CatalogXacts, int64(0))
+	require.GreaterOrEqual(t, rep.Postgres.SaleXacts, int64(0))
+
+	// The sale: every honest shopper answered, the bot kept sending, the
+	// stock held.
+	s := rep.Sale
+	require.Zero(t, s.Honest[loadtest.OutcomeError], "%v", s.HonestErrors)
+	require.Equal(t, cfg.Buyers, s.HonestNot429+s.Honest[loadtest.OutcomeRateLimited])
+	require.Equal(t, cfg.Buyers, sum(s.Honest))
+	require.Equal(t, s.BotSent, sum(s.Bot))
+	require.Positive(t, s.BotSent)
+	require.LessOrEqual(t, s.Bot[loadtest.OutcomeAccepted], int(cfg.PerUserLimit), "the bot is one account")
+	accepted := s.Honest[loadtest.OutcomeAccepted] + s.Bot[loadtest.OutcomeAccepted]
+	require.Equal(t, int64(accepted), s.AcceptedUnits)
+	require.LessOrEqual(t, s.AcceptedUnits, cfg.Stock)
+	require.Positive(t, rep.Visitors.Requests)
+
+	// The sockets: all open, and each (accepted buy, socket) pair either
+	// measured or counted as never pushed.
+	require.Equal(t, cfg.Sockets, rep.Sockets.Open, "%v", rep.Sockets.Refused)
+	require.Equal(t, cfg.Sockets*accepted, rep.Sockets.PushDelay.Count+rep.Sockets.PushMissed)
+	if rep.Sockets.VoucherMessages == 0 {
+		require.Contains(t, strings.Join(rep.Notes, "\n"), "no voucher pushes received")
+		require.Contains(t, stdout.String(), "no voucher pushes received")
+	}
+	if s.SoldOutAfterMS != nil {
+		require.Equal(t, cfg.Stock, s.AcceptedUnits)
+		require.NotNil(t, rep.Sockets.SellOut)
+		require.LessOrEqual(t, rep.Sockets.SellOut.Seen, rep.Sockets.Open)
+	}
+	require.Contains(t, stdout.String(), "honest shoppers answered, not 429")
+}
+
+func sum[K comparable](m map[K]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

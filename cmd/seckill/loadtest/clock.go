@@ -108,3 +108,12 @@ func syncClock(ctx context.Context, c *http.Client, base string) (time.Duration,
 func ms(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
 }
+
+// wholeSecondUp rounds t up to a whole second: a sale opens on one, like a
+// countdown on a shop page.
+func wholeSecondUp(t time.Time) time.Time {
+	if w := t.Truncate(time.Second); !w.Equal(t) {
+		return w.Add(time.Second)
+	}
+	return t
+}

@@ -80,6 +80,42 @@ type Config struct {
 	// selling: RunCeiling measures the trivial route's rate with the
 	// crowd's shape, for Concurrency workers during Duration.
 	Ceiling string
+
+	// Crowd runs the real crowd (RunCrowd) instead of a sale: page visits
+	// that read the catalog and hold sockets open, honest shoppers who buy
+	// once, and bots. The fields below are its own; Stock, PerUserLimit,
+	// Kind, PriceCents, Concurrency, OpenIn, Timeout and Seed apply too.
+	Crowd bool
+	// CatalogReads is the catalog phase's GETs: half the list, half single
+	// vouchers, on Concurrency connections; GET /healthz gets as many as
+	// each half, on the same connections, as the yardstick.
+	CatalogReads int
+	// CatalogSize is how many vouchers the catalog should list; the tool
+	// creates on-sale vouchers until it does.
+	CatalogSize int
+	// Sockets is how many WebSockets the open pages hold during the sale.
+	Sockets int
+	// Buyers is how many honest shoppers buy once each, at random moments
+	// spread over CrowdFor.
+	Buyers int
+	// Bots is how many bot accounts, each on one address, send buys as
+	// fast as BotConns connections allow for all of CrowdFor.
+	Bots     int
+	BotConns int
+	// Visitors is how many pages keep reading the catalog during the sale.
+	Visitors int
+	// CrowdFor is how long the sale's crowd lasts.
+	CrowdFor time.Duration
+	// DatabaseURL is where PostgreSQL's transaction counters are read; when
+	// empty, the private cluster of a `seckill dev` running on DataDir.
+	DatabaseURL string
+	DataDir     string
+	// PGSettle is how long the tool waits before reading the counters after
+	// a phase: PostgreSQL publishes an idle backend's counts within 10 s.
+	PGSettle time.Duration
+	// OneAddress sends everything from the machine's default address
+	// instead of one loopback address per client.
+	OneAddress bool
 }
 
 // DefaultConfig returns a small sale that sells out: 2000 shoppers, two
@@ -101,6 +137,17 @@ func DefaultConfig() Config {
 		OpenIn:       3 * time.Second,
 		PersistWait:  30 * time.Second,
 		Timeout:      10 * time.Second,
+
+		CatalogReads: 20_000,
+		CatalogSize:  40,
+		Sockets:      1000,
+		Buyers:       100,
+		Bots:         1,
+		BotConns:     16,
+		Visitors:     4,
+		CrowdFor:     5 * time.Second,
+		DataDir:      ".run",
+		PGSettle:     11 * time.Second,
 	}
 }
 
@@ -166,6 +213,24 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		problems = append(problems, "timeout must be positive")
+	}
+	if c.Crowd {
+		switch {
+		case c.CatalogReads < 2:
+			problems = append(problems, "catalog-reads must be at least 2")
+		case c.CatalogSize < 1:
+			problems = append(problems, "catalog-size must be at least 1")
+		case c.Sockets < 0 || c.Visitors < 0 || c.Bots < 0:
+			problems = append(problems, "sockets, visitors and bots must not be negative")
+		case c.Buyers < 1:
+			problems = append(problems, "buyers must be at least 1")
+		case c.BotConns < 1:
+			problems = append(problems, "bot-conns must be at least 1")
+		case c.CrowdFor <= 0:
+			problems = append(problems, "crowd-for must be positive")
+		case c.PGSettle < 0:
+			problems = append(problems, "pg-settle must not be negative")
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: loadtest: %s", seckill.ErrInvalidInput, strings.Join(problems, "; "))
@@ -282,6 +347,19 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.HTMLFile, "html", cfg.HTMLFile, "also write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&cfg.NoProgress, "no-progress", cfg.NoProgress, "no progress line, even on a terminal")
 	fs.StringVar(&cfg.Ceiling, "ceiling", cfg.Ceiling, "instead of a sale, load this path (e.g. /healthz) for -duration on -concurrency connections and report its rate")
+	fs.BoolVar(&cfg.Crowd, "crowd", cfg.Crowd, "instead of a sale, the real crowd: catalog reads beside /healthz, open sockets, honest shoppers and bots, PostgreSQL's transactions")
+	fs.IntVar(&cfg.CatalogReads, "catalog-reads", cfg.CatalogReads, "crowd: catalog GETs of the catalog phase (half list, half single vouchers)")
+	fs.IntVar(&cfg.CatalogSize, "catalog-size", cfg.CatalogSize, "crowd: vouchers the catalog should list (the tool creates the missing ones)")
+	fs.IntVar(&cfg.Sockets, "sockets", cfg.Sockets, "crowd: WebSockets held open during the sale")
+	fs.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "crowd: honest shoppers, each buying once at a random moment of -crowd-for")
+	fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "crowd: bot accounts, each on one address, buying as fast as they can")
+	fs.IntVar(&cfg.BotConns, "bot-conns", cfg.BotConns, "crowd: connections of each bot")
+	fs.IntVar(&cfg.Visitors, "visitors", cfg.Visitors, "crowd: pages reading the catalog during the sale")
+	fs.DurationVar(&cfg.CrowdFor, "crowd-for", cfg.CrowdFor, "crowd: how long the sale's crowd lasts")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "crowd: PostgreSQL whose transactions are counted (env "+EnvDatabaseURL+", which keeps a password out of process listings); default: the cluster of `seckill dev` on -data-dir")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "crowd: SECKILL_DATA_DIR of the `seckill dev` under test (env "+EnvDataDir+")")
+	fs.DurationVar(&cfg.PGSettle, "pg-settle", cfg.PGSettle, "crowd: wait before reading PostgreSQL's counters after a phase (PostgreSQL publishes idle backends' counts within 10s)")
+	fs.BoolVar(&cfg.OneAddress, "one-address", cfg.OneAddress, "crowd: every client from the default address instead of one loopback address each")
 	return fs
 }
 
@@ -299,6 +377,10 @@ func ParseFlags(args []string, env func(string) string) (Config, error) {
 	cfg.JWTSecret = env(EnvJWTSecret)
 	if v := env(EnvURL); v != "" {
 		cfg.BaseURL = v
+	}
+	cfg.DatabaseURL = env(EnvDatabaseURL)
+	if v := env(EnvDataDir); v != "" {
+		cfg.DataDir = v
 	}
 	fs := flagSet(&cfg)
 	fs.SetOutput(io.Discard)
@@ -327,9 +409,17 @@ tokens with %s, releases the crowd at the opening second of the server's
 clock, waits until every accepted order is persisted, then checks the
 invariants through the API. Exits non-zero when one fails.
 
-Environment: %s (required), %s (required), %s (optional base URL).
+With -crowd it runs the real crowd instead: GET /healthz, the catalog list and
+single vouchers (with If-None-Match) measured side by side, PostgreSQL's
+transactions during the catalog reads, then a sale with open sockets, honest
+shoppers buying once and bots buying as fast as they can, reporting the honest
+shoppers' share of answers that are not 429, the stock pushes' delay and every
+5xx.
+
+Environment: %s (required), %s (required), %s (optional base URL),
+%s or %s (crowd: where PostgreSQL's counters are read).
 
 Flags:
-`, EnvJWTSecret, EnvAdminToken, EnvJWTSecret, EnvURL)
+`, EnvJWTSecret, EnvAdminToken, EnvJWTSecret, EnvURL, EnvDatabaseURL, EnvDataDir)
 	fs.PrintDefaults()
 }

@@ -11,6 +11,14 @@
 // persisted exactly once, replays answered with the same order, and the
 // voucher's stock figures agreeing with what was sold.
 //
+// RunCrowd (-crowd) is the real crowd instead of one sale: pages that read
+// the catalog (revalidating with If-None-Match) and hold WebSockets open,
+// honest shoppers who buy once, and bots that buy as fast as they can. It
+// measures the catalog's rate beside GET /healthz, PostgreSQL's transactions
+// (the one thing it reads outside HTTP: pg_stat_database's counters), the
+// honest shoppers' share of answers that are not 429, and the delay of the
+// stock pushes, and says plainly what the server does not do.
+//
 // The seckill binary's "loadtest" subcommand is ParseFlags plus Run.
 package loadtest
 
@@ -222,6 +230,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Report, err
 		_, err := RunCeiling(ctx, cfg, stdout)
 		return Report{}, err
 	}
+	if cfg.Crowd {
+		_, err := RunCrowd(ctx, cfg, stdout, stderr)
+		return Report{}, err
+	}
 	r := newRunner(cfg, stderr)
 	defer r.transport.CloseIdleConnections()
 	rep, err := r.run(ctx)
@@ -366,10 +378,7 @@ func (r *runner) run(ctx context.Context) (Report, error) {
 
 	// The window opens on a whole second of the server's clock, like a
 	// countdown on a shop page, and stays open well past the crowd.
-	begin := time.Now().Add(offset).Add(cfg.OpenIn).UTC()
-	if t := begin.Truncate(time.Second); !t.Equal(begin) {
-		begin = t.Add(time.Second)
-	}
+	begin := wholeSecondUp(time.Now().Add(offset).Add(cfg.OpenIn).UTC())
 	end := begin.Add(cfg.Duration + 10*time.Minute)
 	v, err := r.api.createVoucher(ctx, newVoucher{
 		Title:        "loadtest " + begin.Format(time.RFC3339),

@@ -299,6 +299,21 @@ func TestParseFlags(t *testing.T) {
 	require.True(t, cfg.JSON)
 	require.Equal(t, "out.html", cfg.HTMLFile)
 
+	env["SECKILL_DATABASE_URL"], env["SECKILL_DATA_DIR"] = "postgres://x@db/seckill", "/srv/dev"
+	cfg, err = loadtest.ParseFlags(strings.Fields(
+		"-crowd -catalog-reads 100 -catalog-size 3 -sockets 9 -buyers 7 -bots 2 -bot-conns 5 -visitors 1 -crowd-for 2s -pg-settle 1s -one-address"),
+		func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.True(t, cfg.Crowd)
+	require.Equal(t, []int{100, 3, 9, 7, 2, 5, 1}, []int{cfg.CatalogReads, cfg.CatalogSize, cfg.Sockets, cfg.Buyers, cfg.Bots, cfg.BotConns, cfg.Visitors})
+	require.Equal(t, 2*time.Second, cfg.CrowdFor)
+	require.Equal(t, time.Second, cfg.PGSettle)
+	require.True(t, cfg.OneAddress)
+	require.Equal(t, "postgres://x@db/seckill", cfg.DatabaseURL)
+	require.Equal(t, "/srv/dev", cfg.DataDir)
+	_, err = loadtest.ParseFlags([]string{"-crowd", "-buyers", "0"}, func(k string) string { return env[k] })
+	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+
 	_, err = loadtest.ParseFlags([]string{"-h"}, nil)
 	require.ErrorIs(t, err, flag.ErrHelp)
 
