@@ -15,6 +15,9 @@
 #                gateway and the whole process fail one at a time, then the
 #                checks and the table (deploy/chaos; about six minutes).
 #                `make test` runs the same suite with a small crowd.
+#   make crowd   the real crowd against `bin/seckill dev` (SECKILL_GLOBAL_RATE
+#                =2000): catalog beside /healthz, PostgreSQL transactions,
+#                sockets and push delay, 100 shoppers under a bot (about a minute)
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
 # PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
@@ -31,8 +34,10 @@ BENCHTIME ?= 1s
 # BENCH_FLAGS go to deploy/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
 # (CPU profiles of the gateway under each crowd) or "-accepted 50000".
 BENCH_FLAGS ?=
+# CROWD_FLAGS go to `seckill loadtest -crowd`, e.g. CROWD_FLAGS="-sockets 2000 -bots 3".
+CROWD_FLAGS ?=
 
-.PHONY: deps build run test vet fuzz bench chaos clean
+.PHONY: deps build run test vet fuzz bench chaos crowd clean
 
 # deps installs only what is missing, with apt-get (as root, or through
 # sudo). Without either it prints the exact command to run and stops.
@@ -109,6 +114,12 @@ chaos: deps build
 	SECKILL_CHAOS=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_CHAOS_TABLE=$(CURDIR)/.run/chaos.md \
 		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) test -count=1 -v -timeout 40m -run '^TestFaults$$' ./deploy/chaos || status=$$?; \
 	if [ -f .run/chaos.md ]; then echo; cat .run/chaos.md; fi; exit $$status
+
+# crowd starts `bin/seckill dev` on private services with the fairness
+# scenario's limits and runs `seckill loadtest -crowd` against it (deploy/bench
+# -crowd); the table says each figure, its target and verdict.
+crowd: deps build
+	$(GO) run ./deploy/bench -crowd -bin $(BIN) -crowd-args "$(CROWD_FLAGS)"
 
 clean:
 	rm -rf bin .run

@@ -12,6 +12,11 @@
 // With -profile, CPU profiles of the gateway process are taken through the
 // admin pprof route while each crowd runs (cpu-accepted.pprof,
 // cpu-soldout.pprof in DIR); read them with `go tool pprof -top bin/seckill FILE`.
+//
+// With -crowd (`make crowd`) it runs the real crowd instead: `seckill dev`
+// with SECKILL_GLOBAL_RATE=2000, then `seckill loadtest -crowd` (the catalog
+// beside /healthz, PostgreSQL's transactions, sockets, 100 honest shoppers
+// and a bot), whose table it prints. -crowd-args passes more flags to it.
 package main
 
 import (
@@ -61,6 +66,8 @@ type options struct {
 	attempts    int // attempts per shopper of the sold-out run
 	ceilingFor  time.Duration
 	redisN      int
+	crowd       bool
+	crowdArgs   string
 }
 
 func main() {
@@ -73,6 +80,8 @@ func main() {
 	flag.IntVar(&o.attempts, "attempts", 4, "attempts per shopper of the sold-out run")
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long the trivial route is loaded")
 	flag.IntVar(&o.redisN, "redis-n", 200000, "redis-benchmark requests")
+	flag.BoolVar(&o.crowd, "crowd", false, "run the real crowd (seckill loadtest -crowd) instead of the flash-sale bench")
+	flag.StringVar(&o.crowdArgs, "crowd-args", "", `more flags for seckill loadtest -crowd, e.g. "-sockets 2000 -bots 3"`)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -113,15 +122,29 @@ func run(ctx context.Context, o options) error {
 		"SECKILL_DATA_DIR="+filepath.Join(work, "data"),
 		"SECKILL_ADMIN_TOKEN=bench-admin-token-0123456789",
 		"SECKILL_JWT_SECRET=bench-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz",
-		// The limiter must not hide the path being measured.
-		"SECKILL_USER_RATE=1000000", "SECKILL_USER_BURST=1000000",
-		"SECKILL_GLOBAL_RATE=100000000", "SECKILL_GLOBAL_BURST=100000000",
-		// One load tool on loopback is one address.
-		"SECKILL_IP_RATE=100000000", "SECKILL_IP_BURST=100000000",
-		"SECKILL_BUY_IP_RATE=100000000", "SECKILL_BUY_IP_BURST=100000000",
 		"SECKILL_DEMO_VOUCHER=false",
 		"SECKILL_LOADTEST_URL="+base,
 	)
+	if o.crowd {
+		env = append(env,
+			// The fairness scenario: a fleet-wide budget a bot could take.
+			"SECKILL_GLOBAL_RATE=2000", "SECKILL_GLOBAL_BURST=200",
+			"SECKILL_USER_RATE=5", "SECKILL_USER_BURST=3",
+			// Each page of the catalog phase reads far faster than a
+			// browser: limits per address are lifted so that the catalog
+			// is measured, not the limiter.
+			"SECKILL_IP_RATE=1000000", "SECKILL_IP_BURST=1000000",
+		)
+	} else {
+		env = append(env,
+			// The limiter must not hide the path being measured.
+			"SECKILL_USER_RATE=1000000", "SECKILL_USER_BURST=1000000",
+			"SECKILL_GLOBAL_RATE=100000000", "SECKILL_GLOBAL_BURST=100000000",
+			// One load tool on loopback is one address.
+			"SECKILL_IP_RATE=100000000", "SECKILL_IP_BURST=100000000",
+			"SECKILL_BUY_IP_RATE=100000000", "SECKILL_BUY_IP_BURST=100000000",
+		)
+	}
 	// The dev process's own variables win over the caller's: unset what
 	// would point it at other services.
 	env = slices.DeleteFunc(env, func(kv string) bool {
@@ -142,6 +165,15 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(os.Stderr, "bench: seckill dev on %s (log %s)\n", base, logPath)
 	if err := waitReady(ctx, base, 90*time.Second); err != nil {
 		return fmt.Errorf("%w; the log says:\n%s", err, tail(logPath, 30))
+	}
+
+	if o.crowd {
+		// The tool finds dev mode's PostgreSQL through SECKILL_DATA_DIR.
+		args := append([]string{"loadtest", "-crowd", "-no-progress"}, strings.Fields(o.crowdArgs)...)
+		fmt.Fprintf(os.Stderr, "bench: %s %s\n", filepath.Base(bin), strings.Join(args, " "))
+		out, err := command(ctx, bin, env, args...)
+		os.Stdout.Write(out)
+		return err
 	}
 
 	var res results
