@@ -14,17 +14,22 @@ import (
 // return should wrap a seckill sentinel: the gateway maps those to HTTP, and
 // answers anything else with 500 internal.
 
-// Catalog is the list of vouchers (seckill.Catalog implements it).
+// Catalog is the list of vouchers, kept in memory (seckill.Catalog
+// implements it): the catalog routes and the buying path's first gate read
+// it without a database query per request.
 type Catalog interface {
 	// Create validates and stores a voucher and puts it on sale.
 	Create(ctx context.Context, v seckill.Voucher) (seckill.Voucher, error)
-	// Get returns one voucher with its live stock, or seckill.ErrNotFound.
-	Get(ctx context.Context, id int64) (seckill.Voucher, error)
-	// List returns every voucher with its live stock.
-	List(ctx context.Context) ([]seckill.Voucher, error)
-	// Cached returns a recent copy of one voucher (kind, window, captcha
-	// flag) for the buying path, which must not read PostgreSQL per request.
-	Cached(ctx context.Context, id int64) (seckill.Voucher, error)
+	// SetState pauses a voucher (seckill.StatePaused) or ends its pause
+	// (seckill.StateOnSale) for the whole fleet, and returns it.
+	SetState(ctx context.Context, id int64, st seckill.State) (seckill.Voucher, error)
+	// Snapshot returns every voucher with its live stock and state, from
+	// memory.
+	Snapshot(ctx context.Context) (*seckill.CatalogSnapshot, error)
+	// Voucher returns one voucher from memory; an id it does not know is
+	// looked up once for every caller (a voucher created a moment ago on
+	// another instance), else seckill.ErrNotFound.
+	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
 }
 
 // Buyer runs the asynchronous seckill purchase (seckill.Buyer implements it).

@@ -40,6 +40,7 @@ var errorTable = [...]errorRow{
 	{seckill.ErrUsernameTaken, fiber.StatusConflict, "username_taken", "that username is taken; please choose another"},
 	{seckill.ErrTooLarge, fiber.StatusRequestEntityTooLarge, "too_large", "the request body is too large"},
 	{seckill.ErrRateLimited, fiber.StatusTooManyRequests, "rate_limited", "too many requests; please wait a moment and try again"},
+	{seckill.ErrSalePaused, fiber.StatusServiceUnavailable, "sale_paused", "the sale of this voucher is paused for a moment; please try again shortly"},
 	{seckill.ErrUnavailable, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
 	// Our own request deadline (Config.RequestTimeout) or a dependency too
 	// slow to answer inside it: the same as a dependency that is down.

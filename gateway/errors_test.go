@@ -36,6 +36,7 @@ var apiTable = []struct {
 	{seckill.ErrUsernameTaken, 409, "username_taken"},
 	{seckill.ErrTooLarge, 413, "too_large"},
 	{seckill.ErrRateLimited, 429, "rate_limited"},
+	{seckill.ErrSalePaused, 503, "sale_paused"},
 	{seckill.ErrUnavailable, 503, "unavailable"},
 }
 

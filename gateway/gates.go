@@ -13,9 +13,10 @@ import (
 // and the decoding of the request come first, in the handler, and cost no
 // I/O:
 //
-//	BuyAddress → UserLimit → GlobalLimit → voucher → Captcha → Breaker → SoldOut → buy
+//	catalog → BuyAddress → UserLimit → GlobalLimit → Captcha → Breaker → SoldOut → buy
 //
-// The limits go from the narrowest budget to the widest, so that what one
+// The catalog comes first: what is certainly useless is refused from memory
+// before any budget is charged. Then the limits go from the narrowest budget to the widest, so that what one
 // client sends is refused by its own budget before it can charge a shared
 // one: a request refused by its address's limit charges neither the user's
 // nor the global one, and one refused by the user's limit never charges the
@@ -27,9 +28,11 @@ import (
 // of the three.
 //
 // Each named step of Gates is optional (nil lets every attempt pass), so the
-// gates of the edge issue drop in without reshaping the handler. "voucher" is
-// the gateway's own step: it loads the voucher's recent copy into
-// Attempt.Voucher (404 for an unknown voucher) so that the captcha gate can
+// gates of the edge issue drop in without reshaping the handler. "catalog" is
+// the gateway's own step (catalogGate, catalog.go), first so that what is
+// certainly useless (an unknown, paused, not yet or no longer on sale, or
+// sold-out voucher) is answered from memory before any limiter is charged:
+// it loads the voucher into Attempt.Voucher, so that the captcha gate can
 // read captcha_required and the last step can choose the buyer by kind. "buy"
 // is Deps.SyncBuyer for limit and common vouchers when it is set, and
 // Deps.Buyer otherwise.
@@ -47,9 +50,9 @@ type Attempt struct {
 	// ClientKey is the client's address as the per-address limits key it:
 	// the address for IPv4, its /64 for IPv6 (see clientKey).
 	ClientKey string
-	// Voucher is a recent copy of the voucher (Catalog.Cached). It is zero
-	// for the gates before the voucher step (the two rate limits). Its
-	// StockLeft is not live: the reservation is the only judge of stock.
+	// Voucher is the catalog's copy of the voucher (Catalog.Voucher), set
+	// by the first gate. Its StockLeft is at most a moment old: the
+	// reservation is the only judge of stock.
 	Voucher seckill.Voucher
 
 	header http.Header
@@ -155,16 +158,16 @@ type IPLimiter interface {
 
 // chain builds the buying path once, at New, from the configured gates.
 func (s *Server) chain() BuyFunc {
-	return s.deps.Gates.Chain(GateFunc(s.voucherStep), s.dispatch)
+	return s.deps.Gates.Chain(GateFunc(s.catalogGate), s.dispatch)
 }
 
 // Chain joins the gates in the gateway's fixed order (see the top of this
-// file) in front of last, with voucher as the step that fills
-// Attempt.Voucher. Nil gates are left out. The gateway builds its buying
-// path with it; tests of the gates build the same path with their own
-// voucher step and last step.
-func (g Gates) Chain(voucher Gate, last BuyFunc) BuyFunc {
-	steps := []Gate{g.BuyAddress, g.UserLimit, g.GlobalLimit, voucher, g.Captcha, g.Breaker, g.SoldOut}
+// file) in front of last, with catalog as the first step, the one that
+// fills Attempt.Voucher. Nil gates are left out. The gateway builds its
+// buying path with it; tests of the gates build the same path with their
+// own catalog step and last step.
+func (g Gates) Chain(catalog Gate, last BuyFunc) BuyFunc {
+	steps := []Gate{catalog, g.BuyAddress, g.UserLimit, g.GlobalLimit, g.Captcha, g.Breaker, g.SoldOut}
 	h := last
 	for i := len(steps) - 1; i >= 0; i-- {
 		if steps[i] == nil {
@@ -174,17 +177,6 @@ func (g Gates) Chain(voucher Gate, last BuyFunc) BuyFunc {
 		h = func(ctx context.Context, a *Attempt) (Purchase, error) { return gate.Pass(ctx, a, next) }
 	}
 	return h
-}
-
-// voucherStep loads the voucher the attempt is for; an unknown voucher ends
-// the attempt with 404 before any captcha or reservation.
-func (s *Server) voucherStep(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
-	v, err := s.deps.Catalog.Cached(ctx, a.Request.VoucherID)
-	if err != nil {
-		return Purchase{}, err
-	}
-	a.Voucher = v
-	return next(ctx, a)
 }
 
 // dispatch is the last step: the buyer that sells this kind of voucher.

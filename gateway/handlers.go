@@ -47,10 +47,18 @@ type voucherOut struct {
 	BeginAt         time.Time    `json:"begin_at"`
 	EndAt           time.Time    `json:"end_at"`
 	CaptchaRequired bool         `json:"captcha_required"`
+	// State is where the sale stands (scheduled, on_sale, paused, sold_out,
+	// ended), as of the catalog's last refresh.
+	State seckill.State `json:"state"`
 }
 
 func voucherJSON(v seckill.Voucher) voucherOut {
+	st := v.State
+	if st == "" {
+		st = v.StateAt(time.Now())
+	}
 	return voucherOut{
+		State:           st,
 		ID:              idString(v.ID),
 		Title:           v.Title,
 		Kind:            v.Kind,
@@ -162,31 +170,7 @@ func (s *Server) login(c *fiber.Ctx) error {
 	return c.JSON(sessionOut{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})
 }
 
-// --- vouchers
-
-func (s *Server) listVouchers(c *fiber.Ctx) error {
-	vs, err := s.deps.Catalog.List(c.UserContext())
-	if err != nil {
-		return err
-	}
-	out := make([]voucherOut, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, voucherJSON(v))
-	}
-	return c.JSON(out)
-}
-
-func (s *Server) getVoucher(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
-	if err != nil {
-		return err
-	}
-	v, err := s.deps.Catalog.Get(c.UserContext(), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(voucherJSON(v))
-}
+// --- vouchers (the catalog routes are in catalog.go)
 
 func (s *Server) createVoucher(c *fiber.Ctx) error {
 	var in voucherIn

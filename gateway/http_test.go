@@ -325,7 +325,7 @@ func TestVouchers(t *testing.T) {
 			`"begin_at":"2030-01-01T08:00:00+08:00","end_at":"2030-01-02T00:00:00Z","captcha_required":true}`, admin...)
 	require.Equal(t, 201, resp.StatusCode, "%s", body)
 	require.JSONEq(t, `{"id":"2","title":"Noon deal","kind":"limit","price_cents":1999,"stock_total":50,"stock_left":50,`+
-		`"per_user_limit":2,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","captcha_required":true}`, string(body),
+		`"per_user_limit":2,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","captcha_required":true,"state":"scheduled"}`, string(body),
 		"times come back in UTC")
 
 	resp, body = b.do(t, "GET", "/api/v1/vouchers/2", "")
@@ -336,11 +336,12 @@ func TestVouchers(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode)
 	list := decode[[]voucherOut](t, body)
 	require.Len(t, list, 2)
-	require.Equal(t, "1", list[0].ID)
+	require.Equal(t, "2", list[0].ID, "newest first")
 
 	// An empty list is [], not null.
 	b.catalog.mu.Lock()
 	b.catalog.vouchers = map[int64]seckill.Voucher{}
+	b.catalog.dirty = true
 	b.catalog.mu.Unlock()
 	_, body = b.do(t, "GET", "/api/v1/vouchers", "")
 	require.Equal(t, "[]", string(body))

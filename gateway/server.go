@@ -137,7 +137,9 @@ type Server struct {
 	buyChain    BuyFunc
 	draining    atomic.Bool
 	ws          *sockets // open WebSockets (ws.go)
-	metrics     *metrics
+	// catalogCache is the catalog encoded once per change (catalog.go).
+	catalogCache catalogCache
+	metrics      *metrics
 
 	mu        sync.Mutex
 	closed    bool
@@ -261,7 +263,8 @@ func (s *Server) routes() error {
 		}))
 	}
 
-	// API answers are per user and per moment: no cache may keep them.
+	// API answers are per user and per moment: no cache may keep them. The
+	// catalog's answers say otherwise for themselves (CatalogCacheControl).
 	api := app.Group("/api/v1", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.Next()
@@ -284,6 +287,7 @@ func (s *Server) routes() error {
 	s.mountPprof(admin)
 	admin.Post("/vouchers", s.createVoucher)
 	admin.Get("/vouchers/:id/stats", s.voucherStats)
+	admin.Put("/vouchers/:id/state", s.setVoucherState)
 	admin.Get("/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.switchBreaker)
 

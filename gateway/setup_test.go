@@ -37,6 +37,8 @@ type fakeCatalog struct {
 	nextID   int64
 	calls    atomic.Int64 // every method, to prove bad ids never reach it
 	err      error        // returned by every call when set
+	snap     *seckill.CatalogSnapshot
+	dirty    bool // a change since snap was built
 }
 
 func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher) (seckill.Voucher, error) {
@@ -50,10 +52,11 @@ func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher) (seckill.Vouc
 	v.ID = f.nextID
 	v.CreatedAt = time.Now()
 	f.vouchers[v.ID] = v
+	f.changedLocked()
 	return v, nil
 }
 
-func (f *fakeCatalog) Get(_ context.Context, id int64) (seckill.Voucher, error) {
+func (f *fakeCatalog) Voucher(_ context.Context, id int64) (seckill.Voucher, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -65,35 +68,92 @@ func (f *fakeCatalog) Get(_ context.Context, id int64) (seckill.Voucher, error) 
 		// The driver's words must never reach the client.
 		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: no rows in result set: %w", id, seckill.ErrNotFound)
 	}
+	v.State = v.StateAt(time.Now())
 	return v, nil
 }
 
-func (f *fakeCatalog) List(_ context.Context) ([]seckill.Voucher, error) {
+// Snapshot is the catalog in memory: a new snapshot after every change,
+// like seckill.Catalog's.
+func (f *fakeCatalog) Snapshot(_ context.Context) (*seckill.CatalogSnapshot, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
+	if f.snap == nil || f.dirty {
+		f.publishLocked()
+	}
+	return f.snap, nil
+}
+
+// changedLocked publishes the next snapshot at once, as the real catalog's
+// refresh does, so that a socket feed waiting on Superseded sees it.
+func (f *fakeCatalog) changedLocked() {
+	f.dirty = true
+	if f.snap != nil {
+		f.publishLocked()
+	}
+}
+
+func (f *fakeCatalog) publishLocked() {
 	var out []seckill.Voucher
-	for i := int64(1); i <= f.nextID; i++ {
+	for i := f.nextID; i >= 1; i-- {
 		if v, ok := f.vouchers[i]; ok {
+			v.State = ""
 			out = append(out, v)
 		}
 	}
-	return out, nil
+	if f.snap == nil {
+		f.snap = seckill.NewCatalogSnapshot(out, time.Now())
+	} else {
+		f.snap = f.snap.Next(out, time.Now())
+	}
+	f.dirty = false
 }
 
-func (f *fakeCatalog) Cached(ctx context.Context, id int64) (seckill.Voucher, error) {
-	return f.Get(ctx, id)
+func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (seckill.Voucher, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return seckill.Voucher{}, f.err
+	}
+	v, ok := f.vouchers[id]
+	if !ok {
+		return seckill.Voucher{}, fmt.Errorf("voucher %d: %w", id, seckill.ErrNotFound)
+	}
+	v.Paused = st == seckill.StatePaused
+	f.vouchers[id] = v
+	f.changedLocked()
+	v.State = v.StateAt(time.Now())
+	return v, nil
+}
+
+// update changes a voucher in place (stock moving, a pause) as the real
+// catalog's refresh would.
+func (f *fakeCatalog) update(id int64, change func(*seckill.Voucher)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.vouchers[id]
+	change(&v)
+	f.vouchers[id] = v
+	f.changedLocked()
 }
 
 func (f *fakeCatalog) put(v seckill.Voucher) seckill.Voucher {
+	if v.BeginAt.IsZero() {
+		v.BeginAt, v.EndAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	}
+	if v.StockLeft == 0 {
+		v.StockLeft = v.StockTotal
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nextID++
 	v.ID = f.nextID
 	f.vouchers[v.ID] = v
+	f.changedLocked()
 	return v
 }
 

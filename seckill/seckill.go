@@ -30,6 +30,9 @@ var (
 	ErrTooLarge        = errors.New("body too large")
 	ErrRateLimited     = errors.New("rate limited")
 	ErrUnavailable     = errors.New("unavailable")
+	// ErrSalePaused: the operator paused this voucher's sale (503 with
+	// Retry-After: the pause is meant to end).
+	ErrSalePaused = errors.New("sale paused")
 )
 
 // ErrNotQueued marks a Queue.Publish failure in which the message certainly
@@ -81,7 +84,51 @@ type Voucher struct {
 	EndAt           time.Time
 	CaptchaRequired bool
 	CreatedAt       time.Time
+	// Paused is the operator's pause of this one voucher (PUT
+	// /api/v1/admin/vouchers/{id}/state). PostgreSQL is its record.
+	Paused bool
+	// State is what a shopper sees, as the catalog computed it when it
+	// last refreshed (see StateAt). Empty on a voucher that did not come
+	// from the catalog's memory.
+	State State
 }
+
+// State is where a voucher's sale stands for a shopper.
+type State string
+
+// The states of a voucher (gateway/openapi.yaml, Voucher.state).
+const (
+	StateScheduled State = "scheduled"
+	StateOnSale    State = "on_sale"
+	StatePaused    State = "paused"
+	StateSoldOut   State = "sold_out"
+	StateEnded     State = "ended"
+)
+
+// StateAt is v's state at now by now's clock. An ended sale is ended even
+// when paused; a paused one is paused even when sold out, because the pause
+// is what the operator must see undone.
+func (v Voucher) StateAt(now time.Time) State {
+	switch {
+	case !now.Before(v.EndAt):
+		return StateEnded
+	case v.Paused:
+		return StatePaused
+	case v.StockLeft <= 0:
+		return StateSoldOut
+	case now.Before(v.BeginAt):
+		return StateScheduled
+	default:
+		return StateOnSale
+	}
+}
+
+// Years a voucher's window may use (in UTC): JSON and PostgreSQL both carry
+// four-digit years, and a sale before 2000 is a typo.
+const (
+	MinYear = 2000
+	MaxYear = 9999
+)
 
 // Validate checks what an operator sent before anything is stored.
 func (v Voucher) Validate() error {
@@ -105,10 +152,17 @@ func (v Voucher) Validate() error {
 		return Invalidf("per_user_limit must be 1 to %d", MaxPerUserLimit)
 	case v.BeginAt.IsZero() || v.EndAt.IsZero():
 		return Invalidf("begin_at and end_at are required")
+	case outOfYears(v.BeginAt) || outOfYears(v.EndAt):
+		return Invalidf("begin_at and end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
 	case !v.EndAt.After(v.BeginAt):
 		return Invalidf("end_at must be after begin_at")
 	}
 	return nil
+}
+
+func outOfYears(t time.Time) bool {
+	y := t.UTC().Year()
+	return y < MinYear || y > MaxYear
 }
 
 // Reservation is stock held for one shopper: what the gateway puts on the

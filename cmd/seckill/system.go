@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -97,7 +98,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	s.store = pgstore.New(s.pool)
 	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock))
 	s.events = notify.NewPublisher(s.rdb)
-	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second, seckill.WithCatalogLogger(s.log))
+	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second, seckill.WithCatalogLogger(s.log),
+		seckill.WithAnnouncer(redisstock.NewAnnouncer(s.rdb)))
 
 	if cfg.hasRole(roleGateway) {
 		if err := s.buildGateway(ctx); err != nil {
@@ -136,6 +138,9 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.startCatalog(ctx); err != nil {
+		return err
+	}
 	s.server, err = gateway.New(gateway.Config{
 		AdminToken:     s.cfg.AdminToken,
 		AllowedOrigins: s.cfg.AllowedOrigins,
@@ -165,6 +170,22 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Live: gateway.Live{Feed: s.hub},
 	})
 	return err
+}
+
+// startCatalog keeps this instance's catalog in memory (the catalog routes
+// and the buying path's first gate read it) until ctx ends: its refresh
+// loops, and the announcements of the fleet, voucher changes on
+// redisstock.CatalogChannel and stock coming back on edge.StockChannel (the
+// sold-out flag's channel, which every releaser already publishes on).
+func (s *system) startCatalog(ctx context.Context) error {
+	if _, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){
+		redisstock.CatalogChannel: s.catalog.Changed,
+		edge.StockChannel:         s.catalog.StockChanged,
+	}); err != nil {
+		return fmt.Errorf("catalog announcements: %w", err)
+	}
+	s.catalog.Start(ctx)
+	return nil
 }
 
 // checks are what /readyz asks.

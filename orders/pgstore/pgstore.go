@@ -133,13 +133,13 @@ func (s *Store) UserByName(ctx context.Context, username string) (_ User, err er
 }
 
 const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, per_user_limit,
-	begin_at, end_at, captcha_required, created_at`
+	begin_at, end_at, captcha_required, created_at, paused`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
 	var kind string
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
-		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt)
+		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused)
 	v.Kind = seckill.Kind(kind)
 	v.BeginAt, v.EndAt, v.CreatedAt = v.BeginAt.UTC(), v.EndAt.UTC(), v.CreatedAt.UTC()
 	return v, err
@@ -193,6 +193,21 @@ func (s *Store) Voucher(ctx context.Context, id int64) (_ seckill.Voucher, err e
 	}
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, err)
+	}
+	return v, nil
+}
+
+// SetVoucherPaused records the operator's pause of voucher id (or its end)
+// and returns the voucher, or an error wrapping seckill.ErrNotFound.
+func (s *Store) SetVoucherPaused(ctx context.Context, id int64, paused bool) (_ seckill.Voucher, err error) {
+	defer unavailable(&err)
+	v, err := scanVoucher(s.pool.QueryRow(ctx,
+		`UPDATE vouchers SET paused = $2 WHERE id = $1 RETURNING `+voucherColumns, id, paused))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, seckill.ErrNotFound)
+	}
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: pause voucher %d: %w", id, err)
 	}
 	return v, nil
 }

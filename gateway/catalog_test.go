@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// TestCatalogETagAndCacheControl: the catalog routes carry a strong ETag and
+// a Cache-Control a CDN may keep; If-None-Match answers 304 without a body;
+// a change of one voucher changes both tags.
+func TestCatalogETagAndCacheControl(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.onSale.ID
+	one := fmt.Sprintf("/api/v1/vouchers/%d", id)
+	for _, path := range []string{"/api/v1/vouchers", one} {
+		resp, body := b.do(t, "GET", path, "")
+		require.Equal(t, 200, resp.StatusCode, "%s", body)
+		require.Equal(t, CatalogCacheControl, resp.Header.Get("Cache-Control"))
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		tag := resp.Header.Get("ETag")
+		require.Regexp(t, `^"[A-Za-z0-9_-]+"$`, tag, "a strong tag")
+		require.Contains(t, string(body), `"state":"on_sale"`)
+
+		resp, body = b.do(t, "GET", path, "", "If-None-Match", `"other", W/`+tag)
+		require.Equal(t, 304, resp.StatusCode)
+		require.Empty(t, body)
+		require.Equal(t, tag, resp.Header.Get("ETag"))
+		require.Equal(t, CatalogCacheControl, resp.Header.Get("Cache-Control"))
+
+		b.catalog.update(id, func(v *seckill.Voucher) { v.StockLeft-- })
+		resp, body = b.do(t, "GET", path, "", "If-None-Match", tag)
+		require.Equal(t, 200, resp.StatusCode, "a changed catalog is sent again")
+		require.NotEqual(t, tag, resp.Header.Get("ETag"))
+		require.NotEmpty(t, body)
+	}
+	resp, body := b.do(t, "GET", "/api/v1/vouchers/999999", "")
+	requireAPIError(t, resp, body, 404, "not_found")
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "an error is not for a CDN to keep")
+}
+
+// TestCatalogEncodesOncePerChange: however many requests read the catalog,
+// a voucher is encoded once per change, and a change of one voucher
+// re-encodes that voucher only.
+func TestCatalogEncodesOncePerChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 9 {
+		b.catalog.put(seckill.Voucher{Title: fmt.Sprint("v", i), Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1})
+	}
+	var wg sync.WaitGroup
+	read := func() {
+		for range 20 {
+			wg.Go(func() {
+				resp, _ := b.do(t, "GET", "/api/v1/vouchers", "")
+				require.Equal(t, 200, resp.StatusCode)
+				resp, _ = b.do(t, "GET", fmt.Sprintf("/api/v1/vouchers/%d", b.onSale.ID), "")
+				require.Equal(t, 200, resp.StatusCode)
+			})
+		}
+		wg.Wait()
+	}
+	read()
+	require.Equal(t, int64(10), b.srv.catalogCache.encodings.Load(), "ten vouchers, each encoded once")
+	b.catalog.update(b.onSale.ID, func(v *seckill.Voucher) { v.StockLeft = 0 })
+	read()
+	require.Equal(t, int64(11), b.srv.catalogCache.encodings.Load(), "one change, one encoding")
+}
+
+// TestCatalogGateRefusesBeforeAnyLimiter: an unknown, paused, not yet on
+// sale, ended or sold-out voucher is answered from the catalog before any
+// gate is charged; a keyed attempt on an ended or sold-out voucher goes on
+// (it may be a replay the script answers).
+func TestCatalogGateRefusesBeforeAnyLimiter(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	charged := 0
+	limiter := GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
+		mu.Lock()
+		charged++
+		mu.Unlock()
+		return next(ctx, a)
+	})
+	b := setup(t, func(_ *Config, d *Deps) { d.Gates = Gates{GlobalLimit: limiter, UserLimit: limiter} })
+	now := time.Now()
+	paused := b.catalog.put(seckill.Voucher{Title: "p", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, Paused: true})
+	later := b.catalog.put(seckill.Voucher{Title: "l", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour)})
+	ended := b.catalog.put(seckill.Voucher{Title: "e", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, BeginAt: now.Add(-2 * time.Hour), EndAt: now.Add(-time.Hour)})
+	gone := b.catalog.put(seckill.Voucher{Title: "g", Kind: seckill.KindSeckill, StockTotal: 5, StockLeft: -1, PerUserLimit: 1})
+	auth := []string{"Authorization", bearerOf(b.shopper)}
+	buy := func(id int64, headers ...string) (*http.Response, []byte) {
+		return b.do(t, "POST", fmt.Sprintf("/api/v1/vouchers/%d/orders", id), "", append(headers, auth...)...)
+	}
+	for _, c := range []struct {
+		id     int64
+		status int
+		code   string
+	}{
+		{424242, 404, "not_found"}, {paused.ID, 503, "sale_paused"}, {later.ID, 409, "not_started"},
+		{ended.ID, 409, "ended"}, {gone.ID, 409, "sold_out"},
+	} {
+		resp, body := buy(c.id)
+		requireAPIError(t, resp, body, c.status, c.code)
+		if c.status == 503 {
+			require.Equal(t, "5", resp.Header.Get("Retry-After"), "a paused sale says when to look again")
+		}
+	}
+	mu.Lock()
+	require.Zero(t, charged, "no limiter charged for a certainly useless attempt")
+	mu.Unlock()
+
+	resp, _ := buy(gone.ID, "Idempotency-Key", "k1")
+	require.Equal(t, 202, resp.StatusCode, "a keyed attempt reaches the reservation (the fake buyer accepts it)")
+	resp, _ = buy(paused.ID, "Idempotency-Key", "k1")
+	require.Equal(t, 503, resp.StatusCode, "a pause refuses keyed attempts too: they retry after it")
+
+	// The operator's switch: the next buy obeys.
+	resp, body := b.do(t, "PUT", fmt.Sprintf("/api/v1/admin/vouchers/%d/state", paused.ID), `{"state":"on_sale"}`, "Authorization", "Bearer "+testAdminToken)
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"state":"on_sale"`)
+	resp, _ = buy(paused.ID)
+	require.Equal(t, 202, resp.StatusCode)
+	for _, in := range []string{`{"state":"sold_out"}`, `{}`, `{"state":"paused","x":1}`} {
+		resp, body = b.do(t, "PUT", fmt.Sprintf("/api/v1/admin/vouchers/%d/state", paused.ID), in, "Authorization", "Bearer "+testAdminToken)
+		requireAPIError(t, resp, body, 400, "invalid_input")
+	}
+	resp, body = b.do(t, "PUT", "/api/v1/admin/vouchers/999999/state", `{"state":"paused"}`, "Authorization", "Bearer "+testAdminToken)
+	requireAPIError(t, resp, body, 404, "not_found")
+	resp, body = b.do(t, "PUT", fmt.Sprintf("/api/v1/admin/vouchers/%d/state", paused.ID), `{"state":"paused"}`, auth...)
+	requireAPIError(t, resp, body, 403, "forbidden")
+}
