@@ -1,9 +1,12 @@
 package gateway
 
-// The live order feed, GET /api/v1/ws (gateway/openapi.yaml, /api/v1/ws).
+// The live feed, GET /api/v1/ws (gateway/openapi.yaml, /api/v1/ws): the
+// public voucher frames for everyone (wsvouchers.go), and with a token the
+// user's own order frames too.
 //
 // The handshake is an ordinary Fiber request, so every refusal is the API's
-// error body: 403 for a foreign Origin, 401 without a valid token, 503 when
+// error body: 403 for a foreign Origin, 401 for a token that is not valid
+// (no token at all opens a public socket), 503 when
 // the hub is full or stopping, or the snapshot cannot be read. Only then is
 // the connection upgraded, and from there on one connection is two
 // goroutines: the handler's, which only reads (client pings, pongs, the
@@ -59,6 +62,12 @@ type Live struct {
 	// WriteTimeout bounds each write; a client that does not take a frame
 	// in that time is dropped (default 10s).
 	WriteTimeout time.Duration
+	// VoucherQueue bounds the voucher frames waiting for one socket; a
+	// socket that lets it fill is resynced (default DefaultVoucherQueue).
+	VoucherQueue int
+	// MaxPublicSockets caps this instance's sockets; one more is 503
+	// (default DefaultMaxPublicSockets).
+	MaxPublicSockets int
 }
 
 // Defaults of Live.
@@ -102,6 +111,8 @@ const (
 	msgSnapshot = "snapshot"
 	msgPush     = "push"
 	msgPong     = "pong"
+	msgVoucher  = "voucher" // a voucher's change (wsvouchers.go)
+	msgResync   = "resync"  // a voucher frame sent to catch up after a full queue
 )
 
 func (l Live) withDefaults() Live {
@@ -125,7 +136,7 @@ type wsMetrics struct {
 	dropped  *prometheus.CounterVec
 	delay    prometheus.Histogram
 	// Resolved once: the writer counts every frame.
-	snapshots, pushes, pongs prometheus.Counter
+	snapshots, pushes, pongs, vouchers, resyncs prometheus.Counter
 }
 
 func newWSMetrics(reg prometheus.Registerer) (*wsMetrics, error) {
@@ -136,7 +147,7 @@ func newWSMetrics(reg prometheus.Registerer) (*wsMetrics, error) {
 		}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_ws_messages_total",
-			Help: "Frames written to sockets, by kind: snapshot (on connect or resync), push (a status change), pong.",
+			Help: "Frames written to sockets, by kind: snapshot (on connect or resync), push (an order's status change), voucher (a voucher's change), resync (voucher frames after a full queue), pong.",
 		}, []string{"kind"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_ws_dropped_total",
@@ -155,6 +166,8 @@ func newWSMetrics(reg prometheus.Registerer) (*wsMetrics, error) {
 	m.snapshots = m.messages.WithLabelValues(msgSnapshot)
 	m.pushes = m.messages.WithLabelValues(msgPush)
 	m.pongs = m.messages.WithLabelValues(msgPong)
+	m.vouchers = m.messages.WithLabelValues(msgVoucher)
+	m.resyncs = m.messages.WithLabelValues(msgResync)
 	for _, r := range []string{dropSlow, dropReplaced, dropIdle, dropWriteFailed, dropProtocol, dropResyncFailed} {
 		m.dropped.WithLabelValues(r)
 	}
@@ -179,6 +192,7 @@ func newWSMetrics(reg prometheus.Registerer) (*wsMetrics, error) {
 type sockets struct {
 	live    Live
 	m       *wsMetrics
+	feed    *voucherFeed
 	upgrade fiber.Handler
 	// ctx ends at Shutdown: every writer then closes its socket with 1001.
 	ctx    context.Context
@@ -199,6 +213,7 @@ func (s *Server) mountWebSocket(r fiber.Router) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ws = &sockets{live: live, m: m, ctx: ctx, cancel: cancel, open: make(map[*websocket.Conn]struct{})}
+	s.ws.feed = newVoucherFeed(s, live.VoucherQueue, live.MaxPublicSockets)
 	s.ws.upgrade = websocket.New(s.serveSocket, websocket.Config{
 		Subprotocols: []string{bearerProtocol},
 		// Origin is checked before, with a 403 the page can read.
@@ -215,18 +230,27 @@ func (s *Server) mountWebSocket(r fiber.Router) error {
 	return nil
 }
 
-// session is what the handshake hands the socket: the subscription (opened
+// session is what the handshake hands the socket: the subscriptions (opened
 // before the snapshot was read, so no change falls between the two) and
-// the snapshot's frames. It has no Close method on purpose: fasthttp closes
+// the snapshot's frames. sub is nil on a public socket (no token). It has no Close method on purpose: fasthttp closes
 // io.Closer locals when the request ends, which for an upgrade is when the
 // socket ends.
 type session struct {
 	userID    int64
 	requestID string
 	sub       *notify.Subscription
+	pub       *publicSub
 	snapshot  [][]byte
 	claimed   atomic.Bool
 	timer     *time.Timer
+}
+
+// release ends the session's subscriptions.
+func (w *sockets) release(ss *session) {
+	if ss.sub != nil {
+		ss.sub.Close()
+	}
+	w.feed.unsubscribe(ss.pub)
 }
 
 // claim gives the session to exactly one owner: the socket, or the timer
@@ -249,7 +273,9 @@ func (s *Server) openSocket(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	c.Locals(userIDKey{}, uid)
+	if uid > 0 {
+		c.Locals(userIDKey{}, uid)
+	}
 
 	s.ws.mu.Lock()
 	closing := s.ws.closing
@@ -257,27 +283,37 @@ func (s *Server) openSocket(c *fiber.Ctx) error {
 	if closing {
 		return seckill.Public(seckill.ErrUnavailable, "this server is shutting down; connect again")
 	}
-	sub := s.deps.Live.Feed.Subscribe(uid)
-	if err := sub.Err(); err != nil {
-		sub.Close()
-		return err // ErrHubFull, ErrStopped: 503
+	ss := &session{userID: uid, requestID: requestIDOf(c)}
+	if uid > 0 {
+		ss.sub = s.deps.Live.Feed.Subscribe(uid)
+		if err := ss.sub.Err(); err != nil {
+			ss.sub.Close()
+			return err // ErrHubFull, ErrStopped: 503
+		}
 	}
-	snapshot, err := s.socketSnapshot(c.UserContext(), uid)
-	if err != nil {
-		sub.Close()
-		return err
+	if ss.pub = s.ws.feed.subscribe(s.ws.ctx); ss.pub == nil {
+		s.ws.release(ss)
+		return seckill.Public(seckill.ErrUnavailable, "this server has too many live connections; try again shortly")
 	}
-	ss := &session{userID: uid, requestID: requestIDOf(c), sub: sub, snapshot: snapshot}
+	ss.snapshot = s.ws.feed.current(c.UserContext())
+	if uid > 0 {
+		orders, err := s.socketSnapshot(c.UserContext(), uid)
+		if err != nil {
+			s.ws.release(ss)
+			return err
+		}
+		ss.snapshot = append(ss.snapshot, orders...)
+	}
 	ss.timer = time.AfterFunc(claimTimeout, func() {
 		if ss.claim() {
-			sub.Close()
+			s.ws.release(ss)
 		}
 	})
 	c.Locals(socketLocal, ss)
 	if err := s.ws.upgrade(c); err != nil {
 		if ss.claim() {
 			ss.timer.Stop()
-			sub.Close()
+			s.ws.release(ss)
 		}
 		return invalid("not a valid WebSocket handshake")
 	}
@@ -306,15 +342,16 @@ func (s *Server) originAllowed(c *fiber.Ctx) bool {
 }
 
 // socketUser authenticates the handshake: the token comes from the
-// subprotocols `bearer, <token>` or from ?token=.
+// subprotocols `bearer, <token>` or from ?token=. Without one the socket is
+// public (user 0: voucher frames only); a token that is not valid is 401,
+// so a page whose session expired learns it.
 func (s *Server) socketUser(c *fiber.Ctx) (int64, error) {
 	tok := protocolToken(c.Get(fiber.HeaderSecWebSocketProtocol))
 	if tok == "" {
 		tok = c.Query("token")
 	}
 	if tok == "" {
-		return 0, seckill.Public(seckill.ErrUnauthenticated,
-			"please sign in first: pass ?token=<token> or the subprotocols bearer, <token>")
+		return 0, nil
 	}
 	uid, err := s.deps.Tokens.Verify(tok)
 	switch {
@@ -457,7 +494,7 @@ func (s *Server) serveSocket(conn *websocket.Conn) {
 		return
 	}
 	ss.timer.Stop()
-	defer ss.sub.Close()
+	defer s.ws.release(ss)
 	k := &socket{
 		srv: s, w: s.ws, conn: conn, ss: ss,
 		log:        s.log.With("user_id", ss.userID, "request_id", ss.requestID),
@@ -589,10 +626,33 @@ func (k *socket) write() socketEnd {
 		return end
 	}
 	k.ss.snapshot = nil
-	sub := k.ss.sub
+	sub, pub := k.ss.sub, k.ss.pub
+	var orderFrames <-chan []byte
+	var orderResync <-chan struct{}
+	if sub != nil {
+		orderFrames, orderResync = sub.C(), sub.Resync()
+	}
 	for {
 		select {
-		case f, ok := <-sub.C():
+		case f := <-pub.c:
+			if err := k.send(f); err != nil {
+				return socketEnd{reason: dropWriteFailed}
+			}
+			k.w.m.vouchers.Inc()
+		case <-pub.wake:
+			if !pub.resync.Swap(false) {
+				continue
+			}
+			for len(pub.c) > 0 {
+				<-pub.c // older than what current() sends
+			}
+			for _, f := range k.w.feed.current(k.w.ctx) {
+				if err := k.send(f); err != nil {
+					return socketEnd{reason: dropWriteFailed}
+				}
+				k.w.m.resyncs.Inc()
+			}
+		case f, ok := <-orderFrames:
 			if !ok {
 				return hubEnd(sub.Err())
 			}
@@ -602,7 +662,7 @@ func (k *socket) write() socketEnd {
 			}
 			k.w.m.pushes.Inc()
 			k.w.m.delay.Observe(time.Since(took).Seconds())
-		case <-sub.Resync():
+		case <-orderResync:
 			// The hub lost Redis for a moment: changes may have been missed.
 			ctx, cancel := context.WithTimeout(k.w.ctx, k.srv.cfg.RequestTimeout)
 			frames, err := k.srv.socketSnapshot(ctx, k.ss.userID)

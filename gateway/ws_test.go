@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -122,8 +123,12 @@ func TestWSHandshakeRefusals(t *testing.T) {
 	b := setupWS(t, notify.Options{}, func(c *Config, _ *Deps) {
 		c.AllowedOrigins = []string{"https://shop.example"}
 	})
-	_, resp, err := b.dial(t, "", nil)
-	refused(t, resp, err, http.StatusUnauthorized, "unauthenticated")
+	// No token: a public socket (voucher frames only).
+	conn, resp, err := b.dial(t, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	require.NoError(t, conn.Close())
+	// A token that is not valid is refused: the page learns its session ended.
 	_, resp, err = b.dial(t, "token=nonsense", nil)
 	refused(t, resp, err, http.StatusUnauthorized, "unauthenticated")
 	_, resp, err = b.dial(t, "", []string{"bearer", "nonsense"})
@@ -158,7 +163,7 @@ func TestWSHandshakeRefusals(t *testing.T) {
 	r, body = b.do(t, "POST", "/api/v1/ws", "")
 	requireAPIError(t, r, body, http.StatusMethodNotAllowed, "method_not_allowed")
 	// Refused handshakes never hold a subscription.
-	require.Equal(t, 0.0, metricValue(t, b.srv.ws.m.open))
+	require.Eventually(t, func() bool { return metricValue(t, b.srv.ws.m.open) == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
 func TestWSWithoutFeedIsUnavailable(t *testing.T) {
@@ -199,7 +204,15 @@ func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "bearer", resp.Header.Get("Sec-WebSocket-Protocol"), "browsers drop a socket whose subprotocol is not echoed")
 
-	// The non-final orders of user 42 only, oldest first, then nothing more.
+	// First every voucher not ended, byte for byte what GET
+	// /api/v1/vouchers/{id} answers, in a frame.
+	f, raw := readFrame(t, conn)
+	require.Equal(t, "voucher", f.Type)
+	r, body := b.do(t, "GET", fmt.Sprintf("/api/v1/vouchers/%d", b.onSale.ID), "")
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	require.Equal(t, `{"type":"voucher","voucher":`+string(body)+`}`, string(raw))
+
+	// Then the non-final orders of user 42 only, oldest first, then nothing more.
 	want := []string{"9000000000000001", "9000000000000003"}
 	for _, id := range want {
 		f, raw := readFrame(t, conn)
@@ -212,11 +225,11 @@ func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 	}
 
 	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping"}`)))
-	_, raw := readFrame(t, conn)
+	_, raw = readFrame(t, conn)
 	require.JSONEq(t, notify.PongFrame, string(raw))
 	// Counted once written, which may be a moment after the client read it.
 	require.Eventually(t, func() bool {
-		return metricValue(t, b.srv.ws.m.snapshots) == 2 && metricValue(t, b.srv.ws.m.pongs) == 1
+		return metricValue(t, b.srv.ws.m.snapshots) == 3 && metricValue(t, b.srv.ws.m.pongs) == 1
 	}, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 1.0, metricValue(t, b.srv.ws.m.open))
 
@@ -229,7 +242,9 @@ func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 	conn, resp, err = b.dial(t, "token="+b.shopper2, nil)
 	require.NoError(t, err)
 	require.Empty(t, resp.Header.Get("Sec-WebSocket-Protocol"))
-	f, _ := readFrame(t, conn)
+	f, _ = readFrame(t, conn)
+	require.Equal(t, "voucher", f.Type)
+	f, _ = readFrame(t, conn)
 	require.Equal(t, "9000000000000005", f.Order.OrderID)
 	require.Equal(t, "43", f.Order.UserID)
 }

@@ -233,7 +233,7 @@
     if (!tr) {
       tr = document.createElement('tr');
       tr.dataset.voucherId = v.id;
-      for (const f of ['id', 'title', 'sale', ...STAT_FIELDS]) {
+      for (const f of ['id', 'title', 'sale', ...STAT_FIELDS, 'pause']) {
         const td = document.createElement('td');
         td.dataset.field = f;
         if (STAT_FIELDS.includes(f)) td.className = 'num';
@@ -243,11 +243,55 @@
           td.firstChild.className = 'name';
           td.lastChild.className = 'sub';
         }
+        if (f === 'pause') {
+          const b = document.createElement('button');
+          b.type = 'button';
+          b.className = 'pause';
+          b.addEventListener('click', () => togglePause(tr.dataset.voucherId, b));
+          td.append(b);
+        }
         tr.append(td);
       }
       body.append(tr);
     }
     return tr;
+  }
+
+  // togglePause pauses one voucher's sale, or ends its pause, for the whole
+  // fleet (PUT /api/v1/admin/vouchers/{id}/state). Beside the breaker: it
+  // stops this voucher only.
+  async function togglePause(id, button) {
+    const want = button.dataset.paused === 'true' ? 'on_sale' : 'paused';
+    button.disabled = true;
+    try {
+      const v = await api('PUT', `/admin/vouchers/${encodeURIComponent(id)}/state`, { state: want });
+      showPause(button, v);
+      const tr = button.closest('tr');
+      if (tr) setCell(tr, 'sale', saleText(v));
+      say(want === 'paused'
+        ? `Voucher ${id} is paused. Buyers are told to try again shortly; every instance follows within a second.`
+        : `Voucher ${id} is back on sale (${saleText(v)}).`, 'ok');
+    } catch (err) {
+      if (!tokenRefused(err)) say(`Voucher ${id} was not changed: ${sentence(err)}`, 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function showPause(button, v) {
+    const paused = v.state === 'paused';
+    button.dataset.paused = String(paused);
+    const label = paused ? 'Resume' : 'Pause';
+    if (button.textContent !== label) button.textContent = label;
+    button.setAttribute('aria-label', `${label} voucher ${v.id}`);
+    button.hidden = v.state === 'ended';
+  }
+
+  // saleText is the voucher's state as the API says it (older servers
+  // without state: from the window).
+  function saleText(v) {
+    if (v.state) return v.state.replace('_', ' ');
+    return saleOf(v, serverNow());
   }
 
   function setCell(tr, field, value) {
@@ -268,7 +312,6 @@
       showBreaker(breaker);
       const list = (vouchers || []).map((v) => ({ ...v, id: String(v.id) })).slice(0, MAX_VOUCHERS);
       const stats = await Promise.all(list.map((v) => api('GET', `/admin/vouchers/${encodeURIComponent(v.id)}/stats`).catch((e) => e)));
-      const now = serverNow();
       const keep = new Set();
       list.forEach((v, i) => {
         keep.add(v.id);
@@ -277,7 +320,8 @@
         const title = tr.querySelector('td[data-field="title"]');
         title.firstChild.textContent = v.title;
         title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}`;
-        setCell(tr, 'sale', saleOf(v, now));
+        setCell(tr, 'sale', saleText(v));
+        showPause(tr.querySelector('td[data-field="pause"] button'), v);
         const s = stats[i];
         if (s instanceof ApiError) {
           if (tokenRefused(s)) throw s;

@@ -224,6 +224,7 @@
       case 'too_large': return 'That request was too large.';
       case 'rate_limited': return `Too many tries — trying again in ${wait} s.`;
       case 'unavailable': return `The shop is very busy right now — please try again in ${wait} s.`;
+      case 'sale_paused': return 'The shop paused this sale for a moment. The page shows when it reopens.';
       default: return 'Something went wrong on our side. Please try again.';
     }
   }
@@ -264,11 +265,10 @@
     $('#account-bar').hidden = !inside;
     $('#whoami').textContent = inside ? s.username : '';
     $('#orders-section').hidden = !inside;
+    socket.reopen();
     if (inside) {
       refreshOrders();
-      socket.connect();
     } else {
-      socket.disconnect();
       state.orders.clear();
       state.orderEls.clear();
       $('#orders').replaceChildren();
@@ -352,6 +352,7 @@
 
   function phaseOf(v, now) {
     if (now >= Date.parse(v.end_at)) return 'ended';
+    if (v.state === 'paused') return 'paused';
     if (now < Date.parse(v.begin_at)) return 'upcoming';
     return 'live';
   }
@@ -420,6 +421,7 @@
       if (phase === 'upcoming') setText(cd, `Opens in ${fmtDuration(Date.parse(v.begin_at) - now)}`);
       else if (phase === 'live') setText(cd, `On sale · ends in ${fmtDuration(Date.parse(v.end_at) - now)}`);
       else if (phase === 'soldout') setText(cd, 'Sold out');
+      else if (phase === 'paused') setText(cd, 'Paused by the shop · back soon');
       else setText(cd, `Ended ${fmtDateTime(Date.parse(v.end_at))}`);
 
       const b = this.buyButton;
@@ -431,6 +433,7 @@
       else if (Date.now() < this.doneUntil) { label = 'Reserved ✓'; disabled = true; }
       else if (phase === 'upcoming') { label = 'Not open yet'; disabled = true; }
       else if (phase === 'soldout') { label = 'Sold out'; disabled = true; }
+      else if (phase === 'paused') { label = 'Paused'; disabled = true; }
       else if (phase === 'ended') { label = 'Sale ended'; disabled = true; }
       else if (!state.session) { label = 'Log in to buy'; }
       setText(b, label);
@@ -576,6 +579,15 @@
           this.waitUntil = Date.now() + (err.retryAfter || 2) * 1000;
           say(sentence(err), 'warn');
           return;
+        case 'sale_paused': {
+          // The socket brings the end of the pause; keep the intent, so
+          // pressing Buy again then cannot buy twice.
+          const v = this.voucher;
+          if (v) state.vouchers.set(v.id, { ...v, state: 'paused' });
+          say(sentence(err), 'warn');
+          this.update();
+          return;
+        }
         case 'network':
           say('Can’t reach the shop right now. Press Buy again to retry: it won’t buy twice.', 'error');
           return;
@@ -622,29 +634,45 @@
     vouchersTimer = setTimeout(refreshVouchers, delay);
   }
 
+  // The catalog is read once, and again each time the socket (re)opens;
+  // while it is open every change of stock or state arrives on it, so the
+  // page does not poll. Only while the socket is down is the catalog read
+  // again, every 30 s (a crowd of open pages must not poll the shop).
+  const FALLBACK_REFRESH = 30000;
+
   async function refreshVouchers() {
     clearTimeout(vouchersTimer);
-    let next = 10000;
+    let next = FALLBACK_REFRESH;
     try {
       const list = await api('GET', '/vouchers', { auth: false });
       applyVouchers(Array.isArray(list) ? list : []);
-      $('#vouchers-updated').textContent = `Updated ${fmtTime(serverNow())}`;
-      // Stock moves fast while a sale is on: look more often then.
-      const now = serverNow();
-      const busy = list.some((v) => {
-        const p = phaseOf(v, now);
-        return p === 'live' || (p === 'upcoming' && Date.parse(v.begin_at) - now < 60000);
-      });
-      next = busy ? 2000 : 10000;
+      $('#vouchers-updated').textContent = socket.isLive() ? 'Live' : `Updated ${fmtTime(serverNow())}`;
     } catch (err) {
       if (!state.vouchersLoadedOnce) {
         $('#vouchers-empty').textContent = 'Couldn’t load the vouchers. Trying again…';
         $('#vouchers').setAttribute('aria-busy', 'false');
+        next = 5000;
       }
-      next = 5000;
     }
-    if (document.hidden) next = Math.max(next, 30000);
-    scheduleVouchers(next + Math.random() * 500);
+    if (!socket.isLive()) scheduleVouchers(next + Math.random() * 1000);
+  }
+
+  // applyVoucher takes one voucher pushed on the socket: its live stock and
+  // state, or a voucher new to the page (placed first: newest first).
+  function applyVoucher(raw) {
+    if (!raw || raw.id === undefined) return;
+    const v = { ...raw, id: String(raw.id) };
+    state.vouchers.set(v.id, v);
+    let card = state.cards.get(v.id);
+    if (!card) {
+      if (!state.vouchersLoadedOnce) return; // the list on its way has it
+      card = newCard(v);
+      state.cards.set(v.id, card);
+      const grid = $('#vouchers');
+      grid.insertBefore(card.el, grid.firstElementChild);
+      $('#vouchers-empty').hidden = true;
+    }
+    card.render();
   }
 
   function applyVouchers(list) {
@@ -838,13 +866,15 @@
 
     connect() {
       clearTimeout(this.retryTimer);
-      if (!state.session || this.ws) return;
-      if (state.session.expiresAt && serverNow() >= state.session.expiresAt) {
+      if (this.ws) return;
+      if (state.session && state.session.expiresAt && serverNow() >= state.session.expiresAt) {
         endSession('Your session has ended. Please log in again.');
         return;
       }
       const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-      const url = `${scheme}//${location.host}${API}/ws?token=${encodeURIComponent(state.session.token)}`;
+      // Without a session the socket is public: voucher changes only.
+      const query = state.session ? `?token=${encodeURIComponent(state.session.token)}` : '';
+      const url = `${scheme}//${location.host}${API}/ws${query}`;
       let ws;
       try {
         ws = new WebSocket(url);
@@ -859,7 +889,8 @@
         this.lastHeard = Date.now();
         this.setState('live', 'Live');
         this.startPings();
-        refreshOrders();
+        if (state.session) refreshOrders();
+        refreshVouchers(); // what changed while the socket was down
       };
       ws.onmessage = (ev) => {
         this.lastHeard = Date.now();
@@ -867,6 +898,7 @@
         let msg;
         try { msg = JSON.parse(ev.data); } catch (e) { return; }
         if (msg && msg.type === 'order') upsertOrder(msg.order, true);
+        else if (msg && msg.type === 'voucher') applyVoucher(msg.voucher);
       };
       ws.onclose = () => this.closed(ws);
       ws.onerror = () => { /* onclose follows */ };
@@ -878,8 +910,19 @@
       clearInterval(this.pingTimer);
       if (this.openedAt && Date.now() - this.openedAt > 10000) this.attempt = 0;
       this.openedAt = 0;
-      if (state.session) this.retry();
-      else this.setState('offline', 'Offline');
+      scheduleVouchers(FALLBACK_REFRESH);
+      this.retry();
+    },
+
+    isLive() {
+      return Boolean(this.ws) && this.ws.readyState === WebSocket.OPEN;
+    },
+
+    // reopen starts a new socket: a session began or ended, and the
+    // socket's token must follow.
+    reopen() {
+      this.disconnect();
+      this.connect();
     },
 
     retry() {
@@ -892,7 +935,7 @@
       this.setState('reconnecting', `Reconnecting in ${Math.ceil(delay / 1000)} s`);
       // The browser hides why a handshake failed; after a few failures ask
       // the API whether the token is still good.
-      if (this.attempt >= 3) refreshOrders();
+      if (this.attempt >= 3 && state.session) refreshOrders();
       this.retryTimer = setTimeout(() => this.connect(), delay);
     },
 
@@ -928,7 +971,7 @@
 
     // nudge reconnects at once when the network or the tab comes back.
     nudge() {
-      if (state.session && !this.ws) {
+      if (!this.ws) {
         this.attempt = 0;
         this.connect();
       }
@@ -956,9 +999,9 @@
       say('You are logged out.', 'info');
       $('#username').focus();
     });
-    window.addEventListener('online', () => { socket.nudge(); scheduleVouchers(0); });
+    window.addEventListener('online', () => { socket.nudge(); });
     document.addEventListener('visibilitychange', () => {
-      if (!document.hidden) { socket.nudge(); scheduleVouchers(0); }
+      if (!document.hidden) socket.nudge();
     });
     setSession(loadSession());
     refreshVouchers();

@@ -54,6 +54,21 @@ func TestBrowserOperatorPage(t *testing.T) {
 	require.EqualValues(t, 450, made["price_cents"])
 	require.EqualValues(t, 2, made["per_user_limit"])
 
+	// Pause this one voucher from its row, then resume it.
+	id := made["id"].(string)
+	pauseButton := fmt.Sprintf(`#stats tbody tr[data-voucher-id="%s"] td[data-field="pause"] button`, id)
+	saleCell := fmt.Sprintf(`document.querySelector('#stats tbody tr[data-voucher-id="%s"] td[data-field="sale"]').textContent`, id)
+	b.waitJS("the row has a Pause button", fmt.Sprintf(`document.querySelector('%s')?.textContent === 'Pause'`, pauseButton))
+	b.do("pause the voucher", chromedp.Click(chromedp.CSS(pauseButton)))
+	b.waitJS("the row shows it paused", saleCell+` === 'paused' && document.querySelector('`+pauseButton+`').textContent === 'Resume'`)
+	one := ts.do(t, http.MethodGet, "/api/v1/vouchers/"+id, "", nil, nil)
+	require.Equal(t, "paused", one.body["state"], "the API agrees with the page")
+	b.screenshot("operator-paused")
+	b.do("resume the voucher", chromedp.Click(chromedp.CSS(pauseButton)))
+	b.waitJS("the row shows it back", saleCell+` !== 'paused' && document.querySelector('`+pauseButton+`').textContent === 'Pause'`)
+	one = ts.do(t, http.MethodGet, "/api/v1/vouchers/"+id, "", nil, nil)
+	require.NotEqual(t, "paused", one.body["state"])
+
 	b.do("shut the sale's door", chromedp.Click(chromedp.ID("breaker-open")), chromedp.Click(chromedp.ID("breaker-apply")))
 	b.waitJS("the page shows the door shut", `document.querySelector('#breaker-mode').textContent === 'open'`)
 	mode := ts.do(t, http.MethodGet, "/api/v1/admin/breaker", ts.cfg.AdminToken, nil, nil)

@@ -370,3 +370,46 @@ func TestBrowserTimeoutAndRateLimit(t *testing.T) {
 		id, first.body["order_id"].(string)))
 	b.screenshot("retried")
 }
+
+// TestBrowserLiveStockAndPause: a visitor who is not logged in sees the
+// stock move and an operator's pause come and go, pushed on the socket,
+// without a reload and without the page polling the catalog.
+func TestBrowserLiveStockAndPause(t *testing.T) {
+	ts := startSystem(t, nil)
+	lamps := newVoucher(t, ts, "Desk lamp", 5, 3)
+	b := openBrowser(t, ts.base)
+	b.waitCard(lamps)
+	b.waitJS("the socket is live without a log-in", `document.querySelector('#ws-state').dataset.state === 'live'`)
+	b.waitJS("the voucher came on the public socket", fmt.Sprintf(
+		`window.__wsFrames.some((f) => f.type === 'voucher' && f.voucher.id === %q)`, lamps))
+	catalogReads := `performance.getEntriesByType('resource').filter((e) => /\/api\/v1\/vouchers(\?|$)/.test(e.name)).length`
+	before := b.eval(catalogReads)
+
+	// Another shopper buys two: the page shows 3 left, pushed.
+	rival := ts.shopper(t, testUser())
+	require.Equal(t, http.StatusAccepted, ts.buy(t, lamps, rival, 2, "").status)
+	b.waitJSFor("the stock moves live", fmt.Sprintf(`document.querySelector('%s .stock-left').textContent === '3'`, card(lamps)), 5*time.Second)
+	b.waitJS("the stock came pushed", fmt.Sprintf(
+		`window.__wsFrames.some((f) => f.type === 'voucher' && f.voucher.id === %q && f.voucher.stock_left === 3)`, lamps))
+	b.screenshot("live-stock")
+
+	// The operator pauses the voucher: the card says so, its button is off.
+	paused := ts.do(t, http.MethodPut, "/api/v1/admin/vouchers/"+lamps+"/state", ts.cfg.AdminToken, map[string]any{"state": "paused"}, nil)
+	require.Equal(t, http.StatusOK, paused.status, "%s", paused.raw)
+	require.Equal(t, "paused", paused.body["state"])
+	b.waitJSFor("the pause shows live", fmt.Sprintf(
+		`document.querySelector('%s').dataset.state === 'paused' && document.querySelector('%s .buy').disabled &&
+		 document.querySelector('%s .countdown').textContent.startsWith('Paused')`, card(lamps), card(lamps), card(lamps)), 5*time.Second)
+	b.screenshot("paused")
+	refused := ts.buy(t, lamps, rival, 1, "")
+	require.Equal(t, http.StatusServiceUnavailable, refused.status, "%s", refused.raw)
+	require.NotEmpty(t, refused.header.Get("Retry-After"))
+
+	resumed := ts.do(t, http.MethodPut, "/api/v1/admin/vouchers/"+lamps+"/state", ts.cfg.AdminToken, map[string]any{"state": "on_sale"}, nil)
+	require.Equal(t, http.StatusOK, resumed.status, "%s", resumed.raw)
+	b.waitJSFor("the end of the pause shows live", fmt.Sprintf(
+		`document.querySelector('%s').dataset.state === 'live' && !document.querySelector('%s .buy').disabled`, card(lamps), card(lamps)), 5*time.Second)
+	require.Equal(t, before, b.eval(catalogReads), "the page followed the socket and did not poll the catalog")
+	require.Equal(t, "loaded once", b.eval(`window.__loadMark`), "the page must not reload")
+	b.screenshot("resumed")
+}

@@ -58,7 +58,11 @@ func gatewayOnly(c *Config) { c.Roles = []string{roleGateway} }
 type wsClient struct {
 	conn   *websocket.Conn
 	frames chan wsFrame
-	closed chan int // the close code, -1 if none
+	// vouchers are the public voucher frames, kept apart: the order tests
+	// read frames as orders. Full, it drops the oldest reader's interest:
+	// frames beyond its size are not kept.
+	vouchers chan wsFrame
+	closed   chan int // the close code, -1 if none
 }
 
 type wsFrame struct {
@@ -97,7 +101,7 @@ func (ts *testSystem) openWS(t *testing.T, token string) *wsClient {
 }
 
 func readWS(conn *websocket.Conn) *wsClient {
-	c := &wsClient{conn: conn, frames: make(chan wsFrame, 4096), closed: make(chan int, 1)}
+	c := &wsClient{conn: conn, frames: make(chan wsFrame, 4096), vouchers: make(chan wsFrame, 4096), closed: make(chan int, 1)}
 	go func() {
 		defer close(c.frames)
 		for {
@@ -115,6 +119,13 @@ func readWS(conn *websocket.Conn) *wsClient {
 			f := wsFrame{raw: msg, at: at}
 			if json.Unmarshal(msg, &f.Frame) != nil {
 				f.Type = "garbage: " + string(msg)
+			}
+			if f.Type == "voucher" {
+				select {
+				case c.vouchers <- f:
+				default:
+				}
+				continue
 			}
 			c.frames <- f
 		}
@@ -247,9 +258,8 @@ func TestWSAcrossInstances(t *testing.T) {
 	}
 
 	// Refusals, answered in JSON before any upgrade.
-	_, resp, err := b.dialWS(t, "", nil)
-	refusedWS(t, resp, err, http.StatusUnauthorized, "unauthenticated")
-	_, resp, err = b.dialWS(t, "token=not-a-token", nil)
+	// (No token at all is a public socket: TestWSPublicVoucherPushAcrossInstances.)
+	_, resp, err := b.dialWS(t, "token=not-a-token", nil)
 	refusedWS(t, resp, err, http.StatusUnauthorized, "unauthenticated")
 	_, resp, err = b.dialWS(t, "", []string{"bearer", aliceTok}, "Origin", "https://evil.example")
 	refusedWS(t, resp, err, http.StatusForbidden, "forbidden")
@@ -502,4 +512,63 @@ func TestWSResyncAfterRedisBlip(t *testing.T) {
 	paid := a.do(t, http.MethodPost, "/api/v1/orders/"+id+"/pay", tok, nil, nil)
 	require.Equal(t, http.StatusOK, paid.status, "%s", paid.raw)
 	ws.waitOrder(t, user, id, "paid")
+}
+
+// nextVoucher returns the next public voucher frame of voucherID for which
+// ok holds, skipping the others, failing after a while.
+func (c *wsClient) nextVoucher(t *testing.T, voucherID string, ok func(v map[string]any) bool) (map[string]any, time.Time) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case f := <-c.vouchers:
+			var m struct {
+				Voucher map[string]any `json:"voucher"`
+			}
+			require.NoError(t, json.Unmarshal(f.raw, &m), "%s", f.raw)
+			if m.Voucher["id"] == voucherID && ok(m.Voucher) {
+				return m.Voucher, f.at
+			}
+		case <-deadline:
+			t.Fatalf("no voucher frame of %s as expected within 10s", voucherID)
+		}
+	}
+}
+
+// TestWSPublicVoucherPushAcrossInstances: a socket opened without a token on
+// instance B sees a voucher created on A, its sell-out through A, and an
+// operator's pause on A, all pushed; B's buying path obeys the pause within
+// a second.
+func TestWSPublicVoucherPushAcrossInstances(t *testing.T) {
+	a := startSystem(t, nil)
+	b := a.startPeer(t, gatewayOnly)
+	conn, resp, err := b.dialWS(t, "", nil)
+	require.NoError(t, err, "a visitor without a token may open the socket")
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	visitor := readWS(conn)
+
+	vid := a.createVoucher(t, 3, 3, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	visitor.nextVoucher(t, vid, func(v map[string]any) bool { return v["state"] == "on_sale" && v["stock_left"] == 3.0 })
+
+	tok := a.shopper(t, testUser())
+	bought := a.buy(t, vid, tok, 3, "")
+	answered := time.Now()
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	_, at := visitor.nextVoucher(t, vid, func(v map[string]any) bool { return v["state"] == "sold_out" && v["stock_left"] == 0.0 })
+	t.Logf("sell-out on A reached a public socket on B %v after A answered the buy", at.Sub(answered))
+	require.Empty(t, visitor.frames, "a public socket gets no order frames")
+
+	other := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	paused := a.do(t, http.MethodPut, "/api/v1/admin/vouchers/"+other+"/state", a.cfg.AdminToken, map[string]any{"state": "paused"}, nil)
+	require.Equal(t, http.StatusOK, paused.status, "%s", paused.raw)
+	pausedAt := time.Now()
+	visitor.nextVoucher(t, other, func(v map[string]any) bool { return v["state"] == "paused" })
+	refused := b.buy(t, other, tok, 1, "")
+	require.Equal(t, http.StatusServiceUnavailable, refused.status, "%s", refused.raw)
+	require.Contains(t, string(refused.raw), `"sale_paused"`)
+	require.Less(t, time.Since(pausedAt), 2*time.Second, "B obeyed the pause at once")
+	resumed := a.do(t, http.MethodPut, "/api/v1/admin/vouchers/"+other+"/state", a.cfg.AdminToken, map[string]any{"state": "on_sale"}, nil)
+	require.Equal(t, http.StatusOK, resumed.status, "%s", resumed.raw)
+	visitor.nextVoucher(t, other, func(v map[string]any) bool { return v["state"] == "on_sale" })
+	require.Eventually(t, func() bool { return b.buy(t, other, tok, 1, "").status == http.StatusAccepted }, 2*time.Second, 50*time.Millisecond)
 }
