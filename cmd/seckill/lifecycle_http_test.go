@@ -53,7 +53,8 @@ func TestPayAndCancelOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, second.status, "%s", second.raw)
 	cancelID := second.body["order_id"].(string)
 	ts.waitStatus(t, alice, cancelID, "created")
-	require.EqualValues(t, 3, ts.stockLeft(t, vid))
+	// The catalog reads the live stock ten times a second.
+	require.Eventually(t, func() bool { return ts.stockLeft(t, vid) == 3 }, 5*time.Second, 20*time.Millisecond)
 	cancelled := ts.do(t, http.MethodPost, "/api/v1/orders/"+cancelID+"/cancel", alice, nil, nil)
 	require.Equal(t, http.StatusOK, cancelled.status, "%s", cancelled.raw)
 	require.Equal(t, "cancelled", cancelled.body["status"])
