@@ -205,7 +205,7 @@ func TestErrorRowsOverHTTP(t *testing.T) {
 	requireAPIError(t, resp, body, 500, "internal")
 	require.Equal(t, "trace-me-1", resp.Header.Get(HeaderRequestID))
 	var logged bool
-	for _, l := range b.logs.lines(t) {
+	for _, l := range b.logs.JSONLines(t) {
 		if l["msg"] == "request failed" && l["request_id"] == "trace-me-1" {
 			logged = true
 			require.Contains(t, l["error"], "@user_script:12")

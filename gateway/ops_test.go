@@ -35,7 +35,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 	require.NotEqual(t, generated, resp.Header.Get(HeaderRequestID))
 
 	var found map[string]any
-	for _, l := range b.logs.lines(t) {
+	for _, l := range b.logs.JSONLines(t) {
 		if l["msg"] == "http request" && l["request_id"] == "edge-7f3a:1" {
 			found = l
 		}

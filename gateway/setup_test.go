@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
@@ -289,39 +290,6 @@ func (m *memUsers) UserByName(_ context.Context, username string) (auth.User, er
 	return u, nil
 }
 
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the JSON log records.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
-		out = append(out, m)
-	}
-	return out
-}
-
 type bundle struct {
 	srv      *Server
 	tokens   *auth.Tokens
@@ -330,7 +298,7 @@ type bundle struct {
 	orders   *fakeOrders
 	stats    *fakeStats
 	users    *memUsers
-	logs     *syncBuffer
+	logs     *testlog.Buffer
 	onSale   seckill.Voucher // a seckill voucher on sale
 	shopper  string          // a token of user 42
 	shopper2 string          // a token of user 43
@@ -352,7 +320,7 @@ func setup(t testing.TB, mutate ...func(*Config, *Deps)) *bundle {
 		orders:  &fakeOrders{},
 		stats:   &fakeStats{stats: map[int64]orders.Stats{}},
 		users:   &memUsers{users: map[string]auth.User{}},
-		logs:    &syncBuffer{},
+		logs:    &testlog.Buffer{},
 	}
 	now := time.Now().UTC()
 	b.onSale = b.catalog.put(seckill.Voucher{
@@ -395,7 +363,9 @@ func (b *bundle) listen(t testing.TB) {
 	go func() { done <- b.srv.Serve(ln) }()
 	b.base = "http://" + ln.Addr().String()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	b.client = &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	// The timeout only stops a hung test; it is no speed limit. Under the race
+	// detector on a busy machine a registration (bcrypt) took over 10 s.
+	b.client = &http.Client{Timeout: time.Minute, Transport: tr}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
@@ -89,12 +90,8 @@ func (s *redisSide) eventsFor(id int64) []orders.Status {
 }
 
 func testLog(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+	return testlog.Logger(t, slog.LevelInfo)
 }
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 func newVoucher(t testing.TB, s *pgstore.Store, stock, limit int64) seckill.Voucher {
 	t.Helper()
@@ -190,12 +187,16 @@ func TestWorkerRedisDown(t *testing.T) {
 
 // runConsumer runs a consumer of group on topic with handler until the
 // returned stop is called.
-func runConsumer(t testing.TB, topic, group string, h kafkaq.Handler) func() {
+func runConsumer(t testing.TB, topic, group string, h kafkaq.Handler, mutate ...func(*kafkaq.ConsumerConfig)) func() {
 	t.Helper()
-	c, err := kafkaq.NewConsumer(kafkaq.ConsumerConfig{
+	cfg := kafkaq.ConsumerConfig{
 		Brokers: stack.KafkaBrokers, Topic: topic, Group: group, Log: testLog(t),
 		RetryBackoff: 20 * time.Millisecond, ShutdownGrace: 20 * time.Millisecond,
-	})
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	c, err := kafkaq.NewConsumer(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -332,7 +333,11 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 	}
 
 	// Worker A persists, then "crashes" before it can say so: its handler
-	// never returns nil, so no offset is committed.
+	// never returns nil, so no offset is committed. It hangs after its first
+	// batch of each partition, so that batch must hold all of the partition's
+	// messages (all published above): a long linger and a batch as large as
+	// everything, or on a slow machine the 5 ms default closes the batch
+	// early and the rest is never persisted.
 	redisA := newRedisSide()
 	wA := orders.NewWorker(store, redisA, redisA, redisA, orders.WorkerConfig{Log: testLog(t)})
 	stopA := runConsumer(t, topic, group, func(ctx context.Context, batch []seckill.Reservation) error {
@@ -341,7 +346,7 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 		}
 		<-ctx.Done()
 		return errors.New("crashed")
-	})
+	}, func(c *kafkaq.ConsumerConfig) { c.MaxBatch, c.Linger = n, 2*time.Second })
 	require.Eventually(t, func() bool {
 		c, _ := countOrders(t, store)
 		return c == n

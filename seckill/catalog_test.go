@@ -1,37 +1,18 @@
 package seckill_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
-
-// syncBuffer is a log sink the catalog may write to from any goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestCachedServesTheLastCopyWhilePostgresIsDown: once PostgreSQL cannot be
 // reached (here: the store's pool is closed), the catalog keeps serving the
@@ -40,7 +21,7 @@ func (b *syncBuffer) String() string {
 func TestCachedServesTheLastCopyWhilePostgresIsDown(t *testing.T) {
 	t.Parallel()
 	pool := stack.NewDatabase(t)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const ttl = 5 * time.Millisecond
 	catalog := seckill.NewCatalog(pgstore.New(pool), redisstock.New(stack.Redis(t)), ttl, seckill.WithCatalogLogger(log))

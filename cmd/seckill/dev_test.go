@@ -1,37 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/deploy/testlog"
 )
-
-// safeBuffer is a bytes.Buffer the dev process and the test may share.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDevMode is `make run`: with nothing configured, `seckill dev` starts
 // its own Redis, PostgreSQL and Kafka, seeds a voucher on sale, sells it over
@@ -46,7 +28,7 @@ func TestDevMode(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr safeBuffer
+	var stdout, stderr testlog.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
 
@@ -134,7 +116,7 @@ func TestTakenPortFailsFastAndCleanly(t *testing.T) {
 		"SECKILL_LOG_LEVEL":    "warn",
 		"SECKILL_DEMO_VOUCHER": "false",
 	}
-	var stdout, stderr safeBuffer
+	var stdout, stderr testlog.Buffer
 	start := time.Now()
 	err = run(context.Background(), []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr)
 	require.Error(t, err)

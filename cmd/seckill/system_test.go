@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -98,7 +99,7 @@ func runInstance(t testing.TB, cfg Config) (stop func()) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		log = testlog.Logger(t, slog.LevelWarn)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sys, err := newSystem(ctx, cfg, log)
@@ -121,13 +122,6 @@ func runInstance(t testing.TB, cfg Config) (stop func()) {
 			sys.close()
 		})
 	}
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimSpace(p)))
-	return len(p), nil
 }
 
 func freeAddr(t testing.TB) string {

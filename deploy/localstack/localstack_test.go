@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/testlog"
 )
 
 // helperEnv makes the test binary act as a program that starts services and
@@ -42,16 +43,7 @@ func scratch(t *testing.T) string {
 	return dir
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testlog.Logger(t, slog.LevelInfo) }
 
 func TestRedisStartKillRestartStop(t *testing.T) {
 	t.Parallel()

@@ -13,17 +13,14 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill"
 )
 
 func testLog(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return testlog.Logger(t, slog.LevelInfo)
 }
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 func newProducer(t testing.TB, topic string) *kafkaq.Producer {
 	t.Helper()
