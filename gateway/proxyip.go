@@ -47,14 +47,6 @@ func (s *Server) trusted(a netip.Addr) bool {
 	return false
 }
 
-// clientIP is the address of the client, for per-IP limits and logs: the
-// peer, unless the peer is a trusted proxy. Then X-Forwarded-For is read from
-// the RIGHT, where each proxy appended the peer it saw, and the first address
-// that is not a trusted proxy is the client; everything left of it was
-// written by the client and is ignored. A malformed entry ends the walk at
-// the last address a trusted proxy vouched for.
-func (s *Server) clientIP(c *fiber.Ctx) string { return s.clientAddr(c).String() }
-
 // clientKey is what every per-address limit keys on (LimitKey of clientAddr).
 func (s *Server) clientKey(c *fiber.Ctx) string { return LimitKey(s.clientAddr(c)) }
 
@@ -72,7 +64,12 @@ func LimitKey(a netip.Addr) string {
 	return p.String()
 }
 
-// clientAddr is clientIP's address, as a value.
+// clientAddr is the address of the client, for per-IP limits and logs: the
+// peer, unless the peer is a trusted proxy. Then X-Forwarded-For is read from
+// the RIGHT, where each proxy appended the peer it saw, and the first address
+// that is not a trusted proxy is the client; everything left of it was
+// written by the client and is ignored. A malformed entry ends the walk at
+// the last address a trusted proxy vouched for.
 func (s *Server) clientAddr(c *fiber.Ctx) netip.Addr {
 	ip, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	ip = ip.Unmap()

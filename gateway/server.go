@@ -214,7 +214,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ErrorHandler:          s.fiberErrorHandler,
 		DisableStartupMessage: true,
 		CaseSensitive:         true,
-		// No ProxyHeader: the client address is clientIP's (proxyip.go).
+		// No ProxyHeader: the client address is clientAddr's (proxyip.go).
 	})
 	s.wrapUnknownMethods()
 	if err := s.routes(); err != nil {

@@ -39,7 +39,7 @@ func sale(t *testing.T, f fault, skew time.Duration) (loadtest.Config, *gateway)
 	return cfg, g
 }
 
-func run(t *testing.T, cfg loadtest.Config) (loadtest.Report, error, string) {
+func run(t *testing.T, cfg loadtest.Config) (loadtest.Report, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -49,7 +49,7 @@ func run(t *testing.T, cfg loadtest.Config) (loadtest.Report, error, string) {
 	if err != nil {
 		t.Logf("error: %v", err)
 	}
-	return rep, err, stdout.String()
+	return rep, stdout.String(), err
 }
 
 // failedChecks returns the names of the checks an *InvariantError names.
@@ -67,7 +67,7 @@ func failedChecks(t *testing.T, err error) []string {
 func TestHonestSalePasses(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sale(t, honest, 0)
-	rep, err, out := run(t, cfg)
+	rep, out, err := run(t, cfg)
 	t.Logf("report:\n%s", out)
 	require.NoError(t, err)
 	require.True(t, rep.Passed)
@@ -117,7 +117,7 @@ func TestServerClockIsFollowed(t *testing.T) {
 		t.Run(skew.String(), func(t *testing.T) {
 			t.Parallel()
 			cfg, _ := sale(t, honest, skew)
-			rep, err, _ := run(t, cfg)
+			rep, _, err := run(t, cfg)
 			require.NoError(t, err)
 			// The Date headers bracket the double's skew whatever the
 			// requests' latency, and the tool takes the bracket's lower end:
@@ -137,7 +137,7 @@ func TestServerClockIsFollowed(t *testing.T) {
 func TestOversellIsNamed(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sale(t, oversell, 0)
-	rep, err, out := run(t, cfg)
+	rep, out, err := run(t, cfg)
 	require.Error(t, err)
 	require.Contains(t, failedChecks(t, err), loadtest.CheckNoOversell)
 	require.Contains(t, err.Error(), "oversold")
@@ -151,7 +151,7 @@ func TestDoubledOrderIsNamed(t *testing.T) {
 	cfg, _ := sale(t, doubleOrder, 0)
 	cfg.Stock = 10_000 // no sell-out, so only the doubling is wrong
 	cfg.PerUserLimit = 100
-	_, err, _ := run(t, cfg)
+	_, _, err := run(t, cfg)
 	require.Error(t, err)
 	failed := failedChecks(t, err)
 	require.Contains(t, failed, loadtest.CheckExactlyOnce)
@@ -163,7 +163,7 @@ func TestBrokenLimitIsNamed(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sale(t, ignoreLimit, 0)
 	cfg.Stock, cfg.PerUserLimit, cfg.ReplayShare = 10_000, 1, 0
-	_, err, _ := run(t, cfg)
+	_, _, err := run(t, cfg)
 	require.Error(t, err)
 	require.Equal(t, []string{loadtest.CheckPerUserLimit}, failedChecks(t, err))
 	require.Contains(t, err.Error(), "limit 1")
@@ -174,7 +174,7 @@ func TestForgottenReplayIsNamed(t *testing.T) {
 	cfg, _ := sale(t, forgetReplay, 0)
 	cfg.Stock, cfg.PerUserLimit, cfg.ReplayShare = 10_000, 10, 0.5
 	cfg.Quantities = loadtest.QuantityMix{{Quantity: 1, Weight: 1}}
-	_, err, _ := run(t, cfg)
+	_, _, err := run(t, cfg)
 	require.Error(t, err)
 	require.Contains(t, failedChecks(t, err), loadtest.CheckReplays)
 	require.Contains(t, err.Error(), "Idempotency-Key")
@@ -184,7 +184,7 @@ func TestWrongAdminTokenStopsTheRun(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sale(t, honest, 0)
 	cfg.AdminToken = "wrong"
-	rep, err, out := run(t, cfg)
+	rep, out, err := run(t, cfg)
 	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
 	require.Empty(t, rep.VoucherID)
 	require.Empty(t, out)
@@ -195,7 +195,7 @@ func TestJSONReport(t *testing.T) {
 	cfg, _ := sale(t, honest, 0)
 	cfg.Shoppers, cfg.Attempts = 30, 1
 	cfg.JSON = true
-	rep, err, out := run(t, cfg)
+	rep, out, err := run(t, cfg)
 	require.NoError(t, err)
 	var back loadtest.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &back))
@@ -208,7 +208,7 @@ func TestHTMLReportRendersInChromium(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sale(t, honest, 0)
 	cfg.HTMLFile = filepath.Join(t.TempDir(), "report.html")
-	_, err, _ := run(t, cfg)
+	_, _, err := run(t, cfg)
 	require.NoError(t, err)
 
 	page, err := os.ReadFile(cfg.HTMLFile)
