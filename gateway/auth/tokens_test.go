@@ -32,10 +32,22 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) st
 
 func TestNewTokensRefusesWeakConfig(t *testing.T) {
 	t.Parallel()
-	_, err := NewTokens([]byte("short"), time.Hour)
-	require.Error(t, err)
-	_, err = NewTokens(testSecret, 0)
-	require.Error(t, err)
+	for _, tc := range []struct {
+		name   string
+		secret []byte
+		ttl    time.Duration
+		says   string
+	}{
+		{"short secret", []byte("short"), time.Hour, "at least 32 bytes, got 5"},
+		{"secret one byte short", testSecret[:MinSecretLen-1], time.Hour, "at least 32 bytes"},
+		{"no lifetime", testSecret, 0, "lifetime must be positive"},
+		{"negative lifetime", testSecret, -time.Second, "lifetime must be positive"},
+	} {
+		_, err := NewTokens(tc.secret, tc.ttl)
+		require.ErrorContains(t, err, tc.says, tc.name)
+	}
+	_, err := NewTokens(testSecret[:MinSecretLen], time.Second)
+	require.NoError(t, err, "exactly the minimum is enough")
 }
 
 func TestIssueVerifyRoundTrip(t *testing.T) {

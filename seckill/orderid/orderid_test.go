@@ -11,13 +11,20 @@ import (
 
 func TestNewRejectsBadNodes(t *testing.T) {
 	t.Parallel()
-	for _, n := range []int64{-1, MaxNode + 1} {
-		_, err := New(n)
-		require.Error(t, err)
+	for _, tc := range []struct {
+		node int64
+		ok   bool
+	}{
+		{-1, false}, {0, true}, {MaxNode, true}, {MaxNode + 1, false},
+	} {
+		g, err := New(tc.node)
+		if !tc.ok {
+			require.ErrorContains(t, err, "outside 0..", "node %d", tc.node)
+			continue
+		}
+		require.NoError(t, err, "node %d", tc.node)
+		require.Equal(t, tc.node, g.Node())
 	}
-	g, err := New(MaxNode)
-	require.NoError(t, err)
-	require.Equal(t, int64(MaxNode), g.Node())
 }
 
 func TestIDsAreUniqueUnderConcurrency(t *testing.T) {
