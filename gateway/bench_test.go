@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashsale/seckill/seckill"
 )
 
 // The benchmarks measure the gateway's own cost of one HTTP buy (auth, JSON,
@@ -82,4 +84,62 @@ func BenchmarkHandlerBuy(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkHTTPCatalog reads GET /healthz, the catalog list (44 vouchers)
+// and single vouchers through a real loopback listener, many readers in
+// parallel: the catalog's cost beside the cheapest route, in one run. The
+// list and the voucher come from memory, pre-encoded (catalog.go).
+func BenchmarkHTTPCatalog(b *testing.B) {
+	bb := benchSetup(b)
+	for i := range 43 {
+		bb.catalog.put(seckill.Voucher{Title: fmt.Sprint("voucher ", i), Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: 100, PerUserLimit: 1})
+	}
+	addr := strings.TrimPrefix(bb.base, "http://")
+	client := &fasthttp.HostClient{Addr: addr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	for _, c := range []struct {
+		name string
+		path func(i int64) string
+		etag bool
+	}{
+		{"healthz", func(int64) string { return "/healthz" }, false},
+		{"list", func(int64) string { return "/api/v1/vouchers" }, false},
+		{"list-304", func(int64) string { return "/api/v1/vouchers" }, true},
+		{"voucher", func(i int64) string { return fmt.Sprintf("/api/v1/vouchers/%d", 1+i%44) }, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var n atomic.Int64
+			etag := ""
+			if c.etag {
+				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+				req.SetRequestURI(bb.base + c.path(0))
+				if err := client.Do(req, resp); err != nil {
+					b.Fatal(err)
+				}
+				etag = string(resp.Header.Peek("ETag"))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+				defer fasthttp.ReleaseRequest(req)
+				defer fasthttp.ReleaseResponse(resp)
+				for pb.Next() {
+					req.Reset()
+					req.SetRequestURI(bb.base + c.path(n.Add(1)))
+					if etag != "" {
+						req.Header.Set("If-None-Match", etag)
+					}
+					if err := client.Do(req, resp); err != nil {
+						b.Error(err)
+						return
+					}
+					if want := map[bool]int{false: 200, true: 304}[etag != ""]; resp.StatusCode() != want {
+						b.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+						return
+					}
+				}
+			})
+		})
+	}
 }

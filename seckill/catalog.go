@@ -238,7 +238,8 @@ func (c *Catalog) RecordReads() int64 { return c.records.Load() }
 // fast store inside the record's transaction, so the two never disagree: if
 // warming fails, nothing is stored and the error says the fast store is
 // unavailable. The fleet is told, so every instance lists it within
-// milliseconds (or at its next refresh if the announcement is lost).
+// milliseconds (or at its next refresh if the announcement is lost), and
+// this instance lists it before Create returns.
 func (c *Catalog) Create(ctx context.Context, v Voucher) (Voucher, error) {
 	v.StockLeft = v.StockTotal
 	v.Paused = false
@@ -267,7 +268,12 @@ func (c *Catalog) Create(ctx context.Context, v Voucher) (Voucher, error) {
 	if err != nil {
 		return Voucher{}, err
 	}
+	created := c.now()
 	c.changedHere(ctx, stored.ID)
+	// This instance lists it before answering, so the operator's next
+	// read (and a buy right after) finds it here at once. A failed read
+	// changes nothing: the voucher exists, and the loop reads again.
+	_ = c.reload(ctx, created)
 	stored.State = stored.StateAt(c.now())
 	return stored, nil
 }
