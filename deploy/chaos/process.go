@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -23,8 +22,9 @@ import (
 func Build(ctx context.Context, dir string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		// Not on PATH: the toolchain that built this program.
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		// Not on PATH: where the official tarball puts it (.ci/run looks
+		// there too).
+		goBin = "/usr/local/go/bin/go"
 		if _, serr := os.Stat(goBin); serr != nil {
 			return "", fmt.Errorf("chaos: the go command is needed to build bin/seckill: %w", err)
 		}
