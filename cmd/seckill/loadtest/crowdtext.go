@@ -55,9 +55,9 @@ func WriteCrowdText(w io.Writer, rep CrowdReport) error {
 	}
 	pg := rep.Postgres
 	if pg.Error == "" {
-		fmt.Fprintf(tw, "PostgreSQL transactions, catalog\t%d during %d catalog reads (at rest: %d in %s)\t%s of the reads\t< %s\t%s\n",
-			pg.CatalogXacts, pg.CatalogReads, pg.AtRest, fmtMS(pg.SettleMS), pct(pg.CatalogShare), pct(TargetCatalogXacts),
-			verdict(pg.CatalogShare < TargetCatalogXacts))
+		fmt.Fprintf(tw, "PostgreSQL transactions, catalog\t%d during %d catalog reads and %s of settling (at rest: %d in %s, so about %.0f of them)\t%s of the reads\t< %s\t%s\n",
+			pg.CatalogXacts, pg.CatalogReads, fmtMS(pg.SettleMS), pg.AtRest, fmtMS(pg.AtRestMS), pg.CatalogBackground,
+			pct(pg.CatalogShare), pct(TargetCatalogXacts), verdict(pg.CatalogShare < TargetCatalogXacts))
 		fmt.Fprintf(tw, "PostgreSQL transactions, sale\t%d (%.0f/s over the crowd's %s)\t\t\t\n",
 			pg.SaleXacts, pg.SaleXactsPerSecond, fmtMS(rep.Sale.CrowdForMS))
 	} else {

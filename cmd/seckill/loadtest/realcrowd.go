@@ -56,9 +56,15 @@ type PostgresReport struct {
 	Source   string  `json:"source,omitempty"`
 	Error    string  `json:"error,omitempty"`
 	SettleMS float64 `json:"settle_ms"`
-	// AtRest is the transactions of one settle window before the crowd,
-	// with nothing but the system's own timers running.
-	AtRest int64 `json:"at_rest"`
+	// AtRest is the transactions of the window of GET /healthz and one
+	// settle, AtRestMS its length: the system's own timers, with no
+	// catalog read or buy.
+	AtRest   int64   `json:"at_rest"`
+	AtRestMS float64 `json:"at_rest_ms"`
+	// CatalogWindowMS is the catalog window's length; CatalogBackground is
+	// what the at-rest rate predicts in it, part of CatalogXacts.
+	CatalogWindowMS   float64 `json:"catalog_window_ms"`
+	CatalogBackground float64 `json:"catalog_background"`
 	// CatalogXacts is the window of the catalog phase (its reads and one
 	// settle), CatalogShare that over CatalogReads.
 	CatalogXacts int64   `json:"catalog_xacts"`
@@ -225,19 +231,25 @@ func (c *crowdRun) run(ctx context.Context) (CrowdReport, error) {
 	healthURL := c.api.base + "/healthz"
 	single := func(i int) string { return listURL + "/" + url.PathEscape(ids[i%len(ids)]) }
 
-	rest := c.window(ctx, &rep.Postgres, func() {
+	restStart := time.Now()
+	rep.Postgres.AtRest = c.window(ctx, &rep.Postgres, func() {
 		c.note("GET /healthz ×%d on %d connections, then PostgreSQL at rest for %s", half, cfg.Concurrency, cfg.PGSettle)
 		rep.Healthz = loadPath(ctx, "/healthz", pages, half, func(int) string { return healthURL }, nil)
 	})
-	rep.Postgres.AtRest = rest
+	rep.Postgres.AtRestMS = ms(time.Since(restStart))
 	rep.Postgres.CatalogReads = 2 * half
+	catalogStart := time.Now()
 	rep.Postgres.CatalogXacts = c.window(ctx, &rep.Postgres, func() {
 		c.note("GET /api/v1/vouchers ×%d, then GET /api/v1/vouchers/{id} ×%d (%d vouchers)", half, half, len(ids))
 		rep.List = loadPath(ctx, "/api/v1/vouchers", pages, half, func(int) string { return listURL }, nil)
 		rep.Single = loadPath(ctx, "/api/v1/vouchers/{id}", pages, half, single, nil)
 	})
-	if rep.Postgres.CatalogXacts >= 0 {
-		rep.Postgres.CatalogShare = float64(rep.Postgres.CatalogXacts) / float64(rep.Postgres.CatalogReads)
+	rep.Postgres.CatalogWindowMS = ms(time.Since(catalogStart))
+	if p := &rep.Postgres; p.CatalogXacts >= 0 {
+		p.CatalogShare = float64(p.CatalogXacts) / float64(p.CatalogReads)
+		if p.AtRest >= 0 && p.AtRestMS > 0 {
+			p.CatalogBackground = float64(p.AtRest) * p.CatalogWindowMS / p.AtRestMS
+		}
 	}
 	if h := rep.Healthz.ServedPerSecond; h > 0 {
 		rep.ListShare = rep.List.ServedPerSecond / h
@@ -310,6 +322,14 @@ func (c *crowdRun) fillCatalog(ctx context.Context) ([]string, error) {
 			}); err != nil {
 				return nil, err
 			}
+		}
+		// Their transactions reach pg_stat_database within PGSettle: wait,
+		// so that they do not count as the system's at rest.
+		c.note("waiting %s for PostgreSQL to publish those", c.cfg.PGSettle)
+		select {
+		case <-time.After(c.cfg.PGSettle):
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 		list = nil
 		if err := c.api.do(ctx, "list vouchers", http.MethodGet, "/api/v1/vouchers", "", nil, &list); err != nil {
