@@ -90,6 +90,10 @@ type Config struct {
 	// vouchers, on Concurrency connections; GET /healthz gets as many as
 	// each half, on the same connections, as the yardstick.
 	CatalogReads int
+	// FreshShare is the share (0..1) of catalog reads sent without
+	// If-None-Match, as from new visitors; the others revalidate the ETag
+	// their page was given, as a browser or a CDN does.
+	FreshShare float64
 	// CatalogSize is how many vouchers the catalog should list; the tool
 	// creates on-sale vouchers until it does.
 	CatalogSize int
@@ -140,6 +144,7 @@ func DefaultConfig() Config {
 
 		CatalogReads: 20_000,
 		CatalogSize:  40,
+		FreshShare:   0.1,
 		Sockets:      1000,
 		Buyers:       100,
 		Bots:         1,
@@ -218,6 +223,8 @@ func (c Config) Validate() error {
 		switch {
 		case c.CatalogReads < 2:
 			problems = append(problems, "catalog-reads must be at least 2")
+		case c.FreshShare < 0 || c.FreshShare > 1:
+			problems = append(problems, "fresh must be between 0 and 1")
 		case c.CatalogSize < 1:
 			problems = append(problems, "catalog-size must be at least 1")
 		case c.Sockets < 0 || c.Visitors < 0 || c.Bots < 0:
@@ -349,6 +356,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.Ceiling, "ceiling", cfg.Ceiling, "instead of a sale, load this path (e.g. /healthz) for -duration on -concurrency connections and report its rate")
 	fs.BoolVar(&cfg.Crowd, "crowd", cfg.Crowd, "instead of a sale, the real crowd: catalog reads beside /healthz, open sockets, honest shoppers and bots, PostgreSQL's transactions")
 	fs.IntVar(&cfg.CatalogReads, "catalog-reads", cfg.CatalogReads, "crowd: catalog GETs of the catalog phase (half list, half single vouchers)")
+	fs.Float64Var(&cfg.FreshShare, "fresh", cfg.FreshShare, "crowd: share (0..1) of catalog reads without If-None-Match (new visitors); the others revalidate their ETag")
 	fs.IntVar(&cfg.CatalogSize, "catalog-size", cfg.CatalogSize, "crowd: vouchers the catalog should list (the tool creates the missing ones)")
 	fs.IntVar(&cfg.Sockets, "sockets", cfg.Sockets, "crowd: WebSockets held open during the sale")
 	fs.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "crowd: honest shoppers, each buying once at a random moment of -crowd-for")

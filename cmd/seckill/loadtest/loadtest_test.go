@@ -301,7 +301,7 @@ func TestParseFlags(t *testing.T) {
 
 	env["SECKILL_DATABASE_URL"], env["SECKILL_DATA_DIR"] = "postgres://x@db/seckill", "/srv/dev"
 	cfg, err = loadtest.ParseFlags(strings.Fields(
-		"-crowd -catalog-reads 100 -catalog-size 3 -sockets 9 -buyers 7 -bots 2 -bot-conns 5 -visitors 1 -crowd-for 2s -pg-settle 1s -one-address"),
+		"-crowd -fresh 0.25 -catalog-reads 100 -catalog-size 3 -sockets 9 -buyers 7 -bots 2 -bot-conns 5 -visitors 1 -crowd-for 2s -pg-settle 1s -one-address"),
 		func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.True(t, cfg.Crowd)
@@ -309,6 +309,7 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, 2*time.Second, cfg.CrowdFor)
 	require.Equal(t, time.Second, cfg.PGSettle)
 	require.True(t, cfg.OneAddress)
+	require.Equal(t, 0.25, cfg.FreshShare)
 	require.Equal(t, "postgres://x@db/seckill", cfg.DatabaseURL)
 	require.Equal(t, "/srv/dev", cfg.DataDir)
 	_, err = loadtest.ParseFlags([]string{"-crowd", "-buyers", "0"}, func(k string) string { return env[k] })

@@ -223,7 +223,7 @@ func (c *crowdRun) run(ctx context.Context) (CrowdReport, error) {
 	// Phase 1: the catalog beside /healthz, on the same pages.
 	pages := make([]*visitor, cfg.Concurrency)
 	for i := range pages {
-		pages[i] = newVisitor(c.src, cfg.Timeout)
+		pages[i] = newVisitor(c.src, cfg.Timeout, cfg.FreshShare, c.rng.Uint64())
 	}
 	defer closeVisitors(pages)
 	half := cfg.CatalogReads / 2
@@ -447,13 +447,14 @@ func (c *crowdRun) sale(ctx context.Context, rep *CrowdReport, catalogIDs []stri
 		wg        sync.WaitGroup
 	)
 	// The pages that keep reading the catalog during the sale.
+	pageSeed := c.rng.Uint64()
 	wg.Go(func() {
 		if cfg.Visitors == 0 {
 			return
 		}
 		pages := make([]*visitor, cfg.Visitors)
 		for i := range pages {
-			pages[i] = newVisitor(c.src, cfg.Timeout)
+			pages[i] = newVisitor(c.src, cfg.Timeout, cfg.FreshShare, pageSeed+uint64(i))
 		}
 		defer closeVisitors(pages)
 		rep.Visitors = loadPath(ctx, "catalog during the sale", pages, 0, func(i int) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -89,14 +90,18 @@ type PathRun struct {
 
 // visitor is one page of the crowd: its own address and connection, and the
 // ETags it was given, sent back with If-None-Match as a browser or a CDN
-// revalidates.
+// revalidates, except for a share fresh of its reads, which come as from a
+// new visitor with nothing cached.
 type visitor struct {
 	client *http.Client
 	etags  map[string]string
+	fresh  float64
+	rng    *rand.Rand
 }
 
-func newVisitor(src *sourceAddrs, timeout time.Duration) *visitor {
-	return &visitor{client: clientFrom(src.take(), 1, timeout), etags: map[string]string{}}
+func newVisitor(src *sourceAddrs, timeout time.Duration, fresh float64, seed uint64) *visitor {
+	return &visitor{client: clientFrom(src.take(), 1, timeout), etags: map[string]string{},
+		fresh: fresh, rng: rand.New(rand.NewPCG(seed, 0x7a9e))}
 }
 
 // pathTally accumulates one worker's answers; merge folds it into a PathRun.
@@ -114,7 +119,7 @@ func (v *visitor) get(ctx context.Context, url string, t *pathTally) {
 		t.fail(err.Error())
 		return
 	}
-	if tag := v.etags[url]; tag != "" {
+	if tag := v.etags[url]; tag != "" && (v.fresh == 0 || v.rng.Float64() >= v.fresh) {
 		req.Header.Set("If-None-Match", tag)
 	}
 	t0 := time.Now()
