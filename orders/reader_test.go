@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -48,15 +49,15 @@ func TestReader(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
-	v := newVoucher(t, store, 100, 10)
+	v := pgstoretest.NewVoucher(t, store, 100, 10)
 	active := func(ctx context.Context, _ time.Time) ([]int64, error) {
 		return store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Minute))
 	}
 
-	persisted := reservation(v.ID, 1, 2)
-	held := reservation(v.ID, 1, 3)         // newer, not persisted yet
-	othersHeld := reservation(v.ID, 2, 1)   // someone else's hold
-	othersStored := reservation(v.ID, 2, 1) // someone else's order
+	persisted := pgstoretest.Reservation(v.ID, 1, 2)
+	held := pgstoretest.Reservation(v.ID, 1, 3)         // newer, not persisted yet
+	othersHeld := pgstoretest.Reservation(v.ID, 2, 1)   // someone else's hold
+	othersStored := pgstoretest.Reservation(v.ID, 2, 1) // someone else's order
 	_, err := store.PersistBatch(ctx, []seckill.Reservation{persisted, othersStored}, time.Minute)
 	require.NoError(t, err)
 	// A persisted order stays held in Redis until it is released.
@@ -70,7 +71,7 @@ func TestReader(t *testing.T) {
 	o, err = r.Get(ctx, 1, held.OrderID)
 	require.NoError(t, err)
 	require.Equal(t, orders.StatusReserved, o.Status)
-	require.Equal(t, int64(300), o.AmountCents)
+	require.Equal(t, 3*pgstoretest.PriceCents, o.AmountCents)
 	require.Equal(t, held.ReservedAt, o.CreatedAt)
 	require.True(t, o.PayDeadline.IsZero())
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -93,37 +93,16 @@ func testLog(t testing.TB) *slog.Logger {
 	return testlog.Logger(t, slog.LevelInfo)
 }
 
-func newVoucher(t testing.TB, s *pgstore.Store, stock, limit int64) seckill.Voucher {
-	t.Helper()
-	now := time.Now().UTC()
-	v, err := s.CreateVoucher(context.Background(), seckill.Voucher{
-		Title: "Test voucher", Kind: seckill.KindSeckill, PriceCents: 100,
-		StockTotal: stock, PerUserLimit: limit,
-		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, nil)
-	require.NoError(t, err)
-	return v
-}
-
-var nextID atomic.Int64
-
-func reservation(voucherID, userID, qty int64) seckill.Reservation {
-	return seckill.Reservation{
-		OrderID: 5_000_000 + nextID.Add(1), VoucherID: voucherID, UserID: userID, Quantity: qty,
-		ReservedAt: time.Now().UTC().Truncate(time.Microsecond),
-	}
-}
-
 func TestWorkerHandle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
-	v := newVoucher(t, store, 10, 2)
+	v := pgstoretest.NewVoucher(t, store, 10, 2)
 	redis := newRedisSide()
 	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
 
-	good1, good2 := reservation(v.ID, 1, 1), reservation(v.ID, 2, 2)
-	bad := reservation(v.ID+100, 3, 1)
+	good1, good2 := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 2, 2)
+	bad := pgstoretest.Reservation(v.ID+100, 3, 1)
 	batch := []seckill.Reservation{good1, bad, good2}
 	require.NoError(t, w.Handle(ctx, batch))
 
@@ -159,11 +138,11 @@ func TestWorkerRedisDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
-	v := newVoucher(t, store, 10, 1)
+	v := pgstoretest.NewVoucher(t, store, 10, 1)
 	redis := newRedisSide()
 	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{Log: testLog(t)})
 
-	ok1, over := reservation(v.ID, 1, 1), reservation(v.ID, 1, 1) // the second passes the limit
+	ok1, over := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 1, 1) // the second passes the limit
 	batch := []seckill.Reservation{ok1, over}
 	redis.setFail(errors.New("redis down"))
 	require.Error(t, w.Handle(ctx, batch))
@@ -261,7 +240,7 @@ func TestWorkerThroughKafka(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
 	const stock, buyers = 50, 80
-	v := newVoucher(t, store, stock, 1)
+	v := pgstoretest.NewVoucher(t, store, stock, 1)
 	topic := stack.NewTopic(t, 6)
 	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
 	require.NoError(t, err)
@@ -269,9 +248,9 @@ func TestWorkerThroughKafka(t *testing.T) {
 
 	var rs []seckill.Reservation
 	for u := range int64(buyers) {
-		rs = append(rs, reservation(v.ID, u+1, 1))
+		rs = append(rs, pgstoretest.Reservation(v.ID, u+1, 1))
 	}
-	bad := reservation(v.ID+100, 999, 1)
+	bad := pgstoretest.Reservation(v.ID+100, 999, 1)
 	rs = append(rs, bad)
 	var wg sync.WaitGroup
 	for _, r := range rs {
@@ -319,7 +298,7 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
 	const n = 120
-	v := newVoucher(t, store, 1000, 5)
+	v := pgstoretest.NewVoucher(t, store, 1000, 5)
 	topic := stack.NewTopic(t, 3)
 	group := "seckill-workers"
 	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
@@ -327,7 +306,7 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 	defer p.Close()
 	var ids []int64
 	for i := range int64(n) {
-		r := reservation(v.ID, i%40+1, 1)
+		r := pgstoretest.Reservation(v.ID, i%40+1, 1)
 		ids = append(ids, r.OrderID)
 		require.NoError(t, p.Publish(ctx, r))
 	}
@@ -385,7 +364,7 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 func BenchmarkWorkerThroughKafka(b *testing.B) {
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(b))
-	v := newVoucher(b, store, seckill.MaxStock, seckill.MaxPerUserLimit)
+	v := pgstoretest.NewVoucher(b, store, seckill.MaxStock, seckill.MaxPerUserLimit)
 	topic := stack.NewTopic(b, 6)
 	p, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(b))
 	require.NoError(b, err)
@@ -402,7 +381,7 @@ func BenchmarkWorkerThroughKafka(b *testing.B) {
 		})
 	}
 	for i := range int64(b.N) {
-		work <- reservation(v.ID, i%5000+1, 1)
+		work <- pgstoretest.Reservation(v.ID, i%5000+1, 1)
 	}
 	close(work)
 	wg.Wait()

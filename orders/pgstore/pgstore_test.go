@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -20,28 +21,6 @@ const payTimeout = 15 * time.Minute
 func newStore(t testing.TB) *pgstore.Store {
 	t.Helper()
 	return pgstore.New(stack.NewDatabase(t))
-}
-
-func newVoucher(t testing.TB, s *pgstore.Store, stock, limit int64) seckill.Voucher {
-	t.Helper()
-	now := time.Now().UTC()
-	v, err := s.CreateVoucher(context.Background(), seckill.Voucher{
-		Title: "Test voucher", Kind: seckill.KindSeckill, PriceCents: 250,
-		StockTotal: stock, PerUserLimit: limit,
-		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, nil)
-	require.NoError(t, err)
-	return v
-}
-
-// ids hands out distinct order ids within one test binary.
-var nextID atomic.Int64
-
-func reservation(voucherID, userID, qty int64) seckill.Reservation {
-	return seckill.Reservation{
-		OrderID: 1_000_000 + nextID.Add(1), VoucherID: voucherID, UserID: userID, Quantity: qty,
-		ReservedAt: time.Now().UTC().Truncate(time.Microsecond),
-	}
 }
 
 func TestUsers(t *testing.T) {
@@ -132,11 +111,11 @@ func TestPersistBatchCreates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	v := newVoucher(t, s, 10, 3)
+	v := pgstoretest.NewVoucher(t, s, 10, 3)
 
-	r1 := reservation(v.ID, 1, 2)
+	r1 := pgstoretest.Reservation(v.ID, 1, 2)
 	r1.RequestKey = "key-1"
-	r2 := reservation(v.ID, 2, 1)
+	r2 := pgstoretest.Reservation(v.ID, 2, 1)
 	before := time.Now()
 	res, err := s.PersistBatch(ctx, []seckill.Reservation{r1, r2}, payTimeout)
 	require.NoError(t, err)
@@ -147,7 +126,7 @@ func TestPersistBatchCreates(t *testing.T) {
 		require.Equal(t, r, p.Reservation)
 		require.Equal(t, r.OrderID, p.Order.ID)
 		require.Equal(t, orders.StatusCreated, p.Order.Status)
-		require.Equal(t, r.Quantity*250, p.Order.AmountCents)
+		require.Equal(t, r.Quantity*pgstoretest.PriceCents, p.Order.AmountCents)
 		require.Equal(t, r.ReservedAt, p.Order.ReservedAt)
 		require.WithinDuration(t, before.Add(payTimeout), p.Order.PayDeadline, 5*time.Second)
 		require.False(t, p.Order.ReleasePending)
@@ -176,8 +155,8 @@ func TestPersistBatchDuplicates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	v := newVoucher(t, s, 10, 5)
-	rs := []seckill.Reservation{reservation(v.ID, 1, 1), reservation(v.ID, 2, 2), reservation(v.ID, 1, 1)}
+	v := pgstoretest.NewVoucher(t, s, 10, 5)
+	rs := []seckill.Reservation{pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 2, 2), pgstoretest.Reservation(v.ID, 1, 1)}
 
 	res, err := s.PersistBatch(ctx, rs, payTimeout)
 	require.NoError(t, err)
@@ -185,7 +164,7 @@ func TestPersistBatchDuplicates(t *testing.T) {
 
 	// The whole batch redelivered, plus one copy inside the batch and one
 	// new reservation.
-	r4 := reservation(v.ID, 3, 1)
+	r4 := pgstoretest.Reservation(v.ID, 3, 1)
 	again := append(append([]seckill.Reservation{}, rs...), rs[1], r4)
 	res, err = s.PersistBatch(ctx, again, payTimeout)
 	require.NoError(t, err)
@@ -202,7 +181,7 @@ func TestPersistBatchDuplicates(t *testing.T) {
 	require.Equal(t, int64(4), st.Orders[orders.StatusCreated])
 
 	// A copy inside one fresh batch creates once.
-	r5 := reservation(v.ID, 4, 1)
+	r5 := pgstoretest.Reservation(v.ID, 4, 1)
 	res, err = s.PersistBatch(ctx, []seckill.Reservation{r5, r5}, payTimeout)
 	require.NoError(t, err)
 	require.Equal(t, orders.OutcomeCreated, res.Results[0].Outcome)
@@ -216,10 +195,10 @@ func TestPersistBatchOneBad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	v := newVoucher(t, s, 10, 5)
-	bad := reservation(v.ID+1000, 9, 1) // the voucher PostgreSQL never got
+	v := pgstoretest.NewVoucher(t, s, 10, 5)
+	bad := pgstoretest.Reservation(v.ID+1000, 9, 1) // the voucher PostgreSQL never got
 	bad.RequestKey = "k"
-	rs := []seckill.Reservation{reservation(v.ID, 1, 1), bad, reservation(v.ID, 2, 1)}
+	rs := []seckill.Reservation{pgstoretest.Reservation(v.ID, 1, 1), bad, pgstoretest.Reservation(v.ID, 2, 1)}
 
 	res, err := s.PersistBatch(ctx, rs, payTimeout)
 	require.NoError(t, err)
@@ -251,7 +230,7 @@ func TestPersistBatchOneBad(t *testing.T) {
 	require.Equal(t, int64(8), st.StockLeft)
 
 	// Malformed: failed without touching anything.
-	res, err = s.PersistBatch(ctx, []seckill.Reservation{reservation(v.ID, 1, 0), reservation(v.ID, 3, 1)}, payTimeout)
+	res, err = s.PersistBatch(ctx, []seckill.Reservation{pgstoretest.Reservation(v.ID, 1, 0), pgstoretest.Reservation(v.ID, 3, 1)}, payTimeout)
 	require.NoError(t, err)
 	require.Equal(t, orders.OutcomeFailed, res.Results[0].Outcome)
 	require.ErrorIs(t, res.Results[0].Reason, seckill.ErrInvalidInput)
@@ -265,12 +244,12 @@ func TestPersistBatchStockAndLimit(t *testing.T) {
 	s := newStore(t)
 
 	t.Run("stock", func(t *testing.T) {
-		v := newVoucher(t, s, 5, 10)
+		v := pgstoretest.NewVoucher(t, s, 5, 10)
 		var rs []seckill.Reservation
 		for u := range int64(8) {
-			rs = append(rs, reservation(v.ID, u+1, 1))
+			rs = append(rs, pgstoretest.Reservation(v.ID, u+1, 1))
 		}
-		rs = append(rs, reservation(v.ID, 100, 2))
+		rs = append(rs, pgstoretest.Reservation(v.ID, 100, 2))
 		res, err := s.PersistBatch(ctx, rs, payTimeout)
 		require.NoError(t, err)
 		require.Equal(t, 5, res.Count(orders.OutcomeCreated))
@@ -290,11 +269,11 @@ func TestPersistBatchStockAndLimit(t *testing.T) {
 	})
 
 	t.Run("limit", func(t *testing.T) {
-		v := newVoucher(t, s, 100, 2)
+		v := pgstoretest.NewVoucher(t, s, 100, 2)
 		rs := []seckill.Reservation{
-			reservation(v.ID, 1, 1), reservation(v.ID, 1, 1), reservation(v.ID, 1, 1), // third passes the limit
-			reservation(v.ID, 2, 3), // more than the limit at once
-			reservation(v.ID, 3, 2),
+			pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 1, 1), // third passes the limit
+			pgstoretest.Reservation(v.ID, 2, 3), // more than the limit at once
+			pgstoretest.Reservation(v.ID, 3, 2),
 		}
 		res, err := s.PersistBatch(ctx, rs, payTimeout)
 		require.NoError(t, err)
@@ -306,7 +285,7 @@ func TestPersistBatchStockAndLimit(t *testing.T) {
 			}
 		}
 		// A later batch still sees the counts.
-		res, err = s.PersistBatch(ctx, []seckill.Reservation{reservation(v.ID, 3, 1), reservation(v.ID, 2, 2)}, payTimeout)
+		res, err = s.PersistBatch(ctx, []seckill.Reservation{pgstoretest.Reservation(v.ID, 3, 1), pgstoretest.Reservation(v.ID, 2, 2)}, payTimeout)
 		require.NoError(t, err)
 		require.Equal(t, orders.OutcomeFailed, res.Results[0].Outcome)
 		require.Equal(t, orders.OutcomeCreated, res.Results[1].Outcome)
@@ -316,8 +295,8 @@ func TestPersistBatchStockAndLimit(t *testing.T) {
 	})
 
 	t.Run("request key", func(t *testing.T) {
-		v := newVoucher(t, s, 100, 5)
-		a, b := reservation(v.ID, 1, 1), reservation(v.ID, 1, 1)
+		v := pgstoretest.NewVoucher(t, s, 100, 5)
+		a, b := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 1, 1)
 		a.RequestKey, b.RequestKey = "same", "same"
 		res, err := s.PersistBatch(ctx, []seckill.Reservation{a, b}, payTimeout)
 		require.NoError(t, err)
@@ -332,12 +311,12 @@ func TestOrdersByUser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	v := newVoucher(t, s, 100, 10)
+	v := pgstoretest.NewVoucher(t, s, 100, 10)
 	var rs []seckill.Reservation
 	for range 5 {
-		rs = append(rs, reservation(v.ID, 7, 1))
+		rs = append(rs, pgstoretest.Reservation(v.ID, 7, 1))
 	}
-	rs = append(rs, reservation(v.ID, 8, 1))
+	rs = append(rs, pgstoretest.Reservation(v.ID, 8, 1))
 	_, err := s.PersistBatch(ctx, rs, payTimeout)
 	require.NoError(t, err)
 
@@ -357,14 +336,14 @@ func TestPersistBatchConcurrent(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	const stock, users, workers, batch = 300, 400, 6, 25
-	v := newVoucher(t, s, stock, 1)
-	other := newVoucher(t, s, stock, 1)
+	v := pgstoretest.NewVoucher(t, s, stock, 1)
+	other := pgstoretest.NewVoucher(t, s, stock, 1)
 
 	// Every user asks twice (limit 1), for both vouchers, and every message
 	// is delivered to two workers.
 	var all []seckill.Reservation
 	for u := range int64(users) {
-		all = append(all, reservation(v.ID, u+1, 1), reservation(v.ID, u+1, 1), reservation(other.ID, u+1, 1))
+		all = append(all, pgstoretest.Reservation(v.ID, u+1, 1), pgstoretest.Reservation(v.ID, u+1, 1), pgstoretest.Reservation(other.ID, u+1, 1))
 	}
 	work := make(chan []seckill.Reservation)
 	var created atomic.Int64
@@ -431,7 +410,7 @@ func TestPersistBatchConcurrent(t *testing.T) {
 func BenchmarkPersistBatch(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
-	v := newVoucher(b, s, seckill.MaxStock, seckill.MaxPerUserLimit)
+	v := pgstoretest.NewVoucher(b, s, seckill.MaxStock, seckill.MaxPerUserLimit)
 	const size = 100
 	user := int64(0)
 	b.ReportAllocs()
@@ -439,7 +418,7 @@ func BenchmarkPersistBatch(b *testing.B) {
 		rs := make([]seckill.Reservation, size)
 		for i := range rs {
 			user++
-			rs[i] = reservation(v.ID, user, 1)
+			rs[i] = pgstoretest.Reservation(v.ID, user, 1)
 		}
 		res, err := s.PersistBatch(ctx, rs, payTimeout)
 		if err != nil {

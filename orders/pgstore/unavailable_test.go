@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -33,14 +34,14 @@ func everyMethod(ctx context.Context, s *pgstore.Store) map[string]error {
 	_, errs["OrdersByUser"] = s.OrdersByUser(ctx, 1, 10)
 	_, errs["Stats"] = s.Stats(ctx, 1)
 	errs["ClearReleasePending"] = s.ClearReleasePending(ctx, []int64{1})
-	_, errs["PersistBatch"] = s.PersistBatch(ctx, []seckill.Reservation{reservation(1, 1, 1)}, payTimeout)
+	_, errs["PersistBatch"] = s.PersistBatch(ctx, []seckill.Reservation{pgstoretest.Reservation(1, 1, 1)}, payTimeout)
 	_, errs["Pay"] = s.Pay(ctx, 1, 1)
 	_, errs["Cancel"] = s.Cancel(ctx, 1, 1)
 	_, errs["CancelExpired"] = s.CancelExpired(ctx, 10)
 	_, errs["ReleasePending"] = s.ReleasePending(ctx, 10)
-	_, _, errs["InsertFailed"] = s.InsertFailed(ctx, reservation(1, 1, 1))
+	_, _, errs["InsertFailed"] = s.InsertFailed(ctx, pgstoretest.Reservation(1, 1, 1))
 	_, errs["OrderExists"] = s.OrderExists(ctx, 1)
-	_, errs["BuySync"] = s.BuySync(ctx, 1_000_000+nextID.Add(1), seckill.BuyRequest{VoucherID: 1, UserID: 1, Quantity: 1}, payTimeout)
+	_, errs["BuySync"] = s.BuySync(ctx, pgstoretest.Reservation(1, 1, 1).OrderID, seckill.BuyRequest{VoucherID: 1, UserID: 1, Quantity: 1}, payTimeout)
 	_, errs["VoucherOrders"] = s.VoucherOrders(ctx, 1)
 	return errs
 }
@@ -137,7 +138,7 @@ func TestRefusalsKeepTheirMeaning(t *testing.T) {
 	require.ErrorIs(t, err, seckill.ErrNotFound)
 	require.NotErrorIs(t, err, seckill.ErrUnavailable)
 
-	v := newVoucher(t, s, 1, 1)
+	v := pgstoretest.NewVoucher(t, s, 1, 1)
 	_, err = s.Pay(ctx, 1, 987654321)
 	require.ErrorIs(t, err, seckill.ErrNotFound)
 	require.NotErrorIs(t, err, seckill.ErrUnavailable)
@@ -151,7 +152,7 @@ func TestRefusalsKeepTheirMeaning(t *testing.T) {
 	require.ErrorIs(t, err, seckill.ErrInvalidInput)
 	require.NotErrorIs(t, err, seckill.ErrUnavailable)
 
-	_, err = s.BuySync(ctx, 1_000_000+nextID.Add(1), seckill.BuyRequest{VoucherID: v.ID, UserID: 1, Quantity: 1}, payTimeout)
+	_, err = s.BuySync(ctx, pgstoretest.Reservation(1, 1, 1).OrderID, seckill.BuyRequest{VoucherID: v.ID, UserID: 1, Quantity: 1}, payTimeout)
 	require.ErrorIs(t, err, seckill.ErrInvalidInput, "a seckill voucher is not sold here")
 	require.NotErrorIs(t, err, seckill.ErrUnavailable)
 }
