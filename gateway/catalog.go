@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/seckill/seckill"
 )
@@ -120,6 +122,30 @@ func (cc *catalogCache) encodeVoucher(prev *encodedCatalog, v seckill.Voucher) (
 func strongETag(body []byte) string {
 	sum := sha256.Sum256(body)
 	return `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+}
+
+// registerCatalogMetrics exposes what a crowd costs the catalog: vouchers
+// encoded (one per change of one voucher, whatever the readers) and voucher
+// changes broadcast to sockets (one per push, whatever the sockets).
+func (s *Server) registerCatalogMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	return errors.Join(
+		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "seckill_catalog_encodings_total",
+			Help: "Vouchers encoded to JSON by the catalog routes and the socket feed: one per change of one voucher, however many requests and sockets read it.",
+		}, func() float64 { return float64(s.catalogCache.encodings.Load()) })),
+		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "seckill_ws_voucher_broadcasts_total",
+			Help: "Voucher changes handed to every open socket (the same bytes to each): one per push, however many sockets.",
+		}, func() float64 {
+			if s.ws == nil {
+				return 0
+			}
+			return float64(s.ws.feed.pushes.Load())
+		})),
+	)
 }
 
 // catalog returns the catalog, encoded.

@@ -137,3 +137,22 @@ func TestCatalogGateRefusesBeforeAnyLimiter(t *testing.T) {
 	resp, body = b.do(t, "PUT", fmt.Sprintf("/api/v1/admin/vouchers/%d/state", paused.ID), `{"state":"paused"}`, auth...)
 	requireAPIError(t, resp, body, 403, "forbidden")
 }
+
+// TestVoucherYearsOutOfRange: a window whose year, once in UTC, is outside
+// 2000-9999 is the operator's 400 invalid_input (JSON cannot write year
+// 10000), never a 500.
+func TestVoucherYearsOutOfRange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, window := range [][2]string{
+		{"9999-12-31T20:00:00-05:00", "9999-12-31T23:00:00-05:00"}, // 10000-01-01 in UTC
+		{"1999-12-31T23:00:00Z", "2000-01-02T00:00:00Z"},
+		{"2000-01-01T00:30:00+01:00", "2000-01-02T00:00:00Z"}, // 1999-12-31 in UTC
+	} {
+		resp, body := b.do(t, "POST", "/api/v1/admin/vouchers",
+			fmt.Sprintf(`{"title":"t","kind":"seckill","price_cents":1,"stock":1,"per_user_limit":1,"begin_at":%q,"end_at":%q}`, window[0], window[1]),
+			"Authorization", "Bearer "+testAdminToken)
+		msg := requireAPIError(t, resp, body, 400, "invalid_input")
+		require.Contains(t, msg, "2000 to 9999", window[0])
+	}
+}

@@ -201,6 +201,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	if err := s.registerCatalogMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	s.buyChain = s.chain()
 	if s.metrics != nil {
 		s.buyChain = s.metrics.countBuys(s.buyChain)
