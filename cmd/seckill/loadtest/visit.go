@@ -188,16 +188,36 @@ func (p *PathRun) merge(t *pathTally) {
 	}
 }
 
-// loadPath sends n GETs with the given visitors, one worker each, each
-// worker taking the next request as soon as its last is answered; urlOf(i)
-// is the URL of request i. Each visitor asks once before the clock starts,
-// to open its connection (and learn an ETag), like the sale's warm
-// connections. Stopping early (ctx, or stop closed) ends the run where it is.
-func loadPath(ctx context.Context, path string, visitors []*visitor, n int, urlOf func(i int) string, stop <-chan struct{}) PathRun {
-	run := PathRun{Path: path, Concurrency: len(visitors)}
+// pathLoad gathers the runs of one route: the catalog phase interleaves
+// short runs of each route, so that all of them meet the same machine.
+type pathLoad struct {
+	run     PathRun
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+// result is the PathRun of every run so far.
+func (p *pathLoad) result() PathRun {
+	r := p.run
+	r.Requests = r.OK + r.NotModified + r.RateLimited + r.FiveXX + r.Errors
+	r.ElapsedMS = ms(p.elapsed)
+	if p.elapsed > 0 {
+		r.ServedPerSecond = float64(r.OK+r.NotModified) / p.elapsed.Seconds()
+	}
+	r.Latency = latencyStats(p.lat)
+	return r
+}
+
+// loadPath sends n GETs (n = 0: until stop closes) with the given visitors,
+// one worker each, each worker taking the next request as soon as its last
+// is answered; urlOf(i) is the URL of request i. With warm, each visitor
+// first asks once before the clock starts, to open its connection (and
+// learn an ETag), like the sale's warm connections. The answers and the
+// time go into into.
+func loadPath(ctx context.Context, into *pathLoad, visitors []*visitor, n int, urlOf func(i int) string, stop <-chan struct{}, warm bool) {
+	into.run.Concurrency = len(visitors)
 	var (
 		mu      sync.Mutex
-		all     []time.Duration
 		next    atomic.Int64
 		wg      sync.WaitGroup
 		ready   sync.WaitGroup
@@ -206,8 +226,10 @@ func loadPath(ctx context.Context, path string, visitors []*visitor, n int, urlO
 	ready.Add(len(visitors))
 	for w, v := range visitors {
 		wg.Go(func() {
-			var warm pathTally
-			v.get(ctx, urlOf(w), &warm)
+			if warm {
+				var discard pathTally
+				v.get(ctx, urlOf(w), &discard)
+			}
 			ready.Done()
 			<-release
 			var t pathTally
@@ -219,8 +241,8 @@ func loadPath(ctx context.Context, path string, visitors []*visitor, n int, urlO
 				v.get(ctx, urlOf(i), &t)
 			}
 			mu.Lock()
-			run.merge(&t)
-			all = append(all, t.latencies...)
+			into.run.merge(&t)
+			into.lat = append(into.lat, t.latencies...)
 			mu.Unlock()
 		})
 	}
@@ -228,12 +250,7 @@ func loadPath(ctx context.Context, path string, visitors []*visitor, n int, urlO
 	start := time.Now()
 	close(release)
 	wg.Wait()
-	elapsed := time.Since(start)
-	run.Requests = run.OK + run.NotModified + run.RateLimited + run.FiveXX + run.Errors
-	run.ElapsedMS = ms(elapsed)
-	run.ServedPerSecond = float64(run.OK+run.NotModified) / elapsed.Seconds()
-	run.Latency = latencyStats(all)
-	return run
+	into.elapsed += time.Since(start)
 }
 
 // isClosed reports whether c is closed; a nil channel never is.
