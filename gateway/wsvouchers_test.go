@@ -170,12 +170,3 @@ func TestWSVoucherPushThrottleAndResync(t *testing.T) {
 	require.Contains(t, string(msg), `"state":"sold_out"`, "the current state, again")
 	require.Eventually(t, func() bool { return metricValue(t, b.srv.ws.m.resyncs) == 1 }, 5*time.Second, 5*time.Millisecond)
 }
-
-func containsAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
-}
