@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/flashsale/seckill/orders/kafkaq"
 )
 
 // Config is every setting of every role. Each field is one environment
@@ -21,6 +23,7 @@ type Config struct {
 	DatabaseURL     string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
 	KafkaBrokers    []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
 	KafkaTopic      string        `env:"SECKILL_KAFKA_TOPIC" default:"seckill.orders" help:"topic of accepted reservations"`
+	KafkaDeadLetter string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
 	KafkaGroup      string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
 	KafkaPartitions int32         `env:"SECKILL_KAFKA_PARTITIONS" default:"6" help:"partitions of the topic when the dev broker creates it"`
 	JWTSecret       string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated in dev mode when unset"`
@@ -43,6 +46,14 @@ type Config struct {
 	LogLevel        string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
 	LogFormat       string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
 	DemoVoucher     bool          `env:"SECKILL_DEMO_VOUCHER" default:"true" help:"dev mode: create a demo voucher that is on sale now"`
+}
+
+// deadLetterTopic is the dead-letter topic of the workers.
+func (c Config) deadLetterTopic() string {
+	if c.KafkaDeadLetter != "" {
+		return c.KafkaDeadLetter
+	}
+	return c.KafkaTopic + kafkaq.DeadLetterSuffix
 }
 
 // loadConfig reads every field from getenv, falling back to its default.

@@ -20,6 +20,8 @@ Usage:
   seckill serve      run the roles in SECKILL_ROLES against the configured services
   seckill migrate    apply the database schema and exit
   seckill reconcile  compare Redis with PostgreSQL per voucher (--repair rebuilds Redis)
+  seckill deadletters list | replay PARTITION/OFFSET
+                     the messages the workers set aside, and sending one back to them
   seckill loadtest   release a flash crowd on a running system and check what it sold
   seckill env        print every configuration variable
 
@@ -42,6 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runMigrate(ctx, getenv, stderr)
 	case "reconcile":
 		return runReconcile(ctx, args, getenv, stdout, stderr)
+	case "deadletters":
+		return runDeadLetters(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
 		return runLoadtest(ctx, args, getenv, stdout, stderr)
 	case "env":

@@ -188,6 +188,37 @@ func (s *system) startCatalog(ctx context.Context) error {
 	return nil
 }
 
+// newConsumer makes the workers' consumer with its dead-letter topic (made
+// when the cluster lacks it) and closes that when the consumer is closed.
+func (s *system) newConsumer(cfg kafkaq.ConsumerConfig, dead func() (*kafkaq.DeadLetters, error)) (*deadLetterConsumer, error) {
+	dl, err := dead()
+	if err != nil {
+		return nil, fmt.Errorf("kafka dead-letter topic %s: %w", s.cfg.deadLetterTopic(), err)
+	}
+	cfg.DeadLetters = dl
+	c, err := kafkaq.NewConsumer(cfg)
+	if err != nil {
+		_ = dl.Close()
+		return nil, fmt.Errorf("kafka consumer: %w", err)
+	}
+	return &deadLetterConsumer{Consumer: c, dl: dl}, nil
+}
+
+func (s *system) deadLetters() (*kafkaq.DeadLetters, error) {
+	return kafkaq.NewDeadLetters(s.cfg.KafkaBrokers, s.cfg.deadLetterTopic())
+}
+
+// deadLetterConsumer is the consumer with its dead-letter producer.
+type deadLetterConsumer struct {
+	*kafkaq.Consumer
+	dl *kafkaq.DeadLetters
+}
+
+// Close closes both.
+func (c *deadLetterConsumer) Close() error {
+	return errors.Join(c.Consumer.Close(), c.dl.Close())
+}
+
 // checks are what /readyz asks.
 func (s *system) checks() []gateway.Check {
 	return []gateway.Check{
@@ -265,7 +296,7 @@ func (s *system) run(ctx context.Context) error {
 		})
 	}
 	if s.cfg.hasRole(roleWorker) {
-		consumer, err := kafkaq.NewConsumer(kafkaq.ConsumerConfig{
+		consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
 			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
 			Metrics: s.metrics.kafka,
 			// A batch waits up to 50 ms to fill. With kafkaq's 5 ms the
@@ -275,9 +306,9 @@ func (s *system) run(ctx context.Context) error {
 			// are ~45 orders and 202 -> created stays under 100 ms at p99
 			// (make bench).
 			Linger: 50 * time.Millisecond,
-		})
+		}, s.deadLetters)
 		if err != nil {
-			fail("worker", fmt.Errorf("kafka consumer: %w", err))
+			fail("worker", err)
 		} else {
 			worker := orders.NewWorker(s.store, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 			wg.Go(func() {

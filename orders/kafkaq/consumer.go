@@ -51,6 +51,18 @@ type ConsumerConfig struct {
 	Log           *slog.Logger
 	// Metrics, when set, records batch sizes and lag (see NewMetrics).
 	Metrics *Metrics
+	// DeadLetters, when set, takes the messages that cannot be handled: a
+	// message that is not a reservation at once, and one the handler still
+	// fails alone after DeadLetterAfter attempts of its batch with an error
+	// that is not seckill.ErrUnavailable. Without it a message that is not a
+	// reservation is logged and skipped, and a failing batch is retried
+	// for ever.
+	DeadLetters *DeadLetters
+	// DeadLetterAfter is how many attempts a batch gets before its messages
+	// are tried one by one and the failing ones dead-lettered (default 5).
+	// A dependency outage (seckill.ErrUnavailable) never dead-letters
+	// anything: the batch waits for it.
+	DeadLetterAfter int
 }
 
 func (c *ConsumerConfig) defaults() {
@@ -74,6 +86,9 @@ func (c *ConsumerConfig) defaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+	if c.DeadLetterAfter <= 0 {
+		c.DeadLetterAfter = 5
 	}
 }
 
@@ -218,7 +233,8 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	defer stopGrace()
 
 	batch := make([]seckill.Reservation, 0, cfg.MaxBatch)
-	var last *sarama.ConsumerMessage // the batch's last message, poison included
+	msgs := make([]*sarama.ConsumerMessage, 0, cfg.MaxBatch) // batch[i] came in msgs[i]
+	var last *sarama.ConsumerMessage                         // the batch's last message, poison included
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -227,7 +243,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	flush := func() bool {
 		linger = nil
 		cfg.Metrics.batch(len(batch))
-		if len(batch) > 0 && !h.handleUntilDone(ctx, handlerCtx, partition, last.Offset, batch) {
+		if len(batch) > 0 && !h.handleUntilDone(ctx, handlerCtx, partition, last.Offset, batch, msgs) {
 			return false
 		}
 		sess.MarkMessage(last, "")
@@ -235,6 +251,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		h.c.setLag(partition, max(0, claim.HighWaterMarkOffset()-last.Offset-1))
 		// A fresh slice: the handler may have kept the old one.
 		batch = make([]seckill.Reservation, 0, cfg.MaxBatch)
+		msgs = make([]*sarama.ConsumerMessage, 0, cfg.MaxBatch)
 		last = nil
 		return true
 	}
@@ -247,12 +264,17 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			}
 			r, err := Decode(msg.Value)
 			if err != nil {
-				// It can never succeed: skipping it is the only way the
-				// partition moves on. Its offset is committed with the batch.
-				cfg.Log.Error("poison message skipped", "topic", msg.Topic, "partition", msg.Partition,
-					"offset", msg.Offset, "key", string(msg.Key), "err", err)
+				// It can never succeed: setting it aside is the only way
+				// the partition moves on. Its offset is committed with the
+				// batch, after it is in the dead-letter topic. The hold it
+				// may stand for ends by the reconciler, once the group is
+				// committed past it.
+				if !h.deadLetter(ctx, msg, ReasonUndecodable, err) {
+					return nil
+				}
 			} else {
 				batch = append(batch, r)
+				msgs = append(msgs, msg)
 			}
 			last = msg
 			if len(batch) >= cfg.MaxBatch {
@@ -277,8 +299,12 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 // handleUntilDone calls the handler until it succeeds, backing off between
 // attempts. It reports false if the session (ctx) ended first; the attempt
-// running at that moment may still finish under handlerCtx.
-func (h *claimHandler) handleUntilDone(ctx, handlerCtx context.Context, partition int32, lastOffset int64, batch []seckill.Reservation) bool {
+// running at that moment may still finish under handlerCtx. After
+// DeadLetterAfter attempts that failed for another reason than a dependency
+// outage, the batch is handled one message at a time and the messages that
+// still fail go to the dead-letter topic, so one poison message never holds
+// its partition.
+func (h *claimHandler) handleUntilDone(ctx, handlerCtx context.Context, partition int32, lastOffset int64, batch []seckill.Reservation, msgs []*sarama.ConsumerMessage) bool {
 	cfg := h.c.cfg
 	backoff := cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -289,6 +315,9 @@ func (h *claimHandler) handleUntilDone(ctx, handlerCtx context.Context, partitio
 		if ctx.Err() != nil {
 			return false
 		}
+		if cfg.DeadLetters != nil && attempt >= cfg.DeadLetterAfter && !transient(err) {
+			return h.handleOneByOne(ctx, handlerCtx, batch, msgs)
+		}
 		cfg.Log.Warn("batch not persisted; retrying", "topic", cfg.Topic, "partition", partition,
 			"last_offset", lastOffset, "size", len(batch), "attempt", attempt, "backoff", backoff, "err", err)
 		if !sleep(ctx, backoff) {
@@ -296,6 +325,72 @@ func (h *claimHandler) handleUntilDone(ctx, handlerCtx context.Context, partitio
 		}
 		backoff = min(2*backoff, cfg.MaxRetryBackoff)
 	}
+}
+
+// handleOneByOne hands each message of a failing batch to the handler alone:
+// those that succeed are done, those that fail for another reason than a
+// dependency outage are dead-lettered, and an outage is waited out.
+func (h *claimHandler) handleOneByOne(ctx, handlerCtx context.Context, batch []seckill.Reservation, msgs []*sarama.ConsumerMessage) bool {
+	cfg := h.c.cfg
+	for i, r := range batch {
+		backoff := cfg.RetryBackoff
+		for {
+			err := h.handle(handlerCtx, batch[i:i+1])
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			if !transient(err) {
+				cfg.Log.Error("reservation cannot be handled; dead-lettered, the reconciler ends its hold",
+					"order_id", r.OrderID, "voucher_id", r.VoucherID, "partition", msgs[i].Partition, "offset", msgs[i].Offset, "err", err)
+				if !h.deadLetter(ctx, msgs[i], ReasonFailed, err) {
+					return false
+				}
+				break
+			}
+			if !sleep(ctx, backoff) {
+				return false
+			}
+			backoff = min(2*backoff, cfg.MaxRetryBackoff)
+		}
+	}
+	return true
+}
+
+// deadLetter puts msg in the dead-letter topic, retrying until it is there;
+// false if the session ended first (the message is then not committed, and
+// comes back). Without a dead-letter topic it is only logged.
+func (h *claimHandler) deadLetter(ctx context.Context, msg *sarama.ConsumerMessage, reason string, cause error) bool {
+	cfg := h.c.cfg
+	if cfg.DeadLetters == nil {
+		cfg.Log.Error("poison message skipped (no dead-letter topic)", "topic", msg.Topic, "partition", msg.Partition,
+			"offset", msg.Offset, "key", string(msg.Key), "err", cause)
+		cfg.Metrics.deadLettered(reason)
+		return true
+	}
+	backoff := cfg.RetryBackoff
+	for {
+		err := cfg.DeadLetters.put(msg, reason, cause)
+		if err == nil {
+			cfg.Log.Error("message dead-lettered; list and replay it with `seckill deadletters`", "topic", msg.Topic,
+				"partition", msg.Partition, "offset", msg.Offset, "dead_letter_topic", cfg.DeadLetters.Topic(), "reason", reason, "err", cause)
+			cfg.Metrics.deadLettered(reason)
+			return true
+		}
+		cfg.Log.Warn("dead-letter write failed; retrying before the partition moves on", "err", err, "backoff", backoff)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, cfg.MaxRetryBackoff)
+	}
+}
+
+// transient reports whether err is a dependency outage (or a deadline): worth
+// waiting for, never a reason to set a message aside.
+func transient(err error) bool {
+	return errors.Is(err, seckill.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // Decode parses one message value. A message without usable ids is an error:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/testlog"
@@ -337,4 +338,111 @@ func TestShutdownFinishesBatch(t *testing.T) {
 	<-started
 	stop()
 	require.Equal(t, map[int32]int64{0: 3}, committed(t, group, topic, 1))
+}
+
+// Poison goes to the dead-letter topic and never blocks its partition: a
+// message that is not a reservation at once, and one the handler keeps
+// failing on (not for an outage) after DeadLetterAfter attempts of its batch,
+// while the rest of that batch is handled. An outage is waited out, never
+// dead-lettered. Operators list the letters and replay one, and the replayed
+// message reaches the handler again.
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	topic := stack.NewTopic(t, 1)
+	dlqTopic := topic + kafkaq.DeadLetterSuffix
+	t.Cleanup(func() { _ = stack.Kafka.DeleteTopic(context.Background(), dlqTopic) })
+	group := "g-" + topic
+	ctx := context.Background()
+	p := newProducer(t, topic)
+	raw, err := sarama.NewSyncProducer(stack.KafkaBrokers, kafkaq.ProducerConfig())
+	require.NoError(t, err)
+	defer raw.Close()
+
+	require.NoError(t, p.Publish(ctx, reservation(1, 1)))
+	_, _, err = raw.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(`{not json`)})
+	require.NoError(t, err)
+	for i := int64(2); i <= 4; i++ {
+		require.NoError(t, p.Publish(ctx, reservation(i, 1)))
+	}
+
+	// Order 3 fails for a reason of its own; order 4 first meets an outage.
+	var mu sync.Mutex
+	handled := map[int64]int{}
+	poisoned := atomic.Bool{}
+	poisoned.Store(true)
+	outages := 8
+	handler := func(_ context.Context, batch []seckill.Reservation) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range batch {
+			if r.OrderID == 3 && poisoned.Load() {
+				return errors.New("row refused: a bug, not an outage")
+			}
+			if r.OrderID == 4 && outages > 0 {
+				outages--
+				return seckill.ErrUnavailable
+			}
+		}
+		for _, r := range batch {
+			handled[r.OrderID]++
+		}
+		return nil
+	}
+	dl, err := kafkaq.NewDeadLetters(stack.KafkaBrokers, dlqTopic)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dl.Close() })
+	reg := prometheus.NewRegistry()
+	metrics, err := kafkaq.NewMetrics(reg)
+	require.NoError(t, err)
+	_, stop := run(t, kafkaq.ConsumerConfig{
+		Topic: topic, Group: group, DeadLetters: dl, DeadLetterAfter: 3, Metrics: metrics,
+		RetryBackoff: 5 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond, Linger: 50 * time.Millisecond,
+	}, handler)
+	require.Eventually(t, func() bool { return committed(t, group, topic, 1)[0] == 5 }, 30*time.Second, 50*time.Millisecond,
+		"the partition moves past both poison messages")
+	stop()
+	mu.Lock()
+	require.Equal(t, map[int64]int{1: 1, 2: 1, 4: 1}, handled, "every good message handled once, the outage waited out")
+	require.Zero(t, outages)
+	mu.Unlock()
+
+	letters, err := kafkaq.ListDeadLetters(ctx, stack.KafkaBrokers, dlqTopic)
+	require.NoError(t, err)
+	require.Len(t, letters, 2)
+	require.Equal(t, `{not json`, letters[0].Value)
+	require.Contains(t, letters[0].Reason, kafkaq.ReasonUndecodable)
+	require.Equal(t, topic+"/0/1", letters[0].Source)
+	require.Contains(t, letters[1].Reason, kafkaq.ReasonFailed)
+	require.Contains(t, letters[1].Reason, "a bug, not an outage")
+	require.Equal(t, topic+"/0/3", letters[1].Source)
+	require.WithinDuration(t, time.Now(), letters[1].At, time.Minute)
+	r3, err := kafkaq.Decode([]byte(letters[1].Value))
+	require.NoError(t, err)
+	require.Equal(t, int64(3), r3.OrderID)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	dead := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() == "seckill_consumer_dead_letters_total" {
+			for _, m := range f.GetMetric() {
+				dead[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{kafkaq.ReasonUndecodable: 1, kafkaq.ReasonFailed: 1}, dead)
+
+	// The bug is fixed: the operator replays order 3, and it is handled.
+	poisoned.Store(false)
+	got, err := kafkaq.ReplayDeadLetter(ctx, stack.KafkaBrokers, dlqTopic, topic, letters[1].Partition, letters[1].Offset)
+	require.NoError(t, err)
+	require.Equal(t, letters[1], got)
+	_, err = kafkaq.ReplayDeadLetter(ctx, stack.KafkaBrokers, dlqTopic, topic, 0, 99)
+	require.Error(t, err, "no letter there")
+	_, stop = run(t, kafkaq.ConsumerConfig{Topic: topic, Group: group, DeadLetters: dl}, handler)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[3] == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	stop()
 }

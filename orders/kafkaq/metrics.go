@@ -17,6 +17,7 @@ type Metrics struct {
 	produceError prometheus.Counter
 	batchSize    prometheus.Histogram
 	lag          *prometheus.GaugeVec
+	dead         *prometheus.CounterVec
 
 	// partitions are the lag gauge's children, resolved once per partition
 	// (batches are frequent; partitions are few and fixed).
@@ -45,9 +46,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "seckill_consumer_lag",
 			Help: "Messages in a partition beyond this worker's last committed offset, as of its last batch, by partition.",
 		}, []string{"partition"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_consumer_dead_letters_total",
+			Help: "Messages set aside in the dead-letter topic, by reason: undecodable (not a reservation) or failed (the handler kept failing on it alone).",
+		}, []string{"reason"}),
 		partitions: map[int32]prometheus.Gauge{},
 	}
-	for _, c := range []prometheus.Collector{m.produce, m.produceError, m.batchSize, m.lag} {
+	for _, r := range []string{ReasonUndecodable, ReasonFailed} {
+		m.dead.WithLabelValues(r) // every series from the start, so rate() and alerts see the first one
+	}
+	for _, c := range []prometheus.Collector{m.produce, m.produceError, m.batchSize, m.lag, m.dead} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -80,6 +88,14 @@ func (m *Metrics) batch(n int) {
 		return
 	}
 	m.batchSize.Observe(float64(n))
+}
+
+// deadLettered counts one message set aside.
+func (m *Metrics) deadLettered(reason string) {
+	if m == nil {
+		return
+	}
+	m.dead.WithLabelValues(reason).Inc()
 }
 
 // setLag records a partition's lag; a negative lag means the partition left
