@@ -1,11 +1,13 @@
 # The two commands a person needs: `make run` (the whole system on this
 # machine, on private Redis/PostgreSQL/Kafka) and `make test`.
 #
-#   make deps    install what a fresh Debian machine lacks (redis-server,
-#                postgresql, chromium), only what is missing
+#   make deps    install what running needs and a fresh Debian machine
+#                lacks (redis-server, postgresql), only what is missing
+#   make test-deps  deps plus what only the tests need (chromium, and
+#                prometheus for promtool)
 #   make build   bin/seckill
 #   make run     deps + build, then `bin/seckill dev`
-#   make test    deps, go vet, every test, then a short fuzz pass
+#   make test    test-deps, go vet, every test, then a short fuzz pass
 #   make fuzz    only the fuzz pass (FUZZTIME per target, default 5s)
 #   make lint    gofmt check (lists the files), go vet, staticcheck
 #   make test-race  the race detector over the packages where goroutines
@@ -54,19 +56,36 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps build run test vet lint test-race fuzz bench chaos crowd clean
+.PHONY: deps test-deps build run test vet lint test-race fuzz bench chaos crowd clean
 
-# deps installs only what is missing, with apt-get (as root, or through
-# sudo). Without either it prints the exact command to run and stops.
-# Before installing postgresql it tells Debian not to create and start the
-# system-wide cluster on port 5432: the project runs its own private ones.
-# SECKILL_APT_UPDATED=1 skips `apt-get update` (.ci/run has just done it).
+# deps installs only what running needs and is missing (redis-server,
+# postgresql); test-deps adds what only the tests need (chromium for the
+# browser tests, prometheus for promtool, which tests the alert rules). Both
+# use apt-get (as root, or through sudo); without either they print the exact
+# command to run and stop. Before installing postgresql they tell Debian not
+# to create and start the system-wide cluster on port 5432: the project runs
+# its own private ones. Debian's prometheus package would start a Prometheus
+# server on port 9090 (and enable it at boot): only promtool is wanted, so the
+# install runs under a policy-rc.d that forbids starting services, and the
+# unit is disabled. SECKILL_APT_UPDATED=1 skips `apt-get update` (.ci/run has
+# just done it).
+RUN_DEPS := redis-server postgresql
+TEST_DEPS := $(RUN_DEPS) chromium prometheus
+
 deps:
-	@missing=(); \
-	command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server); \
-	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v postgres && command -v initdb; } >/dev/null 2>&1 || missing+=(postgresql); \
-	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); \
-	if [ $${#missing[@]} -eq 0 ]; then echo "deps: redis-server, postgresql and chromium are installed"; exit 0; fi; \
+	@$(call install_deps,$(RUN_DEPS))
+
+test-deps:
+	@$(call install_deps,$(TEST_DEPS))
+
+define install_deps
+	want=" $(1) "; missing=(); \
+	has() { [[ "$$want" == *" $$1 "* ]]; }; \
+	if has redis-server; then command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server); fi; \
+	if has postgresql; then compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v postgres && command -v initdb; } >/dev/null 2>&1 || missing+=(postgresql); fi; \
+	if has chromium; then command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); fi; \
+	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
+	if [ $${#missing[@]} -eq 0 ]; then echo "deps: $(strip $(1)) installed"; exit 0; fi; \
 	echo "deps: missing: $${missing[*]}"; \
 	if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "deps: no apt-get on this machine: install $${missing[*]} with its package manager, then run make again" >&2; exit 1; \
@@ -83,9 +102,24 @@ deps:
 		echo "create_main_cluster = false" | "$${as_root[@]}" tee /etc/postgresql-common/createcluster.d/seckill-no-main-cluster.conf >/dev/null; \
 	fi; \
 	if [ -z "$${SECKILL_APT_UPDATED:-}" ]; then echo "deps: apt-get update"; "$${as_root[@]}" apt-get update; fi; \
-	echo "deps: apt-get install -y $${missing[*]}"; \
-	"$${as_root[@]}" apt-get install -y "$${missing[@]}" || { \
-		echo "deps: installing failed. As root, run: apt-get update && apt-get install -y $${missing[*]}" >&2; exit 1; }
+	others=(); for p in "$${missing[@]}"; do [ "$$p" = prometheus ] || others+=("$$p"); done; \
+	if [ $${#others[@]} -gt 0 ]; then \
+		echo "deps: apt-get install -y $${others[*]}"; \
+		"$${as_root[@]}" apt-get install -y "$${others[@]}" || { \
+			echo "deps: installing failed. As root, run: apt-get update && apt-get install -y $${others[*]}" >&2; exit 1; }; \
+	fi; \
+	if [[ " $${missing[*]} " == *" prometheus "* ]]; then \
+		echo "deps: apt-get install -y --no-install-recommends prometheus (for promtool; about 330 MB; its server is not started)"; \
+		policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+			printf '#!/bin/sh\n# seckill make test-deps: no service starts while prometheus installs\nexit 101\n' | "$${as_root[@]}" tee /usr/sbin/policy-rc.d >/dev/null; \
+			"$${as_root[@]}" chmod 755 /usr/sbin/policy-rc.d; policy=1; fi; \
+		status=0; "$${as_root[@]}" apt-get install -y --no-install-recommends prometheus || status=$$?; \
+		if [ -n "$$policy" ]; then "$${as_root[@]}" rm -f /usr/sbin/policy-rc.d; fi; \
+		if [ $$status -ne 0 ]; then echo "deps: installing failed. As root, run: apt-get update && apt-get install -y --no-install-recommends prometheus" >&2; exit 1; fi; \
+		if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then "$${as_root[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true; \
+		elif command -v service >/dev/null 2>&1; then "$${as_root[@]}" service prometheus stop >/dev/null 2>&1 || true; fi; \
+	fi
+endef
 
 build:
 	$(GO) build -o $(BIN) ./cmd/seckill
@@ -108,7 +142,7 @@ lint:
 test-race: deps
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
 
-test: deps vet
+test: test-deps vet
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 	@$(MAKE) --no-print-directory fuzz
 

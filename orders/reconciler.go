@@ -53,6 +53,8 @@ type ReconcilerConfig struct {
 	Log   *slog.Logger
 	// Metrics counts the releases (seckill_reconciler_released_total).
 	Metrics *Metrics
+	// Passes, when set, records each pass that met no error.
+	Passes *Passes
 }
 
 // Reconciler ends reservations that would otherwise hold stock forever: a
@@ -100,8 +102,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
 	for {
-		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-			r.cfg.Log.WarnContext(ctx, "reconcile", "err", err)
+		if _, err := r.Pass(ctx); err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Log.WarnContext(ctx, "reconcile", "err", err)
+			}
+		} else {
+			r.cfg.Passes.reconciled(r.now())
 		}
 		select {
 		case <-ctx.Done():

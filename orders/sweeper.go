@@ -22,6 +22,8 @@ type SweeperConfig struct {
 	Log   *slog.Logger
 	// Metrics counts the cancellations (seckill_sweeper_cancelled_total).
 	Metrics *Metrics
+	// Passes, when set, records each pass that met no error.
+	Passes *Passes
 }
 
 // Sweeper cancels unpaid orders past their pay_deadline and empties the
@@ -34,6 +36,7 @@ type Sweeper struct {
 	batch    int
 	log      *slog.Logger
 	metrics  *Metrics
+	passes   *Passes
 }
 
 // NewSweeper returns a Sweeper over life.
@@ -47,7 +50,7 @@ func NewSweeper(life *Lifecycle, cfg SweeperConfig) *Sweeper {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Sweeper{life: life, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics}
+	return &Sweeper{life: life, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics, passes: cfg.Passes}
 }
 
 // Run sweeps until ctx ends and returns nil then. A full batch is followed
@@ -84,9 +87,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
 		s.metrics.sweptOrders(len(list))
 		s.log.DebugContext(ctx, "sweep: cancelled expired orders", "count", len(list))
 	}
-	n, err := s.life.ReleaseOwed(ctx, s.batch)
-	if err != nil && ctx.Err() == nil {
-		s.log.WarnContext(ctx, "sweep: release owed stock in redis", "released", n, "err", err)
+	n, relErr := s.life.ReleaseOwed(ctx, s.batch)
+	if relErr != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "sweep: release owed stock in redis", "released", n, "err", relErr)
 	}
-	return len(list) == s.batch || (err == nil && n == s.batch)
+	if err == nil && relErr == nil {
+		s.passes.swept(time.Now())
+	}
+	return len(list) == s.batch || (relErr == nil && n == s.batch)
 }

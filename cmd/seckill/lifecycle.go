@@ -41,7 +41,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	if !s.cfg.hasRole(roleSweeper) {
 		return nil
 	}
-	sweeper := orders.NewSweeper(s.lifecycle(), orders.SweeperConfig{Log: s.log, Metrics: s.metrics.orders})
+	sweeper := orders.NewSweeper(s.lifecycle(), orders.SweeperConfig{Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
 	wg.Go(func() { fail("sweeper", sweeper.Run(ctx)) })
 	drain, err := kafkaq.NewDrain(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.cfg.KafkaGroup)
 	if err != nil {
@@ -49,6 +49,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	}
 	rec := orders.NewReconciler(s.store, s.stock, drain, s.releaser(), s.countedEvents(), orders.ReconcilerConfig{
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
+		Passes: s.metrics.passes,
 	})
 	wg.Go(func() {
 		defer drain.Close()

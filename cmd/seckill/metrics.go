@@ -17,6 +17,7 @@ type processMetrics struct {
 	stock  *redisstock.Metrics
 	kafka  *kafkaq.Metrics
 	orders *orders.Metrics
+	passes *orders.Passes
 }
 
 func newProcessMetrics(reg prometheus.Registerer) (processMetrics, error) {
@@ -32,6 +33,9 @@ func newProcessMetrics(reg prometheus.Registerer) (processMetrics, error) {
 	}
 	if m.orders, err = orders.NewMetrics(reg); err != nil {
 		return m, fmt.Errorf("metrics: orders: %w", err)
+	}
+	if m.passes, err = orders.NewPasses(reg); err != nil {
+		return m, fmt.Errorf("metrics: passes: %w", err)
 	}
 	return m, nil
 }

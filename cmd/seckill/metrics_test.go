@@ -152,3 +152,18 @@ func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, lab
 	require.NotNil(t, h, "%s is not a histogram", name)
 	return h
 }
+
+// The sweeper and the reconciler say when they last passed, so an alert can
+// tell a stopped loop from an idle one; a process without the sweeper role
+// reads 0.
+func TestLoopsReportTheirLastPass(t *testing.T) {
+	ts := startSystem(t, nil)
+	begin := float64(time.Now().Add(-time.Second).Unix())
+	for _, name := range []string{"seckill_sweeper_last_success_timestamp_seconds", "seckill_reconciler_last_success_timestamp_seconds"} {
+		require.Eventually(t, func() bool {
+			return metric(t, ts.scrape(t), name).GetGauge().GetValue() >= begin
+		}, 30*time.Second, 100*time.Millisecond, name)
+	}
+	gw := ts.startPeer(t, gatewayOnly)
+	require.Zero(t, metric(t, gw.scrape(t), "seckill_sweeper_last_success_timestamp_seconds").GetGauge().GetValue())
+}

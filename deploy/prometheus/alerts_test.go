@@ -1,0 +1,125 @@
+package prometheus_test
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// awaited are metrics a rule reads that another part of the system adds in
+// the same release; the test fails once the code serves one, so the list
+// cannot go stale.
+var awaited = map[string]bool{"seckill_heal_failures_total": true}
+
+func promtool(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("promtool")
+	require.NoError(t, err, "promtool is missing: `make test` installs it (Debian package prometheus)")
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+func TestAlertRules(t *testing.T) {
+	promtool(t, "check", "rules", "alerts.yml")
+	out := promtool(t, "test", "rules", "alerts_test.yml")
+	require.Contains(t, out, "SUCCESS")
+	// The scrape configuration loads these rules (docker-compose mounts
+	// them beside it).
+	require.Contains(t, promtool(t, "check", "config", "../prometheus.yml"), "SUCCESS: 8 rules found")
+}
+
+// Every rule has at least one test that expects it to fire and one that
+// expects it silent.
+func TestEveryRuleIsTested(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "alerts.yml", &rules)
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	readYAML(t, "alerts_test.yml", &tests)
+	fires, silent := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				silent[a.Alertname] = true
+			}
+		}
+	}
+	served := servedMetrics(t)
+	metric := regexp.MustCompile(`seckill_[a-z_]+`)
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			require.True(t, fires[r.Alert], "rule %s has no test in which it fires", r.Alert)
+			require.True(t, silent[r.Alert], "rule %s has no test in which it stays silent", r.Alert)
+			for _, name := range metric.FindAllString(r.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
+				if awaited[base] {
+					require.False(t, served[base], "%s is served now: take it out of awaited", base)
+					continue
+				}
+				require.True(t, served[base], "rule %s reads %s, which no code serves (renamed?)", r.Alert, base)
+			}
+		}
+	}
+	require.Equal(t, 8, n)
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, v))
+}
+
+// servedMetrics are the seckill_ names in the repository's Go code (tests
+// excluded): what GET /metrics can serve.
+func servedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	quoted := regexp.MustCompile(`"(seckill_[a-z_]+)"`)
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".run" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range quoted.FindAllStringSubmatch(string(src), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return names
+}
