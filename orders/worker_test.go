@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/kafkaq/kafkaqtest"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
@@ -175,20 +176,7 @@ func runConsumer(t testing.TB, topic, group string, h kafkaq.Handler, mutate ...
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	c, err := kafkaq.NewConsumer(cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, h) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-			require.NoError(t, c.Close())
-		})
-	}
-	t.Cleanup(stop)
+	_, stop := kafkaqtest.Run(t, cfg, h)
 	return stop
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/kafkaq/kafkaqtest"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -57,27 +58,7 @@ func (c *collector) count() int {
 func run(t testing.TB, cfg kafkaq.ConsumerConfig, h kafkaq.Handler) (*kafkaq.Consumer, func()) {
 	t.Helper()
 	cfg.Brokers = stack.KafkaBrokers
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = 20 * time.Millisecond
-	}
-	if cfg.Log == nil {
-		cfg.Log = testLog(t)
-	}
-	c, err := kafkaq.NewConsumer(cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, h) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-			require.NoError(t, c.Close())
-		})
-	}
-	t.Cleanup(stop)
-	return c, stop
+	return kafkaqtest.Run(t, cfg, h)
 }
 
 // committed returns the group's committed offset per partition (none before
