@@ -511,9 +511,9 @@ func (c *crowdRun) sale(ctx context.Context, rep *CrowdReport, catalogIDs []stri
 		for range cfg.BotConns {
 			wg.Go(func() {
 				var mine []buy
-				n := 0
-				for ctx.Err() == nil && time.Now().Before(stopAt) {
-					n++
+				// Until the crowd ends, but at least once, however late
+				// this connection got going.
+				for first := true; ctx.Err() == nil && (first || time.Now().Before(stopAt)); first = false {
 					b := c.sendBuy(ctx, client, buyURL, auth, "")
 					if b.status >= 500 {
 						fiveXX.Add(1)

@@ -233,7 +233,9 @@ func loadPath(ctx context.Context, into *pathLoad, visitors []*visitor, n int, u
 			ready.Done()
 			<-release
 			var t pathTally
-			for ctx.Err() == nil && !isClosed(stop) {
+			// Until stop, but at least once: a machine too busy to start a
+			// worker before stop still counts it.
+			for first := true; ctx.Err() == nil && (first || !isClosed(stop)); first = false {
 				i := int(next.Add(1) - 1)
 				if n > 0 && i >= n {
 					break
