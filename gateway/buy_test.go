@@ -27,8 +27,8 @@ func TestBuy(t *testing.T) {
 
 	reqs := b.buyer.requests()
 	require.Equal(t, []seckill.BuyRequest{
-		{VoucherID: b.onSale.ID, UserID: 42, Quantity: 1},
-		{VoucherID: b.onSale.ID, UserID: 42, Quantity: 3, RequestKey: "f3b0c1e2-retry-1"},
+		{VoucherID: b.onSale.ID, UserID: 42, Quantity: 1, EndsAt: b.onSale.EndAt},
+		{VoucherID: b.onSale.ID, UserID: 42, Quantity: 3, RequestKey: "f3b0c1e2-retry-1", EndsAt: b.onSale.EndAt},
 	}, reqs)
 
 	// A replay answers the same order with its current status: what the

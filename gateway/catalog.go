@@ -263,5 +263,6 @@ func (s *Server) catalogGate(ctx context.Context, a *Attempt, next BuyFunc) (Pur
 		return Purchase{}, err
 	}
 	a.Voucher = v
+	a.Request.EndsAt = v.EndAt
 	return next(ctx, a)
 }

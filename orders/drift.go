@@ -178,45 +178,71 @@ func splitForRebuild(list []Order) (holds, released []seckill.Reservation, owed 
 //  4. read the orders and stock from PostgreSQL and rebuild Redis from them,
 //     putting the voucher back on sale last.
 //
-// It returns the failed orders of step 3.
-func Repair(ctx context.Context, voucherID int64, store RepairStore, stock RepairStock, drain Drain, producerTimeout time.Duration) ([]Order, error) {
-	v, err := store.Voucher(ctx, voucherID)
+// It returns what it rebuilt; on an error the voucher may stay off sale, and
+// running Repair again is safe.
+func Repair(ctx context.Context, voucherID int64, store RepairStore, stock RepairStock, drain Drain, producerTimeout time.Duration) (RepairResult, error) {
+	failed, holds, released, v, err := repair(ctx, voucherID, store, stock, drain, producerTimeout)
 	if err != nil {
-		return nil, err
+		return RepairResult{}, err
+	}
+	res := RepairResult{Failed: failed, Holds: len(holds), Released: released, Left: v.StockLeft}
+	for _, h := range holds {
+		res.Held += h.Quantity
+	}
+	return res, nil
+}
+
+// RepairResult is what Repair wrote back into Redis.
+type RepairResult struct {
+	// Failed are the holds whose messages never came (step 3), now failed
+	// orders in PostgreSQL.
+	Failed []Order
+	// Holds counts the created and paid orders written back as holds, Held
+	// their quantity; Released counts the cancelled and failed orders
+	// written back as released; Left is the stock put back on sale.
+	Holds      int
+	Held, Left int64
+	Released   int
+}
+
+func repair(ctx context.Context, voucherID int64, store RepairStore, stock RepairStock, drain Drain, producerTimeout time.Duration) (
+	failed []Order, holds []seckill.Reservation, nReleased int, v seckill.Voucher, err error) {
+	v, err = store.Voucher(ctx, voucherID)
+	if err != nil {
+		return nil, nil, 0, v, err
 	}
 	if v.Kind != seckill.KindSeckill {
-		return nil, fmt.Errorf("orders: repair: voucher %d is sold in PostgreSQL only: %w", voucherID, seckill.ErrInvalidInput)
+		return nil, nil, 0, v, fmt.Errorf("orders: repair: voucher %d is sold in PostgreSQL only: %w", voucherID, seckill.ErrInvalidInput)
 	}
 	if err := stock.TakeOffSale(ctx, voucherID); err != nil {
-		return nil, fmt.Errorf("orders: repair: off sale: %w", err)
+		return nil, nil, 0, v, fmt.Errorf("orders: repair: off sale: %w", err)
 	}
 	until := time.Now().Add(producerTimeout)
 	for {
 		if wait := time.Until(until); wait > 0 {
 			if err := sleep(ctx, wait); err != nil {
-				return nil, err
+				return nil, nil, 0, v, err
 			}
 		}
 		ok, err := drain.DrainedBefore(ctx, until)
 		if err != nil {
-			return nil, fmt.Errorf("orders: repair: queue: %w", err)
+			return nil, nil, 0, v, fmt.Errorf("orders: repair: queue: %w", err)
 		}
 		if ok {
 			break
 		}
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return nil, fmt.Errorf("orders: repair: waiting for the workers to catch up (are they running?): %w", err)
+			return nil, nil, 0, v, fmt.Errorf("orders: repair: waiting for the workers to catch up (are they running?): %w", err)
 		}
 	}
 	orphans, err := stock.Pending(ctx, voucherID, time.Now().Add(time.Hour), 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("orders: repair: pending: %w", err)
+		return nil, nil, 0, v, fmt.Errorf("orders: repair: pending: %w", err)
 	}
-	var failed []Order
 	for _, h := range orphans {
 		o, inserted, err := store.InsertFailed(ctx, h)
 		if err != nil {
-			return nil, fmt.Errorf("orders: repair: %w", err)
+			return nil, nil, 0, v, fmt.Errorf("orders: repair: %w", err)
 		}
 		if inserted {
 			failed = append(failed, o)
@@ -227,34 +253,34 @@ func Repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 	// unbalanced figures): read again. One that commits after them released
 	// its order in the old keys, which Rebuild then writes back as a hold:
 	// release those again below.
-	var holds []seckill.Reservation
 	for attempt := 1; ; attempt++ {
 		list, err := store.VoucherOrders(ctx, voucherID)
 		if err != nil {
-			return nil, err
+			return nil, nil, 0, v, err
 		}
 		if v, err = store.Voucher(ctx, voucherID); err != nil {
-			return nil, err
+			return nil, nil, 0, v, err
 		}
 		var released []seckill.Reservation
 		var owed []int64
 		holds, released, owed = splitForRebuild(list)
+		nReleased = len(released)
 		err = stock.Rebuild(ctx, v, holds, released)
 		if errors.Is(err, seckill.ErrInvalidInput) && attempt < repairReads {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("orders: repair: rebuild (voucher %d stays off sale; run the repair again): %w", voucherID, err)
+			return nil, nil, 0, v, fmt.Errorf("orders: repair: rebuild (voucher %d stays off sale; run the repair again): %w", voucherID, err)
 		}
 		// The rebuilt state already has these released (tombstones).
 		if err := store.ClearReleasePending(ctx, owed); err != nil {
-			return nil, err
+			return nil, nil, 0, v, err
 		}
 		break
 	}
 	after, err := store.VoucherOrders(ctx, voucherID)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, v, err
 	}
 	rebuiltAsHold := make(map[int64]bool, len(holds))
 	for _, h := range holds {
@@ -263,11 +289,11 @@ func Repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 	for _, o := range after {
 		if (o.Status == StatusCancelled || o.Status == StatusFailed) && rebuiltAsHold[o.ID] {
 			if _, err := stock.Release(ctx, voucherID, o.ID, seckill.ReleaseAny); err != nil {
-				return nil, fmt.Errorf("orders: repair: release order %d cancelled during the rebuild: %w", o.ID, err)
+				return nil, nil, 0, v, fmt.Errorf("orders: repair: release order %d cancelled during the rebuild: %w", o.ID, err)
 			}
 		}
 	}
-	return failed, nil
+	return failed, holds, nReleased, v, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -21,6 +21,10 @@ type Metrics struct {
 	// swept counts orders the sweeper cancelled at their pay_deadline;
 	// reconciled counts orphaned holds the reconciler released.
 	swept, reconciled prometheus.Counter
+	// heals and healFailures count the healer's rebuilds by reason;
+	// healTime is how long each voucher was off sale for one.
+	heals, healFailures *prometheus.CounterVec
+	healTime            prometheus.Histogram
 }
 
 // NewMetrics registers the collectors on reg.
@@ -42,12 +46,30 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "seckill_reconciler_released_total",
 		Help: "Reservations held in Redis with no order and no message in flight that the reconciler released.",
 	})
-	for _, c := range []prometheus.Collector{persist, transitions, swept, reconciled} {
+	heals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_heals_total",
+		Help: "Vouchers whose Redis state the healer rebuilt from PostgreSQL without an operator, by reason: missing (no meta: lost, wiped) or drift (Redis disagreed with PostgreSQL beyond what is in flight, on several checks in a row).",
+	}, []string{"reason"})
+	healFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_heal_failures_total",
+		Help: "Heals that did not finish (the voucher stays off sale and the next pass tries again), by reason.",
+	}, []string{"reason"})
+	healTime := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "seckill_heal_duration_seconds",
+		Help:    "How long one heal kept its voucher off sale: waiting for the messages in flight, then the rebuild.",
+		Buckets: []float64{.5, 1, 2, 5, 10, 15, 20, 30, 60, 120},
+	})
+	for _, c := range []prometheus.Collector{persist, transitions, swept, reconciled, heals, healFailures, healTime} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	m := &Metrics{persist: persist, byStatus: map[Status]prometheus.Counter{}, swept: swept, reconciled: reconciled}
+	m := &Metrics{persist: persist, byStatus: map[Status]prometheus.Counter{}, swept: swept, reconciled: reconciled,
+		heals: heals, healFailures: healFailures, healTime: healTime}
+	for _, r := range []string{HealMissing, HealDrift} {
+		heals.WithLabelValues(r)
+		healFailures.WithLabelValues(r)
+	}
 	for _, s := range []Status{StatusCreated, StatusPaid, StatusCancelled, StatusFailed} {
 		m.byStatus[s] = transitions.WithLabelValues(string(s))
 	}
@@ -84,6 +106,21 @@ func (m *Metrics) sweptOrders(n int) {
 func (m *Metrics) reconciledHolds(n int) {
 	if m != nil && n > 0 {
 		m.reconciled.Add(float64(n))
+	}
+}
+
+// healed records one heal of reason that kept its voucher off sale for took.
+func (m *Metrics) healed(reason string, took time.Duration) {
+	if m != nil {
+		m.heals.WithLabelValues(reason).Inc()
+		m.healTime.Observe(took.Seconds())
+	}
+}
+
+// healFailed records one heal of reason that did not finish.
+func (m *Metrics) healFailed(reason string) {
+	if m != nil {
+		m.healFailures.WithLabelValues(reason).Inc()
 	}
 }
 

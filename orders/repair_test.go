@@ -99,9 +99,9 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.False(t, st.Drift.OK(), "the drift report sees the loss")
 	t.Logf("drift after the wipe: %v", st.Drift.Problems)
 
-	failed, err := orders.Repair(e.ctx, v.ID, e.store, adapter, drain, 300*time.Millisecond)
+	res, err := orders.Repair(e.ctx, v.ID, e.store, adapter, drain, 300*time.Millisecond)
 	require.NoError(t, err)
-	t.Logf("repaired; %d holds of the wiped Redis recorded failed", len(failed))
+	t.Logf("repaired; %d holds of the wiped Redis recorded failed", len(res.Failed))
 	require.Eventually(t, func() bool {
 		st, err := e.store.Stats(e.ctx, v.ID)
 		return err == nil && st.StockLeft == 0

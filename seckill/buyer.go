@@ -14,6 +14,11 @@ type BuyRequest struct {
 	UserID     int64
 	Quantity   int64
 	RequestKey string // the Idempotency-Key, or "" for a fresh attempt
+	// EndsAt is the end of the voucher's sale as the caller's copy of the
+	// voucher says (zero when unknown). It is read only when the fast store
+	// has no state for the voucher, to tell a sale whose keys expired after
+	// it ended (ErrEnded) from one that is being restored (ErrUnavailable).
+	EndsAt time.Time
 }
 
 // Validate checks the parts a shopper controls.
@@ -39,11 +44,82 @@ type Buyer struct {
 	ids   OrderIDs
 	log   *slog.Logger
 	now   func() time.Time
+	heals HealRequests
+	keyed KeyedOrders
 }
 
+// HealRequests asks the fleet's healers to restore a voucher whose state the
+// fast store lost (seckill/redisstock implements it). It must be cheap and
+// must not block the buy: it is called on the buying path.
+type HealRequests interface {
+	RequestHeal(ctx context.Context, voucherID int64)
+}
+
+// KeyedOrders finds the order a request key gave, in the record
+// (orders/pgstore implements it). It answers replays the fast store can no
+// longer answer: after a sale's keys expired, or while they are rebuilt.
+type KeyedOrders interface {
+	OrderIDByRequestKey(ctx context.Context, userID, voucherID int64, key string) (int64, bool, error)
+}
+
+// BuyerOption changes how NewBuyer builds a Buyer.
+type BuyerOption func(*Buyer)
+
+// WithHealRequests makes the Buyer ask h to restore a voucher the fast
+// store has no state for.
+func WithHealRequests(h HealRequests) BuyerOption { return func(b *Buyer) { b.heals = h } }
+
+// WithKeyedOrders lets the Buyer answer a replayed request key from the
+// record when the fast store has no state for the voucher.
+func WithKeyedOrders(k KeyedOrders) BuyerOption { return func(b *Buyer) { b.keyed = k } }
+
+// RestoreRetryAfter is the Retry-After of a buy refused while a voucher's
+// fast-store state is being restored: a heal takes seconds, not minutes.
+const RestoreRetryAfter = 2 * time.Second
+
 // NewBuyer returns a Buyer over the given stock, queue and id source.
-func NewBuyer(stock Stock, queue Queue, ids OrderIDs, log *slog.Logger) *Buyer {
-	return &Buyer{stock: stock, queue: queue, ids: ids, log: log, now: time.Now}
+func NewBuyer(stock Stock, queue Queue, ids OrderIDs, log *slog.Logger, opts ...BuyerOption) *Buyer {
+	b := &Buyer{stock: stock, queue: queue, ids: ids, log: log, now: time.Now}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// restoringError is the refusal of a buy while the voucher's fast-store
+// state is missing: 503 with a Retry-After and a sentence a shopper can act on.
+type restoringError struct{ err error }
+
+func (e *restoringError) Error() string { return e.err.Error() }
+func (e *restoringError) Unwrap() error { return e.err }
+
+// RetryAfter is read by the gateway for the Retry-After header.
+func (e *restoringError) RetryAfter() time.Duration { return RestoreRetryAfter }
+
+// PublicMessage is what the shopper reads.
+func (e *restoringError) PublicMessage() string {
+	return "this sale is being restored after a fault; please try again in a few seconds"
+}
+
+// stockMissing answers a buy whose reservation found no state for the
+// voucher in the fast store. The caller knows the voucher exists (the
+// gateway looked it up), so this is never "not found": a replayed key is
+// answered from the record, a sale past its end is ended, and anything else
+// is told to come back while the healers restore the voucher.
+func (b *Buyer) stockMissing(ctx context.Context, req BuyRequest, err error) (ReserveResult, error) {
+	if req.RequestKey != "" && b.keyed != nil {
+		id, found, kerr := b.keyed.OrderIDByRequestKey(ctx, req.UserID, req.VoucherID, req.RequestKey)
+		if kerr == nil && found {
+			return ReserveResult{OrderID: id, Replayed: true}, nil
+		}
+	}
+	if !req.EndsAt.IsZero() && !b.now().Before(req.EndsAt) {
+		return ReserveResult{}, fmt.Errorf("%w: voucher %d (its sale state has expired)", ErrEnded, req.VoucherID)
+	}
+	if b.heals != nil {
+		b.heals.RequestHeal(ctx, req.VoucherID)
+	}
+	return ReserveResult{}, &restoringError{err: err}
 }
 
 // Buy reserves and enqueues. On success the reservation is on its way to the
@@ -62,6 +138,9 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		ReservedAt: b.now().UTC(),
 	}
 	res, err := b.stock.Reserve(ctx, r)
+	if errors.Is(err, ErrStockMissing) {
+		return b.stockMissing(ctx, req, err)
+	}
 	if err != nil {
 		return ReserveResult{}, err
 	}

@@ -35,6 +35,14 @@ var (
 	ErrSalePaused = errors.New("sale paused")
 )
 
+// ErrStockMissing marks a reservation refused because the fast store has no
+// state for the voucher: Redis lost it (a restart without its data, a wipe)
+// or a repair took it off sale while it rebuilds it. The stores wrap it
+// together with ErrUnavailable, so a caller that knows nothing of it answers
+// 503; the Buyer, which knows the voucher exists, turns it into an answer
+// that says when to retry (or into ErrEnded for a sale whose keys expired).
+var ErrStockMissing = errors.New("stock state missing")
+
 // ErrNotQueued marks a Queue.Publish failure in which the message certainly
 // never reached the queue (it was not handed over, or the queue refused it
 // before writing). Only then may the reservation be given back at once; after
@@ -210,7 +218,8 @@ type Stock interface {
 	// Reserve holds r.Quantity of r.VoucherID for r.UserID under r.OrderID,
 	// checking the sale window with the store's own clock, the stock and the
 	// per-user limit in one atomic step. It returns ErrSoldOut,
-	// ErrLimitExceeded, ErrNotStarted, ErrEnded or ErrNotFound (not on sale).
+	// ErrLimitExceeded, ErrNotStarted, ErrEnded or ErrStockMissing (the store
+	// has no state for the voucher: never warmed, lost, or being rebuilt).
 	Reserve(ctx context.Context, r Reservation) (ReserveResult, error)
 	// Release gives a reservation's stock back, at most once per order. It
 	// reports whether this call released it.

@@ -231,3 +231,48 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), snap.Held, "stock is held once")
 }
+
+// TestBuyWhileTheStockStateIsMissing: Redis lost a voucher PostgreSQL knows.
+// A buy is told to come back (503 with a Retry-After) and asks the healers
+// to restore it, never "not found"; a replayed key is answered from
+// PostgreSQL; a sale past its end whose keys expired is ended.
+func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
+	ctx := t.Context()
+	rdb := stack.Redis(t)
+	stock := redisstock.New(rdb)
+	store := pgstore.New(stack.NewDatabase(t))
+	v, err := store.CreateVoucher(ctx, validVoucher(), stock.Warm)
+	require.NoError(t, err)
+	ids, err := orderid.New(3)
+	require.NoError(t, err)
+	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, stack.NewTopic(t, 1), discard())
+	require.NoError(t, err)
+	t.Cleanup(func() { producer.Close() })
+	buyer := seckill.NewBuyer(stock, producer, ids, discard(), seckill.WithHealRequests(stock), seckill.WithKeyedOrders(store))
+
+	first := seckill.BuyRequest{VoucherID: v.ID, UserID: 21, Quantity: 1, RequestKey: "k1", EndsAt: v.EndAt}
+	got, err := buyer.Buy(ctx, first)
+	require.NoError(t, err)
+	_, err = store.PersistBatch(ctx, []seckill.Reservation{{OrderID: got.OrderID, VoucherID: v.ID, UserID: 21,
+		Quantity: 1, RequestKey: "k1", ReservedAt: time.Now().UTC()}}, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, stock.Unwarm(ctx, v.ID)) // Redis lost the voucher
+
+	again, err := buyer.Buy(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, seckill.ReserveResult{OrderID: got.OrderID, Replayed: true}, again, "the replay is answered from PostgreSQL")
+
+	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 22, Quantity: 1, RequestKey: "k2", EndsAt: v.EndAt})
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, seckill.ErrStockMissing)
+	require.NotErrorIs(t, err, seckill.ErrNotFound)
+	var ra interface{ RetryAfter() time.Duration }
+	require.ErrorAs(t, err, &ra)
+	require.Equal(t, seckill.RestoreRetryAfter, ra.RetryAfter())
+	asked, err := stock.HealRequests(ctx, 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, asked, v.ID, "the healers are asked to restore it")
+
+	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 23, Quantity: 1, EndsAt: time.Now().Add(-time.Second)})
+	require.ErrorIs(t, err, seckill.ErrEnded, "a sale whose keys expired after its end is ended")
+}

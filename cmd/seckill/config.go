@@ -30,6 +30,7 @@ type Config struct {
 	AdminToken      string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"bearer token of the operator routes; generated and printed in dev mode when unset"`
 	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
 	PayTimeout      time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
+	StateGrace      time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
 	Roles           []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
 	DataDir         string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data"`
 	AllowedOrigins  []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
@@ -114,6 +115,8 @@ func (c Config) validate() error {
 	switch {
 	case c.PayTimeout <= 0:
 		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
+	case c.StateGrace < time.Minute:
+		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
 	case c.TokenTTL <= 0:
 		return fmt.Errorf("config: SECKILL_TOKEN_TTL must be positive")
 	case c.KafkaPartitions <= 0:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -51,18 +52,38 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
+	healer := orders.NewHealer(s.store, redisRepair{Store: s.stock, rdb: s.rdb}, drain, s.countedEvents(), orders.HealerConfig{
+		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
+	})
+	var both sync.WaitGroup
+	both.Go(func() { fail("reconciler", rec.Run(ctx)) })
+	both.Go(func() { fail("healer", healer.Run(ctx)) })
 	wg.Go(func() {
 		defer drain.Close()
-		fail("reconciler", rec.Run(ctx))
+		both.Wait()
 	})
-	s.log.Info("sweeper and reconciler running", "pay_timeout", s.cfg.PayTimeout)
+	s.log.Info("sweeper, reconciler and healer running", "pay_timeout", s.cfg.PayTimeout, "state_grace", s.cfg.StateGrace)
 	return nil
 }
 
-// redisRepair adapts redisstock to what orders' drift report and repair need.
+// redisRepair adapts redisstock to what orders' drift report, repair and
+// healer need.
 type redisRepair struct {
 	*redisstock.Store
 	rdb redis.UniversalClient
+	// fence is the heal lease a healer's rebuild must still hold ("" for
+	// the operator's repair).
+	fence string
+}
+
+// LockHeal takes the voucher's heal lease and returns the repair stock
+// fenced by it.
+func (r redisRepair) LockHeal(ctx context.Context, voucherID int64, ttl time.Duration) (orders.RepairStock, orders.HealLease, bool, error) {
+	l, ok, err := r.Store.LockHeal(ctx, voucherID, ttl)
+	if err != nil || !ok {
+		return nil, nil, false, err
+	}
+	return redisRepair{Store: r.Store, rdb: r.rdb, fence: l.Token()}, l, true, nil
 }
 
 // TakeOffSale deletes the voucher's meta: reserve.lua answers "not on sale"
@@ -72,7 +93,7 @@ func (r redisRepair) TakeOffSale(ctx context.Context, voucherID int64) error {
 }
 
 func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
-	return r.Store.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released})
+	return r.Store.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released, Fence: r.fence})
 }
 
 func (r redisRepair) View(ctx context.Context, voucherID int64) (orders.RedisView, error) {

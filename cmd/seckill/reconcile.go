@@ -91,11 +91,12 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	rctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	for _, id := range drifted {
-		failed, err := orders.Repair(rctx, id, s.store, redisRepair{Store: s.stock, rdb: s.rdb}, drain, producerTimeout)
+		res, err := orders.Repair(rctx, id, s.store, redisRepair{Store: s.stock, rdb: s.rdb}, drain, producerTimeout)
 		if err != nil {
 			return fmt.Errorf("repair voucher %d: %w", id, err)
 		}
-		fmt.Fprintf(stdout, "voucher %d: Redis rebuilt from PostgreSQL; %d orphaned holds recorded failed\n", id, len(failed))
+		fmt.Fprintf(stdout, "voucher %d: Redis rebuilt from PostgreSQL (%d holds of %d units, %d released orders, %d left on sale); %d orphaned holds recorded failed\n",
+			id, res.Holds, res.Held, res.Released, res.Left, len(res.Failed))
 	}
 	return nil
 }

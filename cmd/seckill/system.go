@@ -146,8 +146,9 @@ func (s *system) buildGateway(ctx context.Context) error {
 		AllowedOrigins: s.cfg.AllowedOrigins,
 		TrustedProxies: s.cfg.TrustedProxies,
 	}, gateway.Deps{
-		Catalog:  s.catalog,
-		Buyer:    seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log),
+		Catalog: s.catalog,
+		Buyer: seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log,
+			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store)),
 		Gates:    gates.Gates(),
 		Captchas: gates.Captchas,
 		Breaker:  gates.Breaker,

@@ -52,6 +52,27 @@ func (s *Store) Order(ctx context.Context, id int64) (_ orders.Order, err error)
 	return o, nil
 }
 
+// OrderIDByRequestKey returns the order that the user's request key gave
+// for the voucher (seckill.KeyedOrders): one index lookup. found is false
+// when no order carries the key, or the key is empty.
+func (s *Store) OrderIDByRequestKey(ctx context.Context, userID, voucherID int64, key string) (_ int64, found bool, err error) {
+	defer unavailable(&err)
+	if key == "" {
+		return 0, false, nil
+	}
+	var id int64
+	err = s.pool.QueryRow(ctx,
+		`SELECT id FROM orders WHERE user_id = $1 AND voucher_id = $2 AND request_key = $3`,
+		userID, voucherID, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("pgstore: order by request key: %w", err)
+	}
+	return id, true, nil
+}
+
 // OrdersByUser returns up to limit of the user's orders, newest first (order
 // ids are time-ordered).
 func (s *Store) OrdersByUser(ctx context.Context, userID int64, limit int) (_ []orders.Order, err error) {

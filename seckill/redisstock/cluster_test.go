@@ -134,6 +134,6 @@ func TestRedisCluster(t *testing.T) {
 	require.Equal(t, int64(1), snap.Held)
 	require.NoError(t, s.Unwarm(ctx, v2.ID))
 	_, err = s.Reserve(ctx, res(v2, next(), 1, ""))
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, seckill.ErrStockMissing)
 	_ = os.Remove(dir + "/nodes.conf")
 }

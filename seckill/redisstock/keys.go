@@ -12,7 +12,10 @@ type Keys struct {
 	Reqs    string // hash: "userID:requestKey" -> orderID
 	Orders  string // hash: orderID -> "userID:qty:reservedAtMs:requestKey", or "x" once released
 	Pending string // zset: orderID scored by reservedAtMs, until a worker confirms it
-	prefix  string
+	// Heal is the lock of the healer rebuilding this voucher: a token with a
+	// lease. It is not state of the sale, so Unwarm and Rebuild leave it.
+	Heal   string
+	prefix string
 }
 
 // VoucherKeys returns the keys of voucher id.
@@ -24,6 +27,7 @@ func VoucherKeys(id int64) Keys {
 		Reqs:    p + "reqs",
 		Orders:  p + "orders",
 		Pending: p + "pending",
+		Heal:    p + "heal",
 		prefix:  p,
 	}
 }

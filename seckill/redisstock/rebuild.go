@@ -29,6 +29,9 @@ type Truth struct {
 	// They become tombstones, and their request keys keep answering with
 	// them, as after a release in mode ReleaseAny.
 	Released []seckill.Reservation
+	// Fence, when set, is a HealLock's token: the rebuild commits only while
+	// that lease still holds the voucher's heal lock.
+	Fence string
 }
 
 // rebuildAttempts bounds the optimistic retries of Rebuild.
@@ -55,8 +58,21 @@ func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 		return err
 	}
 	k := VoucherKeys(t.Voucher.ID)
+	watched := k.fixed()
+	if t.Fence != "" {
+		watched = append(watched, k.Heal)
+	}
 	for range rebuildAttempts {
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			if t.Fence != "" {
+				cur, err := tx.Get(ctx, k.Heal).Result()
+				if err != nil && !errors.Is(err, redis.Nil) {
+					return unavailable("rebuild fence", err)
+				}
+				if cur != t.Fence {
+					return errFenceLost
+				}
+			}
 			old, err := s.allKeys(ctx, tx, k)
 			if err != nil {
 				return err
@@ -66,12 +82,12 @@ func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 				return nil
 			})
 			return err
-		}, k.fixed()...)
+		}, watched...)
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
 		if err != nil {
-			if errors.Is(err, seckill.ErrUnavailable) {
+			if errors.Is(err, seckill.ErrUnavailable) || errors.Is(err, errFenceLost) {
 				return err
 			}
 			return unavailable("rebuild", err)

@@ -68,6 +68,7 @@ type Store struct {
 	snapshot *redis.Script
 	warm     *redis.Script
 	metrics  *Metrics
+	asks     healAsks
 }
 
 // New returns a Store over rdb (a client, a cluster client or a failover
@@ -134,7 +135,8 @@ func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.R
 		res.OrderID, res.Replayed = orderID, true
 		return res, nil
 	case codeNotOnSale:
-		return res, fmt.Errorf("%w: voucher %d is not on sale", seckill.ErrNotFound, r.VoucherID)
+		return res, fmt.Errorf("%w: %w: voucher %d has no stock state in Redis (never warmed, lost, or being rebuilt)",
+			seckill.ErrStockMissing, seckill.ErrUnavailable, r.VoucherID)
 	case codeNotStarted:
 		return res, fmt.Errorf("%w: voucher %d", seckill.ErrNotStarted, r.VoucherID)
 	case codeEnded:

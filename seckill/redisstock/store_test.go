@@ -103,7 +103,8 @@ func TestReserveReturnCodes(t *testing.T) {
 	t.Run("not on sale", func(t *testing.T) {
 		v := voucher(10, 1, now.Add(-time.Minute), now.Add(time.Hour)) // never warmed
 		_, err := b.store.Reserve(ctx, res(v, next(), 1, ""))
-		require.ErrorIs(t, err, seckill.ErrNotFound)
+		require.ErrorIs(t, err, seckill.ErrStockMissing)
+		require.ErrorIs(t, err, seckill.ErrUnavailable, "a caller that knows nothing of it answers 503, never 404")
 	})
 	t.Run("not started", func(t *testing.T) {
 		v := voucher(10, 1, now.Add(time.Hour), now.Add(2*time.Hour))
@@ -571,7 +572,7 @@ func TestUnwarmForgetsEverything(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, keys)
 	_, err = b.store.Reserve(ctx, res(v, next(), 1, ""))
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, seckill.ErrStockMissing)
 	snap, err := b.store.Snapshot(ctx, v.ID)
 	require.NoError(t, err)
 	require.Equal(t, redisstock.Snapshot{}, snap)
