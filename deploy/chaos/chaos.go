@@ -65,11 +65,6 @@ type Options struct {
 	// accepted order to end and the drift report to be clean. Generous: the
 	// time it took is reported, the deadline only catches what never heals.
 	SettleWithin time.Duration
-	// Unhealing names faults the system is known not to heal by itself yet:
-	// for them the wait after the crowd ends once every accepted order has
-	// ended, and the drift report is read once then and reported (Drift),
-	// instead of waited for. Every other check still applies.
-	Unhealing []string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -261,7 +256,7 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	res.Answers = c.summary()
 	res.Problems = append(res.Problems, c.problems...)
 
-	final, last, settled := r.settle(ctx, sys, voucherID, accepted, !slices.Contains(r.opts.Unhealing, name))
+	final, last, settled := r.settle(ctx, sys, voucherID, accepted)
 	settledAt := time.Now()
 	res.Settled = settled
 	res.Settle = settledAt.Sub(crowdEnd)
@@ -279,9 +274,9 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 }
 
 // settle waits until every accepted order has a final status in PostgreSQL
-// and (when needClean) the drift report is clean, or SettleWithin passes.
+// and the drift report is clean, or SettleWithin passes.
 // It returns the statuses last read and the last drift report.
-func (r *runner) settle(ctx context.Context, sys system, voucherID int64, accepted map[int64]int64, needClean bool) (map[int64]string, drift, bool) {
+func (r *runner) settle(ctx context.Context, sys system, voucherID int64, accepted map[int64]int64) (map[int64]string, drift, bool) {
 	ids := make([]int64, 0, len(accepted))
 	for id := range accepted {
 		ids = append(ids, id)
@@ -299,7 +294,7 @@ func (r *runner) settle(ctx context.Context, sys system, voucherID int64, accept
 		if err == nil {
 			last = d
 		}
-		if err == nil && (d.clean() || !needClean) && countFinal(status) == len(ids) {
+		if err == nil && d.clean() && countFinal(status) == len(ids) {
 			return status, last, true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

@@ -3,7 +3,6 @@ package chaos_test
 import (
 	"context"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,11 +27,6 @@ var (
 		SettleWithin: 3 * time.Minute,
 	}
 )
-
-// unhealing are the faults the system does not heal by itself yet: the suite
-// still checks that nothing is oversold and every accepted order ends, and
-// reports the drift it leaves instead of failing on it.
-var unhealing = []string{chaos.FaultRedisDataLost}
 
 // TestFaults injects every fault into its own crowd and checks each one's
 // invariants. SECKILL_CHAOS=full runs the full form; SECKILL_CHAOS_FAULTS (a
@@ -67,7 +61,6 @@ func TestFaults(t *testing.T) {
 		require.NoError(t, err)
 	}
 	opts.Logf = t.Logf
-	opts.Unhealing = unhealing
 
 	results, err := chaos.Run(t.Context(), opts)
 	require.NoError(t, err)
@@ -85,12 +78,8 @@ func TestFaults(t *testing.T) {
 			require.Positive(t, res.Accepted, "the crowd bought something")
 			require.Empty(t, res.Problems, "invariants broken by %s", res.Fault)
 			require.True(t, res.Settled, "every accepted order ended (and Redis agrees with PostgreSQL)")
-			if slices.Contains(unhealing, res.Fault) {
-				t.Logf("not healed by itself (known): %s", res.Drift)
-			} else {
-				require.Empty(t, res.Drift, "Redis and PostgreSQL agree again without an operator")
-				require.True(t, res.Healed, "Redis and PostgreSQL agreed again without an operator")
-			}
+			require.Empty(t, res.Drift, "Redis and PostgreSQL agree again without an operator")
+			require.True(t, res.Healed, "Redis and PostgreSQL agreed again without an operator")
 			require.LessOrEqual(t, res.Sold, res.Total)
 			require.Equal(t, res.Accepted, res.Persisted+res.Failed+res.Unknown)
 		})
