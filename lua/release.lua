@@ -2,7 +2,9 @@
 --
 -- KEYS[1] seckill:{vID}:meta   KEYS[2] seckill:{vID}:buyers   KEYS[3] seckill:{vID}:reqs
 -- KEYS[4] seckill:{vID}:orders KEYS[5] seckill:{vID}:pending  KEYS[6] seckill:{vID}:user:<userID>
--- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending, ARGV[3] the order's userID
+-- KEYS[7] seckill:{vID}:released  zset: "orderID:userID:requestKey" by release time (ms)
+-- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending, ARGV[3] the order's userID,
+-- ARGV[4] the idempotency window in ms (0: keep tombstones and request keys for the sale's life)
 -- (the caller reads it from the orders hash first, because the user's set must be
 -- named in KEYS; a mismatch is an error, never a release of someone else's set).
 --
@@ -14,6 +16,13 @@
 -- forgets the request key (the attempt never reached the queue, so a retry of
 -- the same key is a new attempt); the other modes keep it, so a replay answers
 -- with the same, now final, order.
+--
+-- Bounded state: each release is recorded in KEYS[7]; tombstones and request
+-- keys of releases older than the window are forgotten, up to 16 per call
+-- (more than the one this call adds, so the zset shrinks back after a
+-- burst). A forgotten tombstone is answered like an unknown order (nothing
+-- to release); a forgotten request key makes a later attempt with it a new
+-- attempt: that is the window of the replay guarantee for released orders.
 
 local oid, mode, user = ARGV[1], ARGV[2], ARGV[3]
 if mode ~= 'any' and mode ~= 'unsent' and mode ~= 'ifpending' then
@@ -36,9 +45,13 @@ if mode == 'ifpending' and not redis.call('ZSCORE', KEYS[5], oid) then
   return 2
 end
 
--- A voucher taken off sale has no meta; do not resurrect a half meta hash.
-if redis.call('EXISTS', KEYS[1]) == 1 then
+-- A voucher taken off sale has no meta; do not resurrect a half meta hash
+-- (the rebuild that puts it back writes the counters afresh).
+local onSale = redis.call('EXISTS', KEYS[1]) == 1
+if onSale then
   redis.call('HINCRBY', KEYS[1], 'stock', qty)
+  redis.call('HINCRBY', KEYS[1], 'held', -qty)
+  redis.call('HINCRBY', KEYS[1], 'holds', -1)
 end
 if redis.call('HINCRBY', KEYS[2], u, -qty) <= 0 then
   redis.call('HDEL', KEYS[2], u)
@@ -46,10 +59,34 @@ end
 redis.call('HSET', KEYS[4], oid, 'x')
 redis.call('ZREM', KEYS[5], oid)
 redis.call('SREM', KEYS[6], oid)
-if mode == 'unsent' and k ~= '' then
-  local field = u .. ':' .. k
-  if redis.call('HGET', KEYS[3], field) == oid then
+local field = ''
+if k ~= '' then
+  field = u .. ':' .. k
+  if mode == 'unsent' and redis.call('HGET', KEYS[3], field) == oid then
     redis.call('HDEL', KEYS[3], field)
+    field = ''
+  end
+end
+
+local window = tonumber(ARGV[4]) or 0
+if window > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[7], now, oid .. ':' .. field)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now - window, 'LIMIT', 0, 16)
+  for i = 1, #old do
+    local o, f = string.match(old[i], '^([^:]*):(.*)$')
+    if redis.call('HGET', KEYS[4], o) == 'x' then
+      redis.call('HDEL', KEYS[4], o)
+    end
+    if f ~= '' and redis.call('HGET', KEYS[3], f) == o then
+      redis.call('HDEL', KEYS[3], f)
+    end
+    redis.call('ZREM', KEYS[7], old[i])
+  end
+  local expireMs = onSale and tonumber(redis.call('HGET', KEYS[1], 'expire_ms'))
+  if expireMs then
+    redis.call('PEXPIREAT', KEYS[7], expireMs)
   end
 end
 return 1

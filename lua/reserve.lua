@@ -1,6 +1,7 @@
 -- reserve.lua: hold stock of one seckill voucher for one shopper, atomically.
 --
--- KEYS[1] seckill:{vID}:meta          hash: stock, total, begin_ms, end_ms, limit, price
+-- KEYS[1] seckill:{vID}:meta          hash: stock, total, begin_ms, end_ms, limit, price,
+--                                     held, holds (counters of the live holds), expire_ms
 -- KEYS[2] seckill:{vID}:buyers        hash: userID -> quantity held or bought
 -- KEYS[3] seckill:{vID}:reqs          hash: "userID:requestKey" -> orderID
 -- KEYS[4] seckill:{vID}:orders        hash: orderID -> "userID:qty:reservedAtMs:requestKey" | "x"
@@ -19,6 +20,10 @@
 -- never a caller's clock. Nothing is written before every check has passed, so
 -- an error part-way leaves no trace. The script is idempotent on the request
 -- key and on the order id because go-redis may send a write script twice.
+--
+-- Every key it writes expires at meta's expire_ms (the sale's end plus the
+-- grace period), so a sale's state does not outlive it; the counters held
+-- and holds let readers see the holds without walking the orders hash.
 
 local user, oid, key = ARGV[1], ARGV[2], ARGV[4]
 local qty = tonumber(ARGV[3])
@@ -56,8 +61,9 @@ if redis.call('HEXISTS', KEYS[4], oid) == 1 then
   return known(oid)
 end
 
-local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'limit')
+local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'limit', 'expire_ms')
 local stock, beginMs, endMs, limit = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[4])
+local expireMs = tonumber(meta[5])
 if not (stock and beginMs and endMs and limit) then
   return {2, 0, stock or 0}
 end
@@ -79,6 +85,8 @@ if bought + qty > limit then
 end
 
 stock = redis.call('HINCRBY', KEYS[1], 'stock', -qty)
+redis.call('HINCRBY', KEYS[1], 'held', qty)
+redis.call('HINCRBY', KEYS[1], 'holds', 1)
 redis.call('HINCRBY', KEYS[2], user, qty)
 if key ~= '' then
   redis.call('HSET', KEYS[3], reqField, oid)
@@ -86,4 +94,11 @@ end
 redis.call('HSET', KEYS[4], oid, user .. ':' .. qty .. ':' .. now .. ':' .. key)
 redis.call('ZADD', KEYS[5], now, oid)
 redis.call('SADD', KEYS[6], oid)
+if expireMs then
+  for i = 2, 6 do
+    if i ~= 3 or key ~= '' then
+      redis.call('PEXPIREAT', KEYS[i], expireMs)
+    end
+  end
+end
 return {0, oid, stock}

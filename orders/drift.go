@@ -57,11 +57,24 @@ type StatsStore interface {
 type StatsService struct {
 	store StatsStore
 	views StockViews
+	grace time.Duration
 }
 
+// StatsOption changes how NewStatsService builds a StatsService.
+type StatsOption func(*StatsService)
+
+// WithStateGrace tells the StatsService that a seckill voucher's Redis state
+// expires d after its sale ends (seckill/redisstock.WithStateGrace): past
+// that, no state in Redis is what should be, not drift.
+func WithStateGrace(d time.Duration) StatsOption { return func(s *StatsService) { s.grace = d } }
+
 // NewStatsService returns a StatsService.
-func NewStatsService(store StatsStore, views StockViews) *StatsService {
-	return &StatsService{store: store, views: views}
+func NewStatsService(store StatsStore, views StockViews, opts ...StatsOption) *StatsService {
+	s := &StatsService{store: store, views: views}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Stats returns the voucher's figures, or ErrNotFound.
@@ -83,6 +96,10 @@ func (s *StatsService) Stats(ctx context.Context, voucherID int64) (Stats, error
 		return Stats{}, fmt.Errorf("orders: stats %d: redis: %w", voucherID, err)
 	}
 	d := Compare(st, view)
+	if !view.OnSale && s.grace > 0 && time.Now().After(v.EndAt.Add(s.grace)) {
+		// Expired on purpose after the sale: PostgreSQL has the last word.
+		d = Drift{}
+	}
 	st.Redis, st.Drift = &view, &d
 	st.Orders[StatusReserved] = view.Pending
 	st.Quantity[StatusReserved] = max(d.InFlight, 0)

@@ -18,35 +18,36 @@ import (
 // Config is every setting of every role. Each field is one environment
 // variable; `seckill env` prints the table the README shows.
 type Config struct {
-	HTTPAddr        string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
-	RedisURL        string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
-	DatabaseURL     string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
-	KafkaBrokers    []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
-	KafkaTopic      string        `env:"SECKILL_KAFKA_TOPIC" default:"seckill.orders" help:"topic of accepted reservations"`
-	KafkaDeadLetter string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
-	KafkaGroup      string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
-	KafkaPartitions int32         `env:"SECKILL_KAFKA_PARTITIONS" default:"6" help:"partitions of the topic when the dev broker creates it"`
-	JWTSecret       string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated in dev mode when unset"`
-	AdminToken      string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"bearer token of the operator routes; generated and printed in dev mode when unset"`
-	TokenTTL        time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
-	PayTimeout      time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
-	StateGrace      time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
-	Roles           []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
-	DataDir         string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data"`
-	AllowedOrigins  []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
-	TrustedProxies  []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
-	GlobalRate      int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
-	GlobalBurst     int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
-	UserRate        int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
-	UserBurst       int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
-	IPRate          int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /64 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
-	IPBurst         int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
-	BuyIPRate       int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
-	BuyIPBurst      int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
-	ShutdownTimeout time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
-	LogLevel        string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
-	LogFormat       string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
-	DemoVoucher     bool          `env:"SECKILL_DEMO_VOUCHER" default:"true" help:"dev mode: create a demo voucher that is on sale now"`
+	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
+	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
+	DatabaseURL       string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
+	KafkaBrokers      []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
+	KafkaTopic        string        `env:"SECKILL_KAFKA_TOPIC" default:"seckill.orders" help:"topic of accepted reservations"`
+	KafkaDeadLetter   string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
+	KafkaGroup        string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
+	KafkaPartitions   int32         `env:"SECKILL_KAFKA_PARTITIONS" default:"6" help:"partitions of the topic when the dev broker creates it"`
+	JWTSecret         string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated in dev mode when unset"`
+	AdminToken        string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"bearer token of the operator routes; generated and printed in dev mode when unset"`
+	TokenTTL          time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
+	PayTimeout        time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
+	IdempotencyWindow time.Duration `env:"SECKILL_IDEMPOTENCY_WINDOW" default:"10m" help:"how long, while a sale runs, a cancelled or failed order's Idempotency-Key keeps answering with that order (live orders keep theirs for the whole sale); after it the key is a new attempt"`
+	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
+	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
+	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data"`
+	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
+	TrustedProxies    []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
+	GlobalRate        int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
+	GlobalBurst       int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
+	UserRate          int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
+	UserBurst         int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
+	IPRate            int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /64 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
+	IPBurst           int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
+	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
+	BuyIPBurst        int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
+	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
+	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
+	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
+	DemoVoucher       bool          `env:"SECKILL_DEMO_VOUCHER" default:"true" help:"dev mode: create a demo voucher that is on sale now"`
 }
 
 // deadLetterTopic is the dead-letter topic of the workers.
@@ -115,6 +116,8 @@ func (c Config) validate() error {
 	switch {
 	case c.PayTimeout <= 0:
 		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
+	case c.IdempotencyWindow < time.Minute:
+		return fmt.Errorf("config: SECKILL_IDEMPOTENCY_WINDOW must be at least 1m (a retried request must still find its key), got %s", c.IdempotencyWindow)
 	case c.StateGrace < time.Minute:
 		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
 	case c.TokenTTL <= 0:

@@ -32,7 +32,7 @@ func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
 // statsService answers the admin stats route with Redis's live figures and
 // the drift beside PostgreSQL's.
 func (s *system) statsService() *orders.StatsService {
-	return orders.NewStatsService(s.store, redisRepair{Store: s.stock, rdb: s.rdb})
+	return orders.NewStatsService(s.store, redisRepair{Store: s.stock, rdb: s.rdb}, orders.WithStateGrace(s.cfg.StateGrace))
 }
 
 // startSweeper runs the sweeper role: payment timeouts and the release

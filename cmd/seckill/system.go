@@ -96,7 +96,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	}
 
 	s.store = pgstore.New(s.pool)
-	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock))
+	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock),
+		redisstock.WithStateGrace(cfg.StateGrace), redisstock.WithIdempotencyWindow(cfg.IdempotencyWindow))
 	s.events = notify.NewPublisher(s.rdb)
 	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second, seckill.WithCatalogLogger(s.log),
 		seckill.WithAnnouncer(redisstock.NewAnnouncer(s.rdb)))

@@ -38,7 +38,7 @@ func keySlot(key string) uint16 {
 
 func voucherKeyList(id int64, users ...int64) []string {
 	k := redisstock.VoucherKeys(id)
-	keys := []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending}
+	keys := []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released, k.Heal}
 	for _, u := range users {
 		keys = append(keys, k.User(u))
 	}
@@ -127,7 +127,22 @@ func TestRedisCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, redisstock.Snapshot{OnSale: true, Left: 10, Total: 10}, snap)
 
-	require.NoError(t, s.Rebuild(ctx, redisstock.Truth{Voucher: withLeft(v2, 4), Holds: []seckill.Reservation{b}}))
+	// A cancellation (mode any) records the release for the idempotency
+	// window, in the voucher's slot.
+	c := res(v1, next(), 1, "kc")
+	_, err = s.Reserve(ctx, c)
+	require.NoError(t, err)
+	ok, err = s.Release(ctx, v1.ID, c.OrderID, seckill.ReleaseAny)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// The healer's lease and its fenced rebuild (WATCH over the voucher's
+	// keys and its lock) stay in one slot too.
+	lock, ok, err := s.LockHeal(ctx, v2.ID, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, s.Rebuild(ctx, redisstock.Truth{Voucher: withLeft(v2, 4), Holds: []seckill.Reservation{b}, Fence: lock.Token()}))
+	require.NoError(t, lock.Unlock(ctx))
 	snap, err = s.Snapshot(ctx, v2.ID)
 	require.NoError(t, err)
 	require.True(t, snap.Balanced())

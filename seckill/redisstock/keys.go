@@ -12,6 +12,10 @@ type Keys struct {
 	Reqs    string // hash: "userID:requestKey" -> orderID
 	Orders  string // hash: orderID -> "userID:qty:reservedAtMs:requestKey", or "x" once released
 	Pending string // zset: orderID scored by reservedAtMs, until a worker confirms it
+	// Released is the zset of recent releases, "orderID:userID:requestKey"
+	// scored by the release's Redis time: release.lua forgets the
+	// tombstone and request key of those older than the idempotency window.
+	Released string
 	// Heal is the lock of the healer rebuilding this voucher: a token with a
 	// lease. It is not state of the sale, so Unwarm and Rebuild leave it.
 	Heal   string
@@ -22,13 +26,14 @@ type Keys struct {
 func VoucherKeys(id int64) Keys {
 	p := "seckill:{v" + strconv.FormatInt(id, 10) + "}:"
 	return Keys{
-		Meta:    p + "meta",
-		Buyers:  p + "buyers",
-		Reqs:    p + "reqs",
-		Orders:  p + "orders",
-		Pending: p + "pending",
-		Heal:    p + "heal",
-		prefix:  p,
+		Meta:     p + "meta",
+		Buyers:   p + "buyers",
+		Reqs:     p + "reqs",
+		Orders:   p + "orders",
+		Pending:  p + "pending",
+		Released: p + "released",
+		Heal:     p + "heal",
+		prefix:   p,
 	}
 }
 
@@ -37,12 +42,19 @@ func (k Keys) User(userID int64) string {
 	return k.prefix + "user:" + strconv.FormatInt(userID, 10)
 }
 
-// script is the KEYS list of reserve.lua and release.lua, in their order.
+// script is the KEYS list of reserve.lua, in its order.
 func (k Keys) script(userID int64) []string {
 	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.User(userID)}
 }
 
-// fixed is every key of the voucher except the per-user sets.
+// releaseScript is the KEYS list of release.lua: reserve.lua's and the
+// recent releases.
+func (k Keys) releaseScript(userID int64) []string {
+	return append(k.script(userID), k.Released)
+}
+
+// fixed is every key of the voucher's sale except the per-user sets (and
+// the heal lock, which is not state of the sale).
 func (k Keys) fixed() []string {
-	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending}
+	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released}
 }

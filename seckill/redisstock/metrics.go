@@ -53,6 +53,32 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // Option configures a Store.
 type Option func(*Store)
 
+// WithStateGrace sets how long after a sale's end its keys live (meta,
+// holds, tombstones, request keys): they expire at EndAt + d, and what a
+// replay or an order lookup needs then is answered by PostgreSQL. Default
+// DefaultStateGrace.
+func WithStateGrace(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.grace = d
+		}
+	}
+}
+
+// WithIdempotencyWindow sets how long a released (cancelled, failed)
+// order's tombstone and request key are remembered while its sale runs:
+// within it a replayed key answers with the released order; after it the
+// key is a new attempt. Holds that are live (reserved, created, paid) keep
+// their request keys for the sale's life. 0 keeps everything for the sale's
+// life. Default DefaultIdempotencyWindow.
+func WithIdempotencyWindow(d time.Duration) Option {
+	return func(s *Store) {
+		if d >= 0 {
+			s.window = d
+		}
+	}
+}
+
 // WithMetrics times the Store's scripts on m. A nil m records nothing.
 func WithMetrics(m *Metrics) Option {
 	return func(s *Store) { s.metrics = m }

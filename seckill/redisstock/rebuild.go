@@ -78,7 +78,7 @@ func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 				return err
 			}
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				writeTruth(ctx, p, k, t, old)
+				writeTruth(ctx, p, k, t, old, s.expireAt(t.Voucher))
 				return nil
 			})
 			return err
@@ -132,12 +132,16 @@ func (t Truth) check() error {
 }
 
 // writeTruth queues the replacement of a voucher's keys (old lists the
-// existing ones, per-user sets included) by t.
-func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []string) {
+// existing ones, per-user sets included) by t. Every key written expires at
+// expire, like the keys the scripts write. Released orders enter the recent
+// releases as of now, so their tombstones and request keys are forgotten one
+// idempotency window after the rebuild.
+func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []string, expire time.Time) {
 	p.Unlink(ctx, old...)
 	now := time.Now()
 	var orders, reqs []any
-	var pending []redis.Z
+	var pending, recent []redis.Z
+	var held, holds int64
 	buyers := map[int64]int64{}
 	users := map[int64][]any{}
 	live := func(r seckill.Reservation) {
@@ -145,6 +149,8 @@ func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []s
 			r.ReservedAt = now
 		}
 		orders = append(orders, strconv.FormatInt(r.OrderID, 10), holdEntry(r))
+		held += r.Quantity
+		holds++
 		buyers[r.UserID] += r.Quantity
 		users[r.UserID] = append(users[r.UserID], r.OrderID)
 	}
@@ -161,6 +167,11 @@ func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []s
 	}
 	for _, r := range t.Released {
 		orders = append(orders, strconv.FormatInt(r.OrderID, 10), "x")
+		field := ""
+		if r.RequestKey != "" {
+			field = strconv.FormatInt(r.UserID, 10) + ":" + r.RequestKey
+		}
+		recent = append(recent, redis.Z{Score: float64(now.UnixMilli()), Member: strconv.FormatInt(r.OrderID, 10) + ":" + field})
 	}
 	for _, list := range [][]seckill.Reservation{t.Holds, t.InFlight, t.Released} {
 		for _, r := range list {
@@ -189,10 +200,18 @@ func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []s
 	for i := 0; i < len(pending); i += rebuildChunk {
 		p.ZAdd(ctx, k.Pending, pending[i:min(i+rebuildChunk, len(pending))]...)
 	}
+	for i := 0; i < len(recent); i += rebuildChunk {
+		p.ZAdd(ctx, k.Released, recent[i:min(i+rebuildChunk, len(recent))]...)
+	}
 	for u, ids := range users {
 		p.SAdd(ctx, k.User(u), ids...)
+		p.PExpireAt(ctx, k.User(u), expire)
 	}
 	p.HSet(ctx, k.Meta, "stock", t.Voucher.StockLeft, "total", t.Voucher.StockTotal,
 		"begin_ms", t.Voucher.BeginAt.UnixMilli(), "end_ms", t.Voucher.EndAt.UnixMilli(),
-		"limit", t.Voucher.PerUserLimit, "price", t.Voucher.PriceCents)
+		"limit", t.Voucher.PerUserLimit, "price", t.Voucher.PriceCents,
+		"held", held, "holds", holds, "expire_ms", expire.UnixMilli())
+	for _, key := range k.fixed() {
+		p.PExpireAt(ctx, key, expire) // a key not written stays absent: PEXPIREAT does nothing
+	}
 }

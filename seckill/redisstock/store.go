@@ -69,7 +69,16 @@ type Store struct {
 	warm     *redis.Script
 	metrics  *Metrics
 	asks     healAsks
+	// grace is how long after a sale's end its keys live; window how long
+	// a released order's tombstone and request key are remembered.
+	grace, window time.Duration
 }
+
+// Defaults of WithStateGrace and WithIdempotencyWindow.
+const (
+	DefaultStateGrace        = time.Hour
+	DefaultIdempotencyWindow = 10 * time.Minute
+)
 
 // New returns a Store over rdb (a client, a cluster client or a failover
 // client: every multi-key command stays in one voucher's slot).
@@ -80,6 +89,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		release:  redis.NewScript(lua.Release),
 		snapshot: redis.NewScript(lua.Snapshot),
 		warm:     redis.NewScript(lua.Warm),
+		grace:    DefaultStateGrace,
+		window:   DefaultIdempotencyWindow,
 	}
 	for _, o := range opts {
 		o(s)
@@ -221,7 +232,7 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 		return NothingReleased, err
 	}
 	start := time.Now()
-	n, err := s.release.Run(ctx, s.rdb, k.script(h.UserID), orderID, m, h.UserID).Int64()
+	n, err := s.release.Run(ctx, s.rdb, k.releaseScript(h.UserID), orderID, m, h.UserID, s.window.Milliseconds()).Int64()
 	s.metrics.since(scriptRelease, start)
 	if err != nil {
 		return NothingReleased, unavailable("release", err)
@@ -284,9 +295,13 @@ func checkVoucher(v seckill.Voucher) error {
 }
 
 // metaArgs is meta's fields in warm.lua's ARGV order.
-func metaArgs(v seckill.Voucher) []any {
-	return []any{v.StockLeft, v.StockTotal, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.PerUserLimit, v.PriceCents}
+func (s *Store) metaArgs(v seckill.Voucher) []any {
+	return []any{v.StockLeft, v.StockTotal, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.PerUserLimit, v.PriceCents,
+		s.expireAt(v).UnixMilli()}
 }
+
+// expireAt is when a voucher's Redis state expires: its end plus the grace.
+func (s *Store) expireAt(v seckill.Voucher) time.Time { return v.EndAt.Add(s.grace) }
 
 // Warm puts a seckill voucher on sale: meta gets stock = v.StockLeft, total,
 // the window in unix ms, the per-user limit and the price. Warming the same
@@ -298,7 +313,7 @@ func (s *Store) Warm(ctx context.Context, v seckill.Voucher) error {
 		return err
 	}
 	start := time.Now()
-	n, err := s.warm.Run(ctx, s.rdb, []string{VoucherKeys(v.ID).Meta}, metaArgs(v)...).Int64()
+	n, err := s.warm.Run(ctx, s.rdb, []string{VoucherKeys(v.ID).Meta}, s.metaArgs(v)...).Int64()
 	s.metrics.since(scriptWarm, start)
 	if err != nil {
 		return unavailable("warm", err)
@@ -592,35 +607,35 @@ type Snapshot struct {
 	OnSale bool
 	// Left is meta's stock; Total its total.
 	Left, Total int64
-	// Held is the sum of the live holds' quantities; Holds their count.
+	// Held is the sum of the live holds' quantities; Holds their count
+	// (counters the scripts keep in meta).
 	Held, Holds int64
 	// Pending counts holds no worker has confirmed yet.
 	Pending int64
-	// Buyers is the sum of the per-user counts, which must equal Held.
-	Buyers int64
 }
 
-// Balanced reports whether the snapshot obeys the invariants Redis keeps:
-// left + held == total, and the per-user counts add up to what is held.
+// Balanced reports whether the snapshot obeys the invariant Redis keeps:
+// left + held == total.
 func (s Snapshot) Balanced() bool {
-	return s.Left+s.Held == s.Total && s.Buyers == s.Held && s.Left >= 0
+	return s.Left+s.Held == s.Total && s.Left >= 0 && s.Holds >= 0
 }
 
-// Snapshot reads a voucher's state atomically (snapshot.lua). It walks the
-// voucher's holds inside Redis: cheap for a drift report, not for the buy path.
+// Snapshot reads a voucher's state atomically (snapshot.lua) in O(1): the
+// scripts keep the holds' counters, so an operator page asking every two
+// seconds costs Redis nothing however long the sale ran.
 func (s *Store) Snapshot(ctx context.Context, voucherID int64) (Snapshot, error) {
 	k := VoucherKeys(voucherID)
 	start := time.Now()
-	raw, err := s.snapshot.Run(ctx, s.rdb, []string{k.Meta, k.Buyers, k.Orders, k.Pending}).Int64Slice()
+	raw, err := s.snapshot.Run(ctx, s.rdb, []string{k.Meta, k.Pending}).Int64Slice()
 	s.metrics.since(scriptSnapshot, start)
 	if err != nil {
 		return Snapshot{}, unavailable("snapshot", err)
 	}
-	if len(raw) != 7 {
+	if len(raw) != 6 {
 		return Snapshot{}, fmt.Errorf("snapshot.lua: reply of %d values", len(raw))
 	}
 	return Snapshot{
 		OnSale: raw[0] == 1, Left: raw[1], Total: raw[2],
-		Held: raw[3], Holds: raw[4], Pending: raw[5], Buyers: raw[6],
+		Held: raw[3], Holds: raw[4], Pending: raw[5],
 	}, nil
 }

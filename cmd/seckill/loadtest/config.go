@@ -76,6 +76,12 @@ type Config struct {
 	// NoProgress silences the progress line even on a terminal.
 	NoProgress bool
 
+	// Churn, when set, replaces the flash sale by a soak: buy then cancel,
+	// again and again, for this long, with Redis's memory sampled (RunChurn).
+	Churn time.Duration
+	// RedisURL is the Redis whose memory the churn mode reads.
+	RedisURL string
+
 	// Ceiling, when set, is a path (like /healthz) to load instead of
 	// selling: RunCeiling measures the trivial route's rate with the
 	// crowd's shape, for Concurrency workers during Duration.
@@ -353,6 +359,8 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.BoolVar(&cfg.JSON, "json", cfg.JSON, "print the report as JSON on stdout")
 	fs.StringVar(&cfg.HTMLFile, "html", cfg.HTMLFile, "also write a self-contained HTML report with charts to this file")
 	fs.BoolVar(&cfg.NoProgress, "no-progress", cfg.NoProgress, "no progress line, even on a terminal")
+	fs.DurationVar(&cfg.Churn, "churn", cfg.Churn, "instead of a sale, buy then cancel again and again for this long (a soak) and report the cycle rate and Redis's used_memory before and after; needs -redis")
+	fs.StringVar(&cfg.RedisURL, "redis", cfg.RedisURL, "Redis URL the churn mode reads INFO memory from (env "+EnvRedisURL+")")
 	fs.StringVar(&cfg.Ceiling, "ceiling", cfg.Ceiling, "instead of a sale, load this path (e.g. /healthz) for -duration on -concurrency connections and report its rate")
 	fs.BoolVar(&cfg.Crowd, "crowd", cfg.Crowd, "instead of a sale, the real crowd: catalog reads beside /healthz, open sockets, honest shoppers and bots, PostgreSQL's transactions")
 	fs.IntVar(&cfg.CatalogReads, "catalog-reads", cfg.CatalogReads, "crowd: catalog GETs of the catalog phase (half list, half single vouchers)")
@@ -390,6 +398,7 @@ func ParseFlags(args []string, env func(string) string) (Config, error) {
 	if v := env(EnvDataDir); v != "" {
 		cfg.DataDir = v
 	}
+	cfg.RedisURL = env(EnvRedisURL)
 	fs := flagSet(&cfg)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {

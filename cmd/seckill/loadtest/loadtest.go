@@ -234,6 +234,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Report, err
 		_, err := RunCrowd(ctx, cfg, stdout, stderr)
 		return Report{}, err
 	}
+	if cfg.Churn > 0 {
+		_, err := RunChurn(ctx, cfg, stdout)
+		return Report{}, err
+	}
 	r := newRunner(cfg, stderr)
 	defer r.transport.CloseIdleConnections()
 	rep, err := r.run(ctx)
