@@ -53,6 +53,7 @@ func TestReadiness(t *testing.T) {
 	var redisDown, kafkaSlow atomic.Bool
 	b := setup(t, func(c *Config, d *Deps) {
 		c.ReadyTimeout = 200 * time.Millisecond
+		c.ReadyMaxAge = time.Nanosecond // every request a new probe: the test changes the checks
 		d.Checks = []Check{
 			{Name: "redis", Ping: func(context.Context) error {
 				if redisDown.Load() {
@@ -91,6 +92,51 @@ func TestReadiness(t *testing.T) {
 	b.srv.draining.Store(true)
 	resp, body = b.do(t, "GET", "/readyz", "")
 	require.Equal(t, "shutting down", requireAPIError(t, resp, body, 503, "unavailable"))
+}
+
+// A burst of /readyz costs one probe: the callers that arrive while it runs
+// wait for it, and the callers after it are answered from it while it is
+// younger than ReadyMaxAge.
+func TestReadinessIsOneCachedProbe(t *testing.T) {
+	t.Parallel()
+	var pings atomic.Int64
+	release := make(chan struct{})
+	b := setup(t, func(c *Config, d *Deps) {
+		c.ReadyMaxAge = time.Hour // the cache never expires during the test, however slow the machine
+		d.Checks = []Check{{Name: "kafka", Ping: func(context.Context) error {
+			pings.Add(1)
+			<-release
+			return nil
+		}}}
+	})
+	const callers = 40
+	codes := make(chan int, callers)
+	for range callers {
+		go func() {
+			resp, _ := b.do(t, "GET", "/readyz", "")
+			codes <- resp.StatusCode
+		}()
+	}
+	require.Eventually(t, func() bool { return pings.Load() == 1 }, 10*time.Second, time.Millisecond)
+	close(release)
+	for range callers {
+		require.Equal(t, 200, <-codes)
+	}
+	for range 100 {
+		resp, _ := b.do(t, "GET", "/readyz", "")
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	require.EqualValues(t, 1, pings.Load(), "140 readiness checks, one probe")
+
+	// Past its age the next caller probes again.
+	r := NewReadiness([]Check{{Name: "redis", Ping: func(context.Context) error { pings.Add(1); return errors.New("down") }}},
+		time.Second, time.Nanosecond, b.srv.log)
+	for i := range 3 {
+		failed, err := r.Failed(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, []string{"redis"}, failed)
+		require.EqualValues(t, 2+i, pings.Load())
+	}
 }
 
 func TestStaticFiles(t *testing.T) {

@@ -52,6 +52,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ReadyTimeout bounds the dependency checks of /readyz (default 2s).
 	ReadyTimeout time.Duration
+	// ReadyMaxAge is how long a /readyz probe's result is served before the
+	// dependencies are asked again (default 1s; see Readiness).
+	ReadyMaxAge time.Duration
 	// AdminToken is the operators' bearer token for /api/v1/admin/*.
 	AdminToken string
 	// AllowedOrigins are the browser origins allowed to call the API from
@@ -70,6 +73,7 @@ const (
 	DefaultIdleTimeout    = 60 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultReadyTimeout   = 2 * time.Second
+	DefaultReadyMaxAge    = time.Second
 	// MinAdminTokenLen is the shortest operator token accepted.
 	MinAdminTokenLen = 16
 )
@@ -88,6 +92,7 @@ func (c Config) withDefaults() Config {
 	def(&c.IdleTimeout, DefaultIdleTimeout)
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.ReadyTimeout, DefaultReadyTimeout)
+	def(&c.ReadyMaxAge, DefaultReadyMaxAge)
 	return c
 }
 
@@ -135,6 +140,7 @@ type Server struct {
 	adminDigest [sha256.Size]byte
 	proxies     []netip.Prefix // Config.TrustedProxies, parsed
 	buyChain    BuyFunc
+	ready       *Readiness
 	draining    atomic.Bool
 	ws          *sockets // open WebSockets (ws.go)
 	// catalogCache is the catalog encoded once per change (catalog.go).
@@ -205,6 +211,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	s.buyChain = s.chain()
+	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
 	if s.metrics != nil {
 		s.buyChain = s.metrics.countBuys(s.buyChain)
 	}
@@ -361,45 +368,16 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 
-// readyz asks every check at once, within ReadyTimeout. The failing checks
-// are named (never their errors, which are logged).
+// readyz answers from Readiness: a probe at most ReadyMaxAge old, one in
+// flight at a time. The failing checks are named (never their errors, which
+// are logged).
 func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
 		return seckill.Public(seckill.ErrUnavailable, "shutting down")
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.ReadyTimeout)
-	defer cancel()
-	type result struct {
-		i   int
-		err error
-	}
-	// Buffered, so a check that ignores its context cannot leak a
-	// goroutine blocked on sending.
-	results := make(chan result, len(s.deps.Checks))
-	for i, ch := range s.deps.Checks {
-		go func() { results <- result{i, ch.Ping(ctx)} }()
-	}
-	errs := make([]error, len(s.deps.Checks))
-	for i := range errs {
-		errs[i] = context.DeadlineExceeded // until it answers
-	}
-	for range s.deps.Checks {
-		select {
-		case r := <-results:
-			errs[r.i] = r.err
-			continue
-		case <-ctx.Done():
-		}
-		break
-	}
-	var failed []string
-	for i, err := range errs {
-		if err != nil {
-			name := s.deps.Checks[i].Name
-			failed = append(failed, name)
-			s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("check", name),
-				slog.String("request_id", requestIDOf(c)), slog.String("error", err.Error()))
-		}
+	failed, err := s.ready.Failed(c.UserContext())
+	if err != nil {
+		return seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
 	}
 	if len(failed) > 0 {
 		return seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -347,14 +348,12 @@ func (s *system) run(ctx context.Context) error {
 func (s *system) opsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	ready := gateway.NewReadiness(s.checks(), gateway.DefaultReadyTimeout, gateway.DefaultReadyMaxAge, s.log)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		for _, c := range s.checks() {
-			if err := c.Ping(ctx); err != nil {
-				http.Error(w, c.Name+" unreachable", http.StatusServiceUnavailable)
-				return
-			}
+		failed, err := ready.Failed(r.Context())
+		if err != nil || len(failed) > 0 {
+			http.Error(w, "not ready: "+strings.Join(failed, ", ")+" unreachable", http.StatusServiceUnavailable)
+			return
 		}
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
