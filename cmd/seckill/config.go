@@ -21,6 +21,8 @@ type Config struct {
 	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
 	DatabaseURL       string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
+	DBGatewayConns    int32         `env:"SECKILL_DB_GATEWAY_CONNS" default:"16" help:"PostgreSQL connections of the gateway's pool: catalog refreshes, logins, order reads, synchronous buys, pay and cancel"`
+	DBWorkerConns     int32         `env:"SECKILL_DB_WORKER_CONNS" default:"8" help:"PostgreSQL connections of the workers' own pool: persisting orders, the sweeper, the reconciler; a flood on the gateway never takes them"`
 	KafkaBrokers      []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
 	KafkaTopic        string        `env:"SECKILL_KAFKA_TOPIC" default:"seckill.orders" help:"topic of accepted reservations"`
 	KafkaDeadLetter   string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
@@ -124,6 +126,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_TOKEN_TTL must be positive")
 	case c.KafkaPartitions <= 0:
 		return fmt.Errorf("config: SECKILL_KAFKA_PARTITIONS must be positive")
+	case c.DBGatewayConns <= 0 || c.DBWorkerConns <= 0:
+		return fmt.Errorf("config: SECKILL_DB_GATEWAY_CONNS and SECKILL_DB_WORKER_CONNS must be positive, got %d and %d", c.DBGatewayConns, c.DBWorkerConns)
 	}
 	for name, n := range map[string]int{
 		"SECKILL_GLOBAL_RATE": c.GlobalRate, "SECKILL_GLOBAL_BURST": c.GlobalBurst,

@@ -11,6 +11,7 @@ import (
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -19,9 +20,10 @@ import (
 // reservation's message: its request timeout bounds Buyer.Publish.
 const producerTimeout = gateway.DefaultRequestTimeout
 
-// lifecycle is the order lifecycle over this process's stores.
-func (s *system) lifecycle() *orders.Lifecycle {
-	return orders.NewLifecycle(s.store, s.releaser(), s.countedEvents(), s.log)
+// lifecycle is the order lifecycle over store: the gateway's for pay and
+// cancel, the workers' for the sweeper.
+func (s *system) lifecycle(store *pgstore.Store) *orders.Lifecycle {
+	return orders.NewLifecycle(store, s.releaser(), s.countedEvents(), s.log)
 }
 
 // syncBuyer sells limit and common vouchers for the gateway.
@@ -42,13 +44,13 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	if !s.cfg.hasRole(roleSweeper) {
 		return nil
 	}
-	sweeper := orders.NewSweeper(s.lifecycle(), orders.SweeperConfig{Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
+	sweeper := orders.NewSweeper(s.lifecycle(s.workStore), orders.SweeperConfig{Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
 	wg.Go(func() { fail("sweeper", sweeper.Run(ctx)) })
 	drain, err := kafkaq.NewDrain(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.cfg.KafkaGroup)
 	if err != nil {
 		return fmt.Errorf("reconciler: %w", err)
 	}
-	rec := orders.NewReconciler(s.store, s.stock, drain, s.releaser(), s.countedEvents(), orders.ReconcilerConfig{
+	rec := orders.NewReconciler(s.workStore, s.stock, drain, s.releaser(), s.countedEvents(), orders.ReconcilerConfig{
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})

@@ -42,12 +42,18 @@ type system struct {
 	registry *prometheus.Registry
 	metrics  processMetrics
 
-	rdb     *redis.Client
-	pool    *pgxpool.Pool
-	store   *pgstore.Store
-	stock   *redisstock.Store
-	events  *notify.Publisher
-	catalog *seckill.Catalog
+	rdb *redis.Client
+	// pool and store serve the gateway: the catalog, accounts, order
+	// reads, synchronous buys, pay and cancel (SECKILL_DB_GATEWAY_CONNS).
+	pool  *pgxpool.Pool
+	store *pgstore.Store
+	// workPool and workStore serve the workers, the sweeper and the
+	// reconciler (SECKILL_DB_WORKER_CONNS).
+	workPool  *pgxpool.Pool
+	workStore *pgstore.Store
+	stock     *redisstock.Store
+	events    *notify.Publisher
+	catalog   *seckill.Catalog
 
 	// Built only for the roles that need them.
 	lease    *orderid.Lease
@@ -84,19 +90,20 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 		return nil, fmt.Errorf("redis at %s does not answer: %w", ropts.Addr, err)
 	}
 
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("SECKILL_DATABASE_URL: %w", err)
+	// Two pools, so that no crowd of one side can take the connections the
+	// other needs: a flood of logins, order reads or synchronous buys
+	// waits in the gateway's pool while the workers keep persisting
+	// reservations through theirs. pgxpool connects lazily, so a process
+	// without the worker roles never opens the second one's connections.
+	if s.pool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBGatewayConns); err != nil {
+		return nil, err
 	}
-	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgresql: %w", err)
-	}
-	if err := s.pool.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("postgresql at %s does not answer: %w", pcfg.ConnConfig.Host, err)
+	if s.workPool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBWorkerConns); err != nil {
+		return nil, err
 	}
 
 	s.store = pgstore.New(s.pool)
+	s.workStore = pgstore.New(s.workPool)
 	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock),
 		redisstock.WithStateGrace(cfg.StateGrace), redisstock.WithIdempotencyWindow(cfg.IdempotencyWindow))
 	s.events = notify.NewPublisher(s.rdb)
@@ -109,6 +116,25 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 		}
 	}
 	return s, nil
+}
+
+// openPool opens a pool of at most maxConns connections to the database and
+// checks that it answers.
+func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgresql: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgresql at %s does not answer: %w", pcfg.ConnConfig.Host, err)
+	}
+	return pool, nil
 }
 
 // buildGateway builds the HTTP face and what only it needs: the order id
@@ -168,7 +194,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 
 		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/lifecycle.go).
 		SyncBuyer: s.syncBuyer(ids),
-		Lifecycle: s.lifecycle(),
+		Lifecycle: s.lifecycle(s.store),
 		// Order status pushed on GET /api/v1/ws, from every instance's changes.
 		Live: gateway.Live{Feed: s.hub},
 	})
@@ -313,7 +339,7 @@ func (s *system) run(ctx context.Context) error {
 		if err != nil {
 			fail("worker", err)
 		} else {
-			worker := orders.NewWorker(s.store, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+			worker := orders.NewWorker(s.workStore, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 			wg.Go(func() {
 				defer consumer.Close()
 				fail("worker", consumer.Run(ctx, worker.Handle))
@@ -374,6 +400,9 @@ func (s *system) close() {
 		if err := s.lease.Close(ctx); err != nil {
 			s.log.Warn("order id lease release", "err", err)
 		}
+	}
+	if s.workPool != nil {
+		s.workPool.Close()
 	}
 	if s.pool != nil {
 		s.pool.Close()
