@@ -21,10 +21,12 @@ import (
 // pay_deadline has passed (PostgreSQL's clock), is ErrConflict.
 func (s *Store) Pay(ctx context.Context, userID, orderID int64) (_ orders.Order, err error) {
 	defer unavailable(&err)
-	o, err := scanOrder(s.pool.QueryRow(ctx, `
+	o, err := retryConflicts(ctx, func() (orders.Order, error) {
+		return scanOrder(s.pool.QueryRow(ctx, `
 		UPDATE orders SET status = 'paid', updated_at = now()
 		WHERE id = $1 AND user_id = $2 AND status = 'created' AND pay_deadline > now()
 		RETURNING `+orderColumns, orderID, userID))
+	})
 	if err == nil {
 		return o, nil
 	}
@@ -91,6 +93,10 @@ func (s *Store) CancelExpired(ctx context.Context, max int) (_ []orders.Order, e
 // release loop empties. Vouchers and buyer rows are locked in key order, as
 // the workers lock them, so the two never deadlock.
 func (s *Store) cancelWhere(ctx context.Context, where string, args ...any) ([]orders.Order, error) {
+	return retryConflicts(ctx, func() ([]orders.Order, error) { return s.cancelWhereTx(ctx, where, args...) })
+}
+
+func (s *Store) cancelWhereTx(ctx context.Context, where string, args ...any) ([]orders.Order, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -222,6 +228,10 @@ func (s *Store) BuySync(ctx context.Context, orderID int64, req seckill.BuyReque
 	if err := req.Validate(); err != nil {
 		return orders.Order{}, err
 	}
+	return retryConflicts(ctx, func() (orders.Order, error) { return s.buySync(ctx, orderID, req, payTimeout) })
+}
+
+func (s *Store) buySync(ctx context.Context, orderID int64, req seckill.BuyRequest, payTimeout time.Duration) (orders.Order, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return orders.Order{}, fmt.Errorf("pgstore: buy: begin: %w", err)

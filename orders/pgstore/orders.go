@@ -281,7 +281,11 @@ WHERE b.quantity + EXCLUDED.quantity <= (SELECT per_user_limit FROM vouchers WHE
 // persist runs one transaction over distinct, valid reservations. It returns
 // a *permanentError if any of them can never succeed (with the reason when
 // there is only one), or a transient error.
-func (s *Store) persist(ctx context.Context, batch []seckill.Reservation, payTimeout time.Duration) (_ []orders.Persisted, err error) {
+func (s *Store) persist(ctx context.Context, batch []seckill.Reservation, payTimeout time.Duration) ([]orders.Persisted, error) {
+	return retryConflicts(ctx, func() ([]orders.Persisted, error) { return s.persistTx(ctx, batch, payTimeout) })
+}
+
+func (s *Store) persistTx(ctx context.Context, batch []seckill.Reservation, payTimeout time.Duration) (_ []orders.Persisted, err error) {
 	n := len(batch)
 	ids := make([]int64, n)
 	vids := make([]int64, n)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -44,8 +45,57 @@ type User struct {
 
 // PostgreSQL error codes this package tells apart.
 const (
-	codeUniqueViolation = "23505"
+	codeUniqueViolation      = "23505"
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
 )
+
+// conflictAttempts is how many times a transaction that lost a deadlock or
+// a serialization conflict is run in all before its caller is told 503.
+const conflictAttempts = 4
+
+// conflictBackoff is the first wait between two attempts; each later wait
+// is up to twice the one before, and each is drawn at random below its
+// bound (full jitter), so two transactions that deadlocked each other do
+// not meet again at the same instant.
+const conflictBackoff = 4 * time.Millisecond
+
+// conflicted reports whether err is PostgreSQL aborting the transaction to
+// break a deadlock or a serialization conflict: nothing was written, and
+// running the same transaction again is the documented remedy.
+func conflicted(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (pgErr.Code == codeDeadlockDetected || pgErr.Code == codeSerializationFailure)
+}
+
+// retryConflicts runs tx, one whole transaction, again while PostgreSQL
+// aborts it for a deadlock or a serialization failure, up to
+// conflictAttempts times with jittered waits. This is the one place such
+// conflicts are handled: every transaction of the store runs through it.
+// When they persist, the error wraps seckill.ErrUnavailable (503 with
+// Retry-After: the database is too contended right now, which is not the
+// client's fault and not an internal error). tx must start from scratch on
+// every call.
+func retryConflicts[T any](ctx context.Context, tx func() (T, error)) (T, error) {
+	wait := conflictBackoff
+	for attempt := 1; ; attempt++ {
+		v, err := tx()
+		if err == nil || !conflicted(err) {
+			return v, err
+		}
+		if attempt == conflictAttempts {
+			return v, fmt.Errorf("%w: gave up after %d attempts: %w", seckill.ErrUnavailable, attempt, err)
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(wait))) + 1)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		}
+		wait *= 2
+	}
+}
 
 // unavailable marks *errp with seckill.ErrUnavailable when it says PostgreSQL
 // could not be reached or did not answer in time, keeping err in the chain.
@@ -55,7 +105,7 @@ const (
 // Anything else (constraint violations, bad data, not found) is returned as
 // it is, with the sentinel it already wraps.
 func unavailable(errp *error) {
-	if err := *errp; err != nil && !errors.Is(err, seckill.ErrUnavailable) && unreachable(err) {
+	if err := *errp; err != nil && !errors.Is(err, seckill.ErrUnavailable) && (unreachable(err) || conflicted(err)) {
 		*errp = fmt.Errorf("%w: %w", seckill.ErrUnavailable, err)
 	}
 }
@@ -157,6 +207,11 @@ func (s *Store) CreateVoucher(ctx context.Context, v seckill.Voucher,
 	if err := v.Validate(); err != nil {
 		return seckill.Voucher{}, err
 	}
+	return retryConflicts(ctx, func() (seckill.Voucher, error) { return s.createVoucher(ctx, v, beforeCommit) })
+}
+
+func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
+	beforeCommit func(context.Context, seckill.Voucher) error) (seckill.Voucher, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
