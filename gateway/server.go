@@ -227,6 +227,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		// No ProxyHeader: the client address is clientAddr's (proxyip.go).
 	})
 	s.wrapUnknownMethods()
+	s.closeUnusedConnsQuietly()
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
@@ -413,5 +414,35 @@ func (s *Server) wrapUnknownMethods() {
 		c := s.app.AcquireCtx(rctx)
 		defer s.app.ReleaseCtx(c)
 		_ = s.fiberErrorHandler(c, invalid("this address does not know that HTTP method"))
+	}
+}
+
+// closeUnusedConnsQuietly closes, without writing a byte, a connection on
+// which not one byte of a request arrived before the read timeout.
+//
+// fasthttp already closes an idle keep-alive connection quietly, but only
+// from its second request on: on a connection that has not carried a
+// request yet it hands the bare timeout to the error handler, and Fiber's
+// answer to that (408, which this gateway's table makes 503 unavailable,
+// Connection: close) is written on a connection nobody asked anything on.
+// HTTP clients dial such connections all the time: net/http dials one for a
+// request that waits, then gives the request an idle connection freed
+// meanwhile and parks the new one in its pool. When the 503 lands there, the
+// client logs "Unsolicited response received on idle HTTP channel", and a
+// client that writes its next request at that moment reads the 503 as its
+// answer. A request that timed out halfway (headers begun, body short)
+// still gets its error answer: fasthttp wraps those errors, and only a
+// read that got nothing at all returns the network error itself.
+func (s *Server) closeUnusedConnsQuietly() {
+	srv := s.app.Server()
+	next := srv.ErrorHandler
+	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		if _, nothingRead := err.(net.Error); nothingRead { //nolint:errorlint // only the bare error means nothing was read
+			// Closed before fasthttp writes its answer: the write fails
+			// and nothing reaches the client but the FIN.
+			_ = ctx.Conn().Close()
+			return
+		}
+		next(ctx, err)
 	}
 }
