@@ -92,6 +92,13 @@ type BreakerAdmin interface {
 	Switch(ctx context.Context, mode string) error
 }
 
+// BreakerPaths is what a BreakerAdmin with one breaker per dependency path
+// adds to GET /api/v1/admin/breaker (edge.Breaker implements it).
+type BreakerPaths interface {
+	// Paths is each path's state, by path name.
+	Paths() map[string]string
+}
+
 // Check is one dependency /readyz asks about.
 type Check struct {
 	// Name appears in the readiness answer ("redis", "postgres", "kafka").

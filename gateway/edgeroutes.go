@@ -24,6 +24,9 @@ type breakerIn struct {
 type breakerOut struct {
 	Mode  string `json:"mode"`
 	State string `json:"state"`
+	// Paths is each dependency path's state, when the breaker has paths
+	// (BreakerPaths).
+	Paths map[string]string `json:"paths,omitempty"`
 }
 
 // newCaptcha issues a captcha, single use and short-lived. It is anonymous
@@ -51,7 +54,11 @@ func (s *Server) breakerStatus(c *fiber.Ctx) error {
 		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
 	}
 	mode, state := s.deps.Breaker.Status()
-	return c.JSON(breakerOut{Mode: mode, State: state})
+	out := breakerOut{Mode: mode, State: state}
+	if p, ok := s.deps.Breaker.(BreakerPaths); ok {
+		out.Paths = p.Paths()
+	}
+	return c.JSON(out)
 }
 
 // switchBreaker sets the mode for the whole fleet; every instance obeys

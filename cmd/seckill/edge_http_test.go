@@ -126,6 +126,8 @@ func TestBreakerOpsSwitchAcrossInstances(t *testing.T) {
 	require.NotEmpty(t, shut.header.Get("Retry-After"))
 	state := b.do(t, http.MethodGet, "/api/v1/admin/breaker", ts.cfg.AdminToken, nil, nil)
 	require.Equal(t, "open", state.body["mode"])
+	require.Equal(t, map[string]any{"redis": "forced-open", "postgresql": "forced-open"}, state.body["paths"],
+		"the answer names each dependency path's breaker, all obeying the switch")
 
 	// An instance started while the door is shut obeys from the start.
 	c := ts.startPeer(t, gatewayOnly)

@@ -46,52 +46,96 @@ const (
 	StateForcedClosed = "forced-closed"
 )
 
-// Breaker is this instance's circuit breaker around the reservation and the
-// Kafka write, obeying the ops switch. It implements gateway.Gate.
+// Paths of the breaker: the kinds of dependency a buy runs on. Each has a
+// breaker of its own, so that one failing does not refuse buys that never
+// touch it.
+const (
+	// PathRedis is a seckill voucher's buy: reserve.lua in Redis, then the
+	// Kafka write.
+	PathRedis = "redis"
+	// PathPostgreSQL is a limit or common voucher's buy: one PostgreSQL
+	// transaction on the voucher's row (the synchronous buyer).
+	PathPostgreSQL = "postgresql"
+)
+
+// Breaker is this instance's circuit breakers around the buys, one per
+// dependency path (PathRedis, PathPostgreSQL), obeying the ops switch. It
+// implements gateway.Gate.
+//
+// One breaker for every buy let contention on one common voucher's row
+// (synchronous PostgreSQL buys timing out behind its lock) open the door of
+// the flash sale, whose buys never touch PostgreSQL. Each path now counts
+// its own failures and opens on its own; the ops switch, an operator's
+// decision about the whole sale, still applies to every path.
 //
 // gobreaker's own distributed breaker takes a Redis lock on every call, far
 // too slow for this path: each instance breaks on its own failures, and only
 // the operator's mode is shared, through one Redis key every instance polls.
 type Breaker struct {
+	redis, pg *pathBreaker
+	rdb       redis.UniversalClient
+	key       string
+	mode      atomic.Pointer[Mode]
+	openFor   time.Duration
+	timeout   time.Duration
+	every     time.Duration
+	m         *metrics
+	log       *slog.Logger
+}
+
+// pathBreaker is the breaker of one path.
+type pathBreaker struct {
+	name     string
+	why      string // the refusal's reason, for the shopper and the log
 	cb       *gobreaker.CircuitBreaker[gateway.Purchase]
-	rdb      redis.UniversalClient
-	key      string
-	mode     atomic.Pointer[Mode]
 	openedAt atomic.Int64 // unix nanoseconds of the last transition to open
-	openFor  time.Duration
-	timeout  time.Duration
-	every    time.Duration
-	m        *metrics
-	log      *slog.Logger
 }
 
 func newBreaker(rdb redis.UniversalClient, cfg Config, m *metrics, log *slog.Logger) *Breaker {
 	b := &Breaker{rdb: rdb, key: cfg.ModeKey, openFor: cfg.BreakerOpenFor, timeout: cfg.CallTimeout, every: cfg.ModePoll, m: m, log: log}
 	auto := ModeAuto
 	b.mode.Store(&auto)
+	b.redis = b.newPath(PathRedis, "open after repeated Redis or Kafka failures", cfg)
+	b.pg = b.newPath(PathPostgreSQL, "open after repeated PostgreSQL failures of limit and common vouchers", cfg)
+	return b
+}
+
+func (b *Breaker) newPath(name, why string, cfg Config) *pathBreaker {
+	p := &pathBreaker{name: name, why: why}
 	threshold := cfg.BreakerFailures
-	b.cb = gobreaker.NewCircuitBreaker[gateway.Purchase](gobreaker.Settings{
-		Name:        "buy",
+	p.cb = gobreaker.NewCircuitBreaker[gateway.Purchase](gobreaker.Settings{
+		Name:        name,
 		MaxRequests: cfg.BreakerProbes,
 		Timeout:     cfg.BreakerOpenFor,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
 		// A shopper's answer is the dependency working; only its failures count.
 		IsSuccessful: func(err error) bool { return !isDependencyFailure(err) },
-		// A shopper who hung up says nothing about Redis or Kafka.
+		// A shopper who hung up says nothing about the dependency.
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
-				b.openedAt.Store(time.Now().UnixNano())
+				p.openedAt.Store(time.Now().UnixNano())
 			}
-			m.transitions.WithLabelValues(from.String(), to.String()).Inc()
+			b.m.transitions.WithLabelValues(name, from.String(), to.String()).Inc()
 			// Called under the breaker's lock: asking cb.State() here deadlocks.
 			if *b.mode.Load() == ModeAuto {
-				m.state.Set(stateValue(to))
+				b.m.state.WithLabelValues(name).Set(stateValue(to))
 			}
-			log.Warn("circuit breaker", "from", from.String(), "to", to.String())
+			b.log.Warn("circuit breaker", "path", name, "from", from.String(), "to", to.String())
 		},
 	})
-	return b
+	b.m.state.WithLabelValues(name).Set(0)
+	return p
+}
+
+// pathOf is the path of an attempt: its voucher's kind once the voucher
+// step has loaded it. Before that (the gates in front of the voucher step)
+// it is the Redis path, the one those gates' own Redis calls depend on.
+func (b *Breaker) pathOf(a *gateway.Attempt) *pathBreaker {
+	if a != nil && a.Voucher.ID != 0 && a.Voucher.Kind != seckill.KindSeckill {
+		return b.pg
+	}
+	return b.redis
 }
 
 // isDependencyFailure reports whether err means Redis, Kafka or the code
@@ -116,7 +160,7 @@ func isDependencyFailure(err error) bool {
 	return true
 }
 
-// Pass implements gateway.Gate.
+// Pass implements gateway.Gate: the attempt runs behind its path's breaker.
 func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
 	switch *b.mode.Load() {
 	case ModeOpen:
@@ -126,31 +170,33 @@ func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.Buy
 		b.m.allow(gateBreaker)
 		return next(ctx, a)
 	}
-	p, err := b.cb.Execute(func() (gateway.Purchase, error) {
+	path := b.pathOf(a)
+	p, err := path.cb.Execute(func() (gateway.Purchase, error) {
 		cctx, cancel := context.WithTimeout(ctx, b.timeout)
 		defer cancel()
 		return next(cctx, a)
 	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		b.m.reject(gateBreaker, "open")
-		return gateway.Purchase{}, b.refusal("open after repeated Redis or Kafka failures", b.untilHalfOpen())
+		b.m.reject(gateBreaker, "open_"+path.name)
+		return gateway.Purchase{}, b.refusal(path.why, b.untilHalfOpen(path))
 	}
 	b.m.allow(gateBreaker)
 	return p, err
 }
 
-// Refuse returns the 503 the breaker would give right now without running
-// anything, or nil when it would let an attempt try. It is the front check
-// of the gates that touch Redis before the breaker.
-func (b *Breaker) Refuse() error {
+// Refuse returns the 503 the breaker would give attempt a right now
+// without running anything, or nil when it would let it try. It is the
+// front check of the gates that touch Redis before the breaker; a is read
+// for its path (see pathOf) and may be nil.
+func (b *Breaker) Refuse(a *gateway.Attempt) error {
 	switch *b.mode.Load() {
 	case ModeOpen:
 		return b.refusal("forced open by the operator: the sale is paused", b.every)
 	case ModeClosed:
 		return nil
 	}
-	if b.cb.State() == gobreaker.StateOpen {
-		return b.refusal("open after repeated Redis or Kafka failures", b.untilHalfOpen())
+	if path := b.pathOf(a); path.cb.State() == gobreaker.StateOpen {
+		return b.refusal(path.why, b.untilHalfOpen(path))
 	}
 	return nil
 }
@@ -159,17 +205,18 @@ func (b *Breaker) refusal(why string, retry time.Duration) error {
 	return gateway.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
 }
 
-// untilHalfOpen is when the open breaker lets probes through.
-func (b *Breaker) untilHalfOpen() time.Duration {
-	d := time.Until(time.Unix(0, b.openedAt.Load()).Add(b.openFor))
+// untilHalfOpen is when the open breaker of path lets probes through.
+func (b *Breaker) untilHalfOpen(path *pathBreaker) time.Duration {
+	d := time.Until(time.Unix(0, path.openedAt.Load()).Add(b.openFor))
 	return max(d, time.Second)
 }
 
 // Mode returns the ops switch as this instance last read it.
 func (b *Breaker) Mode() Mode { return *b.mode.Load() }
 
-// State is what this instance's breaker is doing: closed, half-open, open,
-// or forced-open / forced-closed when the ops switch overrides it.
+// State is what this instance's breakers are doing as one word: forced-open
+// or forced-closed when the ops switch overrides them, else the worst path's
+// state (open, then half-open, then closed). Paths has each path's.
 func (b *Breaker) State() string {
 	switch *b.mode.Load() {
 	case ModeOpen:
@@ -177,7 +224,33 @@ func (b *Breaker) State() string {
 	case ModeClosed:
 		return StateForcedClosed
 	}
-	return b.cb.State().String()
+	worst := gobreaker.StateClosed
+	for _, p := range []*pathBreaker{b.redis, b.pg} {
+		switch st := p.cb.State(); {
+		case st == gobreaker.StateOpen:
+			worst = st
+		case st == gobreaker.StateHalfOpen && worst == gobreaker.StateClosed:
+			worst = st
+		}
+	}
+	return worst.String()
+}
+
+// Paths is each path's state (PathRedis, PathPostgreSQL), as State says it
+// for one path: forced-open or forced-closed under the ops switch.
+func (b *Breaker) Paths() map[string]string {
+	out := make(map[string]string, 2)
+	for _, p := range []*pathBreaker{b.redis, b.pg} {
+		switch *b.mode.Load() {
+		case ModeOpen:
+			out[p.name] = StateForcedOpen
+		case ModeClosed:
+			out[p.name] = StateForcedClosed
+		default:
+			out[p.name] = p.cb.State().String()
+		}
+	}
+	return out
 }
 
 // SetMode stores the ops switch for the whole fleet and obeys it here at
@@ -201,13 +274,16 @@ func (b *Breaker) apply(m Mode) {
 }
 
 func (b *Breaker) setGauge() {
-	switch *b.mode.Load() {
-	case ModeOpen:
-		b.m.state.Set(2)
-	case ModeClosed:
-		b.m.state.Set(0)
-	default:
-		b.m.state.Set(stateValue(b.cb.State()))
+	for _, p := range []*pathBreaker{b.redis, b.pg} {
+		g := b.m.state.WithLabelValues(p.name)
+		switch *b.mode.Load() {
+		case ModeOpen:
+			g.Set(2)
+		case ModeClosed:
+			g.Set(0)
+		default:
+			g.Set(stateValue(p.cb.State()))
+		}
 	}
 }
 
@@ -241,7 +317,7 @@ func (b *Breaker) poll(ctx context.Context) {
 }
 
 // Status returns the mode and the state as strings, for the admin route
-// (gateway.BreakerAdmin).
+// (gateway.BreakerAdmin); Paths has each path's state.
 func (b *Breaker) Status() (mode, state string) { return string(b.Mode()), b.State() }
 
 // Switch parses and sets the mode for the fleet (gateway.BreakerAdmin).

@@ -3,11 +3,13 @@ package edge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -172,5 +174,71 @@ func TestOpsSwitchKeepsLastModeWithoutRedis(t *testing.T) {
 	proxy.down()
 	time.Sleep(600 * time.Millisecond)
 	require.Equal(t, edge.ModeOpen, e.Breaker.Mode())
-	require.Error(t, e.Breaker.Refuse())
+	require.Error(t, e.Breaker.Refuse(nil))
+}
+
+// Contention on a common voucher's row (synchronous PostgreSQL buys failing)
+// opens the PostgreSQL path's breaker only: flash-sale buys, which run on
+// Redis, keep going, and the per-path state is reported. The ops switch
+// still applies to both paths.
+func TestBreakerPerPath(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, reg := newEdge(t, rdb, edge.Config{BreakerFailures: 3, BreakerOpenFor: time.Hour})
+	ctx := context.Background()
+	common := seckill.Voucher{ID: 11, Kind: seckill.KindCommon}
+	flash := seckill.Voucher{ID: 12, Kind: seckill.KindSeckill}
+	contended := func(context.Context, *gateway.Attempt) (gateway.Purchase, error) {
+		return gateway.Purchase{}, fmt.Errorf("%w: deadlocked 4 times on the voucher's row", seckill.ErrUnavailable)
+	}
+	var sold atomic.Int64
+	for u := range int64(3) {
+		_, err := chain(e.Gates(), common, contended)(ctx, attempt(common.ID, u+1))
+		require.ErrorIs(t, err, seckill.ErrUnavailable)
+	}
+	_, err := chain(e.Gates(), common, accept(&sold))(ctx, attempt(common.ID, 9))
+	require.ErrorIs(t, err, seckill.ErrUnavailable, "the PostgreSQL path is open")
+	require.Contains(t, err.Error(), "PostgreSQL")
+	require.Zero(t, sold.Load())
+
+	for u := range int64(20) {
+		_, err := chain(e.Gates(), flash, accept(&sold))(ctx, attempt(flash.ID, u+100))
+		require.NoError(t, err, "flash-sale buys never touch PostgreSQL and are not refused")
+	}
+	require.EqualValues(t, 20, sold.Load())
+	require.NoError(t, e.Breaker.Refuse(nil), "the gates in front of the voucher step (Redis) are not refused either")
+	require.Equal(t, map[string]string{edge.PathRedis: "closed", edge.PathPostgreSQL: "open"}, e.Breaker.Paths())
+	require.Equal(t, "open", e.Breaker.State(), "the one-word state is the worst path's")
+	require.Equal(t, 2.0, gaugeValue(t, reg, "seckill_breaker_state", "path", edge.PathPostgreSQL))
+	require.Equal(t, 0.0, gaugeValue(t, reg, "seckill_breaker_state", "path", edge.PathRedis))
+
+	// The operator's switch is for the whole sale: both paths.
+	require.NoError(t, e.Breaker.SetMode(ctx, edge.ModeOpen))
+	_, err = chain(e.Gates(), flash, accept(&sold))(ctx, attempt(flash.ID, 1000))
+	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.Equal(t, map[string]string{edge.PathRedis: edge.StateForcedOpen, edge.PathPostgreSQL: edge.StateForcedOpen}, e.Breaker.Paths())
+	require.NoError(t, e.Breaker.SetMode(ctx, edge.ModeClosed))
+	_, err = chain(e.Gates(), common, accept(&sold))(ctx, attempt(common.ID, 1001))
+	require.NoError(t, err, "forced closed lets the open path's buys through")
+}
+
+// gaugeValue is one series of a gauge family.
+func gaugeValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return 0
 }

@@ -339,7 +339,7 @@ func (e *Edge) ObserveStock(s seckill.Stock) seckill.Stock {
 
 // front is the check without I/O that every Redis-touching gate makes first.
 func (e *Edge) front(gate string, a *gateway.Attempt) error {
-	if err := e.Breaker.Refuse(); err != nil {
+	if err := e.Breaker.Refuse(a); err != nil {
 		e.metrics.reject(gate, "breaker_open")
 		return err
 	}
@@ -353,6 +353,7 @@ func (e *Edge) front(gate string, a *gateway.Attempt) error {
 var (
 	_ gateway.Captchas     = (*Captchas)(nil)
 	_ gateway.BreakerAdmin = (*Breaker)(nil)
+	_ gateway.BreakerPaths = (*Breaker)(nil)
 	_ gateway.Gate         = (*Breaker)(nil)
 	_ gateway.Gate         = (*SoldOut)(nil)
 	_ gateway.IPLimiter    = (*IPLimit)(nil)

@@ -10,7 +10,7 @@ import (
 type metrics struct {
 	allowed     *prometheus.CounterVec
 	rejected    *prometheus.CounterVec
-	state       prometheus.Gauge
+	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 }
 
@@ -24,14 +24,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "seckill_gate_rejections_total",
 			Help: "Attempts a gate refused (or, reason error, let through because it could not judge), by gate and reason.",
 		}, []string{"gate", "reason"}),
-		state: prometheus.NewGauge(prometheus.GaugeOpts{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "seckill_breaker_state",
-			Help: "This instance's circuit breaker: 0 closed, 1 half-open, 2 open (forced modes included).",
-		}),
+			Help: "This instance's circuit breaker of each dependency path (redis: seckill buys, postgresql: limit and common buys): 0 closed, 1 half-open, 2 open (forced modes included).",
+		}, []string{"path"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_breaker_transitions_total",
-			Help: "Circuit breaker state changes, by from and to state.",
-		}, []string{"from", "to"}),
+			Help: "Circuit breaker state changes, by path, from and to state.",
+		}, []string{"path", "from", "to"}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.allowed, m.rejected, m.state, m.transitions} {
