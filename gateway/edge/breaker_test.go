@@ -223,22 +223,9 @@ func TestBreakerPerPath(t *testing.T) {
 }
 
 // gaugeValue is one series of a gauge family.
-func gaugeValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+func gaugeValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{%s=%q}", name, label, value)
-	return 0
+	m := series(t, reg, name, labels...)
+	require.NotNil(t, m, "no %s%v", name, labels)
+	return m.GetGauge().GetValue()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -184,8 +185,15 @@ func TestCredentialLimitPerIP(t *testing.T) {
 
 func itoa(n int) string { return string(rune('0' + n)) }
 
-// gateCount is one series of the gates' counters.
+// gateCount is one series of the gates' counters (0 when absent: a
+// counter vector has no series before its first increment).
 func gateCount(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	return series(t, reg, name, labels...).GetCounter().GetValue()
+}
+
+// series is the series of family name with the given label pairs, or nil.
+func series(t testing.TB, reg *prometheus.Registry, name string, labels ...string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -193,23 +201,21 @@ func gateCount(t testing.TB, reg *prometheus.Registry, name string, labels ...st
 		if mf.GetName() != name {
 			continue
 		}
-	series:
+	next:
 		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
 			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue series
+				if have[labels[i]] != labels[i+1] {
+					continue next
 				}
 			}
-			return m.GetCounter().GetValue()
+			return m
 		}
 	}
-	return 0
+	return nil
 }
 
 // One account flooding the buy button spends its own per-user budget and
