@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,4 +47,34 @@ func BenchmarkHTTPSoldOut(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkHTTPReads compares the cheap reads over real HTTP on one system,
+// so their ratios come from one run: /healthz (no dependency), /readyz (a
+// cached probe), and the catalog list and one voucher (behind the
+// per-address limit, charged on every request). Compare ns/op:
+//
+//	go test -run '^$' -bench HTTPReads -benchtime 3s ./cmd/seckill
+func BenchmarkHTTPReads(b *testing.B) {
+	ts := startSystem(b, nil)
+	vid := ts.createVoucher(b, 100, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	for _, path := range []string{"/healthz", "/readyz", "/api/v1/vouchers", "/api/v1/vouchers/" + vid} {
+		b.Run(strings.TrimPrefix(strings.ReplaceAll(path, "/", "_"), "_"), func(b *testing.B) {
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := ts.client.Get(ts.base + path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Fatalf("%s: %d", path, resp.StatusCode)
+					}
+				}
+			})
+		})
+	}
 }
