@@ -128,9 +128,9 @@ func (b *Breaker) newPath(name, why string, cfg Config) *pathBreaker {
 	return p
 }
 
-// pathOf is the path of an attempt: its voucher's kind once the voucher
-// step has loaded it. Before that (the gates in front of the voucher step)
-// it is the Redis path, the one those gates' own Redis calls depend on.
+// pathOf is the path of an attempt: its voucher's kind (the gateway's
+// catalog step loads the voucher before any gate). Without a voucher it is
+// the Redis path, the one the per-user limit's own Redis call depends on.
 func (b *Breaker) pathOf(a *gateway.Attempt) *pathBreaker {
 	if a != nil && a.Voucher.ID != 0 && a.Voucher.Kind != seckill.KindSeckill {
 		return b.pg

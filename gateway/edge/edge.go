@@ -8,8 +8,9 @@
 //
 // # Order: the narrowest budget first
 //
-// The gateway runs BuyAddress → UserLimit → GlobalLimit → voucher → Captcha
-// → Breaker → SoldOut → buy. A limit charges only the requests that the
+// The gateway runs catalog → BuyAddress → UserLimit → GlobalLimit → Captcha
+// → Breaker → SoldOut → buy (the catalog step, the gateway's own, refuses
+// from memory what is certainly useless before any limit). A limit charges only the requests that the
 // limits in front of it let through, so each client spends its own budget
 // first: one account flooding the buy button is cut to its per-user rate by
 // the per-user limit and never reaches the global limit with the rest, and
