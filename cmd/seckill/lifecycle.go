@@ -54,7 +54,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
-	healer := orders.NewHealer(s.store, redisRepair{Store: s.stock, rdb: s.rdb}, drain, s.countedEvents(), orders.HealerConfig{
+	healer := orders.NewHealer(s.workStore, redisRepair{Store: s.stock, rdb: s.rdb}, drain, s.countedEvents(), orders.HealerConfig{
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 	})
 	var both sync.WaitGroup
