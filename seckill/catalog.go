@@ -345,8 +345,13 @@ func (c *Catalog) Snapshot(ctx context.Context) (*CatalogSnapshot, error) {
 }
 
 // Voucher returns one voucher from memory. An id the memory does not know
-// is looked up by a read of the record that began at most LookupGap ago
-// (shared with every concurrent caller); still unknown, it is ErrNotFound.
+// is looked up by a read of the record that begins after the call did, so a
+// voucher committed on another instance before the call is never answered
+// ErrNotFound (a shopper who saw it on the page can buy it at once). Reads
+// for unknown ids start at most once per LookupGap and are shared by every
+// caller waiting then: a flood of unknown ids waits up to LookupGap each and
+// costs the record at most one query per LookupGap. Still unknown after that
+// read, the id is ErrNotFound.
 func (c *Catalog) Voucher(ctx context.Context, id int64) (Voucher, error) {
 	s, err := c.Snapshot(ctx)
 	if err != nil {
@@ -355,7 +360,11 @@ func (c *Catalog) Voucher(ctx context.Context, id int64) (Voucher, error) {
 	if v, ok := s.Voucher(id); ok {
 		return v, nil
 	}
-	if err := c.reload(ctx, c.now().Add(-c.lookupGap)); err != nil {
+	asked := c.now()
+	if err := c.awaitLookupTurn(ctx); err != nil {
+		return Voucher{}, err
+	}
+	if err := c.reload(ctx, asked); err != nil {
 		return Voucher{}, err
 	}
 	if v, ok := c.cur.Load().Voucher(id); ok {
@@ -379,6 +388,25 @@ func (c *Catalog) List(ctx context.Context) ([]Voucher, error) {
 		return nil, err
 	}
 	return slices.Clone(s.Vouchers()), nil
+}
+
+// awaitLookupTurn waits until LookupGap has passed since the last read of
+// the record began, so lookups of unknown ids are paced.
+func (c *Catalog) awaitLookupTurn(ctx context.Context) error {
+	c.mu.Lock()
+	never, wait := c.lastStart.IsZero(), c.lookupGap-c.now().Sub(c.lastStart)
+	c.mu.Unlock()
+	if never || wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for the catalog: %w", ErrUnavailable, ctx.Err())
+	}
 }
 
 // reload makes sure a read of the record that began at or after since has

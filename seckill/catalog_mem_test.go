@@ -43,7 +43,9 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 		ids = append(ids, created.ID)
 	}
 	// A long refresh period: only the first read and the lookups may query.
-	reader := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithLookupGap(time.Hour))
+	const gap = 200 * time.Millisecond
+	reader := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithLookupGap(gap))
+	began := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 3000)
 	for i := range 1000 {
@@ -75,14 +77,17 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.LessOrEqual(t, reader.RecordReads(), int64(2),
-		"3000 reads: one read of the record, and at most one shared lookup of the unknown ids")
+	// Lookups of unknown ids start at most once per gap, whatever the
+	// machine's speed: the bound is counted from the time the crowd took.
+	lookups := int64(time.Since(began)/gap) + 1
+	require.LessOrEqual(t, reader.RecordReads(), 1+lookups,
+		"3000 reads: one read of the record, and at most one shared lookup of the unknown ids per gap")
 }
 
 // TestCatalogSeesAnotherInstancesVoucherAtOnce: a voucher created on another
 // instance is found by its id the moment it is asked for (one shared lookup),
-// even before any announcement or refresh, and unknown ids asked again
-// within the lookup gap cost nothing.
+// even before any announcement or refresh, and a crowd asking for unknown ids
+// at once shares one paced lookup.
 func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
@@ -94,18 +99,30 @@ func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 	_, err = b.Voucher(t.Context(), first.ID)
 	require.NoError(t, err)
 
-	time.Sleep(60 * time.Millisecond)
+	// Created right after b's lookup, within its gap: the next lookup must
+	// still find it (a read that began before the commit does not count).
 	created, err := a.Create(t.Context(), validVoucher())
 	require.NoError(t, err)
 	got, err := b.Voucher(t.Context(), created.ID)
 	require.NoError(t, err, "a voucher created elsewhere is found by the lookup")
 	require.Equal(t, seckill.StateOnSale, got.State)
 	reads := b.RecordReads()
-	for range 100 {
-		_, err = b.Voucher(t.Context(), created.ID+1000)
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			_, err := b.Voucher(t.Context(), created.ID+1000+int64(i))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		require.ErrorIs(t, err, seckill.ErrNotFound)
 	}
-	require.LessOrEqual(t, b.RecordReads()-reads, int64(1), "unknown ids within the gap share one lookup")
+	lookups := int64(time.Since(began)/(50*time.Millisecond)) + 1
+	require.LessOrEqual(t, b.RecordReads()-reads, lookups, "unknown ids asked together share a paced lookup")
 }
 
 // TestCatalogPauseIsKeptAndSeenEverywhere: a pause is stored (a new catalog,
