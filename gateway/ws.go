@@ -537,7 +537,10 @@ func (s *Server) serveSocket(conn *websocket.Conn) {
 	close(k.readerGone)
 	wend := <-writerDone
 
-	if wend.reason == "" {
+	// The reader's reason is the cause when it has one (a bad message, a
+	// silent client): the writer's failure after it is only the consequence,
+	// like a ping that could not be written to a socket already closing.
+	if end.reason != "" {
 		wend.reason = end.reason
 	}
 	if wend.reason != "" {
