@@ -20,6 +20,11 @@
 #                gateway and the whole process fail one at a time, then the
 #                checks and the table (deploy/chaos; about six minutes).
 #                `make test` runs the same suite with a small crowd.
+#   make fleet   the system as a fleet of separate processes (3 gateways, 2
+#                workers, 2 sweepers, the broker, PostgreSQL, Redis): a crowd
+#                of 6,000 shoppers spread over the gateways while one gateway
+#                and one worker are killed -9, then every check (deploy/chaos
+#                TestFleet; a few minutes). `make test` runs it with 240.
 #   make crowd   the real crowd against `bin/seckill dev` (SECKILL_GLOBAL_RATE
 #                =2000): catalog beside /healthz, PostgreSQL transactions,
 #                sockets and push delay, 100 shoppers under a bot (about a minute)
@@ -56,7 +61,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps build run test vet lint test-race fuzz bench chaos crowd clean
+.PHONY: deps test-deps build run test vet lint test-race fuzz bench chaos fleet crowd clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -177,6 +182,14 @@ chaos: deps build
 	SECKILL_CHAOS=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_CHAOS_TABLE=$(CURDIR)/.run/chaos.md \
 		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) test -count=1 -v -timeout 40m -run '^TestFaults$$' ./deploy/chaos || status=$$?; \
 	if [ -f .run/chaos.md ]; then echo; cat .run/chaos.md; fi; exit $$status
+
+# fleet runs deploy/chaos's TestFleet in its full form against bin/seckill
+# and prints the table (also kept in .run/fleet.md).
+fleet: deps build
+	@mkdir -p .run; rm -f .run/fleet.md; status=0; \
+	SECKILL_FLEET=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_FLEET_TABLE=$(CURDIR)/.run/fleet.md \
+		$(GO) test -count=1 -v -timeout 20m -run '^TestFleet$$' ./deploy/chaos || status=$$?; \
+	if [ -f .run/fleet.md ]; then echo; cat .run/fleet.md; fi; exit $$status
 
 # crowd starts `bin/seckill dev` on private services with the fairness
 # scenario's limits and runs `seckill loadtest -crowd` against it (deploy/bench

@@ -16,9 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/fleet"
 	"github.com/flashsale/seckill/gateway/auth"
-	"github.com/flashsale/seckill/migrations"
 )
 
 // Names of the faults, in the order Run injects them.
@@ -31,6 +30,11 @@ const (
 	FaultGatewayKilled    = "gateway killed between script and Kafka write"
 	FaultBrokerRestart    = "broker restarted"
 	FaultWholeProcessKill = "whole process killed -9 and started again"
+	// FaultFleet is not one of Faults: it runs on a fleet of its own
+	// (Options.Fleet, 3 gateways, 2 workers and 2 sweepers by default), the
+	// crowd spread over every gateway, and one gateway and one worker are
+	// killed with SIGKILL mid-crowd and stay dead.
+	FaultFleet = "fleet: a gateway and a worker killed -9"
 )
 
 // Faults lists every fault in the order Run injects them.
@@ -67,6 +71,8 @@ type Options struct {
 	SettleWithin time.Duration
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
+	// Fleet is the shape FaultFleet runs on; zero means fleet.Fleet3x2x2.
+	Fleet fleet.Shape
 }
 
 // Result is what one fault did to one crowd.
@@ -134,7 +140,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		names = Faults()
 	}
 	for _, n := range names {
-		if !slices.Contains(Faults(), n) {
+		if !slices.Contains(Faults(), n) && n != FaultFleet {
 			return nil, fmt.Errorf("chaos: unknown fault %q", n)
 		}
 	}
@@ -176,7 +182,8 @@ func (r *runner) close() {
 // system is what a fault acts on and the checks read: the HTTP face and the
 // PostgreSQL record.
 type system struct {
-	api  *api
+	api  *api                 // the operator's routes and the checks
+	apis []*api               // the shoppers', one per gateway
 	pool func() *pgxpool.Pool // the current pool (dev mode reopens it after a restart)
 }
 
@@ -188,7 +195,8 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 		sys    system
 		inject func(ctx context.Context, c *crowd, res *Result) error
 	)
-	if name == FaultWholeProcessKill {
+	switch name {
+	case FaultWholeProcessKill:
 		d, err := r.startDev(ctx)
 		if err != nil {
 			return res, err
@@ -196,7 +204,15 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 		defer d.close()
 		sys = system{api: d.api, pool: d.currentPool}
 		inject = d.killAndRestart
-	} else {
+	case FaultFleet:
+		f, err := r.startFleet(ctx)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		sys = system{api: f.apis[0], apis: f.apis, pool: func() *pgxpool.Pool { return f.Pool }}
+		inject = f.killGatewayAndWorker
+	default:
 		if r.served == nil {
 			s, err := r.startServed(ctx)
 			if err != nil {
@@ -204,7 +220,7 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 			}
 			r.served = s
 		}
-		sys = system{api: r.served.api, pool: func() *pgxpool.Pool { return r.served.pool }}
+		sys = system{api: r.served.api, pool: func() *pgxpool.Pool { return r.served.Pool }}
 		inject = r.served.fault(name)
 	}
 
@@ -213,7 +229,10 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	c := newCrowd(sys.api, r.tokens, voucherID, r.opts.Shoppers, r.next, r.opts.Arrive, r.opts.Patience)
+	if sys.apis == nil {
+		sys.apis = []*api{sys.api}
+	}
+	c := newCrowd(sys.apis, r.tokens, voucherID, r.opts.Shoppers, r.next, r.opts.Arrive, r.opts.Patience)
 	r.next += int64(r.opts.Shoppers)
 	crowdDone := make(chan struct{})
 	go func() { defer close(crowdDone); c.run(ctx) }()
@@ -420,122 +439,39 @@ const apiSample = 25
 // --- the services and `seckill serve` processes
 
 // served is the shared services with the system as three processes: a
-// gateway, a worker and a sweeper.
+// gateway, a worker and a sweeper (a fleet of one of each).
 type served struct {
-	r     *runner
-	dir   string
-	redis *localstack.Redis
-	pg    *localstack.Postgres
-	kafka *localstack.Kafka
-	pool  *pgxpool.Pool
-	rdb   *redis.Client
+	r *runner
+	*fleet.Fleet
+	rdb *redis.Client
 
-	gateway, worker, sweeper *instance
-	api                      *api
+	gateway, worker *fleet.Process // what the faults strike
+	api             *api
 }
 
-const topic = "seckill.orders"
-
 func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
-	dir := filepath.Join(r.opts.Dir, "served")
-	s := &served{r: r, dir: dir}
-	defer func() {
-		if err != nil {
-			s.close()
-		}
-	}()
-	r.opts.Logf("starting redis-server, PostgreSQL and the broker in %s", dir)
-	if s.redis, err = localstack.StartRedis(ctx, localstack.RedisOptions{Dir: filepath.Join(dir, "redis"), Persist: true}); err != nil {
-		return nil, err
-	}
-	if s.pg, err = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(dir, "postgres")}); err != nil {
-		return nil, err
-	}
-	if s.kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{
-		Topics: map[string]int32{topic: 6}, Dir: filepath.Join(dir, "kafka"),
-	}); err != nil {
-		return nil, err
-	}
-	if err = migrations.ApplyURL(ctx, s.pg.URL); err != nil {
-		return nil, err
-	}
-	if s.pool, err = pgxpool.New(ctx, s.pg.URL); err != nil {
-		return nil, err
-	}
-	ropts, err := redis.ParseURL(s.redis.URL)
+	f, err := fleet.Start(ctx, fleet.Options{
+		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "served"),
+		Shape:        fleet.Shape{Gateways: 1, Workers: 1, Sweepers: 1},
+		RedisPersist: true, AdminToken: r.admin, JWTSecret: r.secret, Logf: r.opts.Logf,
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.rdb = redis.NewClient(ropts)
-
-	for _, p := range []struct {
-		inst **instance
-		role string
-	}{{&s.gateway, "gateway"}, {&s.worker, "worker"}, {&s.sweeper, "sweeper"}} {
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		*p.inst = newInstance(p.role, r.opts.Bin, dir, []string{"serve"}, r.env(map[string]string{
-			"SECKILL_ROLES":         p.role,
-			"SECKILL_HTTP_ADDR":     addr,
-			"SECKILL_REDIS_URL":     s.redis.URL,
-			"SECKILL_DATABASE_URL":  s.pg.URL,
-			"SECKILL_KAFKA_BROKERS": s.kafka.Brokers[0],
-		}))
-		if err := (*p.inst).start(ctx, time.Minute); err != nil {
-			return nil, err
-		}
+	s := &served{r: r, Fleet: f, gateway: f.Gateways[0], worker: f.Workers[0]}
+	ropts, err := redis.ParseURL(f.Redis.URL)
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	s.api = newAPI(s.gateway.addr, r.admin)
-	r.opts.Logf("gateway on %s, worker and sweeper running; logs in %s", s.gateway.addr, dir)
+	s.rdb = redis.NewClient(ropts)
+	s.api = newAPI(s.gateway.Addr, r.admin)
 	return s, nil
 }
 
-// env is the configuration every process of a run shares, plus extra.
-func (r *runner) env(extra map[string]string) map[string]string {
-	env := map[string]string{
-		"SECKILL_KAFKA_TOPIC":      topic,
-		"SECKILL_JWT_SECRET":       r.secret,
-		"SECKILL_ADMIN_TOKEN":      r.admin,
-		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
-		// The whole crowd comes from 127.0.0.1, one address: the
-		// per-address budgets would make it a crowd of one. The per-user
-		// and global limits stay as shipped.
-		"SECKILL_IP_RATE":      "1000000",
-		"SECKILL_IP_BURST":     "1000000",
-		"SECKILL_BUY_IP_RATE":  "1000000",
-		"SECKILL_BUY_IP_BURST": "1000000",
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	return env
-}
-
 func (s *served) close() {
-	for _, p := range []*instance{s.gateway, s.worker, s.sweeper} {
-		if p != nil {
-			p.stop(10 * time.Second)
-		}
-	}
-	if s.pool != nil {
-		s.pool.Close()
-	}
-	if s.rdb != nil {
-		_ = s.rdb.Close()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if s.kafka != nil {
-		s.kafka.Close()
-	}
-	if s.redis != nil {
-		_ = s.redis.Stop(ctx)
-	}
-	if s.pg != nil {
-		_ = s.pg.Stop(ctx)
-	}
+	_ = s.rdb.Close()
+	s.Fleet.Close()
 }
 
 // fault returns the injection of a fault on the served system. It returns
@@ -545,21 +481,21 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 	switch name {
 	case FaultPostgresFrozen:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {
-			if err := s.pg.Freeze(); err != nil {
+			if err := s.Postgres.Freeze(); err != nil {
 				return err
 			}
-			defer s.pg.Thaw()
+			defer s.Postgres.Thaw()
 			return sleep(ctx, o.Freeze)
 		}
 	case FaultPostgresRestart:
-		return func(ctx context.Context, _ *crowd, _ *Result) error { return s.pg.Restart(ctx) }
+		return func(ctx context.Context, _ *crowd, _ *Result) error { return s.Postgres.Restart(ctx) }
 	case FaultRedisKilled:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {
-			s.redis.Kill()
+			s.Redis.Kill()
 			if err := sleep(ctx, o.Down); err != nil {
 				return err
 			}
-			return s.redis.Restart(ctx)
+			return s.Redis.Restart(ctx)
 		}
 	case FaultRedisDataLost:
 		return func(ctx context.Context, _ *crowd, _ *Result) error { return s.rdb.FlushAll(ctx).Err() }
@@ -575,10 +511,10 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 			if err := sleep(ctx, 300*time.Millisecond); err != nil {
 				return err
 			}
-			s.worker.kill()
+			s.worker.Kill()
 			res.Notes = append(res.Notes, fmt.Sprintf("worker killed with %d offset commits unanswered", held.Load()))
 			release()
-			return s.worker.start(ctx, time.Minute)
+			return s.worker.Start(ctx, time.Minute)
 		}
 	case FaultGatewayKilled:
 		return func(ctx context.Context, c *crowd, res *Result) error {
@@ -593,18 +529,18 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 				return err
 			}
 			caught := c.inFlight.Load()
-			s.gateway.kill()
+			s.gateway.Kill()
 			res.Notes = append(res.Notes, fmt.Sprintf("gateway killed with %d buys in flight", caught))
 			release()
-			return s.gateway.start(ctx, time.Minute)
+			return s.gateway.Start(ctx, time.Minute)
 		}
 	case FaultBrokerRestart:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {
-			s.kafka.Stop()
+			s.Kafka.Stop()
 			if err := sleep(ctx, o.Down); err != nil {
 				return err
 			}
-			return s.kafka.Start(ctx)
+			return s.Kafka.Start(ctx)
 		}
 	}
 	return func(context.Context, *crowd, *Result) error { return fmt.Errorf("chaos: no injection for %q", name) }
@@ -617,7 +553,7 @@ func (s *served) withhold(kind kmsg.Key) (held *atomic.Int64, release func()) {
 	held = new(atomic.Int64)
 	var on atomic.Bool
 	on.Store(true)
-	k := s.kafka.Cluster()
+	k := s.Kafka.Cluster()
 	k.ControlKey(kind.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		if !on.Load() {
 			k.DropControl()
@@ -650,28 +586,77 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// --- a fleet: several gateways, workers and sweepers
+
+// fleetRun is a fleet of its own for FaultFleet.
+type fleetRun struct {
+	*fleet.Fleet
+	apis []*api // one per gateway, in order
+}
+
+func (r *runner) startFleet(ctx context.Context) (*fleetRun, error) {
+	shape := r.opts.Fleet
+	if shape.Gateways == 0 {
+		shape = fleet.Fleet3x2x2
+	}
+	if shape.Gateways < 2 || shape.Workers < 2 {
+		return nil, fmt.Errorf("chaos: a fleet that loses a gateway and a worker needs two of each at least (shape %+v)", shape)
+	}
+	f, err := fleet.Start(ctx, fleet.Options{
+		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "fleet"), Shape: shape,
+		AdminToken: r.admin, JWTSecret: r.secret, Logf: r.opts.Logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fr := &fleetRun{Fleet: f}
+	for _, addr := range f.GatewayAddrs() {
+		fr.apis = append(fr.apis, newAPI(addr, r.admin))
+	}
+	return fr, nil
+}
+
+// killGatewayAndWorker kills the last gateway and the first worker with
+// SIGKILL, while buys are on their way, and leaves them dead: the other
+// gateways take the shoppers who retry, the other workers take the dead
+// one's partitions once the group's session times out. The first gateway,
+// which the checks ask, stays.
+func (f *fleetRun) killGatewayAndWorker(_ context.Context, c *crowd, res *Result) error {
+	// Strike while a buy is on its way, when one comes within a second.
+	for end := time.Now().Add(time.Second); c.inFlight.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(200 * time.Microsecond)
+	}
+	caught := c.inFlight.Load()
+	gw, w := f.Gateways[len(f.Gateways)-1], f.Workers[0]
+	gw.Kill()
+	w.Kill()
+	res.Notes = append(res.Notes, fmt.Sprintf("%s (%s) and %s killed with %d buys in flight across the fleet; %d gateways and %d workers left",
+		gw.Name, gw.Addr, w.Name, caught, len(f.Gateways)-1, len(f.Workers)-1))
+	return nil
+}
+
 // --- the whole process: `seckill dev`
 
 // dev is one `seckill dev` process on its own data folder.
 type dev struct {
 	r    *runner
-	proc *instance
+	proc *fleet.Process
 	api  *api
 	pool atomic.Pointer[pgxpool.Pool]
 }
 
 func (r *runner) startDev(ctx context.Context) (*dev, error) {
 	dir := filepath.Join(r.opts.Dir, "dev")
-	addr, err := freeAddr()
+	addr, err := fleet.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	d := &dev{r: r}
-	d.proc = newInstance("dev", r.opts.Bin, dir, []string{"dev"}, r.env(map[string]string{
-		"SECKILL_HTTP_ADDR":    addr,
-		"SECKILL_DATA_DIR":     filepath.Join(dir, "data"),
-		"SECKILL_DEMO_VOUCHER": "false",
-	}))
+	env := fleet.BaseEnv(r.admin, r.secret)
+	env["SECKILL_HTTP_ADDR"] = addr
+	env["SECKILL_DATA_DIR"] = filepath.Join(dir, "data")
+	env["SECKILL_DEMO_VOUCHER"] = "false"
+	d.proc = fleet.NewProcess("dev", r.opts.Bin, dir, []string{"dev"}, env)
 	if err := mkdir(dir); err != nil {
 		return nil, err
 	}
@@ -686,10 +671,10 @@ func (r *runner) startDev(ctx context.Context) (*dev, error) {
 
 // start starts the process and opens a pool on the PostgreSQL it started.
 func (d *dev) start(ctx context.Context) error {
-	if err := d.proc.start(ctx, 2*time.Minute); err != nil {
+	if err := d.proc.Start(ctx, 2*time.Minute); err != nil {
 		return err
 	}
-	url, err := lastPostgresURL(d.proc.logPath)
+	url, err := lastPostgresURL(d.proc.LogPath)
 	if err != nil {
 		return err
 	}
@@ -715,18 +700,18 @@ func (d *dev) killAndRestart(ctx context.Context, c *crowd, res *Result) error {
 		time.Sleep(200 * time.Microsecond)
 	}
 	caught := c.inFlight.Load()
-	kids := d.proc.kill()
+	kids := d.proc.Kill()
 	res.Notes = append(res.Notes, fmt.Sprintf("seckill dev killed with %d buys in flight; %d child processes", caught, len(kids)))
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := waitGone(wctx, kids); err != nil {
+	if err := fleet.WaitGone(wctx, kids); err != nil {
 		return err
 	}
 	return d.start(ctx)
 }
 
 func (d *dev) close() {
-	d.proc.stop(30 * time.Second)
+	d.proc.Stop(30 * time.Second)
 	if p := d.pool.Load(); p != nil {
 		p.Close()
 	}

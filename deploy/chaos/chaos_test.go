@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/chaos"
+	"github.com/flashsale/seckill/deploy/fleet"
 )
 
 // Sizes of the two forms. The short one (make test) proves every fault on
@@ -43,6 +44,45 @@ func TestFaults(t *testing.T) {
 			opts.Faults = append(opts.Faults, strings.TrimSpace(f))
 		}
 	}
+	results := run(t, opts, os.Getenv("SECKILL_CHAOS_TABLE"))
+	require.Len(t, results, max(len(opts.Faults), len(chaos.Faults())*boolInt(len(opts.Faults) == 0)))
+}
+
+// Sizes of the fleet test's two forms: make test (a small crowd) and make
+// fleet (SECKILL_FLEET=full).
+var (
+	fleetShort = chaos.Options{
+		Shoppers: 240, Arrive: 5 * time.Second, FaultAt: 2 * time.Second,
+		Patience: 30 * time.Second, SettleWithin: 2 * time.Minute,
+	}
+	fleetFull = chaos.Options{
+		Shoppers: 6000, Arrive: 30 * time.Second, FaultAt: 10 * time.Second,
+		Patience: time.Minute, SettleWithin: 3 * time.Minute,
+	}
+)
+
+// TestFleet runs the system as a fleet of separate processes (3 gateways,
+// 2 workers, 2 sweepers, the broker, PostgreSQL, Redis), spreads a crowd
+// over the gateways, kills one gateway and one worker with SIGKILL mid-crowd
+// and checks every invariant of the sale. SECKILL_FLEET=full runs the bigger
+// crowd of make fleet; SECKILL_FLEET_TABLE writes its table there too.
+func TestFleet(t *testing.T) {
+	opts := fleetShort
+	if os.Getenv("SECKILL_FLEET") == "full" {
+		opts = fleetFull
+	}
+	opts.Faults = []string{chaos.FaultFleet}
+	opts.Fleet = fleet.Fleet3x2x2
+	results := run(t, opts, os.Getenv("SECKILL_FLEET_TABLE"))
+	require.Len(t, results, 1)
+	require.NotEmpty(t, results[0].Notes, "the kill says what it killed")
+}
+
+// run runs opts' faults on a scratch folder with the binary of
+// SECKILL_CHAOS_BIN (or one it builds), prints the table (also to tablePath
+// when set) and checks every result.
+func run(t *testing.T, opts chaos.Options, tablePath string) []chaos.Result {
+	t.Helper()
 	dir, err := chaos.ScratchDir()
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -56,7 +96,7 @@ func TestFaults(t *testing.T) {
 	opts.Bin = os.Getenv("SECKILL_CHAOS_BIN")
 	if opts.Bin == "" {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		opts.Bin, err = chaos.Build(ctx, dir)
+		opts.Bin, err = fleet.Build(ctx, dir)
 		cancel()
 		require.NoError(t, err)
 	}
@@ -64,13 +104,12 @@ func TestFaults(t *testing.T) {
 
 	results, err := chaos.Run(t.Context(), opts)
 	require.NoError(t, err)
-	require.Len(t, results, max(len(opts.Faults), len(chaos.Faults())*boolInt(len(opts.Faults) == 0)))
 
 	var table strings.Builder
 	require.NoError(t, chaos.WriteTable(&table, results))
 	t.Logf("\n%s", table.String())
-	if path := os.Getenv("SECKILL_CHAOS_TABLE"); path != "" {
-		require.NoError(t, os.WriteFile(path, []byte(table.String()), 0o644))
+	if tablePath != "" {
+		require.NoError(t, os.WriteFile(tablePath, []byte(table.String()), 0o644))
 	}
 
 	for _, res := range results {
@@ -84,6 +123,7 @@ func TestFaults(t *testing.T) {
 			require.Equal(t, res.Accepted, res.Persisted+res.Failed+res.Unknown)
 		})
 	}
+	return results
 }
 
 func boolInt(b bool) int {

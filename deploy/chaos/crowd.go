@@ -19,9 +19,12 @@ import (
 // crowd is a paced flash crowd on one voucher: shoppers arrive evenly over
 // arrive, each asks for one unit once, with one Idempotency-Key, and retries
 // with that same key on a transport error, 429 or 5xx (after Retry-After,
-// capped) until patience runs out, as a well-behaved app does.
+// capped) until patience runs out, as a well-behaved app does. With several
+// gateways, shoppers are spread over them in turn, and a shopper whose
+// gateway gives no answer retries on the next one, as behind a load
+// balancer that has stopped sending to a dead instance.
 type crowd struct {
-	api       *api
+	apis      []*api
 	tokens    *auth.Tokens
 	voucherID int64
 	shoppers  int
@@ -39,8 +42,8 @@ type crowd struct {
 	problems []string
 }
 
-func newCrowd(a *api, tokens *auth.Tokens, voucherID int64, shoppers int, firstUser int64, arrive, patience time.Duration) *crowd {
-	return &crowd{api: a, tokens: tokens, voucherID: voucherID, shoppers: shoppers, firstUser: firstUser,
+func newCrowd(apis []*api, tokens *auth.Tokens, voucherID int64, shoppers int, firstUser int64, arrive, patience time.Duration) *crowd {
+	return &crowd{apis: apis, tokens: tokens, voucherID: voucherID, shoppers: shoppers, firstUser: firstUser,
 		arrive: arrive, patience: patience,
 		accepted: map[int64]int64{}, keyOrder: map[int64]int64{}, answers: map[string]int{}, finals: map[string]int{}}
 }
@@ -60,13 +63,13 @@ func (c *crowd) run(ctx context.Context) {
 			case <-time.After(d):
 			}
 		}
-		wg.Go(func() { c.shop(ctx, c.firstUser+int64(i)) })
+		wg.Go(func() { c.shop(ctx, c.firstUser+int64(i), i%len(c.apis)) })
 	}
 	wg.Wait()
 }
 
-// shop is one shopper's attempt.
-func (c *crowd) shop(ctx context.Context, user int64) {
+// shop is one shopper's attempt, first on gateway gw.
+func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 	token, _, err := c.tokens.Issue(user)
 	if err != nil {
 		c.problem("token for user %d: %v", user, err)
@@ -80,7 +83,7 @@ func (c *crowd) shop(ctx context.Context, user int64) {
 			OrderID string `json:"order_id"`
 		}
 		c.inFlight.Add(1)
-		status, retryAfter, err := c.api.call(ctx, http.MethodPost, path, token, key, map[string]any{"quantity": 1}, &out)
+		status, retryAfter, err := c.apis[gw].call(ctx, http.MethodPost, path, token, key, map[string]any{"quantity": 1}, &out)
 		c.inFlight.Add(-1)
 		label := answerLabel(status, err)
 		c.count(label, false)
@@ -102,6 +105,9 @@ func (c *crowd) shop(ctx context.Context, user int64) {
 		if time.Now().After(giveUp) {
 			c.count("gave up after "+label, true)
 			return
+		}
+		if status == 0 {
+			gw = (gw + 1) % len(c.apis)
 		}
 		wait := min(time.Duration(max(retryAfter, 0))*time.Second, time.Second)
 		wait = max(wait, 200*time.Millisecond) + time.Duration(mrand.Int64N(int64(200*time.Millisecond)))

@@ -4,9 +4,9 @@
 //
 // Everything is real. Redis, PostgreSQL and the Kafka-protocol broker are the
 // private services of deploy/localstack, and the system runs as separate OS
-// processes of the seckill binary (`seckill serve` with SECKILL_ROLES gateway,
-// worker and sweeper, or `seckill dev` for the whole-process fault), so a
-// fault is a real signal or a real restart:
+// processes of the seckill binary (deploy/fleet: `seckill serve` with
+// SECKILL_ROLES gateway, worker and sweeper, or `seckill dev` for the
+// whole-process fault), so a fault is a real signal or a real restart:
 //
 //   - PostgreSQL frozen: SIGSTOP of the postmaster and its backends, SIGCONT later;
 //   - PostgreSQL restarted: SIGKILL, then started again on the same data;
@@ -29,7 +29,13 @@
 // stats route) is clean again, with nothing pending. The waits are generous
 // deadlines, never assertions on time: the seconds measured are reported.
 //
+// FaultFleet is the same crowd on a fleet of its own (3 gateways, 2 workers,
+// 2 sweepers), spread over every gateway, while one gateway and one worker
+// are killed with SIGKILL and stay dead; shoppers whose gateway gives no
+// answer retry on the next one.
+//
 // Run drives one or all faults and returns a Result per fault; WriteTable
 // prints them. The package's test runs every fault with a small crowd (make
-// test) or with the full crowd (make chaos, which sets SECKILL_CHAOS=full).
+// test) or with the full crowd (make chaos, which sets SECKILL_CHAOS=full);
+// TestFleet runs FaultFleet (make test, and make fleet with SECKILL_FLEET=full).
 package chaos

@@ -1,0 +1,258 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/migrations"
+)
+
+// Topic is the orders topic every process of a fleet uses.
+const Topic = "seckill.orders"
+
+// Shape is how many processes of each role a fleet runs, and on what.
+type Shape struct {
+	Gateways, Workers, Sweepers int
+	// Partitions of the orders topic; 0 means 6. Workers beyond it idle.
+	Partitions int32
+	// RedisMasters is 1 (or 0) for one plain redis-server.
+	RedisMasters int
+}
+
+// Fleet3x2x2 is the fleet of the fleet test and `make fleet`: three
+// gateways, two workers, two sweepers.
+var Fleet3x2x2 = Shape{Gateways: 3, Workers: 2, Sweepers: 2}
+
+// Options configures Start.
+type Options struct {
+	// Bin is the seckill binary (see Build).
+	Bin string
+	// Dir is where the services keep their data and the processes their logs.
+	Dir   string
+	Shape Shape
+	// RedisPersist turns redis-server's append-only file on (the fault suite
+	// kills it and wants the data back).
+	RedisPersist bool
+	// AdminToken and JWTSecret every process shares; generated when empty.
+	AdminToken, JWTSecret string
+	// Env adds SECKILL_* settings to every process, over the fleet's own.
+	Env map[string]string
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Fleet is the running services and processes. Its fields are for reading.
+type Fleet struct {
+	Redis    *localstack.Redis
+	Postgres *localstack.Postgres
+	Kafka    *localstack.Kafka
+	// Pool is a PostgreSQL pool on the fleet's database, for checks.
+	Pool *pgxpool.Pool
+
+	Gateways, Workers, Sweepers []*Process
+
+	// AdminToken and JWTSecret are what every process was given.
+	AdminToken, JWTSecret string
+
+	opts Options
+	env  map[string]string
+}
+
+// Start brings up the services and the processes of opts.Shape, each
+// process ready (its /readyz answers 200) when it returns.
+func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
+	if opts.Bin == "" || opts.Dir == "" {
+		return nil, errors.New("fleet: Options.Bin and Options.Dir are required")
+	}
+	s := opts.Shape
+	if s.Gateways < 1 || s.Workers < 0 || s.Sweepers < 0 {
+		return nil, fmt.Errorf("fleet: a fleet needs a gateway at least, and no negative counts (shape %+v)", s)
+	}
+	if s.RedisMasters > 1 {
+		return nil, fmt.Errorf("fleet: %d Redis masters: only one plain redis-server is supported yet", s.RedisMasters)
+	}
+	if s.Partitions == 0 {
+		s.Partitions = 6
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.AdminToken == "" {
+		opts.AdminToken = randomHex(16)
+	}
+	if opts.JWTSecret == "" {
+		opts.JWTSecret = randomHex(32)
+	}
+	f := &Fleet{AdminToken: opts.AdminToken, JWTSecret: opts.JWTSecret, opts: opts}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+
+	opts.Logf("fleet: starting redis-server, PostgreSQL and the broker in %s", opts.Dir)
+	if f.Redis, err = localstack.StartRedis(ctx, localstack.RedisOptions{
+		Dir: filepath.Join(opts.Dir, "redis"), Persist: opts.RedisPersist,
+	}); err != nil {
+		return nil, err
+	}
+	if f.Postgres, err = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(opts.Dir, "postgres")}); err != nil {
+		return nil, err
+	}
+	if f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{
+		Topics: map[string]int32{Topic: s.Partitions}, Dir: filepath.Join(opts.Dir, "kafka"),
+	}); err != nil {
+		return nil, err
+	}
+	// Once, before any process: as `seckill migrate` once per release.
+	if err = migrations.ApplyURL(ctx, f.Postgres.URL); err != nil {
+		return nil, err
+	}
+	if f.Pool, err = pgxpool.New(ctx, f.Postgres.URL); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f.env = f.baseEnv()
+
+	for _, role := range []struct {
+		name  string
+		n     int
+		procs *[]*Process
+	}{{"gateway", s.Gateways, &f.Gateways}, {"worker", s.Workers, &f.Workers}, {"sweeper", s.Sweepers, &f.Sweepers}} {
+		for i := range role.n {
+			p, err := f.newProcess(role.name, fmt.Sprintf("%s-%d", role.name, i+1))
+			if err != nil {
+				return nil, err
+			}
+			*role.procs = append(*role.procs, p)
+		}
+	}
+	// Started side by side: each takes a second or two, mostly waiting.
+	all := f.processes()
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, p := range all {
+		wg.Go(func() { errs[i] = p.Start(ctx, 2*time.Minute) })
+	}
+	wg.Wait()
+	if err = errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	opts.Logf("fleet: %d gateways %v, %d workers, %d sweepers ready; logs in %s",
+		len(f.Gateways), f.GatewayAddrs(), len(f.Workers), len(f.Sweepers), opts.Dir)
+	return f, nil
+}
+
+// BaseEnv is the configuration of a seckill process on this machine,
+// services aside: the topic, the secrets, a short shutdown, and the
+// per-address limits lifted.
+func BaseEnv(adminToken, jwtSecret string) map[string]string {
+	return map[string]string{
+		"SECKILL_KAFKA_TOPIC":      Topic,
+		"SECKILL_JWT_SECRET":       jwtSecret,
+		"SECKILL_ADMIN_TOKEN":      adminToken,
+		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+		// A crowd on this machine comes from 127.0.0.1, one address: the
+		// per-address budgets would make it a crowd of one. The per-user
+		// and global limits stay as shipped unless Options.Env says.
+		"SECKILL_IP_RATE":      "1000000",
+		"SECKILL_IP_BURST":     "1000000",
+		"SECKILL_BUY_IP_RATE":  "1000000",
+		"SECKILL_BUY_IP_BURST": "1000000",
+	}
+}
+
+// baseEnv is the configuration every process of the fleet shares.
+func (f *Fleet) baseEnv() map[string]string {
+	env := BaseEnv(f.AdminToken, f.JWTSecret)
+	for k, v := range map[string]string{
+		"SECKILL_REDIS_URL":     f.Redis.URL,
+		"SECKILL_DATABASE_URL":  f.Postgres.URL,
+		"SECKILL_KAFKA_BROKERS": f.Kafka.Brokers[0],
+	} {
+		env[k] = v
+	}
+	for k, v := range f.opts.Env {
+		env[k] = v
+	}
+	return env
+}
+
+// newProcess prepares one `seckill serve` of one role on a free address.
+func (f *Fleet) newProcess(role, name string) (*Process, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string, len(f.env)+2)
+	for k, v := range f.env {
+		env[k] = v
+	}
+	env["SECKILL_ROLES"] = role
+	env["SECKILL_HTTP_ADDR"] = addr
+	return NewProcess(name, f.opts.Bin, f.opts.Dir, []string{"serve"}, env), nil
+}
+
+// Env is the configuration every process of the fleet shares (services,
+// secrets, limits), for a client such as the load tool.
+func (f *Fleet) Env() map[string]string {
+	out := make(map[string]string, len(f.env))
+	for k, v := range f.env {
+		out[k] = v
+	}
+	return out
+}
+
+// GatewayAddrs are the gateways' host:port addresses, in order.
+func (f *Fleet) GatewayAddrs() []string {
+	out := make([]string, len(f.Gateways))
+	for i, g := range f.Gateways {
+		out[i] = g.Addr
+	}
+	return out
+}
+
+func (f *Fleet) processes() []*Process {
+	var all []*Process
+	all = append(all, f.Gateways...)
+	all = append(all, f.Workers...)
+	return append(all, f.Sweepers...)
+}
+
+// Close stops every process (SIGTERM, SIGKILL after 10 s), then the
+// services. It is safe on a fleet Start gave up on.
+func (f *Fleet) Close() {
+	var wg sync.WaitGroup
+	for _, p := range f.processes() {
+		wg.Go(func() { p.Stop(10 * time.Second) })
+	}
+	wg.Wait()
+	if f.Pool != nil {
+		f.Pool.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if f.Kafka != nil {
+		f.Kafka.Close()
+	}
+	if f.Redis != nil {
+		_ = f.Redis.Stop(ctx)
+	}
+	if f.Postgres != nil {
+		_ = f.Postgres.Stop(ctx)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
