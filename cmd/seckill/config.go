@@ -20,6 +20,8 @@ import (
 type Config struct {
 	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
+	RedisCluster      []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" secret:"url" help:"Redis Cluster seed nodes host:port, comma separated (or one redis://user:password@host:port?addr=host:port URL); when set, Redis is a Redis Cluster and SECKILL_REDIS_URL is not used"`
+	DevRedisShards    int           `env:"SECKILL_DEV_REDIS_SHARDS" default:"1" help:"dev mode: 1 starts one private redis-server; 3 or more start a private Redis Cluster of that many masters (data under SECKILL_DATA_DIR)"`
 	DatabaseURL       string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
 	DBGatewayConns    int32         `env:"SECKILL_DB_GATEWAY_CONNS" default:"16" help:"PostgreSQL connections of the gateway's pool: catalog refreshes, logins, order reads, synchronous buys, pay and cancel"`
 	DBWorkerConns     int32         `env:"SECKILL_DB_WORKER_CONNS" default:"8" help:"PostgreSQL connections of the workers' own pool: persisting orders, the sweeper, the reconciler; a flood on the gateway never takes them"`
@@ -126,6 +128,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_TOKEN_TTL must be positive")
 	case c.KafkaPartitions <= 0:
 		return fmt.Errorf("config: SECKILL_KAFKA_PARTITIONS must be positive")
+	case c.DevRedisShards < 1 || c.DevRedisShards == 2:
+		return fmt.Errorf("config: SECKILL_DEV_REDIS_SHARDS must be 1 (one redis-server) or at least 3 (a Redis Cluster needs 3 masters), got %d", c.DevRedisShards)
 	case c.DBGatewayConns <= 0 || c.DBWorkerConns <= 0:
 		return fmt.Errorf("config: SECKILL_DB_GATEWAY_CONNS and SECKILL_DB_WORKER_CONNS must be positive, got %d and %d", c.DBGatewayConns, c.DBWorkerConns)
 	}
@@ -200,6 +204,13 @@ func maskedValue(secret string, field reflect.Value) string {
 	var s string
 	switch x := field.Interface().(type) {
 	case []string:
+		if secret == "url" {
+			masked := make([]string, len(x))
+			for i, u := range x {
+				masked[i] = maskURL(u)
+			}
+			x = masked
+		}
 		s = strings.Join(x, ",")
 	default:
 		s = fmt.Sprint(x)

@@ -99,3 +99,42 @@ func TestMaskURL(t *testing.T) {
 		require.NotContains(t, got, "hunter", c.in)
 	}
 }
+
+// TestRedisClusterConfig: seed nodes or one URL, the password masked when
+// printed, and a dev cluster only of a size Redis Cluster accepts.
+func TestRedisClusterConfig(t *testing.T) {
+	cfg, err := loadConfig(func(k string) string {
+		return map[string]string{"SECKILL_REDIS_CLUSTER_ADDRS": " 10.0.0.1:6379, 10.0.0.2:6379 ,"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1:6379", "10.0.0.2:6379"}, cfg.RedisCluster)
+	require.Equal(t, 1, cfg.DevRedisShards)
+	opts, err := clusterOptions(cfg.RedisCluster)
+	require.NoError(t, err)
+	require.Equal(t, cfg.RedisCluster, opts.Addrs)
+	require.Equal(t, clusterStateReload, opts.ClusterStateReloadInterval, "the slot map is read again soon after a failover")
+
+	opts, err = clusterOptions([]string{"redis://app:s3cret@10.0.0.1:6379?addr=10.0.0.2:6379"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1:6379", "10.0.0.2:6379"}, opts.Addrs)
+	require.Equal(t, "s3cret", opts.Password)
+	cfg.RedisCluster = []string{"redis://app:s3cret@10.0.0.1:6379?addr=10.0.0.2:6379"}
+	for _, kv := range cfg.printable() {
+		if kv[0] == "SECKILL_REDIS_CLUSTER_ADDRS" {
+			require.Equal(t, "redis://app:****@10.0.0.1:6379?addr=10.0.0.2:6379", kv[1])
+		}
+	}
+	_, err = clusterOptions([]string{"10.0.0.1:6379", "redis://10.0.0.2:6379"})
+	require.ErrorContains(t, err, "not host:port")
+	_, err = clusterOptions([]string{"10.0.0.1"})
+	require.ErrorContains(t, err, "not host:port")
+
+	for shards, ok := range map[string]bool{"1": true, "2": false, "3": true, "8": true, "0": false} {
+		_, err := loadConfig(func(k string) string { return map[string]string{"SECKILL_DEV_REDIS_SHARDS": shards}[k] })
+		if ok {
+			require.NoError(t, err, shards)
+		} else {
+			require.ErrorContains(t, err, "SECKILL_DEV_REDIS_SHARDS", shards)
+		}
+	}
+}

@@ -29,7 +29,19 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 	// Child processes must stop even when start-up fails half way.
 	stopCtx := context.WithoutCancel(ctx)
 
-	if cfg.RedisURL == "" {
+	switch {
+	case cfg.RedisURL != "" || len(cfg.RedisCluster) > 0:
+		// Configured: use it.
+	case cfg.DevRedisShards > 1:
+		c, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
+			Dir: filepath.Join(dataDir, "redis-cluster"), Masters: cfg.DevRedisShards, Persist: true, Log: log,
+		})
+		if err != nil {
+			return fmt.Errorf("dev redis cluster (SECKILL_DEV_REDIS_SHARDS=%d): %w", cfg.DevRedisShards, err)
+		}
+		defer c.Stop(stopCtx)
+		cfg.RedisCluster = c.Addrs
+	default:
 		r, err := localstack.StartRedis(ctx, localstack.RedisOptions{Dir: filepath.Join(dataDir, "redis"), Persist: true, Log: log})
 		if err != nil {
 			return fmt.Errorf("dev redis: %w", err)

@@ -17,14 +17,23 @@ import (
 
 // TestDevMode is `make run`: with nothing configured, `seckill dev` starts
 // its own Redis, PostgreSQL and Kafka, seeds a voucher on sale, sells it over
-// HTTP, and on shutdown leaves no process behind.
+// HTTP, and on shutdown leaves no process behind. It runs on both shapes of
+// Redis: one redis-server, and `SECKILL_DEV_REDIS_SHARDS=3 make run`'s
+// private Redis Cluster of three masters.
 func TestDevMode(t *testing.T) {
+	for _, shards := range []string{"1", "3"} {
+		t.Run("shards="+shards, func(t *testing.T) { testDevMode(t, shards) })
+	}
+}
+
+func testDevMode(t *testing.T, shards string) {
 	dataDir := t.TempDir()
 	addr := freeAddr(t)
 	env := map[string]string{
-		"SECKILL_HTTP_ADDR": addr,
-		"SECKILL_DATA_DIR":  dataDir,
-		"SECKILL_LOG_LEVEL": "warn",
+		"SECKILL_HTTP_ADDR":        addr,
+		"SECKILL_DATA_DIR":         dataDir,
+		"SECKILL_LOG_LEVEL":        "warn",
+		"SECKILL_DEV_REDIS_SHARDS": shards,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -67,6 +76,16 @@ func TestDevMode(t *testing.T) {
 		o := ts.do(t, http.MethodGet, "/api/v1/orders/"+orderID, token, nil, nil)
 		return o.status == http.StatusOK && o.body["status"] == "created"
 	}, 30*time.Second, 50*time.Millisecond, "the order never reached PostgreSQL")
+
+	nodes, err := filepath.Glob(filepath.Join(dataDir, "redis-cluster", "node-*", "nodes.conf"))
+	require.NoError(t, err)
+	if shards == "1" {
+		require.Empty(t, nodes, "one plain redis-server")
+		require.FileExists(t, filepath.Join(dataDir, "redis", "redis.log"))
+	} else {
+		require.Len(t, nodes, 3, "a cluster of three masters, its files under the data folder")
+		require.NoDirExists(t, filepath.Join(dataDir, "redis"))
+	}
 
 	for _, path := range []string{"/", "/admin"} {
 		page := ts.do(t, http.MethodGet, path, "", nil, nil)

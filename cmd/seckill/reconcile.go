@@ -35,8 +35,8 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" || cfg.DatabaseURL == "" {
-		return errors.New("reconcile needs SECKILL_REDIS_URL and SECKILL_DATABASE_URL (and SECKILL_KAFKA_BROKERS for --repair)")
+	if (cfg.RedisURL == "" && len(cfg.RedisCluster) == 0) || cfg.DatabaseURL == "" {
+		return errors.New("reconcile needs SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS) and SECKILL_DATABASE_URL (and SECKILL_KAFKA_BROKERS for --repair)")
 	}
 	cfg.Roles = nil // connections only: no gateway, worker or sweeper here
 	s, err := newSystem(ctx, cfg, newLogger(cfg, stderr))

@@ -83,8 +83,8 @@ func logConfig(log *slog.Logger, cfg Config) {
 // requireServices says which service URLs a production process lacks.
 func (c Config) requireServices() error {
 	var missing []string
-	if c.RedisURL == "" {
-		missing = append(missing, "SECKILL_REDIS_URL")
+	if c.RedisURL == "" && len(c.RedisCluster) == 0 {
+		missing = append(missing, "SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS)")
 	}
 	if c.DatabaseURL == "" {
 		missing = append(missing, "SECKILL_DATABASE_URL")

@@ -42,7 +42,9 @@ type system struct {
 	registry *prometheus.Registry
 	metrics  processMetrics
 
-	rdb *redis.Client
+	// rdb is a cluster client or a plain one (openRedis); nothing else
+	// knows which.
+	rdb redis.UniversalClient
 	// pool and store serve the gateway: the catalog, accounts, order
 	// reads, synchronous buys, pay and cancel (SECKILL_DB_GATEWAY_CONNS).
 	pool  *pgxpool.Pool
@@ -80,14 +82,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 		return nil, err
 	}
 
-	ropts, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return nil, fmt.Errorf("SECKILL_REDIS_URL: %w", err)
-	}
-	ropts.PoolSize = 256
-	s.rdb = redis.NewClient(ropts)
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("redis at %s does not answer: %w", ropts.Addr, err)
+	if s.rdb, err = openRedis(ctx, cfg); err != nil {
+		return nil, err
 	}
 
 	// Two pools, so that no crowd of one side can take the connections the
