@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -30,7 +32,7 @@ type testSystem struct {
 	base   string
 	cfg    Config
 	pool   *pgxpool.Pool
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	tokens *auth.Tokens
 	client *http.Client
 }
@@ -81,7 +83,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		base:   "http://" + addr,
 		cfg:    cfg,
 		pool:   pool,
-		rdb:    stack.Redis(t),
+		rdb:    stack.Client(t, stacktest.RedisShape{ClusterAddrs: cfg.RedisCluster}),
 		tokens: tokens,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 	}
@@ -274,8 +276,26 @@ func (ts *testSystem) checkInvariants(t *testing.T, voucherID string, limit int)
 	return sold
 }
 
-func TestThousandBuyersOfAHundredItems(t *testing.T) {
-	ts := startSystem(t, nil)
+// shapeEnv is the configuration that runs the system on shape.
+func shapeEnv(shape stacktest.RedisShape) map[string]string {
+	if len(shape.ClusterAddrs) > 0 {
+		return map[string]string{"SECKILL_REDIS_URL": "", "SECKILL_REDIS_CLUSTER_ADDRS": strings.Join(shape.ClusterAddrs, ",")}
+	}
+	return map[string]string{"SECKILL_REDIS_URL": shape.URL}
+}
+
+// onEveryShape runs test once on one plain redis-server and once on a
+// Redis Cluster of three masters.
+func onEveryShape(t *testing.T, test func(t *testing.T, env map[string]string)) {
+	for _, shape := range stack.RedisShapes(t) {
+		t.Run(shape.Name, func(t *testing.T) { test(t, shapeEnv(shape)) })
+	}
+}
+
+func TestThousandBuyersOfAHundredItems(t *testing.T) { onEveryShape(t, testThousandBuyersOfAHundredItems) }
+
+func testThousandBuyersOfAHundredItems(t *testing.T, env map[string]string) {
+	ts := startSystem(t, env)
 	vid := ts.createVoucher(t, 100, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 
 	const buyers = 1000
@@ -326,8 +346,10 @@ func TestThousandBuyersOfAHundredItems(t *testing.T) {
 	require.EqualValues(t, 0, drift["pending"])
 }
 
-func TestReplaysAndQuantities(t *testing.T) {
-	ts := startSystem(t, nil)
+func TestReplaysAndQuantities(t *testing.T) { onEveryShape(t, testReplaysAndQuantities) }
+
+func testReplaysAndQuantities(t *testing.T, env map[string]string) {
+	ts := startSystem(t, env)
 	const stock, limit, buyers = 100, 3, 300
 	vid := ts.createVoucher(t, stock, limit, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 

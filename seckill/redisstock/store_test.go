@@ -24,8 +24,20 @@ var ids atomic.Int64
 func next() int64 { return ids.Add(1) }
 
 type bundle struct {
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	store *redisstock.Store
+}
+
+// onEveryShape runs test, in parallel, on the package's plain redis-server
+// and on its Redis Cluster of three masters.
+func onEveryShape(t *testing.T, test func(t *testing.T, b bundle)) {
+	for _, shape := range stack.RedisShapes(t) {
+		t.Run(shape.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := stack.Client(t, shape)
+			test(t, bundle{rdb: rdb, store: redisstock.New(rdb)})
+		})
+	}
 }
 
 func setup(t testing.TB) bundle {
@@ -39,7 +51,7 @@ func setup(t testing.TB) bundle {
 }
 
 // serverNow is Redis's clock, which reserve.lua checks the window with.
-func serverNow(t testing.TB, rdb *redis.Client) time.Time {
+func serverNow(t testing.TB, rdb redis.Cmdable) time.Time {
 	t.Helper()
 	now, err := rdb.Time(context.Background()).Result()
 	require.NoError(t, err)
@@ -413,8 +425,11 @@ func TestReleaseModes(t *testing.T) {
 
 func TestConcurrentBuyersNeverOversell(t *testing.T) {
 	t.Parallel()
+	onEveryShape(t, testConcurrentBuyersNeverOversell)
+}
+
+func testConcurrentBuyersNeverOversell(t *testing.T, b bundle) {
 	ctx := context.Background()
-	b := setup(t)
 	v := b.onSale(t, 100, 1)
 
 	var held, soldOut atomic.Int64
@@ -448,8 +463,11 @@ func TestConcurrentBuyersNeverOversell(t *testing.T) {
 
 func TestConcurrentReplaysAndQuantities(t *testing.T) {
 	t.Parallel()
+	onEveryShape(t, testConcurrentReplaysAndQuantities)
+}
+
+func testConcurrentReplaysAndQuantities(t *testing.T, b bundle) {
 	ctx := context.Background()
-	b := setup(t)
 	const limit = 3
 	v := b.onSale(t, 200, limit)
 

@@ -72,6 +72,65 @@ type Stack struct {
 
 	dir   string
 	admin *pgxpool.Pool // on the postgres database, to create and drop databases
+
+	clusterMu  sync.Mutex
+	cluster    *localstack.RedisCluster // started by the first RedisShapes call
+	clusterErr error
+}
+
+// RedisShape is one way of running Redis: one plain server (URL set) or a
+// Redis Cluster (ClusterAddrs set, the seeds SECKILL_REDIS_CLUSTER_ADDRS
+// takes).
+type RedisShape struct {
+	Name         string // "plain" or "cluster"
+	URL          string
+	ClusterAddrs []string
+}
+
+// RedisShapes returns both shapes the system runs on: the package's plain
+// redis-server and a private Redis Cluster of three masters, started on the
+// first call (a few seconds, once per test binary) and shared by every test
+// of the package like the plain server. End-to-end tests run a table over
+// them.
+func (s *Stack) RedisShapes(t testing.TB) []RedisShape {
+	t.Helper()
+	c := s.RedisCluster(t)
+	return []RedisShape{
+		{Name: "plain", URL: s.RedisURL},
+		{Name: "cluster", ClusterAddrs: c.Addrs},
+	}
+}
+
+// RedisCluster is the package's private Redis Cluster of three masters
+// without replicas, started on the first call and stopped by Stop.
+func (s *Stack) RedisCluster(t testing.TB) *localstack.RedisCluster {
+	t.Helper()
+	s.clusterMu.Lock()
+	defer s.clusterMu.Unlock()
+	if s.cluster == nil && s.clusterErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s.cluster, s.clusterErr = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
+			Dir: filepath.Join(s.dir, "redis-cluster"), Masters: 3,
+		})
+	}
+	if s.clusterErr != nil {
+		t.Fatalf("stacktest: %v", s.clusterErr)
+	}
+	return s.cluster
+}
+
+// Client returns a client of the shape (a cluster client for the cluster,
+// reading the slot map again every second as the system's does), closed
+// when the test ends.
+func (s *Stack) Client(t testing.TB, shape RedisShape) redis.UniversalClient {
+	t.Helper()
+	if len(shape.ClusterAddrs) == 0 {
+		return s.Redis(t)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: shape.ClusterAddrs, ClusterStateReloadInterval: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 // Main starts the services, runs the tests, stops the services and exits
@@ -213,6 +272,11 @@ func (s *Stack) Stop(ctx context.Context) error {
 	if s.RedisServer != nil {
 		errs = append(errs, s.RedisServer.Stop(ctx))
 	}
+	s.clusterMu.Lock()
+	if s.cluster != nil {
+		errs = append(errs, s.cluster.Stop(ctx))
+	}
+	s.clusterMu.Unlock()
 	if s.Postgres != nil {
 		errs = append(errs, s.Postgres.Stop(ctx))
 	}
