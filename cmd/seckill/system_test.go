@@ -292,7 +292,9 @@ func onEveryShape(t *testing.T, test func(t *testing.T, env map[string]string)) 
 	}
 }
 
-func TestThousandBuyersOfAHundredItems(t *testing.T) { onEveryShape(t, testThousandBuyersOfAHundredItems) }
+func TestThousandBuyersOfAHundredItems(t *testing.T) {
+	onEveryShape(t, testThousandBuyersOfAHundredItems)
+}
 
 func testThousandBuyersOfAHundredItems(t *testing.T, env map[string]string) {
 	ts := startSystem(t, env)
