@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/flashsale/seckill/deploy/localstack"
 	"github.com/flashsale/seckill/migrations"
 	"github.com/flashsale/seckill/seckill"
 )
+
+// profileRole is the pprof label that names the part of a dev process a
+// goroutine belongs to: "broker" (the in-process Kafka broker) or "worker"
+// (the order workers' consumer); unlabelled goroutines are the gateway's.
+const profileRole = "role"
 
 // runDev starts whatever services are not configured as private child
 // processes (Redis, PostgreSQL) or in-process (Kafka), then every role.
@@ -58,10 +64,16 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		cfg.DatabaseURL = p.URL
 	}
 	if len(cfg.KafkaBrokers) == 0 {
-		k, err := localstack.StartKafka(ctx, localstack.KafkaOptions{
-			Topics: map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions},
-			Dir:    filepath.Join(dataDir, "kafka"),
-			Log:    log,
+		var k *localstack.Kafka
+		var err error
+		// The broker's goroutines carry the label role=broker, so that a CPU
+		// profile tells its share from the gateway's (make bench).
+		pprof.Do(ctx, pprof.Labels(profileRole, "broker"), func(ctx context.Context) {
+			k, err = localstack.StartKafka(ctx, localstack.KafkaOptions{
+				Topics: map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions},
+				Dir:    filepath.Join(dataDir, "kafka"),
+				Log:    log,
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("dev kafka: %w", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -337,8 +338,12 @@ func (s *system) run(ctx context.Context) error {
 		} else {
 			worker := orders.NewWorker(s.workStore, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 			wg.Go(func() {
-				defer consumer.Close()
-				fail("worker", consumer.Run(ctx, worker.Handle))
+				// role=worker on the consumer's goroutines (and those it
+				// starts): make bench reports the worker's CPU apart.
+				pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {
+					defer consumer.Close()
+					fail("worker", consumer.Run(ctx, worker.Handle))
+				})
 			})
 			s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
 		}

@@ -87,6 +87,7 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // Config sets the gates. Zero values take the defaults named on each field.
@@ -265,7 +266,10 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	e.Breaker = newBreaker(rdb, cfg, m, log)
 	e.SoldOut = newSoldOut(rdb, stock, cfg.SoldOutRecheck, m, log)
 	e.Captchas = NewCaptchas(rdb, cfg.CaptchaTTL)
-	lim := redis_rate.NewLimiter(rdb)
+	// The limits' scripts share round trips with the reservations of
+	// concurrent buys (redisstock.GroupCommit): the per-user limit is the
+	// buy's other Redis call.
+	lim := redis_rate.NewLimiter(redisstock.GroupCommit(rdb))
 	e.global = newGlobalLimit(cfg.GlobalRate, cfg.GlobalBurst, e.front, m)
 	e.fleet = newFleet(rdb, cfg.FleetKey, cfg.FleetBeat, log, e.global.resize)
 	if reg != nil {

@@ -62,7 +62,10 @@ const (
 
 // Store is the Redis stock. It is safe for concurrent use.
 type Store struct {
-	rdb      redis.UniversalClient
+	rdb redis.UniversalClient
+	// hot is what reservations go through: GroupCommit(rdb) unless
+	// WithoutGroupCommit.
+	hot      redis.Scripter
 	reserve  *redis.Script
 	release  *redis.Script
 	snapshot *redis.Script
@@ -95,6 +98,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.hot == nil {
+		s.hot = GroupCommit(rdb)
+	}
 	return s
 }
 
@@ -122,7 +128,7 @@ func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.Res
 	}
 	k := VoucherKeys(r.VoucherID)
 	start := time.Now()
-	raw, err := s.reserve.Run(ctx, s.rdb, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
+	raw, err := s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
 	s.metrics.since(scriptReserve, start)
 	if err != nil {
 		return seckill.ReserveResult{}, unavailable("reserve", err)
