@@ -66,7 +66,7 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // redisCPU is the CPU the Redis server has used (INFO cpu), user and system.
-func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
 	info, err := rdb.Info(context.Background(), "cpu").Result()
 	require.NoError(b, err)
 	var sum float64
