@@ -38,3 +38,22 @@ var LeaseRenew string
 //
 //go:embed lease_release.lua
 var LeaseRelease string
+
+// QueueJoin is queue_join.lua: join a waiting room's line (one place per
+// user) or read one's place in it.
+//
+//go:embed queue_join.lua
+var QueueJoin string
+
+// QueueAdmit is queue_admit.lua: one admission step of a waiting room, at
+// the room's rate whichever instances run it; also expires unused passes and
+// closes the room.
+//
+//go:embed queue_admit.lua
+var QueueAdmit string
+
+// QueuePass is queue_pass.lua: the single use of an admission pass, and its
+// return when the buy never reached the stock.
+//
+//go:embed queue_pass.lua
+var QueuePass string

@@ -33,6 +33,9 @@ var (
 	// ErrSalePaused: the operator paused this voucher's sale (503 with
 	// Retry-After: the pause is meant to end).
 	ErrSalePaused = errors.New("sale paused")
+	// ErrNotAdmitted: a buy of a voucher with a waiting room without a valid
+	// admission pass (missing, forged, expired, used, or another's).
+	ErrNotAdmitted = errors.New("not admitted")
 )
 
 // ErrStockMissing marks a reservation refused because the fast store has no

@@ -1,0 +1,62 @@
+-- queue_admit.lua: one admission step of a voucher's waiting room, run by any instance at any
+-- time: the room's admission clock (room.t) makes several instances together admit the rate,
+-- not the rate times the instances.
+-- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome.
+-- ARGV[1] begin_ms, ARGV[2] admit per second, ARGV[3] pass lifetime ms, ARGV[4] at most this
+-- many unexpired, unused passes at once (-1: no bound), ARGV[5] at most this many admitted by
+-- this call, ARGV[6] '1' closes the room for good, ARGV[7] expire_at_ms.
+-- Returns {head, now_ms, waiting, admitted_now, expired_now, closed}.
+--
+-- head counts the admitted: the first head members of the line by rank. Places never move once
+-- admission began (later joiners score above every earlier one), so a waiter's position is
+-- rank - head + 1 and nothing per waiter is written when the head moves.
+-- The clock t starts at begin_ms and moves by 1000/rate per admission, so
+-- floor((now - t) * rate / 1000) more may enter: the total admitted by time now is
+-- floor((now - begin) * rate / 1000), whichever instances ran the steps. An expired pass moves
+-- t back by one step: its place goes to the next in line. Credit not used (empty line, bound
+-- reached) is kept for at most one second, so an idle room does not release a burst later.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'closed', '1') end
+local closed = redis.call('HGET', KEYS[2], 'closed') == '1'
+local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
+local size = redis.call('ZCARD', KEYS[1])
+local begin = tonumber(ARGV[1])
+if now < begin then return {head, now, size - head, 0, 0, 0} end
+local max = tonumber(ARGV[5])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, max)
+if #gone > 0 then
+  redis.call('ZREM', KEYS[3], unpack(gone))
+  for _, u in ipairs(gone) do redis.call('HSET', KEYS[4], u, 'x') end
+  redis.call('HINCRBY', KEYS[2], 'expired', #gone)
+end
+if closed then
+  redis.call('PEXPIREAT', KEYS[2], ARGV[7])
+  return {head, now, 0, 0, #gone, 1}
+end
+local step = 1000 / tonumber(ARGV[2])
+local clock = tonumber(redis.call('HGET', KEYS[2], 't') or ARGV[1]) - #gone * step
+local n = math.floor((now - clock) / step)
+if n < 0 then n = 0 end
+local k = math.min(n, size - head, max)
+local bound = tonumber(ARGV[4])
+if bound >= 0 then
+  k = math.min(k, math.max(0, bound - redis.call('ZCARD', KEYS[3])))
+end
+if k > 0 then
+  local who = redis.call('ZRANGE', KEYS[1], head, head + k - 1)
+  local exp = string.format('%.0f', now + tonumber(ARGV[3]))
+  local args = {}
+  for i, u in ipairs(who) do
+    args[2 * i - 1] = exp
+    args[2 * i] = u
+  end
+  redis.call('ZADD', KEYS[3], unpack(args))
+  head = head + k
+  redis.call('HSET', KEYS[2], 'head', head)
+end
+clock = clock + k * step
+if k < n and clock < now - 1000 then clock = now - 1000 end
+redis.call('HSET', KEYS[2], 't', string.format('%.3f', clock))
+for i = 1, 4 do redis.call('PEXPIREAT', KEYS[i], ARGV[7]) end
+return {head, now, size - head, k, #gone, 0}

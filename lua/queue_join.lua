@@ -1,0 +1,40 @@
+-- queue_join.lua: join a voucher's waiting room, or read one's place in it.
+-- KEYS[1] line     zset  userID -> place (random below 2^52 in the pre-queue, 2^52+arrival after begin)
+-- KEYS[2] room     hash  head (admitted so far), t (admission clock, ms), seq, closed, expired, used
+-- KEYS[3] passes   zset  userID -> pass expiry ms, for admitted shoppers whose pass is neither used nor expired
+-- KEYS[4] outcome  hash  userID -> 'u' (pass used) | 'x' (pass expired)
+-- ARGV[1] 'join' or 'read', ARGV[2] userID, ARGV[3] the user's random pre-queue place (integer
+-- below 2^52), ARGV[4] opens_ms (begin - prequeue), ARGV[5] begin_ms, ARGV[6] end_ms,
+-- ARGV[7] expire_at_ms (when the room's keys go).
+-- Returns {code, rank, head, pass_expiry_ms, now_ms}; code 0 not in line, 1 waiting,
+-- 2 admitted, 3 expired, 4 closed, 5 the line is not open yet, 6 admitted and the pass used.
+-- Server time only: the window is judged by Redis TIME, never by the caller's clock.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local user = ARGV[2]
+local closed = redis.call('HGET', KEYS[2], 'closed') == '1' or now >= tonumber(ARGV[6])
+if ARGV[1] == 'join' and not redis.call('ZSCORE', KEYS[1], user) then
+  if closed then return {4, 0, 0, 0, now} end
+  if now < tonumber(ARGV[4]) then return {5, 0, 0, 0, now} end
+  if now < tonumber(ARGV[5]) then
+    redis.call('ZADD', KEYS[1], ARGV[3], user)
+  else
+    -- after begin_at: arrival order, behind every pre-queue place (2^52 + sequence).
+    local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+    redis.call('ZADD', KEYS[1], string.format('%.0f', 4503599627370496 + seq), user)
+  end
+  redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+  redis.call('PEXPIREAT', KEYS[2], ARGV[7])
+end
+local rank = redis.call('ZRANK', KEYS[1], user)
+if not rank then return {0, 0, 0, 0, now} end
+local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
+if rank < head then
+  local o = redis.call('HGET', KEYS[4], user)
+  if o == 'x' then return {3, rank, head, 0, now} end
+  if o == 'u' then return {6, rank, head, 0, now} end
+  local exp = redis.call('ZSCORE', KEYS[3], user)
+  return {2, rank, head, tonumber(exp or '0'), now}
+end
+if closed then return {4, rank, head, 0, now} end
+return {1, rank, head, 0, now}

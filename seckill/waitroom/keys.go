@@ -1,0 +1,19 @@
+package waitroom
+
+import "strconv"
+
+// keys names the Redis keys of one voucher's room. Build them with keysOf and
+// nowhere else. They carry the voucher's hash tag {v<ID>}, the same as the
+// voucher's stock keys (seckill/redisstock), so each script's keys share one
+// Redis Cluster slot.
+type keys struct {
+	line, room, passes, outcome string
+}
+
+func keysOf(voucherID int64) keys {
+	p := "waitroom:{v" + strconv.FormatInt(voucherID, 10) + "}:"
+	return keys{line: p + "line", room: p + "room", passes: p + "passes", outcome: p + "outcome"}
+}
+
+// list is the KEYS of the three scripts, in their order.
+func (k keys) list() []string { return []string{k.line, k.room, k.passes, k.outcome} }

@@ -1,0 +1,62 @@
+package waitroom_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+)
+
+// redisURL is the package's private redis-server (the only service these
+// tests need). Tests share it: each uses voucher ids no other test uses.
+var redisURL string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "seckill-waitroom-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	r, err := localstack.StartRedis(ctx, localstack.RedisOptions{Dir: dir})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "waitroom tests need redis-server (apt-get install redis-server): %v\n", err)
+		return 1
+	}
+	redisURL = r.URL
+	code := m.Run()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = r.Stop(stopCtx)
+	return code
+}
+
+// client is a new connection pool to the shared redis-server: an instance
+// of the fleet, as far as Redis can tell.
+func client(t testing.TB) *redis.Client {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// redisNow is Redis's clock, the one the scripts judge by.
+func redisNow(t testing.TB, c *redis.Client) time.Time {
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}

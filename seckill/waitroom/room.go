@@ -1,0 +1,354 @@
+// Package waitroom is the waiting room in front of a flash sale: one fair
+// line per voucher in Redis, admission at a fleet-wide rate, and the signed,
+// single-use passes that let the admitted buy.
+//
+// The data model (hash tag {v42}, the voucher's, so each script runs in one
+// Redis Cluster slot; the layout is this package's alone):
+//
+//	waitroom:{v42}:line     zset  userID -> place
+//	waitroom:{v42}:room     hash  head, t, seq, closed, expired, used
+//	waitroom:{v42}:passes   zset  userID -> pass expiry ms (admitted, pass unused and unexpired)
+//	waitroom:{v42}:outcome  hash  userID -> "u" pass used | "x" pass expired
+//
+// A place is a score. A shopper joining in the pre-queue (the
+// PrequeueSeconds before BeginAt) scores a random number below 2^52 drawn
+// with HMAC from the voucher and user (fixed for the pair, unknown without
+// the key), so at BeginAt the pre-queue stands in random order whatever the
+// order of arrival. From BeginAt a joiner scores 2^52 plus an arrival
+// sequence: behind everyone before, first come first served. ZADD, ZRANK and
+// ZRANGE by rank are O(log n), so a join, a place and an admission step cost
+// O(log n) whatever the size of the line.
+//
+// The room admits the line's first head members. Because places never move
+// once admission began, a shopper's position is rank - head + 1: admitting
+// writes only the new passes, never anything per waiter, and every instance
+// can tell each of its own shoppers their place from the one number head.
+// The admission clock t (see queue_admit.lua) lets any number of instances
+// run the admission step at any time while the fleet together admits
+// AdmitPerSecond a second.
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/lua"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Line is the waiting room of one voucher as its record sets it.
+type Line struct {
+	VoucherID int64
+	BeginAt   time.Time
+	EndAt     time.Time
+	// AdmitPerSecond is how many shoppers the fleet admits a second.
+	AdmitPerSecond int64
+	// PrequeueSeconds is how long before BeginAt the line opens; who
+	// joins in that time gets a random place at BeginAt.
+	PrequeueSeconds int64
+}
+
+// Opens is when the line opens: PrequeueSeconds before BeginAt.
+func (l Line) Opens() time.Time {
+	return l.BeginAt.Add(-time.Duration(l.PrequeueSeconds) * time.Second)
+}
+
+// State is where a shopper stands in a line (gateway/openapi.yaml, Queue.state).
+type State string
+
+// The states of a place in line.
+const (
+	StateWaiting  State = "waiting"
+	StateAdmitted State = "admitted"
+	StateExpired  State = "expired"
+	StateClosed   State = "closed"
+)
+
+// Status is one shopper's place in one line.
+type Status struct {
+	VoucherID int64
+	UserID    int64
+	State     State
+	// Position counts from 1 while waiting; 0 otherwise.
+	Position int64
+	// Ahead is how many wait in front (Position - 1), 0 otherwise.
+	Ahead int64
+	// ETA is the estimated wait until admission: the time to BeginAt,
+	// plus Position at the admission rate.
+	ETA time.Duration
+	// Pass is the admission pass while admitted and not yet used.
+	Pass          string
+	PassExpiresAt time.Time
+	// Used is true once the pass was used to buy.
+	Used bool
+	// Rank is the place's 0-based rank in the line; fixed once admission
+	// began, so position = Rank - head + 1 for any later head.
+	Rank int64
+}
+
+// Room is the fleet's waiting rooms, one line per voucher, in Redis. It is
+// safe for concurrent use; every instance makes its own over the shared Redis.
+type Room struct {
+	rdb               redis.UniversalClient
+	sig               signer
+	join, admit, pass *redis.Script
+	passTTL, grace    time.Duration
+	maxStep           int64
+	now               func() time.Time
+}
+
+// Option configures a Room.
+type Option func(*Room)
+
+// Defaults of the options.
+const (
+	DefaultPassTTL = 2 * time.Minute
+	DefaultGrace   = time.Hour
+	// DefaultMaxStep bounds how many one admission step admits (the rest
+	// goes in the next step), so a step never blocks Redis for long.
+	DefaultMaxStep = 1000
+)
+
+// WithPassTTL sets how long a pass is valid after admission (default 2 minutes).
+func WithPassTTL(d time.Duration) Option { return func(r *Room) { r.passTTL = d } }
+
+// WithGrace sets how long after the sale's end the room's keys live.
+func WithGrace(d time.Duration) Option { return func(r *Room) { r.grace = d } }
+
+// New returns the rooms over rdb. secret keys the HMAC of passes and of the
+// pre-queue's random places: every instance needs the same one.
+func New(rdb redis.UniversalClient, secret []byte, opts ...Option) *Room {
+	r := &Room{
+		rdb: rdb, sig: signer{key: append([]byte(nil), secret...)},
+		join: redis.NewScript(lua.QueueJoin), admit: redis.NewScript(lua.QueueAdmit),
+		pass:    redis.NewScript(lua.QueuePass),
+		passTTL: DefaultPassTTL, grace: DefaultGrace, maxStep: DefaultMaxStep, now: time.Now,
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+func (r *Room) expireAt(l Line) string {
+	return strconv.FormatInt(l.EndAt.Add(r.grace).UnixMilli(), 10)
+}
+
+// Codes of queue_join.lua.
+const (
+	codeNotIn = iota
+	codeWaiting
+	codeAdmitted
+	codeExpired
+	codeClosed
+	codeNotOpen
+	codeUsed
+)
+
+// Join puts userID in l's line, or leaves the place they have. A line not
+// yet open is seckill.ErrNotStarted; a closed one answers StateClosed.
+func (r *Room) Join(ctx context.Context, l Line, userID int64) (Status, error) {
+	return r.run(ctx, "join", l, userID)
+}
+
+// Status is userID's place in l's line; seckill.ErrNotFound when they
+// never joined.
+func (r *Room) Status(ctx context.Context, l Line, userID int64) (Status, error) {
+	return r.run(ctx, "read", l, userID)
+}
+
+func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Status, error) {
+	if l.AdmitPerSecond <= 0 {
+		return Status{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, seckill.ErrInvalidInput)
+	}
+	res, err := r.join.Run(ctx, r.rdb, keysOf(l.VoucherID).list(), mode, userID,
+		r.sig.place(l.VoucherID, userID), l.Opens().UnixMilli(), l.BeginAt.UnixMilli(),
+		l.EndAt.UnixMilli(), r.expireAt(l)).Int64Slice()
+	if err != nil {
+		return Status{}, unavailable("queue "+mode, err)
+	}
+	if len(res) != 5 {
+		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered %v", res)
+	}
+	code, rank, head, exp, now := res[0], res[1], res[2], res[3], time.UnixMilli(res[4])
+	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank}
+	switch code {
+	case codeNotIn:
+		return Status{}, seckill.Public(seckill.ErrNotFound, "you are not in this voucher's line; join it first")
+	case codeNotOpen:
+		return Status{}, seckill.Public(seckill.ErrNotStarted,
+			"the line opens at "+l.Opens().UTC().Format(time.RFC3339)+"; join then")
+	case codeWaiting:
+		st.State = StateWaiting
+		st.Position = rank - head + 1
+		st.Ahead = rank - head
+		st.ETA = ETA(l, st.Position, now)
+	case codeAdmitted:
+		st.State = StateAdmitted
+		st.PassExpiresAt = time.UnixMilli(exp)
+		st.Pass = r.sig.sign(Pass{VoucherID: l.VoucherID, UserID: userID, ExpiresAt: st.PassExpiresAt})
+	case codeUsed:
+		st.State, st.Used = StateAdmitted, true
+	case codeExpired:
+		st.State = StateExpired
+	case codeClosed:
+		st.State = StateClosed
+	default:
+		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered code %d", code)
+	}
+	return st, nil
+}
+
+// ETA is the estimated wait of the shopper at position in l at now: until
+// BeginAt if the room has not started, then position at the room's rate.
+func ETA(l Line, position int64, now time.Time) time.Duration {
+	if l.AdmitPerSecond <= 0 || position <= 0 {
+		return 0
+	}
+	d := time.Duration(math.Ceil(float64(position)/float64(l.AdmitPerSecond)*1000)) * time.Millisecond
+	if now.Before(l.BeginAt) {
+		d += l.BeginAt.Sub(now)
+	}
+	return d
+}
+
+// Step is what one admission step did.
+type Step struct {
+	// Head is how many were admitted so far: the line's first Head places.
+	Head int64
+	// At is Redis's time of the step.
+	At time.Time
+	// Waiting is how many still wait after the step.
+	Waiting int64
+	// Admitted and Expired are what this step admitted and expired.
+	Admitted, Expired int64
+	// Closed is true once the room is closed.
+	Closed bool
+}
+
+// Admit runs one admission step of l: expire passes unused in time, then
+// admit up to the room's rate since the last step, whoever runs it. Passes
+// out at once are held to at most passes (the stock left, say; -1 for no
+// bound), so the room never lets in more buyers than it could serve.
+func (r *Room) Admit(ctx context.Context, l Line, passes int64) (Step, error) {
+	return r.step(ctx, l, passes, false)
+}
+
+// Close closes l's room for good: no more admissions, everyone still
+// waiting is closed. Passes already out stay valid until they expire.
+func (r *Room) Close(ctx context.Context, l Line) (Step, error) {
+	return r.step(ctx, l, 0, true)
+}
+
+func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (Step, error) {
+	if l.AdmitPerSecond <= 0 {
+		return Step{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, seckill.ErrInvalidInput)
+	}
+	cl := "0"
+	if closing {
+		cl = "1"
+	}
+	res, err := r.admit.Run(ctx, r.rdb, keysOf(l.VoucherID).list(), l.BeginAt.UnixMilli(),
+		l.AdmitPerSecond, r.passTTL.Milliseconds(), passes, r.maxStep, cl, r.expireAt(l)).Int64Slice()
+	if err != nil {
+		return Step{}, unavailable("admit", err)
+	}
+	if len(res) != 6 {
+		return Step{}, fmt.Errorf("waitroom: queue_admit.lua answered %v", res)
+	}
+	return Step{Head: res[0], At: time.UnixMilli(res[1]), Waiting: res[2], Admitted: res[3],
+		Expired: res[4], Closed: res[5] == 1}, nil
+}
+
+// Answers of queue_pass.lua's claim.
+const (
+	claimOK = 1 + iota
+	claimUsed
+	claimExpired
+	claimNotAdmitted
+)
+
+// Claim uses pass to buy voucherID as userID, once: it refuses with
+// seckill.ErrNotAdmitted a pass that is missing, not signed by this room,
+// someone else's or for another voucher (all without I/O), expired, or used
+// before. Call Restore if the buy then never reached the stock.
+func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass string) (Pass, error) {
+	if pass == "" {
+		return Pass{}, notAdmitted("this voucher has a waiting room: join its line, and buy with the pass you get when admitted")
+	}
+	p, ok := r.sig.open(pass)
+	if !ok || p.VoucherID != voucherID || p.UserID != userID {
+		return Pass{}, notAdmitted("this admission pass is not valid for you and this voucher")
+	}
+	if !r.now().Before(p.ExpiresAt) {
+		return Pass{}, notAdmitted("this admission pass has expired")
+	}
+	code, err := r.pass.Run(ctx, r.rdb, keysOf(voucherID).list(), "claim", userID, p.ExpiresAt.UnixMilli()).Int()
+	if err != nil {
+		return Pass{}, unavailable("claim pass", err)
+	}
+	switch code {
+	case claimOK:
+		return p, nil
+	case claimUsed:
+		return Pass{}, notAdmitted("this admission pass was used already")
+	case claimExpired:
+		return Pass{}, notAdmitted("this admission pass has expired")
+	default:
+		return Pass{}, notAdmitted("this admission pass is not valid for you and this voucher")
+	}
+}
+
+// Restore gives back a claimed pass whose buy never reached the stock (a
+// rate limit or an outage further on), so the shopper may try again with
+// it until it expires.
+func (r *Room) Restore(ctx context.Context, p Pass) error {
+	err := r.pass.Run(ctx, r.rdb, keysOf(p.VoucherID).list(), "restore", p.UserID, p.ExpiresAt.UnixMilli()).Err()
+	if err != nil {
+		return unavailable("restore pass", err)
+	}
+	return nil
+}
+
+// Stats are one room's figures (GET /api/v1/admin/vouchers/{id}/stats, queue).
+type Stats struct {
+	Waiting, Admitted, Expired, PassesUsed int64
+}
+
+// Stats reads voucherID's room figures; all zero for a room nobody joined.
+func (r *Room) Stats(ctx context.Context, voucherID int64) (Stats, error) {
+	k := keysOf(voucherID)
+	var card *redis.IntCmd
+	var room *redis.SliceCmd
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		card = p.ZCard(ctx, k.line)
+		room = p.HMGet(ctx, k.room, "head", "expired", "used", "closed")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Stats{}, unavailable("room stats", err)
+	}
+	f := room.Val()
+	n := func(i int) int64 {
+		s, _ := f[i].(string)
+		v, _ := strconv.ParseInt(s, 10, 64)
+		return v
+	}
+	st := Stats{Admitted: n(0), Expired: n(1), PassesUsed: n(2)}
+	if closed, _ := f[3].(string); closed != "1" {
+		st.Waiting = card.Val() - st.Admitted
+	}
+	return st, nil
+}
+
+func notAdmitted(msg string) error { return seckill.Public(seckill.ErrNotAdmitted, msg) }
+
+func unavailable(what string, err error) error {
+	return fmt.Errorf("waitroom: %s: %w: %w", what, seckill.ErrUnavailable, err)
+}
