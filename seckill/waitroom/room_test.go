@@ -244,7 +244,10 @@ func TestPass(t *testing.T) {
 		"other key":    func() error { _, err := other.Claim(ctx, 140006, 1, a.Pass); return err },
 		"borrowed":     func() error { _, err := room.Claim(ctx, 140006, 2, a.Pass); return err },
 		"other coupon": func() error { _, err := room.Claim(ctx, 140007, 1, a.Pass); return err },
-		"waiting user": func() error { _, err := room.Claim(ctx, 140006, 3, strings.Replace(a.Pass, ".1.", ".3.", 1)); return err },
+		"waiting user": func() error {
+			_, err := room.Claim(ctx, 140006, 3, strings.Replace(a.Pass, ".1.", ".3.", 1))
+			return err
+		},
 	} {
 		require.ErrorIs(t, try(), seckill.ErrNotAdmitted, name)
 	}
