@@ -30,7 +30,7 @@
 // deadlines, never assertions on time: the seconds measured are reported.
 //
 // FaultFleet is the same crowd on a fleet of its own (3 gateways, 2 workers,
-// 2 sweepers), spread over every gateway, while one gateway and one worker
+// 2 sweepers on a Redis Cluster of 3 masters), spread over every gateway, while one gateway and one worker
 // are killed with SIGKILL and stay dead; shoppers whose gateway gives no
 // answer retry on the next one.
 //

@@ -1,13 +1,15 @@
 // Package fleet runs the system as separate OS processes of the seckill
 // binary on private services, as production runs it: any number of
 // gateways, workers and sweepers (`seckill serve` with SECKILL_ROLES), each
-// its own process with its own log, on the private redis-server, PostgreSQL
-// and Kafka-protocol broker of deploy/localstack.
+// its own process with its own log, on the private services of
+// deploy/localstack: a redis-server or a Redis Cluster, PostgreSQL and the
+// Kafka-protocol broker.
 //
 // Process is the runner of one seckill process: start it and wait for its
 // /readyz, kill it with SIGKILL as a crash would, stop it with SIGTERM.
 // Start brings up the services and a Shape of processes (3 gateways, 2
-// workers and 2 sweepers for the fleet test; one of each for the fault
+// workers and 2 sweepers on a Redis Cluster of 3 masters for the fleet
+// test; one of each on one redis-server for the fault
 // suite in deploy/chaos, which builds on it), and Fleet.Close ends them all.
 // The processes get the kernel's parent-death signal, so none outlives the
 // program that started it.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,13 +25,15 @@ type Shape struct {
 	Gateways, Workers, Sweepers int
 	// Partitions of the orders topic; 0 means 6. Workers beyond it idle.
 	Partitions int32
-	// RedisMasters is 1 (or 0) for one plain redis-server.
+	// RedisMasters is 1 (or 0) for one plain redis-server, 3 or more for a
+	// Redis Cluster of that many masters (no replicas), which every process
+	// reaches through SECKILL_REDIS_CLUSTER_ADDRS.
 	RedisMasters int
 }
 
 // Fleet3x2x2 is the fleet of the fleet test and `make fleet`: three
-// gateways, two workers, two sweepers.
-var Fleet3x2x2 = Shape{Gateways: 3, Workers: 2, Sweepers: 2}
+// gateways, two workers, two sweepers, on a Redis Cluster of three masters.
+var Fleet3x2x2 = Shape{Gateways: 3, Workers: 2, Sweepers: 2, RedisMasters: 3}
 
 // Options configures Start.
 type Options struct {
@@ -52,9 +55,12 @@ type Options struct {
 
 // Fleet is the running services and processes. Its fields are for reading.
 type Fleet struct {
-	Redis    *localstack.Redis
-	Postgres *localstack.Postgres
-	Kafka    *localstack.Kafka
+	// Redis is the plain redis-server of a one-master shape; RedisCluster
+	// the cluster of the others. One of the two is nil.
+	Redis        *localstack.Redis
+	RedisCluster *localstack.RedisCluster
+	Postgres     *localstack.Postgres
+	Kafka        *localstack.Kafka
 	// Pool is a PostgreSQL pool on the fleet's database, for checks.
 	Pool *pgxpool.Pool
 
@@ -77,8 +83,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if s.Gateways < 1 || s.Workers < 0 || s.Sweepers < 0 {
 		return nil, fmt.Errorf("fleet: a fleet needs a gateway at least, and no negative counts (shape %+v)", s)
 	}
-	if s.RedisMasters > 1 {
-		return nil, fmt.Errorf("fleet: %d Redis masters: only one plain redis-server is supported yet", s.RedisMasters)
+	if s.RedisMasters == 2 || s.RedisMasters < 0 {
+		return nil, fmt.Errorf("fleet: %d Redis masters: one plain redis-server (1) or a cluster of 3 or more", s.RedisMasters)
+	}
+	if s.RedisMasters > 1 && opts.RedisPersist {
+		return nil, errors.New("fleet: RedisPersist is for the plain redis-server only")
 	}
 	if s.Partitions == 0 {
 		s.Partitions = 6
@@ -99,11 +108,20 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}()
 
-	opts.Logf("fleet: starting redis-server, PostgreSQL and the broker in %s", opts.Dir)
-	if f.Redis, err = localstack.StartRedis(ctx, localstack.RedisOptions{
-		Dir: filepath.Join(opts.Dir, "redis"), Persist: opts.RedisPersist,
-	}); err != nil {
-		return nil, err
+	if s.RedisMasters > 1 {
+		opts.Logf("fleet: starting a Redis Cluster of %d masters, PostgreSQL and the broker in %s", s.RedisMasters, opts.Dir)
+		if f.RedisCluster, err = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
+			Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters,
+		}); err != nil {
+			return nil, err
+		}
+	} else {
+		opts.Logf("fleet: starting redis-server, PostgreSQL and the broker in %s", opts.Dir)
+		if f.Redis, err = localstack.StartRedis(ctx, localstack.RedisOptions{
+			Dir: filepath.Join(opts.Dir, "redis"), Persist: opts.RedisPersist,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if f.Postgres, err = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(opts.Dir, "postgres")}); err != nil {
 		return nil, err
@@ -173,12 +191,12 @@ func BaseEnv(adminToken, jwtSecret string) map[string]string {
 // baseEnv is the configuration every process of the fleet shares.
 func (f *Fleet) baseEnv() map[string]string {
 	env := BaseEnv(f.AdminToken, f.JWTSecret)
-	for k, v := range map[string]string{
-		"SECKILL_REDIS_URL":     f.Redis.URL,
-		"SECKILL_DATABASE_URL":  f.Postgres.URL,
-		"SECKILL_KAFKA_BROKERS": f.Kafka.Brokers[0],
-	} {
-		env[k] = v
+	env["SECKILL_DATABASE_URL"] = f.Postgres.URL
+	env["SECKILL_KAFKA_BROKERS"] = f.Kafka.Brokers[0]
+	if f.RedisCluster != nil {
+		env["SECKILL_REDIS_CLUSTER_ADDRS"] = strings.Join(f.RedisCluster.Addrs, ",")
+	} else {
+		env["SECKILL_REDIS_URL"] = f.Redis.URL
 	}
 	for k, v := range f.opts.Env {
 		env[k] = v
@@ -245,6 +263,9 @@ func (f *Fleet) Close() {
 	}
 	if f.Redis != nil {
 		_ = f.Redis.Stop(ctx)
+	}
+	if f.RedisCluster != nil {
+		_ = f.RedisCluster.Stop(ctx)
 	}
 	if f.Postgres != nil {
 		_ = f.Postgres.Stop(ctx)
