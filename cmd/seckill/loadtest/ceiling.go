@@ -17,7 +17,10 @@ import (
 // its next request when the last one is answered. It is the yardstick of the
 // buying path's answers per second on the same machine (make bench).
 type CeilingReport struct {
-	URL               string       `json:"url"`
+	URL string `json:"url"`
+	// URLs are every gateway's, when the workers were spread over several
+	// (each worker keeps to one).
+	URLs              []string     `json:"urls,omitempty"`
 	Concurrency       int          `json:"concurrency"`
 	Requests          int          `json:"requests"`
 	Errors            int          `json:"errors"`
@@ -26,7 +29,8 @@ type CeilingReport struct {
 	Latency           LatencyStats `json:"latency"`
 }
 
-// RunCeiling loads cfg.BaseURL + cfg.Ceiling with cfg.Concurrency workers
+// RunCeiling loads cfg.Ceiling on cfg.BaseURL (or on each of cfg.Targets, the
+// workers spread over them) with cfg.Concurrency workers
 // for cfg.Duration (each worker at least one request) and reports the rate
 // of 2xx answers. The report goes to
 // stdout as JSON with cfg.JSON, as one line otherwise.
@@ -34,8 +38,15 @@ func RunCeiling(ctx context.Context, cfg Config, stdout io.Writer) (CeilingRepor
 	if err := cfg.Validate(); err != nil {
 		return CeilingReport{}, err
 	}
-	url := strings.TrimRight(cfg.BaseURL, "/") + cfg.Ceiling
-	rep := CeilingReport{URL: url, Concurrency: cfg.Concurrency}
+	bases := cfg.bases()
+	rep := CeilingReport{URL: bases[0] + cfg.Ceiling, Concurrency: cfg.Concurrency}
+	url := rep.URL // what the messages name
+	if len(bases) > 1 {
+		for _, b := range bases {
+			rep.URLs = append(rep.URLs, b+cfg.Ceiling)
+		}
+		url = strings.Join(rep.URLs, ",")
+	}
 	tr := newTransport(cfg.Concurrency)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: cfg.Timeout}
@@ -50,12 +61,13 @@ func RunCeiling(ctx context.Context, cfg Config, stdout io.Writer) (CeilingRepor
 	)
 	ready.Add(cfg.Concurrency)
 	var start time.Time
-	for range cfg.Concurrency {
+	for w := range cfg.Concurrency {
+		target := bases[w%len(bases)] + cfg.Ceiling // each worker keeps to one gateway
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, 1<<14)
 			bad := 0
 			get := func() error {
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 				if err != nil {
 					return err
 				}

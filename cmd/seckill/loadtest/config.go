@@ -26,7 +26,12 @@ const (
 // values; ParseFlags fills it from a command line.
 type Config struct {
 	// BaseURL is where the system under test answers, e.g. http://127.0.0.1:8080.
+	// The tool's own calls (the clock, the voucher, the checks) go there.
 	BaseURL string
+	// Targets are the base URLs of every gateway the sale's buys and the
+	// ceiling's requests are spread over, in turn, as a load balancer
+	// would; BaseURL is the first. Empty means BaseURL alone.
+	Targets []string
 	// AdminToken creates the voucher and reads its stats.
 	AdminToken string
 	// JWTSecret signs the shopper tokens the tool mints for itself.
@@ -168,6 +173,11 @@ func (c Config) Validate() error {
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problems = append(problems, fmt.Sprintf("url %q must be http(s)://host[:port]", c.BaseURL))
+	}
+	for _, t := range c.Targets {
+		if u, err := url.Parse(t); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("target %q must be host:port or http(s)://host[:port]", t))
+		}
 	}
 	if c.AdminToken == "" && c.Ceiling == "" {
 		problems = append(problems, EnvAdminToken+" is not set")
@@ -340,6 +350,13 @@ func (m QuantityMix) pick(u float64) int64 {
 func flagSet(cfg *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.StringVar(&cfg.BaseURL, "url", cfg.BaseURL, "base URL of the running system (env "+EnvURL+")")
+	fs.Func("target", "gateways to spread the sale's buys and the ceiling's requests over, in turn: host:port or URLs, comma separated (the tool's own calls go to the first; instead of -url)", func(v string) error {
+		cfg.Targets = parseTargets(v)
+		if len(cfg.Targets) == 0 {
+			return errors.New("no address")
+		}
+		return nil
+	})
 	fs.IntVar(&cfg.Shoppers, "shoppers", cfg.Shoppers, "distinct shoppers in the crowd")
 	fs.Int64Var(&cfg.FirstUserID, "first-user", cfg.FirstUserID, "user id of the first shopper (the others follow)")
 	fs.IntVar(&cfg.Attempts, "attempts", cfg.Attempts, "buy requests per shopper")
@@ -410,7 +427,39 @@ func ParseFlags(args []string, env func(string) string) (Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("%w: loadtest: unexpected argument %q (see -h)", seckill.ErrInvalidInput, fs.Arg(0))
 	}
+	if len(cfg.Targets) > 0 {
+		urlSet := false
+		fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
+		if urlSet {
+			return cfg, fmt.Errorf("%w: loadtest: -url and -target: give one of them", seckill.ErrInvalidInput)
+		}
+		cfg.BaseURL = cfg.Targets[0]
+	}
 	return cfg, cfg.Validate()
+}
+
+// parseTargets splits a -target list; an entry without a scheme is http.
+func parseTargets(v string) []string {
+	var out []string
+	for t := range strings.SplitSeq(v, ",") {
+		t = strings.TrimRight(strings.TrimSpace(t), "/")
+		if t == "" {
+			continue
+		}
+		if !strings.Contains(t, "://") {
+			t = "http://" + t
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// bases are the base URLs requests are spread over: Targets, or BaseURL.
+func (c Config) bases() []string {
+	if len(c.Targets) == 0 {
+		return []string{strings.TrimRight(c.BaseURL, "/")}
+	}
+	return c.Targets
 }
 
 // Usage writes the subcommand's help to w.

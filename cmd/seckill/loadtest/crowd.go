@@ -46,9 +46,14 @@ func (r *runner) prepare(ctx context.Context, tokenExp time.Time) error {
 		r.shoppers[i] = shopper{userID: uid, uid: strconv.FormatInt(uid, 10), auth: "Bearer " + tok}
 	}
 
-	buyURL, err := url.Parse(r.api.base + "/api/v1/vouchers/" + url.PathEscape(r.voucher.ID) + "/orders")
-	if err != nil {
-		return fmt.Errorf("buy url: %w", err)
+	// One buy URL per gateway; attempts take them in turn.
+	var buyURLs []string
+	for _, base := range cfg.bases() {
+		u, err := url.Parse(base + "/api/v1/vouchers/" + url.PathEscape(r.voucher.ID) + "/orders")
+		if err != nil {
+			return fmt.Errorf("buy url: %w", err)
+		}
+		buyURLs = append(buyURLs, u.String())
 	}
 	// Rounds: everybody's first attempt, then everybody's second, each
 	// round in a new random order. That is a crowd: all press at once, then
@@ -73,8 +78,9 @@ func (r *runner) prepare(ctx context.Context, tokenExp time.Time) error {
 				a.qty = cfg.Quantities.pick(r.rng.Float64())
 				a.key = fmt.Sprintf("lt-%s-%d-%d", r.voucher.ID, s, round)
 			}
+			a.target = len(r.attempts) % len(buyURLs)
 			body := fmt.Appendf(nil, `{"quantity":%d}`, a.qty)
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, buyURL.String(), bytes.NewReader(body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, buyURLs[a.target], bytes.NewReader(body))
 			if err != nil {
 				return fmt.Errorf("build request: %w", err)
 			}
@@ -101,9 +107,10 @@ func (r *runner) warm(ctx context.Context, n int) int {
 	)
 	got.Add(n)
 	go func() { got.Wait(); close(allGot) }()
-	for range n {
+	bases := r.cfg.bases()
+	for i := range n {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.api.base+"/healthz", nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, bases[i%len(bases)]+"/healthz", nil)
 			if err != nil {
 				got.Done()
 				return

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,8 @@ type gateway struct {
 	// machine's speed can blur, so a test can check that the tool measures
 	// 202 → created from created_at.
 	createdLag time.Duration
+	// handler serves the double; another puts it on more addresses.
+	handler http.Handler
 
 	mu       sync.Mutex
 	nextID   int64
@@ -81,12 +84,26 @@ func newGateway(t *testing.T, f fault, skew time.Duration) (*gateway, *httptest.
 	mux.HandleFunc("POST /api/v1/vouchers/{id}/orders", g.buy)
 	mux.HandleFunc("GET /api/v1/orders/{id}", g.getOrder)
 	mux.HandleFunc("GET /api/v1/orders", g.listOrders)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Date", g.now().UTC().Format(http.TimeFormat))
 		mux.ServeHTTP(w, r)
-	}))
+	})
+	srv := httptest.NewServer(g.handler)
 	t.Cleanup(srv.Close)
 	return g, srv
+}
+
+// another serves g's one state on another address, as a second gateway of
+// one fleet, and counts the requests it got.
+func (g *gateway) another(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		g.handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
 }
 
 func (g *gateway) now() time.Time { return time.Now().Add(g.skew) }

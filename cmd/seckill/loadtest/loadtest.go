@@ -162,20 +162,24 @@ type Bucket struct {
 
 // Report is everything a run measured and concluded.
 type Report struct {
-	BaseURL      string  `json:"base_url"`
-	VoucherID    string  `json:"voucher_id"`
-	Kind         string  `json:"kind"`
-	Stock        int64   `json:"stock"`
-	PerUserLimit int64   `json:"per_user_limit"`
-	PriceCents   int64   `json:"price_cents"`
-	Shoppers     int     `json:"shoppers"`
-	FirstUserID  int64   `json:"first_user_id"`
-	Attempts     int     `json:"attempts_per_shopper"`
-	Concurrency  int     `json:"concurrency"`
-	TargetRate   float64 `json:"target_rate,omitempty"`
-	Quantities   string  `json:"quantity_mix"`
-	ReplayShare  float64 `json:"replay_share"`
-	Seed         int64   `json:"seed"`
+	BaseURL string `json:"base_url"`
+	// Targets are the gateways the buys were spread over, when more than
+	// one; ByTarget counts each one's answers by outcome.
+	Targets      []string                   `json:"targets,omitempty"`
+	ByTarget     map[string]map[Outcome]int `json:"by_target,omitempty"`
+	VoucherID    string                     `json:"voucher_id"`
+	Kind         string                     `json:"kind"`
+	Stock        int64                      `json:"stock"`
+	PerUserLimit int64                      `json:"per_user_limit"`
+	PriceCents   int64                      `json:"price_cents"`
+	Shoppers     int                        `json:"shoppers"`
+	FirstUserID  int64                      `json:"first_user_id"`
+	Attempts     int                        `json:"attempts_per_shopper"`
+	Concurrency  int                        `json:"concurrency"`
+	TargetRate   float64                    `json:"target_rate,omitempty"`
+	Quantities   string                     `json:"quantity_mix"`
+	ReplayShare  float64                    `json:"replay_share"`
+	Seed         int64                      `json:"seed"`
 
 	// OpensAt is the voucher's begin_at (server clock).
 	OpensAt time.Time `json:"opens_at"`
@@ -311,6 +315,7 @@ type attempt struct {
 	qty      int64
 	key      string // Idempotency-Key
 	replayOf int    // index of the attempt whose key this re-sends, or -1
+	target   int    // index in Config.bases() of the gateway it goes to
 	req      *http.Request
 }
 
@@ -372,6 +377,9 @@ func (r *runner) run(ctx context.Context) (Report, error) {
 		Attempts: cfg.Attempts, Concurrency: cfg.Concurrency, TargetRate: cfg.Rate,
 		Quantities: cfg.Quantities.String(), ReplayShare: cfg.ReplayShare, Seed: r.seed,
 		Planned: cfg.Shoppers * cfg.Attempts,
+	}
+	if len(cfg.Targets) > 1 {
+		rep.Targets = cfg.Targets
 	}
 
 	offset, clock, err := syncClock(ctx, r.client, r.api.base)

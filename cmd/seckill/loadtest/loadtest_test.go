@@ -111,6 +111,41 @@ func TestHonestSalePasses(t *testing.T) {
 	require.Contains(t, out, "sold_out")
 }
 
+// TestSaleSpreadOverGateways sends the sale to three addresses of one
+// system (-target): the buys go to each in turn, and the checks pass
+// whichever gateway answered.
+func TestSaleSpreadOverGateways(t *testing.T) {
+	t.Parallel()
+	cfg, g := sale(t, honest, 0)
+	s2, n2 := g.another(t)
+	s3, n3 := g.another(t)
+	cfg.Targets = []string{cfg.BaseURL, s2.URL, strings.TrimPrefix(s3.URL, "http://")}
+	_, err := loadtest.ParseFlags([]string{"-target", strings.Join(cfg.Targets, ",")}, func(k string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": cfg.AdminToken, "SECKILL_JWT_SECRET": cfg.JWTSecret}[k]
+	})
+	require.NoError(t, err)
+	cfg.Targets[2] = s3.URL
+	rep, out, err := run(t, cfg)
+	t.Logf("report:\n%s", out)
+	require.NoError(t, err)
+	require.True(t, rep.Passed)
+	require.Equal(t, cfg.Targets, rep.Targets)
+	require.Len(t, rep.ByTarget, 3)
+	for _, tgt := range cfg.Targets {
+		n := 0
+		for _, c := range rep.ByTarget[tgt] {
+			n += c
+		}
+		require.Equal(t, rep.Sent/3, n, "every third buy went to %s", tgt)
+	}
+	// The buys and the warm connections reached the other two; the tool's
+	// own calls went to the first.
+	require.GreaterOrEqual(t, n2.Load(), int64(rep.Sent/3))
+	require.GreaterOrEqual(t, n3.Load(), int64(rep.Sent/3))
+	require.Equal(t, int64(40), rep.Sold)
+	require.Contains(t, out, "Spread over 3 gateways")
+}
+
 func TestServerClockIsFollowed(t *testing.T) {
 	t.Parallel()
 	for _, skew := range []time.Duration{3700 * time.Millisecond, -2300 * time.Millisecond} {
@@ -325,6 +360,15 @@ func TestParseFlags(t *testing.T) {
 	_, err = loadtest.ParseFlags(nil, nil)
 	require.ErrorIs(t, err, seckill.ErrInvalidInput)
 	require.ErrorContains(t, err, "SECKILL_JWT_SECRET is not set")
+
+	cfg, err = loadtest.ParseFlags([]string{"-target", "gw1:9000, http://gw2:9000/,https://gw3"}, func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, []string{"http://gw1:9000", "http://gw2:9000", "https://gw3"}, cfg.Targets)
+	require.Equal(t, "http://gw1:9000", cfg.BaseURL, "the tool's own calls go to the first")
+	for _, bad := range [][]string{{"-target", ","}, {"-target", "gw1:9000", "-url", "http://gw:1"}, {"-target", "ftp://gw"}} {
+		_, err = loadtest.ParseFlags(bad, func(k string) string { return env[k] })
+		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
+	}
 
 	var usage bytes.Buffer
 	loadtest.Usage(&usage)

@@ -16,6 +16,9 @@ func (r *runner) summarize(rep *Report) {
 	rep.Outcomes = make(map[Outcome]int)
 	rep.Latency = make(map[string]LatencyStats)
 	rep.Errors = make(map[string]int)
+	if len(rep.Targets) > 1 {
+		rep.ByTarget = make(map[string]map[Outcome]int)
+	}
 	byOutcome := make(map[Outcome][]time.Duration)
 	var all []time.Duration
 	first, last := time.Duration(math.MaxInt64), time.Duration(0)
@@ -30,6 +33,13 @@ func (r *runner) summarize(rep *Report) {
 			rep.ReplaysSent++
 		}
 		rep.Outcomes[res.outcome]++
+		if len(rep.Targets) > 1 {
+			t := rep.Targets[r.attempts[i].target]
+			if rep.ByTarget[t] == nil {
+				rep.ByTarget[t] = make(map[Outcome]int)
+			}
+			rep.ByTarget[t][res.outcome]++
+		}
 		byOutcome[res.outcome] = append(byOutcome[res.outcome], res.latency)
 		all = append(all, res.latency)
 		if res.outcome == OutcomeError {
@@ -198,11 +208,26 @@ func fmtMS(v float64) string {
 	return fmt.Sprintf("%.2fms", v)
 }
 
+func sumOutcomes(m map[Outcome]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
 // WriteText writes the report as tables for a human.
 func WriteText(w io.Writer, rep Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Flash sale against %s: voucher %s (%s), stock %d, limit %d per user, %d¢\n",
 		rep.BaseURL, rep.VoucherID, rep.Kind, rep.Stock, rep.PerUserLimit, rep.PriceCents)
+	if len(rep.Targets) > 1 {
+		var parts []string
+		for _, t := range rep.Targets {
+			parts = append(parts, fmt.Sprintf("%s (%d accepted of %d)", t, rep.ByTarget[t][OutcomeAccepted], sumOutcomes(rep.ByTarget[t])))
+		}
+		fmt.Fprintf(&b, "Spread over %d gateways in turn: %s\n", len(rep.Targets), strings.Join(parts, ", "))
+	}
 	pace := "unpaced"
 	if rep.TargetRate > 0 {
 		pace = fmt.Sprintf("paced at %.0f/s", rep.TargetRate)
