@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -155,4 +156,51 @@ func TestVoucherYearsOutOfRange(t *testing.T) {
 		msg := requireAPIError(t, resp, body, 400, "invalid_input")
 		require.Contains(t, msg, "2000 to 9999", window[0])
 	}
+}
+
+// TestVoucherShardsAndWaitingRoom: a voucher created with shards and a
+// waiting room shows both in the catalog, on the list and alone; a voucher
+// without them shows one bucket and a null room; a room on a limit voucher
+// is refused with the reason.
+func TestVoucherShardsAndWaitingRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := []string{"Authorization", bearerOf(testAdminToken)}
+	create := func(extra string) (int, map[string]any) {
+		t.Helper()
+		resp, body := b.do(t, "POST", "/api/v1/admin/vouchers",
+			`{"title":"Hot drop","kind":"seckill","price_cents":100,"stock":80,"per_user_limit":1,`+
+				`"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z"`+extra+`}`, admin...)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(body, &out), "%s", body)
+		return resp.StatusCode, out
+	}
+
+	status, hot := create(`,"shards":8,"waiting_room":{"admit_per_second":250,"prequeue_seconds":600}`)
+	require.Equal(t, 201, status, "%v", hot)
+	require.EqualValues(t, 8, hot["shards"])
+	require.Equal(t, map[string]any{"admit_per_second": 250.0, "prequeue_seconds": 600.0}, hot["waiting_room"])
+
+	status, plain := create(`,"waiting_room":{"admit_per_second":5}`)
+	require.Equal(t, 201, status, "%v", plain)
+	require.EqualValues(t, 1, plain["shards"], "shards default to one bucket")
+	require.Equal(t, map[string]any{"admit_per_second": 5.0, "prequeue_seconds": 0.0}, plain["waiting_room"], "no pre-queue by default")
+
+	status, none := create(``)
+	require.Equal(t, 201, status, "%v", none)
+	require.Contains(t, none, "waiting_room")
+	require.Nil(t, none["waiting_room"])
+
+	resp, body := b.do(t, "GET", "/api/v1/vouchers/"+hot["id"].(string), "")
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	var one map[string]any
+	require.NoError(t, json.Unmarshal(body, &one))
+	require.Equal(t, hot["shards"], one["shards"])
+	require.Equal(t, hot["waiting_room"], one["waiting_room"])
+
+	resp, body = b.do(t, "POST", "/api/v1/admin/vouchers",
+		`{"title":"Queue for a limit","kind":"limit","price_cents":100,"stock":80,"per_user_limit":1,`+
+			`"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","waiting_room":{"admit_per_second":5}}`, admin...)
+	require.Equal(t, 400, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "waiting_room is for seckill vouchers only")
 }

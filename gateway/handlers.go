@@ -50,6 +50,40 @@ type voucherOut struct {
 	// State is where the sale stands (scheduled, on_sale, paused, sold_out,
 	// ended), as of the catalog's last refresh.
 	State seckill.State `json:"state"`
+	// Shards is how many Redis buckets hold the stock (1 for most).
+	Shards int `json:"shards"`
+	// WaitingRoom is the voucher's line, null when buying needs no pass.
+	WaitingRoom *waitingRoomJSON `json:"waiting_room"`
+}
+
+// waitingRoomJSON is a voucher's waiting room, out and in. Pointers tell a
+// missing figure from zero on the way in.
+type waitingRoomJSON struct {
+	AdmitPerSecond  *int64 `json:"admit_per_second"`
+	PrequeueSeconds *int64 `json:"prequeue_seconds"`
+}
+
+func waitingRoomOut(r *seckill.WaitingRoom) *waitingRoomJSON {
+	if r == nil {
+		return nil
+	}
+	return &waitingRoomJSON{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
+}
+
+// room is the operator's waiting room: admit_per_second is required,
+// prequeue_seconds defaults to 0 (no pre-queue).
+func (r *waitingRoomJSON) room() (*seckill.WaitingRoom, error) {
+	if r == nil {
+		return nil, nil
+	}
+	if r.AdmitPerSecond == nil {
+		return nil, invalid("waiting_room.admit_per_second is required")
+	}
+	room := &seckill.WaitingRoom{AdmitPerSecond: *r.AdmitPerSecond}
+	if r.PrequeueSeconds != nil {
+		room.PrequeueSeconds = *r.PrequeueSeconds
+	}
+	return room, nil
 }
 
 func voucherJSON(v seckill.Voucher) voucherOut {
@@ -69,6 +103,8 @@ func voucherJSON(v seckill.Voucher) voucherOut {
 		BeginAt:         v.BeginAt.UTC(),
 		EndAt:           v.EndAt.UTC(),
 		CaptchaRequired: v.CaptchaRequired,
+		Shards:          v.ShardCount(),
+		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
 	}
 }
 
@@ -82,6 +118,9 @@ type voucherIn struct {
 	BeginAt         *string `json:"begin_at"`
 	EndAt           *string `json:"end_at"`
 	CaptchaRequired bool    `json:"captcha_required"`
+	// Shards defaults to 1; 0 is refused rather than read as the default.
+	Shards      *int             `json:"shards"`
+	WaitingRoom *waitingRoomJSON `json:"waiting_room"`
 }
 
 type buyIn struct {
@@ -207,6 +246,15 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 		BeginAt:         begin,
 		EndAt:           end,
 		CaptchaRequired: in.CaptchaRequired,
+	}
+	if in.Shards != nil {
+		if *in.Shards < 1 {
+			return seckill.Invalidf("shards must be 1 to %d", seckill.MaxShards)
+		}
+		v.Shards = *in.Shards
+	}
+	if v.WaitingRoom, err = in.WaitingRoom.room(); err != nil {
+		return err
 	}
 	if err := v.Validate(); err != nil {
 		return err

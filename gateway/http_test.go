@@ -105,6 +105,12 @@ func TestStrictDecoding(t *testing.T) {
 		{"voucher window", "/api/v1/admin/vouchers", strings.Replace(good, "2030-01-02", "2029-01-02", 1), "end_at must be after begin_at", admin},
 		{"voucher stock", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":0`, 1), "stock must be", admin},
 		{"voucher price negative", "/api/v1/admin/vouchers", strings.Replace(good, `"price_cents":100`, `"price_cents":-1`, 1), "price_cents must be", admin},
+		{"voucher shards zero", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"shards":0`, 1), "shards must be 1 to 64", admin},
+		{"voucher shards too many", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"shards":65`, 1), "shards must be 1 to 64", admin},
+		{"voucher shards fraction", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"shards":1.5`, 1), `field "shards" must be a whole number`, admin},
+		{"room without rate", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":{"prequeue_seconds":60}`, 1), "waiting_room.admit_per_second is required", admin},
+		{"room unknown field", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":{"admit_per_second":5,"size":9}`, 1), `unknown field "size"`, admin},
+		{"room not an object", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":5`, 1), `field "waiting_room"`, admin},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,7 +331,7 @@ func TestVouchers(t *testing.T) {
 			`"begin_at":"2030-01-01T08:00:00+08:00","end_at":"2030-01-02T00:00:00Z","captcha_required":true}`, admin...)
 	require.Equal(t, 201, resp.StatusCode, "%s", body)
 	require.JSONEq(t, `{"id":"2","title":"Noon deal","kind":"limit","price_cents":1999,"stock_total":50,"stock_left":50,`+
-		`"per_user_limit":2,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","captcha_required":true,"state":"scheduled"}`, string(body),
+		`"per_user_limit":2,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","captcha_required":true,"state":"scheduled","shards":1,"waiting_room":null}`, string(body),
 		"times come back in UTC")
 
 	resp, body = b.do(t, "GET", "/api/v1/vouchers/2", "")

@@ -548,7 +548,16 @@ func (a Voucher) Same(b Voucher) bool {
 	return a.ID == b.ID && a.Title == b.Title && a.Kind == b.Kind && a.PriceCents == b.PriceCents &&
 		a.StockTotal == b.StockTotal && a.StockLeft == b.StockLeft && a.PerUserLimit == b.PerUserLimit &&
 		a.BeginAt.Equal(b.BeginAt) && a.EndAt.Equal(b.EndAt) && a.CaptchaRequired == b.CaptchaRequired &&
-		a.Paused == b.Paused && a.State == b.State
+		a.Paused == b.Paused && a.State == b.State && a.ShardCount() == b.ShardCount() &&
+		equalPtr(a.WaitingRoom, b.WaitingRoom)
+}
+
+// equalPtr reports whether a and b are both nil or point at equal values.
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // CatalogSnapshot is the catalog at one moment: immutable, shared by every

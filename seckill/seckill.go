@@ -79,6 +79,15 @@ const (
 	MaxTitleLen     = 200
 	MaxRequestKey   = 64
 	MaxPriceCents   = 100_000_000_00
+	// MaxShards is the most Redis buckets one voucher's stock may be
+	// spread over: enough to use every master of a large cluster, few
+	// enough that a sold-out check across them stays cheap.
+	MaxShards = 64
+	// MaxAdmitPerSecond bounds a waiting room's admission rate; past it a
+	// room admits faster than any fleet sells and only adds a step.
+	MaxAdmitPerSecond = 100_000
+	// MaxPrequeueSeconds bounds how long before a sale its line may open.
+	MaxPrequeueSeconds = 7 * 24 * 3600
 )
 
 // Voucher is something on sale. StockLeft is the live figure: Redis for
@@ -102,6 +111,30 @@ type Voucher struct {
 	// last refreshed (see StateAt). Empty on a voucher that did not come
 	// from the catalog's memory.
 	State State
+	// Shards is how many Redis buckets hold a seckill voucher's stock, so
+	// one hot voucher can use many Redis nodes. 0 means 1 (see ShardCount).
+	Shards int
+	// WaitingRoom, when set, makes buying take an admission pass from the
+	// voucher's fair line (seckill/waitroom).
+	WaitingRoom *WaitingRoom
+}
+
+// WaitingRoom is how a voucher's line admits shoppers.
+type WaitingRoom struct {
+	// AdmitPerSecond is how many shoppers the whole fleet admits a second
+	// from begin_at.
+	AdmitPerSecond int64
+	// PrequeueSeconds is how long before begin_at shoppers may join; all
+	// who join then get a random place at begin_at.
+	PrequeueSeconds int64
+}
+
+// ShardCount is how many buckets hold v's stock: Shards, or 1 when unset.
+func (v Voucher) ShardCount() int {
+	if v.Shards < 1 {
+		return 1
+	}
+	return v.Shards
 }
 
 // State is where a voucher's sale stands for a shopper.
@@ -167,6 +200,24 @@ func (v Voucher) Validate() error {
 		return Invalidf("begin_at and end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
 	case !v.EndAt.After(v.BeginAt):
 		return Invalidf("end_at must be after begin_at")
+	case v.Shards < 0 || v.Shards > MaxShards:
+		return Invalidf("shards must be 1 to %d", MaxShards)
+	case v.ShardCount() > 1 && v.Kind != KindSeckill:
+		// Only a seckill voucher's stock lives in Redis buckets; the
+		// others are sold from their PostgreSQL row.
+		return Invalidf("shards above 1 are for seckill vouchers only")
+	}
+	if r := v.WaitingRoom; r != nil {
+		switch {
+		case v.Kind != KindSeckill:
+			// The room's admission is bounded by the Redis stock, which
+			// only seckill vouchers keep.
+			return Invalidf("waiting_room is for seckill vouchers only")
+		case r.AdmitPerSecond < 1 || r.AdmitPerSecond > MaxAdmitPerSecond:
+			return Invalidf("waiting_room.admit_per_second must be 1 to %d", MaxAdmitPerSecond)
+		case r.PrequeueSeconds < 0 || r.PrequeueSeconds > MaxPrequeueSeconds:
+			return Invalidf("waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
+		}
 	}
 	return nil
 }

@@ -50,11 +50,37 @@ func TestVoucherValidate(t *testing.T) {
 		{"no limit", func(v *seckill.Voucher) { v.PerUserLimit = 0 }, "per_user_limit must be"},
 		{"no begin", func(v *seckill.Voucher) { v.BeginAt = time.Time{} }, "begin_at and end_at are required"},
 		{"ends first", func(v *seckill.Voucher) { v.EndAt = v.BeginAt }, "end_at must be after begin_at"},
+		{"negative shards", func(v *seckill.Voucher) { v.Shards = -1 }, "shards must be 1 to 64"},
+		{"too many shards", func(v *seckill.Voucher) { v.Shards = seckill.MaxShards + 1 }, "shards must be 1 to 64"},
+		{"shards on a limit voucher", func(v *seckill.Voucher) { v.Kind, v.Shards = seckill.KindLimit, 2 }, "seckill vouchers only"},
+		{"room admits none", func(v *seckill.Voucher) { v.WaitingRoom = &seckill.WaitingRoom{} }, "admit_per_second must be 1 to"},
+		{"room admits too many", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: seckill.MaxAdmitPerSecond + 1}
+		}, "admit_per_second must be 1 to"},
+		{"room opens after", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, PrequeueSeconds: -1}
+		}, "prequeue_seconds must be 0 to"},
+		{"room opens too early", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, PrequeueSeconds: seckill.MaxPrequeueSeconds + 1}
+		}, "prequeue_seconds must be 0 to"},
+		{"room on a common voucher", func(v *seckill.Voucher) {
+			v.Kind, v.WaitingRoom = seckill.KindCommon, &seckill.WaitingRoom{AdmitPerSecond: 10}
+		}, "waiting_room is for seckill vouchers only"},
 	} {
 		v := validVoucher()
 		tc.mutate(&v)
 		requirePublic(t, v.Validate(), seckill.ErrInvalidInput, tc.says, tc.name)
 	}
+}
+
+func TestVoucherShardsAndRoomAccepted(t *testing.T) {
+	v := validVoucher()
+	v.Kind = seckill.KindSeckill
+	require.Equal(t, 1, v.ShardCount(), "unset shards mean one bucket")
+	v.Shards = seckill.MaxShards
+	v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: seckill.MaxAdmitPerSecond, PrequeueSeconds: seckill.MaxPrequeueSeconds}
+	require.NoError(t, v.Validate())
+	require.Equal(t, seckill.MaxShards, v.ShardCount())
 }
 
 func TestBuyRequestValidate(t *testing.T) {

@@ -183,16 +183,37 @@ func (s *Store) UserByName(ctx context.Context, username string) (_ User, err er
 }
 
 const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, per_user_limit,
-	begin_at, end_at, captcha_required, created_at, paused`
+	begin_at, end_at, captcha_required, created_at, paused, shards,
+	room_admit_per_second, room_prequeue_seconds`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
 	var kind string
+	var admit, prequeue *int64
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
-		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused)
+		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
+		&admit, &prequeue)
+	if admit != nil && prequeue != nil {
+		v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: *admit, PrequeueSeconds: *prequeue}
+	}
 	v.Kind = seckill.Kind(kind)
 	v.BeginAt, v.EndAt, v.CreatedAt = v.BeginAt.UTC(), v.EndAt.UTC(), v.CreatedAt.UTC()
 	return v, err
+}
+
+// roomAdmit and roomPrequeue are a waiting room's columns, NULL without one.
+func roomAdmit(r *seckill.WaitingRoom) *int64 {
+	if r == nil {
+		return nil
+	}
+	return &r.AdmitPerSecond
+}
+
+func roomPrequeue(r *seckill.WaitingRoom) *int64 {
+	if r == nil {
+		return nil
+	}
+	return &r.PrequeueSeconds
 }
 
 // CreateVoucher validates and stores v (its ID, StockLeft and CreatedAt are
@@ -220,10 +241,11 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
 
 	stored, err := scanVoucher(tx.QueryRow(ctx, `
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
-			begin_at, end_at, captcha_required)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8)
+			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11)
 		RETURNING `+voucherColumns,
-		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired))
+		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
+		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom)))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}

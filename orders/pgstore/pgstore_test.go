@@ -105,6 +105,21 @@ func TestCreateVoucher(t *testing.T) {
 	active, err = s.ActiveSeckillVoucherIDs(ctx, now.Add(-3*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, []int64{v3.ID, v1.ID}, active)
+
+	// Shards and a waiting room survive the round trip; a voucher without
+	// them reads as one bucket and no room.
+	require.Equal(t, 1, got.Shards)
+	require.Nil(t, got.WaitingRoom)
+	hot := in
+	hot.Shards = 8
+	hot.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 500, PrequeueSeconds: 600}
+	v4, err := s.CreateVoucher(ctx, hot, nil)
+	require.NoError(t, err)
+	got, err = s.Voucher(ctx, v4.ID)
+	require.NoError(t, err)
+	require.Equal(t, 8, got.Shards)
+	require.Equal(t, hot.WaitingRoom, got.WaitingRoom)
+	require.Equal(t, v4, got)
 }
 
 func TestPersistBatchCreates(t *testing.T) {
