@@ -125,7 +125,7 @@ func repairWithACancellation(t *testing.T, beforeRead bool) {
 		_, err := e.life.Cancel(e.ctx, rs[0].UserID, rs[0].OrderID)
 		require.NoError(t, err)
 	}}
-	adapter := redisRepair{Store: e.stock, rdb: stack.Redis(t)}
+	adapter := redisRepair{Store: e.stock}
 	_, err = orders.Repair(e.ctx, e.v.ID, racer, adapter, drain, 50*time.Millisecond)
 	require.NoError(t, err)
 

@@ -21,11 +21,6 @@ import (
 // (cmd/seckill has the same few lines).
 type redisRepair struct {
 	*redisstock.Store
-	rdb redis.UniversalClient
-}
-
-func (r redisRepair) TakeOffSale(ctx context.Context, voucherID int64) error {
-	return r.rdb.Del(ctx, redisstock.VoucherKeys(voucherID).Meta).Err()
 }
 
 func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
@@ -58,7 +53,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.NoError(t, err)
 	e.v = v
 	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
-	adapter := redisRepair{Store: e.stock, rdb: rdb}
+	adapter := redisRepair{Store: e.stock}
 	stats := orders.NewStatsService(e.store, adapter)
 
 	topic := stack.NewTopic(t, 3)

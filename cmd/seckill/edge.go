@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"log/slog"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
-	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // buildEdge builds this instance's gates in front of the buying path (rate
@@ -43,28 +38,6 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 	return e, nil
 }
 
-// announcingReleaser gives stock back in Redis and tells every gateway at
-// once, so a voucher flagged sold out in memory is back on sale everywhere
-// in milliseconds rather than at the next re-check (which still covers a
-// lost announcement).
-type announcingReleaser struct {
-	stock *redisstock.Store
-	rdb   redis.UniversalClient
-	log   *slog.Logger
-}
-
-// Release implements orders.Releaser.
-func (a announcingReleaser) Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error) {
-	released, err := a.stock.Release(ctx, voucherID, orderID, mode)
-	if released {
-		if aerr := edge.Announce(ctx, a.rdb, voucherID); aerr != nil {
-			a.log.Debug("stock-back announcement not sent; gateways notice at their next re-check", "voucher_id", voucherID, "err", aerr)
-		}
-	}
-	return released, err
-}
-
-// releaser is what the workers, the sweeper and the reconciler release with.
-func (s *system) releaser() orders.Releaser {
-	return announcingReleaser{stock: s.stock, rdb: s.rdb, log: s.log}
-}
+// releaser is what the workers, the sweeper and the reconciler release
+// with: the stock, which also tells every gateway that stock came back.
+func (s *system) releaser() orders.Releaser { return s.stock }

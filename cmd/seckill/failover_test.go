@@ -204,7 +204,7 @@ func masterOf(t *testing.T, rdb redis.UniversalClient, voucherID string) string 
 	id, err := strconv.ParseInt(voucherID, 10, 64)
 	require.NoError(t, err)
 	ctx := context.Background()
-	slot, err := rdb.ClusterKeySlot(ctx, redisstock.VoucherKeys(id).Meta).Result()
+	slot, err := rdb.ClusterKeySlot(ctx, redisstock.SlotKey(id)).Result()
 	require.NoError(t, err)
 	shards, err := rdb.ClusterShards(ctx).Result()
 	require.NoError(t, err)

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -34,7 +32,7 @@ func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
 // statsService answers the admin stats route with Redis's live figures and
 // the drift beside PostgreSQL's.
 func (s *system) statsService() *orders.StatsService {
-	return orders.NewStatsService(s.store, redisRepair{Store: s.stock, rdb: s.rdb}, orders.WithStateGrace(s.cfg.StateGrace))
+	return orders.NewStatsService(s.store, redisRepair{Store: s.stock}, orders.WithStateGrace(s.cfg.StateGrace))
 }
 
 // startSweeper runs the sweeper role: payment timeouts and the release
@@ -54,7 +52,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
-	healer := orders.NewHealer(s.workStore, redisRepair{Store: s.stock, rdb: s.rdb}, drain, s.countedEvents(), orders.HealerConfig{
+	healer := orders.NewHealer(s.workStore, redisRepair{Store: s.stock}, drain, s.countedEvents(), orders.HealerConfig{
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 	})
 	var both sync.WaitGroup
@@ -72,7 +70,6 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 // healer need.
 type redisRepair struct {
 	*redisstock.Store
-	rdb redis.UniversalClient
 	// fence is the heal lease a healer's rebuild must still hold ("" for
 	// the operator's repair).
 	fence string
@@ -85,13 +82,7 @@ func (r redisRepair) LockHeal(ctx context.Context, voucherID int64, ttl time.Dur
 	if err != nil || !ok {
 		return nil, nil, false, err
 	}
-	return redisRepair{Store: r.Store, rdb: r.rdb, fence: l.Token()}, l, true, nil
-}
-
-// TakeOffSale deletes the voucher's meta: reserve.lua answers "not on sale"
-// from then on, while the holds stay for the repair to read.
-func (r redisRepair) TakeOffSale(ctx context.Context, voucherID int64) error {
-	return r.rdb.Del(ctx, redisstock.VoucherKeys(voucherID).Meta).Err()
+	return redisRepair{Store: r.Store, fence: l.Token()}, l, true, nil
 }
 
 func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {

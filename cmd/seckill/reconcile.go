@@ -91,7 +91,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	rctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	for _, id := range drifted {
-		res, err := orders.Repair(rctx, id, s.store, redisRepair{Store: s.stock, rdb: s.rdb}, drain, producerTimeout)
+		res, err := orders.Repair(rctx, id, s.store, redisRepair{Store: s.stock}, drain, producerTimeout)
 		if err != nil {
 			return fmt.Errorf("repair voucher %d: %w", id, err)
 		}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/auth"
-	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -201,12 +200,12 @@ func (s *system) buildGateway(ctx context.Context) error {
 // startCatalog keeps this instance's catalog in memory (the catalog routes
 // and the buying path's first gate read it) until ctx ends: its refresh
 // loops, and the announcements of the fleet, voucher changes on
-// redisstock.CatalogChannel and stock coming back on edge.StockChannel (the
-// sold-out flag's channel, which every releaser already publishes on).
+// redisstock.CatalogChannel and stock coming back on redisstock.StockChannel
+// (the sold-out flag's channel, on which every release is announced).
 func (s *system) startCatalog(ctx context.Context) error {
 	if _, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){
 		redisstock.CatalogChannel: s.catalog.Changed,
-		edge.StockChannel:         s.catalog.StockChanged,
+		redisstock.StockChannel:   s.catalog.StockChanged,
 	}); err != nil {
 		return fmt.Errorf("catalog announcements: %w", err)
 	}

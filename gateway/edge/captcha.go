@@ -14,7 +14,6 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/seckill"
-	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // CaptchaKeyPrefix prefixes the Redis key of each live captcha's answer.
@@ -199,8 +198,8 @@ func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.
 }
 
 // knownRequest reports whether the attempt's Idempotency-Key already made an
-// order of the voucher: for a seckill voucher, whether it is in the voucher's
-// reqs hash, where reserve.lua records every accepted key; for the kinds sold
+// order of the voucher: for a seckill voucher, whether the stock accepted it
+// (redisstock.Store.RequestKnown); for the kinds sold
 // in PostgreSQL, whether an order row carries it. Only keyed attempts on
 // captcha vouchers pay this look-up. A failure counts as unknown: the captcha
 // check then answers for itself.
@@ -217,6 +216,6 @@ func (g captchaGate) knownRequest(ctx context.Context, a *gateway.Attempt) bool 
 		known, err := g.e.cfg.SyncRequests.RequestKnown(ctx, a.Request.VoucherID, a.Request.UserID, a.Request.RequestKey)
 		return err == nil && known
 	}
-	n, err := g.e.rdb.HExists(ctx, redisstock.VoucherKeys(a.Request.VoucherID).Reqs, replayField(a)).Result()
-	return err == nil && n
+	known, err := g.e.stock.RequestKnown(ctx, a.Request.VoucherID, request(a))
+	return err == nil && known
 }

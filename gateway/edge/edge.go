@@ -214,10 +214,14 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// StockReader reads the live stock of vouchers in one round trip
-// (redisstock.Store implements it).
+// StockReader is what the gates read of the stock (redisstock.Store
+// implements it): the live stock of vouchers in one round trip, and the
+// requests a voucher accepted, for replays of a sold-out voucher and for the
+// captcha a replay does not need again.
 type StockReader interface {
 	StockLeft(ctx context.Context, voucherIDs ...int64) (map[int64]int64, error)
+	RequestKeys(ctx context.Context, voucherID int64, max int) (map[redisstock.Request]int64, bool, error)
+	RequestKnown(ctx context.Context, voucherID int64, r redisstock.Request) (bool, error)
 }
 
 // Edge owns every gate of one instance. Build it with New, run its
@@ -225,6 +229,7 @@ type StockReader interface {
 type Edge struct {
 	cfg     Config
 	rdb     redis.UniversalClient
+	stock   StockReader
 	log     *slog.Logger
 	metrics *metrics
 
@@ -262,7 +267,7 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	if err != nil {
 		return nil, err
 	}
-	e := &Edge{cfg: cfg, rdb: rdb, log: log, metrics: m}
+	e := &Edge{cfg: cfg, rdb: rdb, stock: stock, log: log, metrics: m}
 	e.Breaker = newBreaker(rdb, cfg, m, log)
 	e.SoldOut = newSoldOut(rdb, stock, cfg.SoldOutRecheck, m, log)
 	e.Captchas = NewCaptchas(rdb, cfg.CaptchaTTL)

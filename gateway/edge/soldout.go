@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,11 +15,6 @@ import (
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
-
-// StockChannel is the Redis pub/sub channel on which a releaser may publish a
-// voucher id (decimal) when stock came back; every instance then forgets that
-// the voucher was sold out at once instead of at its next re-check.
-const StockChannel = "seckill:stock"
 
 // SoldOut answers 409 sold_out from memory for vouchers this instance saw
 // run out, without a Redis call. It implements gateway.Gate.
@@ -38,7 +32,8 @@ const StockChannel = "seckill:stock"
 // its next re-check. It unlearns it within one re-check interval: the stock
 // of every flagged voucher is read again in one pipelined round trip, so a
 // cancel or a timeout anywhere in the fleet puts the voucher back on sale
-// here within about half a second, Redis pub/sub on StockChannel or not.
+// here within about half a second, the stock's announcement
+// (redisstock.StockChannel) or not.
 type SoldOut struct {
 	rdb    redis.UniversalClient
 	stock  StockReader
@@ -50,7 +45,7 @@ type SoldOut struct {
 	mu       sync.RWMutex
 	flagged  map[int64]time.Time // voucher -> when it was flagged
 	suspects map[int64]struct{}  // vouchers the buyer said were sold out, to confirm
-	replays  map[int64]replaySet // flagged voucher -> its accepted request keys
+	replays  map[int64]replaySet // flagged voucher -> its accepted requests
 	// copyNow wakes the re-check loop to copy a newly flagged voucher's
 	// request keys at once: until they are in memory, every keyed attempt
 	// still costs the rate limit and the script.
@@ -62,11 +57,10 @@ type SoldOut struct {
 // this lets keyed attempts reach the script instead.
 const maxReplayKeys = 200_000
 
-// replaySet is a sold-out voucher's accepted request keys, "userID:key" ->
-// order id, as reserve.lua records them. complete is false when the voucher
-// had too many to copy.
+// replaySet is a sold-out voucher's accepted requests and their orders.
+// complete is false when the voucher had too many to copy.
 type replaySet struct {
-	orders   map[string]int64
+	orders   map[redisstock.Request]int64
 	complete bool
 }
 
@@ -118,7 +112,7 @@ func (s *SoldOut) refuseAttempt(a *gateway.Attempt) error {
 		if !copied || !set.complete {
 			return nil // the script knows
 		}
-		if _, known := set.orders[replayField(a)]; known {
+		if _, known := set.orders[request(a)]; known {
 			return nil
 		}
 	}
@@ -135,13 +129,13 @@ func (s *SoldOut) replay(a *gateway.Attempt) (int64, bool) {
 	if _, flagged := s.flagged[a.Request.VoucherID]; !flagged {
 		return 0, false
 	}
-	id, ok := s.replays[a.Request.VoucherID].orders[replayField(a)]
+	id, ok := s.replays[a.Request.VoucherID].orders[request(a)]
 	return id, ok
 }
 
-// replayField is reserve.lua's field of a request key in the voucher's reqs hash.
-func replayField(a *gateway.Attempt) string {
-	return strconv.FormatInt(a.Request.UserID, 10) + ":" + a.Request.RequestKey
+// request names the attempt's Idempotency-Key for the stock.
+func request(a *gateway.Attempt) redisstock.Request {
+	return redisstock.Request{UserID: a.Request.UserID, Key: a.Request.RequestKey}
 }
 
 func (s *SoldOut) flag(voucherID int64) {
@@ -176,8 +170,12 @@ func (s *SoldOut) suspect(voucherID int64) {
 func (s *SoldOut) start(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.recheckLoop(ctx) })
 	if s.rdb != nil {
-		sub := s.rdb.Subscribe(ctx, StockChannel)
-		wg.Go(func() { s.listen(ctx, sub) })
+		done, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){redisstock.StockChannel: s.Forget})
+		if err != nil {
+			s.log.Warn("stock announcements not followed; sold-out flags go at their re-check", "err", err)
+			return
+		}
+		wg.Go(func() { <-done })
 	}
 }
 
@@ -285,48 +283,11 @@ func (s *SoldOut) copyReplays(ctx context.Context) {
 func (s *SoldOut) readReplays(ctx context.Context, voucherID int64) (replaySet, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.every)
 	defer cancel()
-	key := redisstock.VoucherKeys(voucherID).Reqs
-	n, err := s.rdb.HLen(ctx, key).Result()
+	orders, complete, err := s.stock.RequestKeys(ctx, voucherID, maxReplayKeys)
 	if err != nil {
 		return replaySet{}, err
 	}
-	if n > maxReplayKeys {
-		return replaySet{}, nil
-	}
-	all, err := s.rdb.HGetAll(ctx, key).Result()
-	if err != nil {
-		return replaySet{}, err
-	}
-	set := replaySet{orders: make(map[string]int64, len(all)), complete: true}
-	for field, v := range all {
-		id, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return replaySet{}, fmt.Errorf("request key %q holds %q, not an order id", field, v)
-		}
-		set.orders[field] = id
-	}
-	return set, nil
-}
-
-// listen forgets a voucher as soon as a releaser announces its stock came back.
-func (s *SoldOut) listen(ctx context.Context, sub *redis.PubSub) {
-	defer sub.Close()
-	ch := sub.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case msg, ok := <-ch:
-			if !ok {
-				return
-			}
-			id, err := strconv.ParseInt(msg.Payload, 10, 64)
-			if err != nil {
-				continue
-			}
-			s.Forget(id)
-		}
-	}
+	return replaySet{orders: orders, complete: complete}, nil
 }
 
 // observedStock is the stock the buyer reserves in, seen by the sold-out flag.
@@ -345,23 +306,12 @@ func (o *observedStock) Reserve(ctx context.Context, r seckill.Reservation) (sec
 	return res, err
 }
 
-// Release forgets the flag here and tells the fleet when stock came back.
+// Release forgets the flag here at once; the stock itself announces the
+// release to the fleet (redisstock.StockChannel).
 func (o *observedStock) Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error) {
 	ok, err := o.Stock.Release(ctx, voucherID, orderID, mode)
 	if ok {
 		o.soldOut.Forget(voucherID)
-		if o.soldOut.rdb != nil {
-			if perr := o.soldOut.rdb.Publish(ctx, StockChannel, strconv.FormatInt(voucherID, 10)).Err(); perr != nil {
-				o.soldOut.log.Debug("stock channel publish failed; the re-check will notice", "err", perr)
-			}
-		}
 	}
 	return ok, err
-}
-
-// Announce tells every instance that voucherID has stock again. Releasers
-// outside the gateway (the sweeper, the workers) may call it for a faster
-// turnaround than the re-check.
-func Announce(ctx context.Context, rdb redis.UniversalClient, voucherID int64) error {
-	return rdb.Publish(ctx, StockChannel, strconv.FormatInt(voucherID, 10)).Err()
 }

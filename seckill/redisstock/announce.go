@@ -15,6 +15,12 @@ import (
 // again at once instead of at its next periodic refresh.
 const CatalogChannel = "seckill:catalog"
 
+// StockChannel is the Redis pub/sub channel on which a voucher id (decimal)
+// is published when stock of it came back (a release): every gateway then
+// drops its in-memory sold-out flag for that voucher at once instead of at
+// its next re-check. Store.Release publishes on it itself.
+const StockChannel = "seckill:stock"
+
 // Announcer publishes voucher changes on CatalogChannel
 // (seckill.Announcer).
 type Announcer struct {
@@ -32,9 +38,17 @@ func (a *Announcer) AnnounceVoucher(ctx context.Context, id int64) error {
 	return nil
 }
 
+// AnnounceStock tells every instance that stock of voucher id came back.
+// Store.Release does it after every release; this is for tests and tools.
+func (a *Announcer) AnnounceStock(ctx context.Context, id int64) error {
+	if err := a.rdb.Publish(ctx, StockChannel, strconv.FormatInt(id, 10)).Err(); err != nil {
+		return unavailable("announce stock", err)
+	}
+	return nil
+}
+
 // Watch calls on[channel] with the voucher id of every message published on
-// the given channels (CatalogChannel, and the stock-back channel of the
-// gateway's sold-out flag), until ctx ends. go-redis subscribes again by
+// the given channels (CatalogChannel, StockChannel), until ctx ends. go-redis subscribes again by
 // itself after a lost connection; what was published meanwhile is lost,
 // which the catalog's periodic refresh covers. It returns once Redis has
 // confirmed the subscription.

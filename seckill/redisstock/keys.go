@@ -37,6 +37,10 @@ func VoucherKeys(id int64) Keys {
 	}
 }
 
+// SlotKey is a key in the hash slot of voucher id's (first) bucket, for
+// tools and tests that ask a Redis Cluster which node serves the voucher.
+func SlotKey(id int64) string { return VoucherKeys(id).Meta }
+
 // User is the set of one user's live order ids for this voucher.
 func (k Keys) User(userID int64) string {
 	return k.prefix + "user:" + strconv.FormatInt(userID, 10)

@@ -79,6 +79,13 @@ func WithIdempotencyWindow(d time.Duration) Option {
 	}
 }
 
+// WithoutStockAnnouncements makes Release give stock back without
+// publishing on StockChannel, so gateways learn it only from their
+// re-check; tests of that re-check use it.
+func WithoutStockAnnouncements() Option {
+	return func(s *Store) { s.quiet = true }
+}
+
 // WithMetrics times the Store's scripts on m. A nil m records nothing.
 func WithMetrics(m *Metrics) Option {
 	return func(s *Store) { s.metrics = m }

@@ -75,6 +75,8 @@ type Store struct {
 	// grace is how long after a sale's end its keys live; window how long
 	// a released order's tombstone and request key are remembered.
 	grace, window time.Duration
+	// quiet: Release does not announce on StockChannel.
+	quiet bool
 }
 
 // Defaults of WithStateGrace and WithIdempotencyWindow.
@@ -244,7 +246,10 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 		return NothingReleased, unavailable("release", err)
 	}
 	switch st := ReleaseStatus(n); st {
-	case NothingReleased, Released, AlreadyConfirmed:
+	case Released:
+		s.announceStock(ctx, voucherID)
+		return st, nil
+	case NothingReleased, AlreadyConfirmed:
 		return st, nil
 	}
 	return NothingReleased, fmt.Errorf("release.lua: unknown code %d", n)
