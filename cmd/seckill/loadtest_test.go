@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/deploy/loadtest"
 )
 
 // TestLoadtestAgainstTheRealSystem runs the load tool, as `seckill loadtest`
@@ -18,7 +18,7 @@ import (
 // Idempotency-Keys that the stock covers, then a crowd that sells the
 // voucher out. Every invariant check must pass both times. (That the checks
 // catch a dishonest system is proven against a gateway double in
-// cmd/seckill/loadtest.)
+// deploy/loadtest.)
 func TestLoadtestAgainstTheRealSystem(t *testing.T) {
 	ts := startSystem(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/deploy/loadtest"
 	"github.com/flashsale/seckill/migrations"
 )
 

@@ -45,7 +45,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/deploy/loadtest"
 	"github.com/flashsale/seckill/lua"
 )
 

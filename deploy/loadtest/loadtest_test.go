@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/cmd/seckill/loadtest"
+	"github.com/flashsale/seckill/deploy/loadtest"
 	"github.com/flashsale/seckill/seckill"
 )
 
