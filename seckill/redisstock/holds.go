@@ -1,0 +1,269 @@
+package redisstock
+
+// Reads of the live stock and holds, and the workers' and the reconciler's
+// writes around them (Confirm, Pending).
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// parseHold decodes an orders entry. live is false for the tombstone.
+func parseHold(voucherID, orderID int64, entry string) (h seckill.Reservation, live bool, err error) {
+	if entry == "x" {
+		return h, false, nil
+	}
+	parts := strings.SplitN(entry, ":", 4)
+	if len(parts) != 4 {
+		return h, false, fmt.Errorf("redisstock: corrupt orders entry %q of order %d", entry, orderID)
+	}
+	user, err1 := strconv.ParseInt(parts[0], 10, 64)
+	qty, err2 := strconv.ParseInt(parts[1], 10, 64)
+	at, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return h, false, fmt.Errorf("redisstock: corrupt orders entry %q of order %d: %w", entry, orderID, err)
+	}
+	return seckill.Reservation{
+		OrderID:    orderID,
+		VoucherID:  voucherID,
+		UserID:     user,
+		Quantity:   qty,
+		RequestKey: parts[3],
+		ReservedAt: time.UnixMilli(at).UTC(),
+	}, true, nil
+}
+
+// holdEntry encodes an orders entry, the inverse of parseHold.
+func holdEntry(r seckill.Reservation) string {
+	return strconv.FormatInt(r.UserID, 10) + ":" + strconv.FormatInt(r.Quantity, 10) + ":" +
+		strconv.FormatInt(r.ReservedAt.UnixMilli(), 10) + ":" + r.RequestKey
+}
+
+// StockLeft returns the live stock of each voucher that is on sale in Redis,
+// in one pipelined round trip. Vouchers that are not warmed are absent.
+func (s *Store) StockLeft(ctx context.Context, voucherIDs ...int64) (map[int64]int64, error) {
+	if len(voucherIDs) == 0 {
+		return map[int64]int64{}, nil
+	}
+	cmds := make([]*redis.StringCmd, len(voucherIDs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range voucherIDs {
+			cmds[i] = p.HGet(ctx, VoucherKeys(id).Meta, "stock")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("stock left", err)
+	}
+	left := make(map[int64]int64, len(voucherIDs))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, unavailable("stock left", err)
+		}
+		left[voucherIDs[i]] = n
+	}
+	return left, nil
+}
+
+// Hold finds the live hold of orderID among the given vouchers (the caller
+// does not know which voucher an order id belongs to) in one pipelined round
+// trip. A hold stays live after a worker persisted it, until it is released,
+// so a reader that checks PostgreSQL first and Redis second never misses an
+// order that is being persisted between the two reads.
+func (s *Store) Hold(ctx context.Context, orderID int64, voucherIDs []int64) (seckill.Reservation, bool, error) {
+	if len(voucherIDs) == 0 {
+		return seckill.Reservation{}, false, nil
+	}
+	field := strconv.FormatInt(orderID, 10)
+	cmds := make([]*redis.StringCmd, len(voucherIDs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range voucherIDs {
+			cmds[i] = p.HGet(ctx, VoucherKeys(id).Orders, field)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return seckill.Reservation{}, false, unavailable("hold", err)
+	}
+	for i, c := range cmds {
+		entry, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return seckill.Reservation{}, false, unavailable("hold", err)
+		}
+		h, live, err := parseHold(voucherIDs[i], orderID, entry)
+		if err != nil || live {
+			return h, live, err
+		}
+	}
+	return seckill.Reservation{}, false, nil
+}
+
+// UserHolds returns the live holds of one user among the given vouchers,
+// newest first (order ids are time-ordered), in two pipelined round trips.
+// Persisted holds are included (see Hold); callers that merge with
+// PostgreSQL let PostgreSQL's row win for an order id found in both.
+func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error) {
+	if len(voucherIDs) == 0 {
+		return nil, nil
+	}
+	sets := make([]*redis.StringSliceCmd, len(voucherIDs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range voucherIDs {
+			sets[i] = p.SMembers(ctx, VoucherKeys(id).User(userID))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("user holds", err)
+	}
+	type ask struct {
+		voucherID int64
+		orderIDs  []string
+		cmd       *redis.SliceCmd
+	}
+	var asks []*ask
+	for i, c := range sets {
+		if ids := c.Val(); len(ids) > 0 {
+			asks = append(asks, &ask{voucherID: voucherIDs[i], orderIDs: ids})
+		}
+	}
+	if len(asks) == 0 {
+		return nil, nil
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, a := range asks {
+			a.cmd = p.HMGet(ctx, VoucherKeys(a.voucherID).Orders, a.orderIDs...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("user holds", err)
+	}
+	var out []seckill.Reservation
+	for _, a := range asks {
+		got, err := liveHolds(a.voucherID, a.orderIDs, a.cmd.Val())
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range got {
+			// The set and the hash are read apart; the hash is the truth.
+			if h.UserID == userID {
+				out = append(out, h)
+			}
+		}
+	}
+	sortNewestFirst(out)
+	return out, nil
+}
+
+// liveHolds decodes HMGET answers of orders for ids, skipping missing
+// entries and tombstones (released between two reads).
+func liveHolds(voucherID int64, ids []string, vals []any) ([]seckill.Reservation, error) {
+	out := make([]seckill.Reservation, 0, len(ids))
+	for j, v := range vals {
+		entry, ok := v.(string)
+		if !ok {
+			continue
+		}
+		oid, err := strconv.ParseInt(ids[j], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redisstock: bad order id %q in voucher %d", ids[j], voucherID)
+		}
+		h, live, err := parseHold(voucherID, oid, entry)
+		if err != nil {
+			return nil, err
+		}
+		if live {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func sortNewestFirst(rs []seckill.Reservation) {
+	slices.SortFunc(rs, func(a, b seckill.Reservation) int { return cmp.Compare(b.OrderID, a.OrderID) })
+}
+
+// Confirm tells Redis that workers persisted these reservations: they leave
+// the pending set (and keep holding their stock), one ZREM per voucher, all in
+// one pipelined round trip. Workers call it after their PostgreSQL commit; it
+// is idempotent, and a failed Confirm only leaves work for the reconciler,
+// which must find the order in PostgreSQL before it releases anything.
+func (s *Store) Confirm(ctx context.Context, rs []seckill.Reservation) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	byVoucher := map[int64][]any{}
+	var order []int64
+	for _, r := range rs {
+		if _, ok := byVoucher[r.VoucherID]; !ok {
+			order = append(order, r.VoucherID)
+		}
+		byVoucher[r.VoucherID] = append(byVoucher[r.VoucherID], r.OrderID)
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, v := range order {
+			p.ZRem(ctx, VoucherKeys(v).Pending, byVoucher[v]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return unavailable("confirm", err)
+	}
+	return nil
+}
+
+// Pending returns up to max holds of a voucher that no worker has confirmed
+// and that were reserved before reservedBefore, oldest first. Reservation
+// times are Redis server time (reserve.lua reads TIME), so compute
+// reservedBefore from Redis TIME too when hosts' clocks may disagree.
+func (s *Store) Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("%w: max must be positive", seckill.ErrInvalidInput)
+	}
+	k := VoucherKeys(voucherID)
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+		Key:     k.Pending,
+		Start:   "-inf",
+		Stop:    "(" + strconv.FormatInt(reservedBefore.UnixMilli(), 10),
+		ByScore: true,
+		Count:   int64(max),
+	}).Result()
+	if err != nil {
+		return nil, unavailable("pending", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, k.Orders, ids...).Result()
+	if err != nil {
+		return nil, unavailable("pending", err)
+	}
+	out, err := liveHolds(voucherID, ids, vals)
+	if err != nil {
+		return nil, err
+	}
+	// Redis orders equal scores by member as text ("12" before "9"); the
+	// order ids say which came first within one millisecond.
+	slices.SortStableFunc(out, func(a, b seckill.Reservation) int {
+		return cmp.Or(a.ReservedAt.Compare(b.ReservedAt), cmp.Compare(a.OrderID, b.OrderID))
+	})
+	return out, nil
+}

@@ -1,0 +1,183 @@
+package redisstock
+
+// The buy path: reserve.lua and release.lua, and what their answers mean.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Return codes of reserve.lua.
+const (
+	codeHeld       = 0
+	codeReplay     = 1
+	codeNotOnSale  = 2
+	codeNotStarted = 3
+	codeEnded      = 4
+	codeSoldOut    = 5
+	codeLimit      = 6
+	codeIDTaken    = 7
+)
+
+// ReleaseStatus is what release.lua did.
+type ReleaseStatus int
+
+// Answers of release.lua, in its return codes.
+const (
+	// NothingReleased: the order is unknown here or was released before.
+	NothingReleased ReleaseStatus = 0
+	// Released: this call gave the stock back.
+	Released ReleaseStatus = 1
+	// AlreadyConfirmed: mode ReleaseIfPending found that a worker had
+	// persisted the order, so it still holds its stock.
+	AlreadyConfirmed ReleaseStatus = 2
+)
+
+// Reserve runs reserve.lua (EVALSHA, EVAL when the server lost its script
+// cache). See seckill.Stock. On a refusal the result still carries the
+// voucher's StockLeft, so callers can tell "none left" from "not enough left".
+// A retry of the very same reservation (same order id, user, quantity and key)
+// answers like the first call; a known request key answers with the first
+// order and Replayed set.
+func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.ReserveResult, error) {
+	switch {
+	case r.VoucherID <= 0, r.UserID <= 0, r.OrderID <= 0:
+		return seckill.ReserveResult{}, fmt.Errorf("%w: reserve needs positive voucher, user and order ids", seckill.ErrInvalidInput)
+	case r.Quantity < 1 || r.Quantity > seckill.MaxQuantity:
+		return seckill.ReserveResult{}, fmt.Errorf("%w: quantity must be 1 to %d", seckill.ErrInvalidInput, seckill.MaxQuantity)
+	case len(r.RequestKey) > seckill.MaxRequestKey:
+		return seckill.ReserveResult{}, fmt.Errorf("%w: request key longer than %d", seckill.ErrInvalidInput, seckill.MaxRequestKey)
+	}
+	k := VoucherKeys(r.VoucherID)
+	start := time.Now()
+	raw, err := s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
+	s.metrics.since(scriptReserve, start)
+	if err != nil {
+		return seckill.ReserveResult{}, unavailable("reserve", err)
+	}
+	code, orderID, left, err := reserveReply(raw)
+	if err != nil {
+		return seckill.ReserveResult{}, err
+	}
+	return reserveOutcome(r, code, orderID, left)
+}
+
+// reserveOutcome is the one place that turns reserve.lua's codes into results
+// and the seckill sentinel errors.
+func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.ReserveResult, error) {
+	res := seckill.ReserveResult{StockLeft: left}
+	switch code {
+	case codeHeld:
+		res.OrderID = orderID
+		return res, nil
+	case codeReplay:
+		res.OrderID, res.Replayed = orderID, true
+		return res, nil
+	case codeNotOnSale:
+		return res, fmt.Errorf("%w: %w: voucher %d has no stock state in Redis (never warmed, lost, or being rebuilt)",
+			seckill.ErrStockMissing, seckill.ErrUnavailable, r.VoucherID)
+	case codeNotStarted:
+		return res, fmt.Errorf("%w: voucher %d", seckill.ErrNotStarted, r.VoucherID)
+	case codeEnded:
+		return res, fmt.Errorf("%w: voucher %d", seckill.ErrEnded, r.VoucherID)
+	case codeSoldOut:
+		return res, fmt.Errorf("%w: voucher %d has %d left, %d asked", seckill.ErrSoldOut, r.VoucherID, left, r.Quantity)
+	case codeLimit:
+		return res, fmt.Errorf("%w: voucher %d, user %d, %d more asked", seckill.ErrLimitExceeded, r.VoucherID, r.UserID, r.Quantity)
+	case codeIDTaken:
+		// Order ids must be unique across the fleet (orderid leases node
+		// ids); this means they were not. A retry gets a fresh id.
+		return res, fmt.Errorf("%w: order id %d already names another reservation of voucher %d",
+			seckill.ErrUnavailable, orderID, r.VoucherID)
+	}
+	return res, fmt.Errorf("reserve.lua: unknown code %d", code)
+}
+
+// reserveReply decodes {code, orderID, stockLeft}; Lua hands back order ids as
+// strings (they came from ARGV or a hash) and counts as integers.
+func reserveReply(raw []any) (code, orderID, left int64, err error) {
+	if len(raw) != 3 {
+		return 0, 0, 0, fmt.Errorf("reserve.lua: reply of %d values", len(raw))
+	}
+	var v [3]int64
+	for i, x := range raw {
+		if v[i], err = toInt(x); err != nil {
+			return 0, 0, 0, fmt.Errorf("reserve.lua: reply value %d: %w", i, err)
+		}
+	}
+	return v[0], v[1], v[2], nil
+}
+
+func toInt(x any) (int64, error) {
+	switch x := x.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("unexpected %T", x)
+}
+
+// Release gives a reservation's stock back, at most once per order; see
+// seckill.Stock. It is false when there was nothing to release, and also when
+// mode is ReleaseIfPending and a worker already confirmed the order (use
+// ReleaseStatus to tell the two apart).
+func (s *Store) Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error) {
+	st, err := s.ReleaseStatus(ctx, voucherID, orderID, mode)
+	return st == Released, err
+}
+
+// ReleaseStatus is Release with the full answer of release.lua. It takes two
+// round trips: release.lua must name the owner's per-user set in KEYS (a
+// script may touch only declared keys), so the owner is read first. That read
+// cannot go stale: an order id's entry only ever moves from live to "x", and
+// the script checks again.
+func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (ReleaseStatus, error) {
+	var m string
+	switch mode {
+	case seckill.ReleaseAny:
+		m = "any"
+	case seckill.ReleaseUnsent:
+		m = "unsent"
+	case seckill.ReleaseIfPending:
+		m = "ifpending"
+	default:
+		return NothingReleased, fmt.Errorf("%w: release mode %d", seckill.ErrInvalidInput, mode)
+	}
+	if voucherID <= 0 || orderID <= 0 {
+		return NothingReleased, fmt.Errorf("%w: release needs positive voucher and order ids", seckill.ErrInvalidInput)
+	}
+	k := VoucherKeys(voucherID)
+	entry, err := s.rdb.HGet(ctx, k.Orders, strconv.FormatInt(orderID, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return NothingReleased, nil
+	}
+	if err != nil {
+		return NothingReleased, unavailable("release", err)
+	}
+	h, live, err := parseHold(voucherID, orderID, entry)
+	if err != nil || !live {
+		return NothingReleased, err
+	}
+	start := time.Now()
+	n, err := s.release.Run(ctx, s.rdb, k.releaseScript(h.UserID), orderID, m, h.UserID, s.window.Milliseconds()).Int64()
+	s.metrics.since(scriptRelease, start)
+	if err != nil {
+		return NothingReleased, unavailable("release", err)
+	}
+	switch st := ReleaseStatus(n); st {
+	case Released:
+		s.announceStock(ctx, voucherID)
+		return st, nil
+	case NothingReleased, AlreadyConfirmed:
+		return st, nil
+	}
+	return NothingReleased, fmt.Errorf("release.lua: unknown code %d", n)
+}

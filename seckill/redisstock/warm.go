@@ -1,0 +1,120 @@
+package redisstock
+
+// Putting a voucher on sale in Redis (Warm) and taking it off (Unwarm).
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// checkVoucher checks what Warm and Rebuild write into meta.
+func checkVoucher(v seckill.Voucher) error {
+	switch {
+	case v.ID <= 0:
+		return fmt.Errorf("%w: voucher id must be positive", seckill.ErrInvalidInput)
+	case v.StockTotal < 1 || v.StockTotal > seckill.MaxStock:
+		return fmt.Errorf("%w: stock total must be 1 to %d", seckill.ErrInvalidInput, seckill.MaxStock)
+	case v.StockLeft < 0 || v.StockLeft > v.StockTotal:
+		return fmt.Errorf("%w: stock left must be 0 to the total", seckill.ErrInvalidInput)
+	case v.PerUserLimit < 1:
+		return fmt.Errorf("%w: per-user limit must be positive", seckill.ErrInvalidInput)
+	case v.PriceCents < 0:
+		return fmt.Errorf("%w: price must not be negative", seckill.ErrInvalidInput)
+	case v.BeginAt.IsZero() || !v.EndAt.After(v.BeginAt):
+		return fmt.Errorf("%w: the sale window must end after it begins", seckill.ErrInvalidInput)
+	}
+	return nil
+}
+
+// metaArgs is meta's fields in warm.lua's ARGV order.
+func (s *Store) metaArgs(v seckill.Voucher) []any {
+	return []any{v.StockLeft, v.StockTotal, v.BeginAt.UnixMilli(), v.EndAt.UnixMilli(), v.PerUserLimit, v.PriceCents,
+		s.expireAt(v).UnixMilli()}
+}
+
+// expireAt is when a voucher's Redis state expires: its end plus the grace.
+func (s *Store) expireAt(v seckill.Voucher) time.Time { return v.EndAt.Add(s.grace) }
+
+// Warm puts a seckill voucher on sale: meta gets stock = v.StockLeft, total,
+// the window in unix ms, the per-user limit and the price. Warming the same
+// voucher again with the same total, window, limit and price does nothing and
+// keeps its live stock (a retried call is harmless); with different values it
+// returns ErrConflict, because overwriting a selling voucher's stock oversells.
+func (s *Store) Warm(ctx context.Context, v seckill.Voucher) error {
+	if err := checkVoucher(v); err != nil {
+		return err
+	}
+	start := time.Now()
+	n, err := s.warm.Run(ctx, s.rdb, []string{VoucherKeys(v.ID).Meta}, s.metaArgs(v)...).Int64()
+	s.metrics.since(scriptWarm, start)
+	if err != nil {
+		return unavailable("warm", err)
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: voucher %d is already on sale in Redis with other values", seckill.ErrConflict, v.ID)
+	}
+	return nil
+}
+
+// Unwarm takes a voucher off sale and forgets everything Redis knows about it
+// (holds, buyers, request keys, tombstones). It is for a voucher whose creation
+// failed after Warm, and for clearing a voucher before Rebuild. The meta hash
+// goes first, so no reservation can succeed while the rest is deleted.
+func (s *Store) Unwarm(ctx context.Context, voucherID int64) error {
+	k := VoucherKeys(voucherID)
+	if err := s.rdb.Unlink(ctx, k.Meta).Err(); err != nil {
+		return unavailable("unwarm", err)
+	}
+	keys, err := s.allKeys(ctx, s.rdb, k)
+	if err != nil {
+		return err
+	}
+	if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+		return unavailable("unwarm", err)
+	}
+	return nil
+}
+
+// pipeliner is what a client and a WATCH transaction have in common.
+type pipeliner interface {
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// allKeys lists every key of a voucher, including the per-user sets of every
+// user that holds something (a set is deleted by Redis once its last order
+// is released, and every live hold names its user).
+func (s *Store) allKeys(ctx context.Context, c pipeliner, k Keys) ([]string, error) {
+	var holds *redis.StringSliceCmd
+	var buyers *redis.StringSliceCmd
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		holds = p.HVals(ctx, k.Orders)
+		buyers = p.HKeys(ctx, k.Buyers)
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("list keys", err)
+	}
+	users := map[string]bool{}
+	for _, b := range buyers.Val() {
+		users[b] = true
+	}
+	for _, e := range holds.Val() {
+		if u, _, ok := strings.Cut(e, ":"); ok {
+			users[u] = true
+		}
+	}
+	keys := k.fixed()
+	for u := range users {
+		if id, err := strconv.ParseInt(u, 10, 64); err == nil {
+			keys = append(keys, k.User(id))
+		}
+	}
+	return keys, nil
+}
