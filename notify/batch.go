@@ -12,8 +12,8 @@ import (
 
 var _ orders.BatchEvents = (*Publisher)(nil)
 
-// PublishBatch sends every event in one round trip: a pipeline of PUBLISH,
-// in order. The workers publish a whole batch's transitions at once, and one
+// PublishBatch sends every event in one round trip: a pipeline of SPUBLISH,
+// in order (each buyer's events stay in order on its one channel). The workers publish a whole batch's transitions at once, and one
 // PUBLISH per order was most of a worker's time and Redis round trips.
 // Errors are as for Publish.
 func (p *Publisher) PublishBatch(ctx context.Context, events []orders.Event) error {
@@ -28,9 +28,11 @@ func (p *Publisher) PublishBatch(ctx context.Context, events []orders.Event) err
 		}
 		msgs[i] = msg
 	}
+	// On a Redis Cluster the pipeline is split by the channels' masters,
+	// one round trip to each at once.
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, m := range msgs {
-			pipe.Publish(ctx, Channel, m)
+		for i, m := range msgs {
+			pipe.SPublish(ctx, ChannelOf(events[i].Order.UserID), m)
 		}
 		return nil
 	})

@@ -51,7 +51,7 @@ type Options struct {
 	// means a dead connection (a half-open TCP never errors by itself), and
 	// the hub subscribes again. Default 15s.
 	HealthCheckInterval time.Duration
-	// SubscribeTimeout bounds each SUBSCRIBE until Redis confirms it.
+	// SubscribeTimeout bounds each SSUBSCRIBE until Redis confirms it.
 	// Default 5s.
 	SubscribeTimeout time.Duration
 	// Registerer receives the hub's Prometheus collectors; nil registers
@@ -107,12 +107,16 @@ type Hub struct {
 	cancel context.CancelFunc
 	subs   map[int64][]*Subscription // by user, oldest first
 	total  int
-	ps     *redis.PubSub // the live one, so the watcher can close it
+	// ps holds the live PubSub of each shard channel (index as in
+	// Channels), so the watcher can close them. On a Redis Cluster each is
+	// a connection to the master of its channel's slot: a shard channel's
+	// SSUBSCRIBE cannot share a connection with another slot's.
+	ps []*redis.PubSub
 }
 
-// NewHub returns a hub reading Channel through rdb. It does nothing until
-// Start. It fails only if opts.Registerer refuses the collectors (for
-// example, a second hub on the same registry).
+// NewHub returns a hub reading the order event channels through rdb. It does
+// nothing until Start. It fails only if opts.Registerer refuses the
+// collectors (for example, a second hub on the same registry).
 func NewHub(rdb redis.UniversalClient, log *slog.Logger, opts Options) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -128,16 +132,18 @@ func NewHub(rdb redis.UniversalClient, log *slog.Logger, opts Options) (*Hub, er
 		opts: opts,
 		m:    m,
 		subs: make(map[int64][]*Subscription),
+		ps:   make([]*redis.PubSub, ChannelCount),
 	}, nil
 }
 
-// Start subscribes to Channel and returns once Redis has confirmed it, so
-// every event published after Start returns reaches this hub. ctx bounds only
-// that first subscription (a startup timeout is fine): the hub then runs
-// until Stop, re-subscribing by itself when the connection drops, and telling
-// subscribers to resync, since pub/sub loses what was published in the gap.
-// An error means Redis did not confirm the first subscription; Start may be
-// called again.
+// Start subscribes to every shard channel (Channels) and returns once Redis
+// has confirmed each, so every event published after Start returns reaches
+// this hub. ctx bounds only those first subscriptions (a startup timeout is
+// fine): the hub then runs until Stop, re-subscribing by itself when a
+// connection drops or a channel's slot moves to another master, and telling
+// the subscribers of that channel's buyers to resync, since pub/sub loses
+// what was published in the gap. An error means Redis did not confirm a
+// first subscription; Start may be called again.
 func (h *Hub) Start(ctx context.Context) error {
 	h.mu.Lock()
 	if h.state != hubNew {
@@ -147,8 +153,16 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.state = hubRunning
 	h.mu.Unlock()
 
-	ps, err := h.subscribe(ctx)
-	if err != nil {
+	channels := Channels()
+	first := make([]*redis.PubSub, len(channels))
+	errs := make([]error, len(channels))
+	var wg sync.WaitGroup
+	for i, ch := range channels {
+		wg.Go(func() { first[i], errs[i] = h.subscribe(ctx, ch) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeAll(first)
 		h.mu.Lock()
 		if h.state == hubRunning {
 			h.state = hubNew
@@ -162,36 +176,44 @@ func (h *Hub) Start(ctx context.Context) error {
 	if h.state != hubRunning { // Stop raced Start
 		h.mu.Unlock()
 		cancel()
-		_ = ps.Close()
+		closeAll(first)
 		return ErrStopped
 	}
 	h.cancel = cancel
-	h.ps = ps
+	copy(h.ps, first)
 	// Added under the lock, so a Stop that follows always waits for them.
-	h.wg.Add(2)
+	h.wg.Add(1 + len(channels))
 	h.mu.Unlock()
 
 	go func() {
-		// A blocked read does not watch the context; closing the PubSub
-		// is what wakes it.
+		// A blocked read does not watch the context; closing the PubSubs
+		// is what wakes them.
 		defer h.wg.Done()
 		<-runCtx.Done()
 		h.mu.Lock()
-		if h.ps != nil {
-			_ = h.ps.Close()
-			h.ps = nil
-		}
+		closeAll(h.ps)
+		clear(h.ps)
 		h.mu.Unlock()
 	}()
-	go func() {
-		defer h.wg.Done()
-		h.run(runCtx, ps)
-	}()
-	h.log.Info("notify hub started", "channel", Channel)
+	for i, ch := range channels {
+		go func() {
+			defer h.wg.Done()
+			h.run(runCtx, i, ch, first[i])
+		}()
+	}
+	h.log.Info("notify hub started", "channels", len(channels), "first", channels[0])
 	return nil
 }
 
-// Stop ends the hub: it closes the Redis subscription, ends every
+func closeAll(list []*redis.PubSub) {
+	for _, ps := range list {
+		if ps != nil {
+			_ = ps.Close()
+		}
+	}
+}
+
+// Stop ends the hub: it closes the Redis subscriptions, ends every
 // subscription with ErrStopped (the gateway closes the sockets cleanly) and
 // waits for the hub's goroutines. It is safe to call more than once, and
 // without Start.
@@ -207,41 +229,48 @@ func (h *Hub) Stop() {
 	h.closeAll(ErrStopped)
 }
 
-// subscribe opens a PubSub on Channel and waits for Redis's confirmation.
-func (h *Hub) subscribe(ctx context.Context) (*redis.PubSub, error) {
-	ps := h.rdb.Subscribe(ctx, Channel)
+// subscribe opens a PubSub on the shard channel ch and waits for Redis's
+// confirmation.
+func (h *Hub) subscribe(ctx context.Context, ch string) (*redis.PubSub, error) {
+	ps := h.rdb.SSubscribe(ctx, ch)
 	msg, err := ps.ReceiveTimeout(ctx, h.opts.SubscribeTimeout)
 	if err == nil {
-		if s, ok := msg.(*redis.Subscription); ok && s.Kind == "subscribe" {
+		if s, ok := msg.(*redis.Subscription); ok && s.Kind == "ssubscribe" {
 			return ps, nil
 		}
 		err = fmt.Errorf("unexpected first message %T", msg)
 	}
 	_ = ps.Close()
-	return nil, fmt.Errorf("notify: subscribe %s: %w: %w", Channel, seckill.ErrUnavailable, err)
+	return nil, fmt.Errorf("notify: subscribe %s: %w: %w", ch, seckill.ErrUnavailable, err)
 }
 
-// run reads events until ctx ends, replacing the PubSub whenever it dies.
-func (h *Hub) run(ctx context.Context, ps *redis.PubSub) {
-	defer h.closeAll(ErrStopped)
+// run reads shard i's events until ctx ends, replacing its PubSub whenever
+// it dies.
+func (h *Hub) run(ctx context.Context, i int, ch string, ps *redis.PubSub) {
 	for {
-		err := h.receive(ctx, ps)
+		err := h.receive(ctx, i, ps)
 		_ = ps.Close()
 		if ctx.Err() != nil {
 			return
 		}
-		h.log.Warn("notify: lost the Redis subscription; subscribing again", "err", err)
-		if ps = h.resubscribe(ctx); ps == nil {
+		h.log.Warn("notify: lost the Redis subscription; subscribing again", "channel", ch, "err", err)
+		if ps = h.resubscribe(ctx, i, ch); ps == nil {
 			return
 		}
 	}
 }
 
-// errNoPong marks a connection that did not answer a ping in time.
-var errNoPong = errors.New("no pong from Redis within the health check interval")
+// Ways a subscription ends without a connection error.
+var (
+	// errNoPong marks a connection that did not answer a ping in time.
+	errNoPong = errors.New("no pong from Redis within the health check interval")
+	// errUnsubscribed: the server dropped the channel, as a Redis Cluster
+	// master does when the channel's slot moves to another master.
+	errUnsubscribed = errors.New("the server unsubscribed the channel (its slot moved)")
+)
 
-// receive dispatches messages from ps until it fails.
-func (h *Hub) receive(ctx context.Context, ps *redis.PubSub) error {
+// receive dispatches messages of shard i from ps until it fails.
+func (h *Hub) receive(ctx context.Context, i int, ps *redis.PubSub) error {
 	pinged := false
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, h.opts.HealthCheckInterval)
@@ -267,17 +296,20 @@ func (h *Hub) receive(ctx context.Context, ps *redis.PubSub) error {
 		case *redis.Message:
 			h.dispatch(m.Payload)
 		case *redis.Subscription:
-			// go-redis re-subscribed on a new connection by itself.
-			if m.Kind == "subscribe" {
-				h.resynced()
+			switch m.Kind {
+			case "ssubscribe":
+				// go-redis re-subscribed on a new connection by itself.
+				h.resynced(i)
+			case "sunsubscribe":
+				return errUnsubscribed
 			}
 		}
 	}
 }
 
-// resubscribe retries with capped exponential backoff until a new PubSub is
-// confirmed (returned) or ctx ends (nil).
-func (h *Hub) resubscribe(ctx context.Context) *redis.PubSub {
+// resubscribe retries with capped exponential backoff until a new PubSub on
+// shard channel i is confirmed (returned) or ctx ends (nil).
+func (h *Hub) resubscribe(ctx context.Context, i int, ch string) *redis.PubSub {
 	backoff := minBackoff
 	for {
 		t := time.NewTimer(backoff)
@@ -287,12 +319,12 @@ func (h *Hub) resubscribe(ctx context.Context) *redis.PubSub {
 			return nil
 		case <-t.C:
 		}
-		ps, err := h.subscribe(ctx)
+		ps, err := h.subscribe(ctx, ch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			h.log.Warn("notify: subscribe failed", "err", err, "retry_in", backoff)
+			h.log.Warn("notify: subscribe failed", "channel", ch, "err", err, "retry_in", backoff)
 			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
@@ -302,21 +334,24 @@ func (h *Hub) resubscribe(ctx context.Context) *redis.PubSub {
 			_ = ps.Close()
 			return nil
 		}
-		h.ps = ps
+		h.ps[i] = ps
 		h.mu.Unlock()
-		h.resynced()
+		h.resynced(i)
 		return ps
 	}
 }
 
-// resynced tells every subscription that events may have been lost while
-// the hub was not subscribed.
-func (h *Hub) resynced() {
+// resynced tells every subscription of the buyers on shard channel i that
+// events may have been lost while the hub was not subscribed to it.
+func (h *Hub) resynced(i int) {
 	h.m.reconnects.Inc()
-	h.log.Info("notify: subscribed again; asking clients to resync")
+	h.log.Info("notify: subscribed again; asking clients to resync", "channel", channel(i))
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, list := range h.subs {
+	for userID, list := range h.subs {
+		if shardOf(userID) != i {
+			continue
+		}
 		for _, s := range list {
 			select {
 			case s.resync <- struct{}{}:

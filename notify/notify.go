@@ -1,10 +1,11 @@
 // Package notify delivers order status changes to the buyers connected to
 // this instance, whichever instance made the change.
 //
-// Every transition of an order is published once on the Redis pub/sub channel
-// [Channel] by a [Publisher] (the orders workers, the sweeper, pay and cancel
-// all call it through orders' Events interface). Every gateway runs one [Hub]
-// that subscribes to that channel and fans each event out to the
+// Every transition of an order is published once, with SPUBLISH, on its
+// buyer's Redis shard channel [ChannelOf] by a [Publisher] (the orders
+// workers, the sweeper, pay and cancel all call it through orders' Events
+// interface). Every gateway runs one [Hub] that subscribes (SSUBSCRIBE) to
+// all [Channels] and fans each event out to the
 // [Subscription]s of the order's buyer, as ready-to-write WebSocket text
 // frames. The package knows nothing of HTTP or Fiber: the gateway owns the
 // socket, and reads frames from [Subscription.C].
@@ -24,9 +25,48 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// Channel is the Redis pub/sub channel carrying every order status event of
-// the fleet.
-const Channel = "seckill:events"
+// ChannelCount is how many Redis shard channels carry the fleet's order
+// status events; ChannelOf names the one of a buyer.
+const ChannelCount = 16
+
+// ChannelOf is the shard channel (SPUBLISH, SSUBSCRIBE) carrying userID's
+// order events: one of ChannelCount, by the user id. Sharded pub/sub sends
+// a message only to the master that owns its channel's slot (and that
+// master's replicas), where classic PUBLISH on a Redis Cluster is copied to
+// every node: so the event traffic is split between the masters instead of
+// weighing on each of them in full. On a plain server the two are the same.
+func ChannelOf(userID int64) string {
+	return channel(shardOf(userID))
+}
+
+// shardOf is the index of userID's channel in Channels.
+func shardOf(userID int64) int {
+	return int(uint64(userID) % ChannelCount)
+}
+
+// Channels are every shard channel of order events, in shard order: what
+// each gateway's Hub subscribes to, since its buyers may be anyone.
+func Channels() []string {
+	out := make([]string, ChannelCount)
+	for i := range out {
+		out[i] = channel(i)
+	}
+	return out
+}
+
+// channel names shard channel i. Each hash tag's slot falls in its own
+// sixteenth of the 16384 slots (n10 in slot 157, n21 in 1519, ... n2 in
+// 15924), so a Redis Cluster whose masters split the slots in even ranges,
+// as `redis-cli --cluster create` does, gives each of up to 16 masters an
+// even share of the channels, and of the events. TestChannelSlots checks
+// them against the server's CLUSTER KEYSLOT.
+func channel(i int) string {
+	tags := [ChannelCount]string{
+		"n10", "n21", "n61", "n1", "n11", "n20", "n60", "n0",
+		"n12", "n23", "n63", "n3", "n13", "n22", "n62", "n2",
+	}
+	return "seckill:events:{" + tags[i] + "}"
+}
 
 // APIOrder is the `Order` object of gateway/openapi.yaml. The 64-bit ids are strings because
 // browsers lose precision above 2^53.
@@ -123,13 +163,13 @@ func ParseClientMessage(msg []byte) (string, error) {
 	return f.Type, nil
 }
 
-// wireEvent is the JSON published on Channel: {"order": {...}, "at": ...}.
+// wireEvent is the JSON published on the shard channels: {"order": {...}, "at": ...}.
 type wireEvent struct {
 	Order APIOrder  `json:"order"`
 	At    time.Time `json:"at"`
 }
 
-// encodeEvent is the message the Publisher puts on Channel.
+// encodeEvent is the message the Publisher puts on ChannelOf the buyer.
 func encodeEvent(e orders.Event) ([]byte, error) {
 	b, err := json.Marshal(wireEvent{Order: OrderJSON(e.Order), At: e.At.UTC()})
 	if err != nil {
@@ -138,7 +178,7 @@ func encodeEvent(e orders.Event) ([]byte, error) {
 	return b, nil
 }
 
-// decodeEvent reads a message of Channel and the buyer it is for.
+// decodeEvent reads a message of a shard channel and the buyer it is for.
 func decodeEvent(payload string) (wireEvent, int64, error) {
 	var e wireEvent
 	if err := json.Unmarshal([]byte(payload), &e); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,37 +244,69 @@ func TestBadEventsAreIgnored(t *testing.T) {
 
 	ctx := context.Background()
 	for _, bad := range []string{`nope`, `{"order":{"user_id":"x"}}`, `{"order":{"user_id":401}}`, `{}`} {
-		require.NoError(t, rdb.Publish(ctx, notify.Channel, bad).Err())
+		require.NoError(t, rdb.SPublish(ctx, notify.ChannelOf(401), bad).Err())
 	}
 	publish(t, notify.NewPublisher(rdb), order(8001, 401, orders.StatusCancelled))
 	require.Equal(t, orders.StatusCancelled, next(t, sub).Order.Status)
 	require.Equal(t, 4.0, value(t, reg, "seckill_notify_events_total", "bad"))
 }
 
+// TestHubSubscribesAgainAfterLosingRedis kills every pub/sub connection, on
+// each shape: the hub subscribes to every channel again by itself, and its
+// subscribers are told to resync.
 func TestHubSubscribesAgainAfterLosingRedis(t *testing.T) {
-	hub, reg := startHub(t, notify.Options{})
-	rdb := newRedis(t)
-	pub := notify.NewPublisher(rdb)
-	sub := hub.Subscribe(501)
-	defer sub.Close()
+	for _, shape := range stack.RedisShapes(t) {
+		t.Run(shape.Name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			hub, err := notify.NewHub(stack.Client(t, shape), nil, notify.Options{Registerer: reg})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, hub.Start(ctx))
+			defer hub.Stop()
+			rdb := stack.Client(t, shape)
+			pub := notify.NewPublisher(rdb)
+			sub := hub.Subscribe(501)
+			defer sub.Close()
 
-	ctx := context.Background()
-	killed, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
-	require.NoError(t, err)
-	require.EqualValues(t, 1, killed)
+			killed := eachMaster(t, rdb, func(c *redis.Client) int64 {
+				n, err := c.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
+				require.NoError(t, err)
+				return n
+			})
+			require.EqualValues(t, notify.ChannelCount, killed, "one connection per shard channel")
 
-	select {
-	case <-sub.Resync():
-	case <-time.After(5 * time.Second):
-		t.Fatal("no resync signal after the connection was killed")
+			select {
+			case <-sub.Resync():
+			case <-time.After(5 * time.Second):
+				t.Fatal("no resync signal after the connection was killed")
+			}
+			ch := notify.ChannelOf(501)
+			require.Eventually(t, func() bool {
+				n, err := rdb.PubSubShardNumSub(ctx, ch).Result()
+				return err == nil && n[ch] == 1
+			}, 5*time.Second, 10*time.Millisecond)
+			publish(t, pub, order(9001, 501, orders.StatusPaid))
+			require.Equal(t, "9001", next(t, sub).Order.OrderID)
+			require.GreaterOrEqual(t, value(t, reg, "seckill_notify_reconnects_total", ""), 1.0)
+		})
 	}
-	require.Eventually(t, func() bool {
-		n, err := rdb.PubSubNumSub(ctx, notify.Channel).Result()
-		return err == nil && n[notify.Channel] == 1
-	}, 5*time.Second, 10*time.Millisecond)
-	publish(t, pub, order(9001, 501, orders.StatusPaid))
-	require.Equal(t, "9001", next(t, sub).Order.OrderID)
-	require.GreaterOrEqual(t, value(t, reg, "seckill_notify_reconnects_total", ""), 1.0)
+}
+
+// eachMaster runs f on every master of rdb (the one server of a plain
+// client) and sums what it returns.
+func eachMaster(t *testing.T, rdb redis.UniversalClient, f func(*redis.Client) int64) int64 {
+	t.Helper()
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return f(rdb.(*redis.Client))
+	}
+	var sum atomic.Int64
+	require.NoError(t, cc.ForEachMaster(t.Context(), func(_ context.Context, c *redis.Client) error {
+		sum.Add(f(c))
+		return nil
+	}))
+	return sum.Load()
 }
 
 func TestHubOutlivesStartContext(t *testing.T) {

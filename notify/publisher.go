@@ -14,7 +14,8 @@ import (
 // through.
 var _ orders.Events = (*Publisher)(nil)
 
-// Publisher puts order status events on Channel for every instance's Hub.
+// Publisher puts order status events on their buyer's shard channel
+// (ChannelOf) for every instance's Hub.
 // It implements the orders package's Events interface.
 type Publisher struct {
 	rdb redis.UniversalClient
@@ -35,7 +36,7 @@ func (p *Publisher) Publish(ctx context.Context, e orders.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := p.rdb.Publish(ctx, Channel, msg).Err(); err != nil {
+	if err := p.rdb.SPublish(ctx, ChannelOf(e.Order.UserID), msg).Err(); err != nil {
 		return fmt.Errorf("notify: publish order %d: %w: %w", e.Order.ID, seckill.ErrUnavailable, err)
 	}
 	return nil

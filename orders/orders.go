@@ -5,7 +5,7 @@
 //
 // Every transition (created, paid, cancelled, failed) is published once, after
 // its commit, as an Event through the Events interface; notify.Publisher sends
-// it on the Redis pub/sub channel seckill:events. Pub/sub rather than a Kafka
+// it on its buyer's Redis shard channel (notify.ChannelOf). Pub/sub rather than a Kafka
 // topic, because gateways only need live changes for the sockets they hold:
 // the durable record is PostgreSQL, and a socket that (re)connects is sent a
 // snapshot of the user's non-final orders, so a change missed while a gateway

@@ -305,26 +305,33 @@ func TestWSPushDelay(t *testing.T) {
 		byUser[strconv.FormatInt(s.id, 10)] = s
 	}
 
-	// The status changes as every hub sees them, with their at.
-	ps := a.rdb.Subscribe(t.Context(), notify.Channel)
-	t.Cleanup(func() { _ = ps.Close() })
-	_, err := ps.Receive(t.Context())
-	require.NoError(t, err)
+	// The status changes as every hub sees them, with their at: on the
+	// shard channel of each shopper.
 	var mu sync.Mutex
 	changed := map[key]time.Time{}
-	go func() {
-		for msg := range ps.Channel() {
-			var e struct {
-				Order notify.APIOrder `json:"order"`
-				At    time.Time       `json:"at"`
+	channels := map[string]bool{}
+	for _, s := range crowd {
+		channels[notify.ChannelOf(s.id)] = true
+	}
+	for ch := range channels {
+		ps := a.rdb.SSubscribe(t.Context(), ch)
+		t.Cleanup(func() { _ = ps.Close() })
+		_, err := ps.Receive(t.Context())
+		require.NoError(t, err)
+		go func() {
+			for msg := range ps.Channel() {
+				var e struct {
+					Order notify.APIOrder `json:"order"`
+					At    time.Time       `json:"at"`
+				}
+				if json.Unmarshal([]byte(msg.Payload), &e) == nil && byUser[e.Order.UserID] != nil {
+					mu.Lock()
+					changed[key{e.Order.OrderID, string(e.Order.Status)}] = e.At
+					mu.Unlock()
+				}
 			}
-			if json.Unmarshal([]byte(msg.Payload), &e) == nil && byUser[e.Order.UserID] != nil {
-				mu.Lock()
-				changed[key{e.Order.OrderID, string(e.Order.Status)}] = e.At
-				mu.Unlock()
-			}
-		}
-	}()
+		}()
+	}
 
 	// Each shopper buys and then pays its orders one after the other, all
 	// shoppers at once.
