@@ -14,7 +14,7 @@
 -- floor((now - t) * rate / 1000) more may enter: the total admitted by time now is
 -- floor((now - begin) * rate / 1000), whichever instances ran the steps. An expired pass moves
 -- t back by one step: its place goes to the next in line. Credit not used (empty line, bound
--- reached) is kept for at most one second, so an idle room does not release a burst later.
+-- reached, no step run) is kept for at most one second, so an idle room does not release a burst later.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'closed', '1') end
@@ -36,6 +36,9 @@ if closed then
 end
 local step = 1000 / tonumber(ARGV[2])
 local clock = tonumber(redis.call('HGET', KEYS[2], 't') or ARGV[1]) - #gone * step
+-- A room nobody stepped for a while (every instance down, or the first step long after
+-- begin_at) gets at most one second of credit, not a burst of everything it missed.
+if clock < now - 1000 - #gone * step then clock = now - 1000 - #gone * step end
 local n = math.floor((now - clock) / step)
 if n < 0 then n = 0 end
 local k = math.min(n, size - head, max)

@@ -2,7 +2,7 @@
 -- KEYS[1] line     zset  userID -> place (random below 2^52 in the pre-queue, 2^52+arrival after begin)
 -- KEYS[2] room     hash  head (admitted so far), t (admission clock, ms), seq, closed, expired, used
 -- KEYS[3] passes   zset  userID -> pass expiry ms, for admitted shoppers whose pass is neither used nor expired
--- KEYS[4] outcome  hash  userID -> 'u' (pass used) | 'x' (pass expired)
+-- KEYS[4] outcome  hash  userID -> 'u' or 'u:<Idempotency-Key>' (pass used) | 'x' (pass expired)
 -- ARGV[1] 'join' or 'read', ARGV[2] userID, ARGV[3] the user's random pre-queue place (integer
 -- below 2^52), ARGV[4] opens_ms (begin - prequeue), ARGV[5] begin_ms, ARGV[6] end_ms,
 -- ARGV[7] expire_at_ms (when the room's keys go).
@@ -32,7 +32,7 @@ local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
 if rank < head then
   local o = redis.call('HGET', KEYS[4], user)
   if o == 'x' then return {3, rank, head, 0, now} end
-  if o == 'u' then return {6, rank, head, 0, now} end
+  if o and string.sub(o, 1, 1) == 'u' then return {6, rank, head, 0, now} end
   local exp = redis.call('ZSCORE', KEYS[3], user)
   return {2, rank, head, tonumber(exp or '0'), now}
 end

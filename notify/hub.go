@@ -535,3 +535,38 @@ func (s *Subscription) Close() {
 	defer s.hub.mu.Unlock()
 	s.hub.endLocked(s, nil)
 }
+
+// Connected reports whether userID has a subscription on this instance.
+func (h *Hub) Connected(userID int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[userID]) > 0
+}
+
+// Deliver hands frame to every subscription of userID on this instance, as
+// an order event is handed (never blocking: a full buffer ends that
+// subscription), and reports whether there was one. Other feeds to the
+// user's socket (the waiting room's queue frames) go through it, so the
+// socket keeps one writer and one buffer.
+func (h *Hub) Deliver(userID int64, frame []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.subs[userID]
+	if len(list) == 0 {
+		return false
+	}
+	var slow []*Subscription
+	for _, s := range list {
+		select {
+		case s.c <- frame:
+			h.m.pushes.Inc()
+		default:
+			slow = append(slow, s)
+		}
+	}
+	for _, s := range slow {
+		h.m.drops.WithLabelValues(dropSlow).Inc()
+		h.endLocked(s, ErrSlowConsumer)
+	}
+	return true
+}

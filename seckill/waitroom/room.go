@@ -8,7 +8,7 @@
 //	waitroom:{v42}:line     zset  userID -> place
 //	waitroom:{v42}:room     hash  head, t, seq, closed, expired, used
 //	waitroom:{v42}:passes   zset  userID -> pass expiry ms (admitted, pass unused and unexpired)
-//	waitroom:{v42}:outcome  hash  userID -> "u" pass used | "x" pass expired
+//	waitroom:{v42}:outcome  hash  userID -> "u" or "u:<Idempotency-Key>" pass used | "x" pass expired
 //
 // A place is a score. A shopper joining in the pre-queue (the
 // PrequeueSeconds before BeginAt) scores a random number below 2^52 drawn
@@ -90,6 +90,10 @@ type Status struct {
 	// Rank is the place's 0-based rank in the line; fixed once admission
 	// began, so position = Rank - head + 1 for any later head.
 	Rank int64
+	// Head is how many the room had admitted when this was read.
+	Head int64
+	// At is Redis's time of the read.
+	At time.Time
 }
 
 // Room is the fleet's waiting rooms, one line per voucher, in Redis. It is
@@ -152,15 +156,26 @@ const (
 )
 
 // Join puts userID in l's line, or leaves the place they have. A line not
-// yet open is seckill.ErrNotStarted; a closed one answers StateClosed.
+// yet open is seckill.ErrNotStarted; a closed one answers StateClosed. The
+// place is announced to the fleet's feeds (see Feed), so the gateway holding
+// the shopper's socket pushes its changes from then on.
 func (r *Room) Join(ctx context.Context, l Line, userID int64) (Status, error) {
-	return r.run(ctx, "join", l, userID)
+	st, err := r.run(ctx, "join", l, userID)
+	if err == nil {
+		r.announce(ctx, l, st)
+	}
+	return st, err
 }
 
 // Status is userID's place in l's line; seckill.ErrNotFound when they
-// never joined.
+// never joined. It is announced as Join's is: a page opened again (a new
+// socket, maybe on another instance) reads its place, and gets pushes again.
 func (r *Room) Status(ctx context.Context, l Line, userID int64) (Status, error) {
-	return r.run(ctx, "read", l, userID)
+	st, err := r.run(ctx, "read", l, userID)
+	if err == nil {
+		r.announce(ctx, l, st)
+	}
+	return st, err
 }
 
 func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Status, error) {
@@ -177,7 +192,7 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered %v", res)
 	}
 	code, rank, head, exp, now := res[0], res[1], res[2], res[3], time.UnixMilli(res[4])
-	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank}
+	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now}
 	switch code {
 	case codeNotIn:
 		return Status{}, seckill.Public(seckill.ErrNotFound, "you are not in this voucher's line; join it first")
@@ -274,11 +289,12 @@ const (
 	claimNotAdmitted
 )
 
-// Claim uses pass to buy voucherID as userID, once: it refuses with
-// seckill.ErrNotAdmitted a pass that is missing, not signed by this room,
-// someone else's or for another voucher (all without I/O), expired, or used
-// before. Call Restore if the buy then never reached the stock.
-func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass string) (Pass, error) {
+// Check judges pass for a buy of voucherID by userID without any I/O: a
+// pass that is missing, not signed by this room, someone else's, for another
+// voucher or expired is seckill.ErrNotAdmitted. Only Claim can tell a used
+// pass; Check lets the gateway refuse what is certainly useless before it
+// charges any limit.
+func (r *Room) Check(voucherID, userID int64, pass string) (Pass, error) {
 	if pass == "" {
 		return Pass{}, notAdmitted("this voucher has a waiting room: join its line, and buy with the pass you get when admitted")
 	}
@@ -289,7 +305,21 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass string) 
 	if !r.now().Before(p.ExpiresAt) {
 		return Pass{}, notAdmitted("this admission pass has expired")
 	}
-	code, err := r.pass.Run(ctx, r.rdb, keysOf(voucherID).list(), "claim", userID, p.ExpiresAt.UnixMilli()).Int()
+	return p, nil
+}
+
+// Claim uses pass to buy voucherID as userID, once: it refuses with
+// seckill.ErrNotAdmitted what Check refuses, and a pass used before. A
+// claim made with a requestKey (the buy's Idempotency-Key) may be made
+// again with the same key: the retry of a buy whose answer was lost reaches
+// the reservation, which replays the first order. Call Restore if the buy
+// then never reached the stock.
+func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, requestKey string) (Pass, error) {
+	p, err := r.Check(voucherID, userID, pass)
+	if err != nil {
+		return Pass{}, err
+	}
+	code, err := r.pass.Run(ctx, r.rdb, keysOf(voucherID).list(), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey).Int()
 	if err != nil {
 		return Pass{}, unavailable("claim pass", err)
 	}
@@ -309,7 +339,7 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass string) 
 // rate limit or an outage further on), so the shopper may try again with
 // it until it expires.
 func (r *Room) Restore(ctx context.Context, p Pass) error {
-	err := r.pass.Run(ctx, r.rdb, keysOf(p.VoucherID).list(), "restore", p.UserID, p.ExpiresAt.UnixMilli()).Err()
+	err := r.pass.Run(ctx, r.rdb, keysOf(p.VoucherID).list(), "restore", p.UserID, p.ExpiresAt.UnixMilli(), "").Err()
 	if err != nil {
 		return unavailable("restore pass", err)
 	}

@@ -217,14 +217,14 @@ func TestPass(t *testing.T) {
 	c := client(t)
 	room := waitroom.New(c, secret)
 	now := redisNow(t, c)
-	line := waitroom.Line{VoucherID: 140006, BeginAt: now.Add(-2 * time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 1}
+	line := waitroom.Line{VoucherID: 140006, BeginAt: now.Add(-2 * time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 2}
 	for u := int64(1); u <= 3; u++ {
 		_, err := room.Join(ctx, line, u)
 		require.NoError(t, err)
 	}
 	step, err := room.Admit(ctx, line, -1)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, step.Admitted, "two seconds since begin_at at one a second")
+	require.EqualValues(t, 2, step.Admitted, "a room first stepped late gets one second of credit: two at two a second")
 	a, err := room.Status(ctx, line, 1)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateAdmitted, a.State)
@@ -234,34 +234,38 @@ func TestPass(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateWaiting, w.State)
 	require.Equal(t, int64(1), w.Position)
-	require.Equal(t, time.Second, w.ETA)
+	require.Equal(t, 500*time.Millisecond, w.ETA)
 
 	forged := a.Pass[:len(a.Pass)-2] + "xx"
 	other := waitroom.New(c, []byte("another key"))
 	for name, try := range map[string]func() error{
-		"missing":      func() error { _, err := room.Claim(ctx, 140006, 1, ""); return err },
-		"forged":       func() error { _, err := room.Claim(ctx, 140006, 1, forged); return err },
-		"other key":    func() error { _, err := other.Claim(ctx, 140006, 1, a.Pass); return err },
-		"borrowed":     func() error { _, err := room.Claim(ctx, 140006, 2, a.Pass); return err },
-		"other coupon": func() error { _, err := room.Claim(ctx, 140007, 1, a.Pass); return err },
+		"missing":      func() error { _, err := room.Claim(ctx, 140006, 1, "", ""); return err },
+		"forged":       func() error { _, err := room.Claim(ctx, 140006, 1, forged, ""); return err },
+		"other key":    func() error { _, err := other.Claim(ctx, 140006, 1, a.Pass, ""); return err },
+		"borrowed":     func() error { _, err := room.Claim(ctx, 140006, 2, a.Pass, ""); return err },
+		"other coupon": func() error { _, err := room.Claim(ctx, 140007, 1, a.Pass, ""); return err },
 		"waiting user": func() error {
-			_, err := room.Claim(ctx, 140006, 3, strings.Replace(a.Pass, ".1.", ".3.", 1))
+			_, err := room.Claim(ctx, 140006, 3, strings.Replace(a.Pass, ".1.", ".3.", 1), "")
 			return err
 		},
 	} {
 		require.ErrorIs(t, try(), seckill.ErrNotAdmitted, name)
 	}
-	p, err := room.Claim(ctx, 140006, 1, a.Pass)
+	p, err := room.Claim(ctx, 140006, 1, a.Pass, "")
 	require.NoError(t, err)
-	_, err = room.Claim(ctx, 140006, 1, a.Pass)
+	_, err = room.Claim(ctx, 140006, 1, a.Pass, "")
 	require.ErrorIs(t, err, seckill.ErrNotAdmitted, "a pass is used once")
 	used, err := room.Status(ctx, line, 1)
 	require.NoError(t, err)
 	require.True(t, used.Used)
 	require.Empty(t, used.Pass)
 	require.NoError(t, room.Restore(ctx, p))
-	_, err = room.Claim(ctx, 140006, 1, a.Pass)
+	_, err = room.Claim(ctx, 140006, 1, a.Pass, "key-1")
 	require.NoError(t, err, "a restored pass is good again")
+	_, err = room.Claim(ctx, 140006, 1, a.Pass, "key-1")
+	require.NoError(t, err, "the retry of the same buy (same Idempotency-Key) goes on to replay its order")
+	_, err = room.Claim(ctx, 140006, 1, a.Pass, "key-2")
+	require.ErrorIs(t, err, seckill.ErrNotAdmitted, "another buy with a used pass")
 	st, err := room.Stats(ctx, 140006)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.Stats{Waiting: 1, Admitted: 2, PassesUsed: 1}, st)
@@ -296,7 +300,7 @@ func TestExpiryThenClose(t *testing.T) {
 	first, err = room.Status(ctx, line, 1)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateExpired, first.State)
-	_, err = room.Claim(ctx, 140008, 1, "p1.140008.1."+strconv.FormatInt(first.PassExpiresAt.UnixMilli(), 10)+".x")
+	_, err = room.Claim(ctx, 140008, 1, "p1.140008.1."+strconv.FormatInt(first.PassExpiresAt.UnixMilli(), 10)+".x", "")
 	require.ErrorIs(t, err, seckill.ErrNotAdmitted)
 	second, err := room.Status(ctx, line, 2)
 	require.NoError(t, err)

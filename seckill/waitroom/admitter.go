@@ -1,0 +1,105 @@
+package waitroom
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Target is one room the Admitter steps.
+type Target struct {
+	Line Line
+	// Passes bounds the passes out at once: the stock left, so the room
+	// never lets in more buyers than it could serve (-1: no bound).
+	Passes int64
+	// Over is true once the sale cannot sell any more (sold out or
+	// ended): the room closes, and everyone still waiting is told so.
+	Over bool
+}
+
+// DefaultAdmitInterval is how often an Admitter steps each room. Any
+// interval admits the same number a second (the clock is in Redis); a short
+// one spreads admissions evenly and lets the admitted know sooner.
+const DefaultAdmitInterval = 200 * time.Millisecond
+
+// Admitter runs the admission steps of every room with a line, and
+// announces each step that moved a line to the fleet's feeds. Every gateway
+// runs one: the steps share one clock in Redis (queue_admit.lua), so any
+// number of admitters together admit each room's rate, not the rate times
+// the instances, and the fleet keeps admitting while any instance is up.
+type Admitter struct {
+	room     *Room
+	targets  func(ctx context.Context) ([]Target, error)
+	interval time.Duration
+	log      *slog.Logger
+	// closed are the rooms this admitter closed or saw closed: it
+	// announces that once and steps them no more.
+	closed map[int64]bool
+}
+
+// NewAdmitter returns an admitter of the rooms targets lists (read again at
+// every tick, from memory: a catalog). interval <= 0 means
+// DefaultAdmitInterval.
+func NewAdmitter(room *Room, targets func(ctx context.Context) ([]Target, error), interval time.Duration, log *slog.Logger) *Admitter {
+	if interval <= 0 {
+		interval = DefaultAdmitInterval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Admitter{room: room, targets: targets, interval: interval, log: log.With("component", "waitroom"), closed: map[int64]bool{}}
+}
+
+// Run steps every room each interval until ctx ends.
+func (a *Admitter) Run(ctx context.Context) {
+	t := time.NewTicker(a.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.Tick(ctx)
+		}
+	}
+}
+
+// Tick runs one step of every room that is open: admit, or close a room
+// whose sale is over. A failing room is logged and left for the next tick.
+func (a *Admitter) Tick(ctx context.Context) {
+	list, err := a.targets(ctx)
+	if err != nil {
+		a.log.Warn("waitroom: cannot list the rooms", "err", err)
+		return
+	}
+	now := time.Now()
+	listed := make(map[int64]bool, len(list))
+	for _, t := range list {
+		listed[t.Line.VoucherID] = true
+		id := t.Line.VoucherID
+		if a.closed[id] || t.Line.AdmitPerSecond <= 0 || now.Add(time.Second).Before(t.Line.BeginAt) {
+			continue
+		}
+		var step Step
+		if t.Over {
+			step, err = a.room.Close(ctx, t.Line)
+		} else {
+			step, err = a.room.Admit(ctx, t.Line, t.Passes)
+		}
+		if err != nil {
+			a.log.Warn("waitroom: admission step failed", "voucher_id", id, "err", err)
+			continue
+		}
+		if step.Closed {
+			a.closed[id] = true
+		}
+		if step.Admitted > 0 || step.Expired > 0 || step.Closed {
+			a.room.announceStep(ctx, t.Line, step)
+		}
+	}
+	for id := range a.closed {
+		if !listed[id] { // gone from the catalog: nothing to remember
+			delete(a.closed, id)
+		}
+	}
+}
