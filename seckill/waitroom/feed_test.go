@@ -107,7 +107,9 @@ func TestFeedPushesPlaceThenPass(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, waitroom.StateWaiting, st.State)
 	}
-	require.Eventually(t, func() bool { return len(out.of(3)) > 0 && out.of(3)[len(out.of(3))-1].q.State == waitroom.StateAdmitted },
+	require.Eventually(t, func() bool {
+		return len(out.of(3)) > 0 && out.of(3)[len(out.of(3))-1].q.State == waitroom.StateAdmitted
+	},
 		5*time.Second, 20*time.Millisecond, "user 3 is admitted within a second or so at 3 a second")
 	frames := out.of(3)
 	last := frames[len(frames)-1].q
