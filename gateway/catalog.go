@@ -264,5 +264,8 @@ func (s *Server) catalogGate(ctx context.Context, a *Attempt, next BuyFunc) (Pur
 	}
 	a.Voucher = v
 	a.Request.EndsAt = v.EndAt
+	if err := s.checkPass(a); err != nil {
+		return Purchase{}, err
+	}
 	return next(ctx, a)
 }

@@ -31,6 +31,7 @@ var errorTable = [...]errorRow{
 	{seckill.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
 	{seckill.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
 	{seckill.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
+	{seckill.ErrNotAdmitted, fiber.StatusForbidden, "not_admitted", "this voucher has a waiting room: join its line, and buy with the pass you get when admitted"},
 	{seckill.ErrNotFound, fiber.StatusNotFound, "not_found", "we could not find what you asked for"},
 	{seckill.ErrSoldOut, fiber.StatusConflict, "sold_out", "this voucher is sold out"},
 	{seckill.ErrLimitExceeded, fiber.StatusConflict, "limit_exceeded", "you have reached the limit for this voucher"},

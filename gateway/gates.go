@@ -15,6 +15,9 @@ import (
 //
 //	catalog → BuyAddress → UserLimit → GlobalLimit → Captcha → Breaker → SoldOut → buy
 //
+// For a voucher with a waiting room, the catalog step also refuses a pass
+// its signature refuses, and "buy" first claims the pass (queue.go).
+//
 // The catalog comes first: what is certainly useless is refused from memory
 // before any budget is charged. Then the limits go from the narrowest budget to the widest, so that what one
 // client sends is refused by its own budget before it can charge a shared
@@ -54,6 +57,9 @@ type Attempt struct {
 	// by the first gate. Its StockLeft is at most a moment old: the
 	// reservation is the only judge of stock.
 	Voucher seckill.Voucher
+	// Pass is the Seckill-Pass header as the shopper sent it (possibly
+	// empty); a voucher with a waiting room takes one (queue.go).
+	Pass string
 
 	header http.Header
 }
@@ -158,7 +164,7 @@ type IPLimiter interface {
 
 // chain builds the buying path once, at New, from the configured gates.
 func (s *Server) chain() BuyFunc {
-	return s.deps.Gates.Chain(GateFunc(s.catalogGate), s.dispatch)
+	return s.deps.Gates.Chain(GateFunc(s.catalogGate), s.admitThenBuy)
 }
 
 // Chain joins the gates in the gateway's fixed order (see the top of this

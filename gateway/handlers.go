@@ -146,6 +146,8 @@ type statsOut struct {
 	// Drift extends the v1 stats for seckill vouchers: Redis's view beside
 	// PostgreSQL's, and every disagreement in words. Absent for other kinds.
 	Drift *driftOut `json:"drift,omitempty"`
+	// Queue is the waiting room's figures; absent for a voucher without one.
+	Queue *queueStatsOut `json:"queue,omitempty"`
 }
 
 // driftOut is the drift report of one seckill voucher.
@@ -275,6 +277,10 @@ func (s *Server) voucherStats(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	queue, err := s.queueStats(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
 	return c.JSON(statsOut{
 		VoucherID:  idString(id),
 		StockTotal: st.StockTotal,
@@ -285,6 +291,7 @@ func (s *Server) voucherStats(c *fiber.Ctx) error {
 		Cancelled:  st.Orders[orders.StatusCancelled],
 		Failed:     st.Orders[orders.StatusFailed],
 		Drift:      newDriftOut(st),
+		Queue:      queue,
 	})
 }
 
@@ -344,6 +351,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 		ClientKey:     s.clientKey(c),
 		CaptchaID:     in.CaptchaID,
 		CaptchaAnswer: in.CaptchaAnswer,
+		Pass:          strings.Clone(c.Get(HeaderSeckillPass)),
 	}
 	if err := a.Request.Validate(); err != nil {
 		return err

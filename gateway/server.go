@@ -129,6 +129,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Live feeds GET /api/v1/ws (ws.go). No Feed: that route answers 503.
 	Live Live
+	// Room is the waiting rooms (queue.go). Nil: the queue routes and the
+	// buys of vouchers with a waiting room answer 503.
+	Room WaitingRoom
 }
 
 // Server is one gateway instance.
@@ -268,7 +271,7 @@ func (s *Server) routes() error {
 		app.Use(cors.New(cors.Config{
 			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),
 			AllowMethods:  "GET,POST,PUT,DELETE,OPTIONS",
-			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,X-Request-Id",
+			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,Seckill-Pass,X-Request-Id",
 			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset",
 			MaxAge:        600,
 		}))
@@ -286,6 +289,8 @@ func (s *Server) routes() error {
 	api.Get("/vouchers", s.perAddress, s.listVouchers)
 	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
 	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
+	api.Post("/vouchers/:id/queue", s.requireShopper, s.joinQueue)
+	api.Get("/vouchers/:id/queue", s.requireShopper, s.queueStatus)
 	api.Get("/orders", s.requireShopper, s.listOrders)
 	api.Get("/orders/:id", s.requireShopper, s.getOrder)
 	if err := s.mountWebSocket(api); err != nil {

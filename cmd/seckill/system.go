@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +29,7 @@ import (
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/waitroom"
 	"github.com/flashsale/seckill/web"
 )
 
@@ -62,6 +65,12 @@ type system struct {
 	producer *kafkaq.Producer
 	hub      *notify.Hub
 	server   *gateway.Server
+	// room, feed and admitter are the waiting rooms (seckill/waitroom):
+	// every gateway admits (the clock is in Redis, so the fleet together
+	// admits each room's rate) and pushes its own sockets' places.
+	room     *waitroom.Room
+	feed     *waitroom.Feed
+	admitter *waitroom.Admitter
 
 	// onListen, when set, is told the address once the process listens
 	// (dev mode prints its banner then, not before).
@@ -157,6 +166,11 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.room = waitroom.New(s.rdb, roomSecret(s.cfg.JWTSecret), waitroom.WithGrace(s.cfg.StateGrace))
+	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
+		return err
+	}
+	s.admitter = waitroom.NewAdmitter(s.room, s.roomTargets, 0, s.log)
 	active := newActiveVouchers(s.store, time.Second)
 	gates, err := s.buildEdge(ctx)
 	if err != nil {
@@ -193,8 +207,39 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Lifecycle: s.lifecycle(s.store),
 		// Order status pushed on GET /api/v1/ws, from every instance's changes.
 		Live: gateway.Live{Feed: s.hub},
+		Room: s.room,
 	})
 	return err
+}
+
+// roomSecret keys the waiting rooms' HMACs (passes, pre-queue places). It is
+// derived from the token secret, which every gateway of the fleet shares,
+// under a label of its own so that neither key tells anything of the other.
+func roomSecret(jwtSecret string) []byte {
+	m := hmac.New(sha256.New, []byte(jwtSecret))
+	m.Write([]byte("seckill waiting room"))
+	return m.Sum(nil)
+}
+
+// roomTargets are the rooms to step, from the catalog in memory: every
+// voucher with a waiting room that is not paused; a sold-out or ended one
+// closes, and a room lets out at most as many unused passes as stock is left.
+func (s *system) roomTargets(ctx context.Context) ([]waitroom.Target, error) {
+	snap, err := s.catalog.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var out []waitroom.Target
+	for _, v := range snap.Vouchers() {
+		line, ok := waitroom.LineOf(v)
+		if !ok || v.Paused {
+			continue
+		}
+		out = append(out, waitroom.Target{Line: line, Passes: max(v.StockLeft, 0),
+			Over: v.StockLeft <= 0 || !now.Before(v.EndAt)})
+	}
+	return out, nil
 }
 
 // startCatalog keeps this instance's catalog in memory (the catalog routes
@@ -293,6 +338,14 @@ func (s *system) run(ctx context.Context) error {
 			ln.Close()
 			return fmt.Errorf("notify hub: %w", err)
 		}
+		ps, err := s.feed.Subscribe(ctx)
+		if err != nil {
+			ln.Close()
+			s.hub.Stop()
+			return fmt.Errorf("waiting room feed: %w", err)
+		}
+		wg.Go(func() { s.feed.Run(ctx, ps) })
+		wg.Go(func() { s.admitter.Run(ctx) })
 		if s.onListen != nil {
 			s.onListen(ln.Addr().String())
 		}

@@ -149,6 +149,7 @@ func isDependencyFailure(err error) bool {
 		seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrNotStarted, seckill.ErrEnded,
 		seckill.ErrNotFound, seckill.ErrInvalidInput, seckill.ErrConflict, seckill.ErrCaptchaInvalid,
 		seckill.ErrRateLimited, seckill.ErrUnauthenticated, seckill.ErrForbidden, seckill.ErrTooLarge,
+		seckill.ErrNotAdmitted,
 		// One voucher's Redis state being restored by the healers: the path
 		// works for every other voucher, so the breaker must not open.
 		seckill.ErrStockMissing,

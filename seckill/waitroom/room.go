@@ -54,6 +54,15 @@ type Line struct {
 	PrequeueSeconds int64
 }
 
+// LineOf is v's line, or ok false when v has no waiting room.
+func LineOf(v seckill.Voucher) (l Line, ok bool) {
+	if v.WaitingRoom == nil {
+		return Line{}, false
+	}
+	return Line{VoucherID: v.ID, BeginAt: v.BeginAt, EndAt: v.EndAt,
+		AdmitPerSecond: v.WaitingRoom.AdmitPerSecond, PrequeueSeconds: v.WaitingRoom.PrequeueSeconds}, true
+}
+
 // Opens is when the line opens: PrequeueSeconds before BeginAt.
 func (l Line) Opens() time.Time {
 	return l.BeginAt.Add(-time.Duration(l.PrequeueSeconds) * time.Second)

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+// createRoomVoucher makes a seckill voucher with a waiting room.
+func (ts *testSystem) createRoomVoucher(t *testing.T, stock, limit, rate, prequeue int, begin, end time.Time) string {
+	t.Helper()
+	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
+		"title": "room voucher", "kind": "seckill", "price_cents": 250, "stock": stock,
+		"per_user_limit": limit, "begin_at": begin.UTC().Format(time.RFC3339Nano), "end_at": end.UTC().Format(time.RFC3339),
+		"waiting_room": map[string]any{"admit_per_second": rate, "prequeue_seconds": prequeue},
+	}, nil)
+	require.Equal(t, http.StatusCreated, a.status, "create voucher: %s", a.raw)
+	return a.body["id"].(string)
+}
+
+// nextQueue returns the next queue frame on c, skipping order frames.
+func (c *wsClient) nextQueue(t *testing.T) waitroom.APIQueue {
+	t.Helper()
+	for {
+		f := c.next(t)
+		if f.Type != waitroom.FrameQueue {
+			continue
+		}
+		var q struct {
+			Queue waitroom.APIQueue `json:"queue"`
+		}
+		require.NoError(t, json.Unmarshal(f.raw, &q))
+		return q.Queue
+	}
+}
+
+func (ts *testSystem) buyWithPass(t *testing.T, voucherID, token, pass, key string) answer {
+	t.Helper()
+	h := map[string]string{"Seckill-Pass": pass}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	return ts.do(t, http.MethodPost, "/api/v1/vouchers/"+voucherID+"/orders", token, map[string]any{"quantity": 1}, h)
+}
+
+// TestWaitingRoomEndToEnd: two gateways on one fleet. Shoppers join the
+// line on one and watch their place on the other's sockets: the place is
+// pushed as the line moves, then the pass at admission. Buying takes the
+// pass: missing, forged, borrowed and reused passes are 403 not_admitted
+// before any stock is touched; a retry with the same Idempotency-Key replays
+// the order. When the stock is gone the room closes for everyone left, and
+// the operator's stats count it all.
+func TestWaitingRoomEndToEnd(t *testing.T) {
+	a := startSystem(t, nil)
+	b := a.startPeer(t, gatewayOnly)
+	const stock, waiting = 3, 8
+	vid := a.createRoomVoucher(t, stock, 1, 2, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	users := make([]int64, waiting)
+	toks := make([]string, waiting)
+	sockets := make([]*wsClient, waiting)
+	for i := range users {
+		users[i] = testUser()
+		toks[i] = a.shopper(t, users[i])
+		sockets[i] = b.openWS(t, toks[i])
+		sockets[i].untilPong(t)
+	}
+	path := "/api/v1/vouchers/" + vid + "/queue"
+	nobody := a.do(t, http.MethodGet, path, toks[0], nil, nil)
+	require.Equal(t, http.StatusNotFound, nobody.status, "not in line: %s", nobody.raw)
+	for i := range users {
+		j := a.do(t, http.MethodPost, path, toks[i], nil, nil)
+		require.Equal(t, http.StatusOK, j.status, "%s", j.raw)
+		require.Equal(t, vid, j.body["voucher_id"])
+	}
+	again := a.do(t, http.MethodPost, path, toks[waiting-1], nil, nil)
+	require.Equal(t, http.StatusOK, again.status)
+	if again.body["state"] == "waiting" {
+		require.EqualValues(t, again.body["position"], float64(again.body["ahead"].(float64)+1))
+	}
+
+	// No pass, a forged one: refused before any stock moves.
+	before := a.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["stock_left"]
+	none := a.buy(t, vid, toks[waiting-1], 1, "")
+	require.Equal(t, http.StatusForbidden, none.status, "%s", none.raw)
+	require.Equal(t, "not_admitted", none.errorCode())
+	forged := a.buyWithPass(t, vid, toks[waiting-1], "p1."+vid+"."+strconv.FormatInt(users[waiting-1], 10)+".99999999999999.forged", "")
+	require.Equal(t, "not_admitted", forged.errorCode(), "%s", forged.raw)
+
+	// The last in line sees its place move on B's socket.
+	var last []waitroom.APIQueue
+	for len(last) < 2 {
+		q := sockets[waiting-1].nextQueue(t)
+		require.Equal(t, waitroom.StateWaiting, q.State)
+		require.Equal(t, q.Position-1, q.Ahead)
+		require.Positive(t, q.ETASeconds)
+		last = append(last, q)
+	}
+	require.Less(t, last[1].Position, last[0].Position)
+
+	// The first is admitted: the pass arrives on its socket.
+	var pass string
+	for pass == "" {
+		q := sockets[0].nextQueue(t)
+		if q.State == waitroom.StateAdmitted {
+			require.NotNil(t, q.Pass)
+			require.True(t, q.PassExpiresAt.After(time.Now()))
+			pass = *q.Pass
+		}
+	}
+	borrowed := a.buyWithPass(t, vid, toks[waiting-1], pass, "")
+	require.Equal(t, "not_admitted", borrowed.errorCode(), "someone else's pass: %s", borrowed.raw)
+	require.Equal(t, before, a.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["stock_left"])
+
+	bought := a.buyWithPass(t, vid, toks[0], pass, "room-1")
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	replay := b.buyWithPass(t, vid, toks[0], pass, "room-1")
+	require.Equal(t, http.StatusAccepted, replay.status, "the same buy again: %s", replay.raw)
+	require.Equal(t, bought.body["order_id"], replay.body["order_id"])
+	reused := b.buyWithPass(t, vid, toks[0], pass, "room-2")
+	require.Equal(t, "not_admitted", reused.errorCode(), "a pass is used once: %s", reused.raw)
+
+	// Everyone else buys when admitted, until the stock is gone; then the
+	// room closes and those still waiting are told.
+	sold := 1
+	states := map[int]waitroom.State{0: waitroom.StateAdmitted}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 1; i < waiting; i++ {
+		for states[i] != waitroom.StateClosed && states[i] != waitroom.StateAdmitted {
+			require.True(t, time.Now().Before(deadline), "user %d never admitted nor closed", i)
+			q := sockets[i].nextQueue(t)
+			states[i] = q.State
+			if q.State == waitroom.StateAdmitted {
+				r := a.buyWithPass(t, vid, toks[i], *q.Pass, "")
+				switch r.status {
+				case http.StatusAccepted:
+					sold++
+				default:
+					require.Equal(t, "sold_out", r.errorCode(), "%s", r.raw)
+				}
+			}
+		}
+	}
+	require.Equal(t, stock, sold)
+	require.Equal(t, waitroom.StateClosed, states[waiting-1], "the last in line is closed once the stock is gone")
+	a.waitPersisted(t, vid, stock)
+	a.checkInvariants(t, vid, 1)
+
+	st := a.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", a.cfg.AdminToken, nil, nil)
+	require.Equal(t, http.StatusOK, st.status, "%s", st.raw)
+	q, ok := st.body["queue"].(map[string]any)
+	require.True(t, ok, "stats carry the queue: %s", st.raw)
+	require.EqualValues(t, stock, q["passes_used"])
+	require.GreaterOrEqual(t, q["admitted"], float64(stock))
+	require.EqualValues(t, 0, q["waiting"], "closed: nobody waits")
+
+	// A voucher without a room has no line.
+	plain := a.createVoucher(t, 1, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	r := a.do(t, http.MethodPost, "/api/v1/vouchers/"+plain+"/queue", toks[0], nil, nil)
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r.raw)
+}
