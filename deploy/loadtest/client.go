@@ -42,6 +42,7 @@ type (
 		BeginAt         time.Time `json:"begin_at"`
 		EndAt           time.Time `json:"end_at"`
 		CaptchaRequired bool      `json:"captcha_required"`
+		Shards          int       `json:"shards,omitempty"`
 	}
 	apiOrder struct {
 		OrderID     string  `json:"order_id"`

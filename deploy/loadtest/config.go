@@ -49,6 +49,9 @@ type Config struct {
 	PerUserLimit int64
 	// Kind is the voucher kind: seckill, limit or common.
 	Kind string
+	// Shards is the voucher's shards (buckets of its stock in Redis, 1 to
+	// seckill.MaxShards); 0 leaves it to the server's default.
+	Shards int
 	// PriceCents is the voucher's unit price.
 	PriceCents int64
 	// Quantities is the mix of quantities the shoppers ask for.
@@ -178,6 +181,9 @@ func (c Config) Validate() error {
 		if u, err := url.Parse(t); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			problems = append(problems, fmt.Sprintf("target %q must be host:port or http(s)://host[:port]", t))
 		}
+	}
+	if c.Shards < 0 || c.Shards > seckill.MaxShards {
+		problems = append(problems, fmt.Sprintf("shards must be 1 to %d", seckill.MaxShards))
 	}
 	if c.AdminToken == "" && c.Ceiling == "" {
 		problems = append(problems, EnvAdminToken+" is not set")
@@ -363,6 +369,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.Int64Var(&cfg.Stock, "stock", cfg.Stock, "stock of the voucher the tool creates")
 	fs.Int64Var(&cfg.PerUserLimit, "limit", cfg.PerUserLimit, "per-user limit of the voucher")
 	fs.StringVar(&cfg.Kind, "kind", cfg.Kind, "voucher kind: seckill, limit or common")
+	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "shards of the voucher: buckets its stock is spread over in Redis (seckill only); 0 = the server's default")
 	fs.Int64Var(&cfg.PriceCents, "price", cfg.PriceCents, "unit price in cents")
 	fs.Var(&cfg.Quantities, "qty", `quantity mix, "quantity:weight,...", e.g. "1:80,2:20"`)
 	fs.Float64Var(&cfg.ReplayShare, "replay", cfg.ReplayShare, "share (0..1) of later attempts that replay an earlier Idempotency-Key of the same shopper")

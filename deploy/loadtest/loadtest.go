@@ -169,6 +169,7 @@ type Report struct {
 	ByTarget     map[string]map[Outcome]int `json:"by_target,omitempty"`
 	VoucherID    string                     `json:"voucher_id"`
 	Kind         string                     `json:"kind"`
+	Shards       int                        `json:"shards,omitempty"`
 	Stock        int64                      `json:"stock"`
 	PerUserLimit int64                      `json:"per_user_limit"`
 	PriceCents   int64                      `json:"price_cents"`
@@ -372,7 +373,7 @@ func (r *runner) note(format string, args ...any) {
 func (r *runner) run(ctx context.Context) (Report, error) {
 	cfg := r.cfg
 	rep := Report{
-		BaseURL: r.api.base, Kind: cfg.Kind, Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit,
+		BaseURL: r.api.base, Kind: cfg.Kind, Shards: cfg.Shards, Stock: cfg.Stock, PerUserLimit: cfg.PerUserLimit,
 		PriceCents: cfg.PriceCents, Shoppers: cfg.Shoppers, FirstUserID: cfg.FirstUserID,
 		Attempts: cfg.Attempts, Concurrency: cfg.Concurrency, TargetRate: cfg.Rate,
 		Quantities: cfg.Quantities.String(), ReplayShare: cfg.ReplayShare, Seed: r.seed,
@@ -400,6 +401,7 @@ func (r *runner) run(ctx context.Context) (Report, error) {
 		PerUserLimit: cfg.PerUserLimit,
 		BeginAt:      begin,
 		EndAt:        end,
+		Shards:       cfg.Shards,
 	})
 	if err != nil {
 		return rep, fmt.Errorf("loadtest: %w", err)

@@ -365,7 +365,10 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"http://gw1:9000", "http://gw2:9000", "https://gw3"}, cfg.Targets)
 	require.Equal(t, "http://gw1:9000", cfg.BaseURL, "the tool's own calls go to the first")
-	for _, bad := range [][]string{{"-target", ","}, {"-target", "gw1:9000", "-url", "http://gw:1"}, {"-target", "ftp://gw"}} {
+	cfg, err = loadtest.ParseFlags([]string{"-shards", "8"}, func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, 8, cfg.Shards)
+	for _, bad := range [][]string{{"-shards", "65"}, {"-shards", "-1"}, {"-target", ","}, {"-target", "gw1:9000", "-url", "http://gw:1"}, {"-target", "ftp://gw"}} {
 		_, err = loadtest.ParseFlags(bad, func(k string) string { return env[k] })
 		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
 	}

@@ -219,8 +219,12 @@ func sumOutcomes(m map[Outcome]int) int {
 // WriteText writes the report as tables for a human.
 func WriteText(w io.Writer, rep Report) error {
 	var b strings.Builder
+	kind := rep.Kind
+	if rep.Shards > 0 {
+		kind = fmt.Sprintf("%s, %d shards", kind, rep.Shards)
+	}
 	fmt.Fprintf(&b, "Flash sale against %s: voucher %s (%s), stock %d, limit %d per user, %d¢\n",
-		rep.BaseURL, rep.VoucherID, rep.Kind, rep.Stock, rep.PerUserLimit, rep.PriceCents)
+		rep.BaseURL, rep.VoucherID, kind, rep.Stock, rep.PerUserLimit, rep.PriceCents)
 	if len(rep.Targets) > 1 {
 		var parts []string
 		for _, t := range rep.Targets {
