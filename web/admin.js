@@ -9,8 +9,10 @@
  *   #breaker-auto #breaker-open #breaker-closed (radios)  #breaker-apply
  *   #breaker-mode #breaker-state                      what the API reports
  *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
+ *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
  *   #stats tbody tr[data-voucher-id="<id>"] td[data-field="<stats field>"]
- *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed)
+ *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed,
+ *      queue: the line's figures "W waiting · A admitted · E expired · U used", – without a room)
  *   #stats-updated #message #server-clock
  */
 'use strict';
@@ -190,6 +192,11 @@
     if (!Number.isFinite(price)) problems.push(['#v-price', 'a price such as 9.99']);
     if (!Number.isInteger(stock) || stock < 1) problems.push(['#v-stock', 'a stock of at least 1']);
     if (!Number.isInteger(limit) || limit < 1) problems.push(['#v-limit', 'a per-shopper limit of at least 1']);
+    const room = $('#v-room').checked;
+    const rate = Number($('#v-room-rate').value);
+    const prequeue = Number($('#v-room-prequeue').value);
+    if (room && (!Number.isInteger(rate) || rate < 1)) problems.push(['#v-room-rate', 'an admission rate of at least 1 a second']);
+    if (room && (!Number.isInteger(prequeue) || prequeue < 0)) problems.push(['#v-room-prequeue', 'a pre-queue of 0 seconds or more']);
     if (Number.isNaN(begin.getTime()) || Number.isNaN(end.getTime())) problems.push(['#v-begin', 'opening and closing times']);
     else if (end <= begin) problems.push(['#v-end', 'a closing time after the opening time']);
     if (problems.length) {
@@ -209,6 +216,7 @@
         begin_at: begin.toISOString(),
         end_at: end.toISOString(),
         captcha_required: $('#v-captcha').checked,
+        waiting_room: room ? { admit_per_second: rate, prequeue_seconds: prequeue } : null,
       });
       say(`Voucher ${v.id} “${v.title}” created.`, 'ok');
       refresh();
@@ -220,6 +228,12 @@
   }
 
   const STAT_FIELDS = ['stock_total', 'stock_left', 'reserved', 'created', 'paid', 'cancelled', 'failed'];
+
+  // queueText is a line's figures, from the stats' queue object.
+  function queueText(q) {
+    if (!q) return undefined;
+    return `${q.waiting} waiting · ${q.admitted} admitted · ${q.expired} expired · ${q.passes_used} used`;
+  }
 
   function saleOf(v, now) {
     if (now < Date.parse(v.begin_at)) return 'upcoming';
@@ -233,7 +247,7 @@
     if (!tr) {
       tr = document.createElement('tr');
       tr.dataset.voucherId = v.id;
-      for (const f of ['id', 'title', 'sale', ...STAT_FIELDS, 'pause']) {
+      for (const f of ['id', 'title', 'sale', ...STAT_FIELDS, 'queue', 'pause']) {
         const td = document.createElement('td');
         td.dataset.field = f;
         if (STAT_FIELDS.includes(f)) td.className = 'num';
@@ -319,7 +333,8 @@
         setCell(tr, 'id', v.id);
         const title = tr.querySelector('td[data-field="title"]');
         title.firstChild.textContent = v.title;
-        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}`;
+        const wr = v.waiting_room;
+        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${wr ? ` · line ${wr.admit_per_second}/s` : ''}`;
         setCell(tr, 'sale', saleText(v));
         showPause(tr.querySelector('td[data-field="pause"] button'), v);
         const s = stats[i];
@@ -330,6 +345,7 @@
           setCell(tr, 'stock_left', v.stock_left);
         } else {
           for (const f of STAT_FIELDS) setCell(tr, f, s[f]);
+          setCell(tr, 'queue', queueText(s.queue));
         }
       });
       for (const tr of [...$('#stats tbody').children]) {
@@ -357,6 +373,11 @@
     $('#breaker-apply').addEventListener('click', applyBreaker);
     $('#voucher-form').addEventListener('submit', createVoucher);
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
+    $('#v-room').addEventListener('change', () => {
+      const on = $('#v-room').checked;
+      $('#v-room-rate').disabled = !on;
+      $('#v-room-prequeue').disabled = !on;
+    });
     document.addEventListener('visibilitychange', () => { if (!document.hidden && token) refresh(); });
     fillTimes(5 * 60000);
     const tick = () => { $('#server-clock').textContent = fmtTime(serverNow()); };

@@ -20,7 +20,12 @@
  *       .captcha                shown when the voucher has captcha_required
  *         .captcha-img .captcha-answer .captcha-refresh   (answer id captcha-<voucher id>)
  *       .buy                    the Buy button (disabled while a request is in flight,
- *                               while waiting out a 429, when sold out or not on sale)
+ *                               while waiting out a 429, when sold out or not on sale;
+ *                               on a voucher with a waiting room, shown only once admitted)
+ *       .queue                  the waiting room (vouchers with waiting_room); data-state =
+ *                               none|waiting|admitted|used|expired|closed
+ *         .queue-headline .queue-position .queue-ahead .queue-eta .queue-bar
+ *       .join                   "Join the line" (shown until the shopper is in line)
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
  *   #orders                     the order list, newest first
  *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the API's status
@@ -225,6 +230,7 @@
       case 'rate_limited': return `Too many tries — trying again in ${wait} s.`;
       case 'unavailable': return `The shop is very busy right now — please try again in ${wait} s.`;
       case 'sale_paused': return 'The shop paused this sale for a moment. The page shows when it reopens.';
+      case 'not_admitted': return 'This sale has a waiting room: your turn to buy comes when the line lets you in.';
       default: return 'Something went wrong on our side. Please try again.';
     }
   }
@@ -274,7 +280,10 @@
       $('#orders').replaceChildren();
     }
     updateOrdersEmpty();
-    for (const card of state.cards.values()) card.update();
+    for (const card of state.cards.values()) {
+      card.queue = null; // another shopper's place is not this one's
+      card.update();
+    }
   }
 
   function endSession(text) {
@@ -381,6 +390,15 @@
       this.doneUntil = 0; // short pause after a success, so a double click cannot buy twice
       this.soldOut = false; // learnt from a 409 sold_out, until the stock figure rises
       this.captcha = { id: '', loadedAt: 0, loading: false, failedAt: 0 };
+      // The waiting room: the shopper's place (the API's queue object, as
+      // answered or pushed), when it came, and the first position seen (the
+      // progress bar runs from it to admission).
+      this.joinButton = $('.join', el);
+      this.queue = null;
+      this.queueAt = 0;
+      this.queueStart = 0;
+      this.joining = false;
+      this.joinButton.addEventListener('click', () => this.join());
       $('.buy-form', el).addEventListener('submit', (ev) => { ev.preventDefault(); this.buy(); });
       $('.captcha-refresh', el).addEventListener('click', () => this.loadCaptcha(true));
       qty.addEventListener('change', () => { this.intent = null; });
@@ -436,6 +454,8 @@
       else if (phase === 'paused') { label = 'Paused'; disabled = true; }
       else if (phase === 'ended') { label = 'Sale ended'; disabled = true; }
       else if (!state.session) { label = 'Log in to buy'; }
+      const room = this.updateQueue(phase, now);
+      if (room.hideBuy !== b.hidden) b.hidden = room.hideBuy;
       setText(b, label);
       if (b.disabled !== disabled) {
         const hadFocus = document.activeElement === b;
@@ -455,8 +475,8 @@
 
       // A captcha is shown and fetched only for shoppers who may use it
       // soon, and renewed before it could expire.
-      const wantCaptcha = v.captcha_required && Boolean(state.session) &&
-        (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 120000));
+      const wantCaptcha = v.captcha_required && Boolean(state.session) && room.wantCaptcha &&
+        (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 120000) || room.joinable);
       const box = $('.captcha', this.el);
       if (box.hidden === wantCaptcha) box.hidden = !wantCaptcha;
       if (wantCaptcha) {
@@ -464,6 +484,135 @@
         if ((!this.captcha.id || stale) && !this.captcha.loading && !this.captchaFailedRecently()) {
           this.loadCaptcha(false);
         }
+      }
+    }
+
+    // updateQueue draws the waiting room of a voucher that has one: the
+    // join button, then place, people ahead, progress and the estimated
+    // wait, then the buy button at admission (pushed on the socket, no
+    // reload). It says whether the buy button shows and a captcha is wanted.
+    updateQueue(phase, now) {
+      const v = this.voucher;
+      const box = $('.queue', this.el);
+      const join = this.joinButton;
+      if (!v.waiting_room) {
+        if (!box.hidden) box.hidden = true;
+        if (!join.hidden) join.hidden = true;
+        return { hideBuy: false, wantCaptcha: true, joinable: false };
+      }
+      if (box.hidden) box.hidden = false;
+      const opens = Date.parse(v.begin_at) - (v.waiting_room.prequeue_seconds || 0) * 1000;
+      const over = phase === 'ended' || phase === 'soldout';
+      const joinable = now >= opens && !over && phase !== 'paused';
+      let q = this.queue;
+      let st = q ? q.state : 'none';
+      if (st === 'admitted' && !q.pass) st = 'used';
+      if (st === 'admitted' && Date.parse(q.pass_expires_at) <= now) st = 'expired';
+      if (st === 'none' && over) st = 'closed';
+      box.dataset.state = st;
+      const headline = $('.queue-headline', box);
+      const bar = $('.queue-bar', box);
+      let showJoin = false;
+      switch (st) {
+        case 'none':
+          showJoin = true;
+          if (!state.session) setText(headline, 'This sale has a waiting room. Log in, then join the line.');
+          else if (now < opens) setText(headline, `This sale has a waiting room. The line opens in ${fmtDuration(opens - now)}.`);
+          else setText(headline, 'This sale has a waiting room: join the line for your turn to buy.');
+          bar.value = 0;
+          break;
+        case 'waiting': {
+          const drawn = now < Date.parse(v.begin_at);
+          setText(headline, drawn
+            ? 'You’re in the line. Places are drawn at random when the sale opens.'
+            : `You’re number ${q.position} in line.`);
+          setText($('.queue-position', box), String(q.position));
+          setText($('.queue-ahead', box), String(q.ahead));
+          // The estimate counts down between pushes.
+          const eta = Math.max(0, q.eta_seconds * 1000 - (Date.now() - this.queueAt));
+          setText($('.queue-eta', box), eta > 0 ? fmtDuration(eta) : 'any moment');
+          bar.max = Math.max(1, this.queueStart);
+          bar.value = Math.max(0, this.queueStart - q.position);
+          break;
+        }
+        case 'admitted':
+          setText(headline, `It’s your turn! Buy within ${fmtDuration(Date.parse(q.pass_expires_at) - now)}.`);
+          bar.max = 1;
+          bar.value = 1;
+          break;
+        case 'used':
+          setText(headline, 'You used your turn.');
+          bar.max = 1;
+          bar.value = 1;
+          break;
+        case 'expired':
+          setText(headline, 'Your turn passed: the pass was not used in time.');
+          break;
+        default:
+          setText(headline, 'The line is closed: the sale is sold out or over.');
+      }
+      if (join.hidden === showJoin) join.hidden = !showJoin;
+      setText(join, this.joining ? 'Joining…' : 'Join the line');
+      join.disabled = this.joining || !joinable || !state.session;
+      return { hideBuy: st !== 'admitted', wantCaptcha: st === 'none' || st === 'admitted', joinable };
+    }
+
+    // setQueue takes the shopper's place, answered or pushed.
+    setQueue(q) {
+      if (q && q.state === 'waiting' && (!this.queue || this.queue.state !== 'waiting' || q.position > this.queueStart)) {
+        this.queueStart = q.position;
+      }
+      if (q && q.state === 'admitted' && q.pass && (!this.queue || this.queue.pass !== q.pass)) {
+        say(`It’s your turn to buy “${this.voucher ? this.voucher.title : ''}”!`, 'ok');
+      }
+      this.queue = q;
+      this.queueAt = Date.now();
+      this.update();
+    }
+
+    async join() {
+      const v = this.voucher;
+      if (!v || this.joining) return;
+      if (!state.session) {
+        say('Please log in first, then join the line.', 'warn');
+        $('#username').focus();
+        return;
+      }
+      const body = {};
+      if (v.captcha_required) {
+        const answer = this.answer.value.trim();
+        if (!this.captcha.id || !answer) {
+          say('Please type the characters from the captcha picture first.', 'warn');
+          this.answer.focus();
+          return;
+        }
+        body.captcha_id = this.captcha.id;
+        body.captcha_answer = answer;
+      }
+      this.joining = true;
+      this.update();
+      try {
+        this.setQueue(await api('POST', `/vouchers/${encodeURIComponent(v.id)}/queue`, { body }));
+        say('You’re in the line. This page shows your place live; your turn to buy comes without a reload.', 'ok');
+      } catch (err) {
+        if (err.code === 'unauthenticated') endSession(sentence(err));
+        else say(sentence(err, 'join'), err.code === 'captcha_invalid' ? 'warn' : 'error');
+      } finally {
+        this.joining = false;
+        if (v.captcha_required) this.loadCaptcha(false);
+        this.update();
+      }
+    }
+
+    // readQueue asks for the shopper's place (the socket just opened: it
+    // also tells the instance holding the socket to push from now on).
+    async readQueue() {
+      const v = this.voucher;
+      if (!v || !v.waiting_room || !state.session) return;
+      try {
+        this.setQueue(await api('GET', `/vouchers/${encodeURIComponent(v.id)}/queue`));
+      } catch (err) {
+        if (err.code === 'not_found') this.setQueue(null);
       }
     }
 
@@ -523,9 +672,18 @@
         body.captcha_id = this.captcha.id;
         body.captcha_answer = answer;
       }
+      const headers = {};
+      if (v.waiting_room) {
+        if (!this.queue || !this.queue.pass) {
+          say(sentence({ code: 'not_admitted' }), 'warn');
+          return;
+        }
+        headers['Seckill-Pass'] = this.queue.pass;
+      }
       // One key per intent: a retry of the same intent (double click, network
       // error, waiting out a 429) sends the same key, so it buys once.
       if (!this.intent || this.intent.qty !== qty) this.intent = { key: uuid(), qty, tries: 0 };
+      headers['Idempotency-Key'] = this.intent.key;
       this.intent.tries++;
       this.inflight = true;
       this.el.setAttribute('aria-busy', 'true');
@@ -535,8 +693,9 @@
       try {
         const res = await api('POST', `/vouchers/${encodeURIComponent(v.id)}/orders`, {
           body,
-          headers: { 'Idempotency-Key': this.intent.key },
+          headers,
         });
+        if (v.waiting_room && this.queue) this.queue = { ...this.queue, pass: null }; // used
         learnServerTime(Date.parse(v.begin_at), true, sentAt, Date.now());
         this.intent = null;
         this.doneUntil = Date.now() + 1500;
@@ -616,6 +775,11 @@
           this.intent = null;
           say(sentence(err), 'warn');
           return;
+        case 'not_admitted':
+          this.intent = null;
+          say(sentence(err), 'warn');
+          this.readQueue();
+          return;
         default:
           this.intent = null;
           say(sentence(err, 'buy'), 'error');
@@ -624,7 +788,16 @@
   }
 
   function newCard(v) {
-    return new Card(v);
+    const card = new Card(v);
+    if (v.waiting_room && socket.isLive()) setTimeout(() => card.readQueue(), 0);
+    return card;
+  }
+
+  // applyQueue takes a place in line pushed on the socket.
+  function applyQueue(q) {
+    if (!q || q.voucher_id === undefined) return;
+    const card = state.cards.get(String(q.voucher_id));
+    if (card) card.setQueue(q);
   }
 
   let vouchersTimer = 0;
@@ -891,6 +1064,7 @@
         this.startPings();
         if (state.session) refreshOrders();
         refreshVouchers(); // what changed while the socket was down
+        if (state.session) for (const card of state.cards.values()) card.readQueue();
       };
       ws.onmessage = (ev) => {
         this.lastHeard = Date.now();
@@ -898,6 +1072,7 @@
         let msg;
         try { msg = JSON.parse(ev.data); } catch (e) { return; }
         if (msg && msg.type === 'order') upsertOrder(msg.order, true);
+        else if (msg && msg.type === 'queue') applyQueue(msg.queue);
         else if (msg && msg.type === 'voucher') applyVoucher(msg.voucher);
       };
       ws.onclose = () => this.closed(ws);
