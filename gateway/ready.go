@@ -3,8 +3,12 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/flashsale/seckill/seckill"
+	"github.com/gofiber/fiber/v2"
 )
 
 // Readiness answers "are the dependencies reachable?" from a cached probe: a
@@ -108,4 +112,29 @@ func (r *Readiness) probe(ctx context.Context) []string {
 		}
 	}
 	return failed
+}
+
+func (s *Server) healthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+// readyz answers from Readiness: a probe at most ReadyMaxAge old, one in
+// flight at a time. The failing checks are named (never their errors, which
+// are logged).
+func (s *Server) readyz(c *fiber.Ctx) error {
+	if s.draining.Load() {
+		return seckill.Public(seckill.ErrUnavailable, "shutting down")
+	}
+	failed, err := s.ready.Failed(c.UserContext())
+	if err != nil {
+		return seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
+	}
+	if len(failed) > 0 {
+		return seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
+	}
+	checks := make(fiber.Map, len(s.deps.Checks))
+	for _, ch := range s.deps.Checks {
+		checks[ch.Name] = "ok"
+	}
+	return c.JSON(fiber.Map{"status": "ready", "checks": checks})
 }

@@ -27,12 +27,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/valyala/fasthttp"
-
-	"github.com/flashsale/seckill/seckill"
 )
 
 // Config is how the gateway serves. The zero value of a field means its
@@ -158,9 +153,6 @@ type Server struct {
 	staticPaths map[string]bool
 }
 
-//go:embed openapi.yaml
-var openAPIDoc []byte
-
 //go:embed placeholder
 var placeholderFS embed.FS
 
@@ -231,6 +223,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	})
 	s.wrapUnknownMethods()
 	s.closeUnusedConnsQuietly()
+	if err := s.openSockets(); err != nil {
+		return nil, err
+	}
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
@@ -257,63 +252,6 @@ func checkOrigins(origins []string) error {
 		}
 	}
 	return nil
-}
-
-// routes registers the routes of gateway/openapi.yaml. Middleware first: observe (request id,
-// deadline, recover, errors, access log), then CORS when configured.
-func (s *Server) routes() error {
-	app := s.app
-	if s.metrics != nil {
-		app.Use(s.metrics.middleware)
-	}
-	app.Use(s.observe)
-	if len(s.cfg.AllowedOrigins) > 0 {
-		app.Use(cors.New(cors.Config{
-			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),
-			AllowMethods:  "GET,POST,PUT,DELETE,OPTIONS",
-			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,Seckill-Pass,X-Request-Id",
-			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset",
-			MaxAge:        600,
-		}))
-	}
-
-	// API answers are per user and per moment: no cache may keep them. The
-	// catalog's answers say otherwise for themselves (CatalogCacheControl).
-	api := app.Group("/api/v1", func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return c.Next()
-	})
-	api.Post("/users", s.perAddress, s.register)
-	api.Post("/sessions", s.perAddress, s.login)
-	api.Get("/captcha", s.perAddress, s.newCaptcha)
-	api.Get("/vouchers", s.perAddress, s.listVouchers)
-	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
-	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
-	api.Post("/vouchers/:id/queue", s.requireShopper, s.joinQueue)
-	api.Get("/vouchers/:id/queue", s.requireShopper, s.queueStatus)
-	api.Get("/orders", s.requireShopper, s.listOrders)
-	api.Get("/orders/:id", s.requireShopper, s.getOrder)
-	if err := s.mountWebSocket(api); err != nil {
-		return err
-	}
-	api.Post("/orders/:id/pay", s.requireShopper, s.payOrder)
-	api.Post("/orders/:id/cancel", s.requireShopper, s.cancelOrder)
-
-	admin := api.Group("/admin", s.requireAdmin)
-	s.mountPprof(admin)
-	admin.Post("/vouchers", s.createVoucher)
-	admin.Get("/vouchers/:id/stats", s.voucherStats)
-	admin.Put("/vouchers/:id/state", s.setVoucherState)
-	admin.Get("/breaker", s.breakerStatus)
-	admin.Put("/breaker", s.switchBreaker)
-
-	app.Get("/healthz", s.healthz)
-	app.Get("/readyz", s.readyz)
-	app.Get("/openapi.yaml", s.openAPI)
-	if s.deps.Metrics != nil {
-		app.Get("/metrics", adaptor.HTTPHandler(s.deps.Metrics))
-	}
-	return s.mountStatic(s.deps.Static)
 }
 
 // App is the Fiber app, for app.Test in tests and for later routes.
@@ -368,86 +306,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	err = errors.Join(err, s.closeSockets(ctx)) // fasthttp forgets hijacked connections
 	return err
-}
-
-func (s *Server) healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
-}
-
-// readyz answers from Readiness: a probe at most ReadyMaxAge old, one in
-// flight at a time. The failing checks are named (never their errors, which
-// are logged).
-func (s *Server) readyz(c *fiber.Ctx) error {
-	if s.draining.Load() {
-		return seckill.Public(seckill.ErrUnavailable, "shutting down")
-	}
-	failed, err := s.ready.Failed(c.UserContext())
-	if err != nil {
-		return seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
-	}
-	if len(failed) > 0 {
-		return seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
-	}
-	checks := make(fiber.Map, len(s.deps.Checks))
-	for _, ch := range s.deps.Checks {
-		checks[ch.Name] = "ok"
-	}
-	return c.JSON(fiber.Map{"status": "ready", "checks": checks})
-}
-
-func (s *Server) openAPI(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderContentType, "application/yaml")
-	return c.Send(openAPIDoc)
-}
-
-// wrapUnknownMethods answers a method Fiber does not know ("FOO") with
-// the API's error body. Fiber's router refuses such a request itself, before
-// any middleware, with a text/plain 400; this check sits in front of it, in
-// the fasthttp handler that Serve, Listen and App().Test all run.
-func (s *Server) wrapUnknownMethods() {
-	methods := s.app.Config().RequestMethods
-	srv := s.app.Server()
-	next := srv.Handler
-	srv.Handler = func(rctx *fasthttp.RequestCtx) {
-		m := rctx.Method()
-		for _, known := range methods {
-			if string(m) == known {
-				next(rctx)
-				return
-			}
-		}
-		c := s.app.AcquireCtx(rctx)
-		defer s.app.ReleaseCtx(c)
-		_ = s.fiberErrorHandler(c, invalid("this address does not know that HTTP method"))
-	}
-}
-
-// closeUnusedConnsQuietly closes, without writing a byte, a connection on
-// which not one byte of a request arrived before the read timeout.
-//
-// fasthttp already closes an idle keep-alive connection quietly, but only
-// from its second request on: on a connection that has not carried a
-// request yet it hands the bare timeout to the error handler, and Fiber's
-// answer to that (408, which this gateway's table makes 503 unavailable,
-// Connection: close) is written on a connection nobody asked anything on.
-// HTTP clients dial such connections all the time: net/http dials one for a
-// request that waits, then gives the request an idle connection freed
-// meanwhile and parks the new one in its pool. When the 503 lands there, the
-// client logs "Unsolicited response received on idle HTTP channel", and a
-// client that writes its next request at that moment reads the 503 as its
-// answer. A request that timed out halfway (headers begun, body short)
-// still gets its error answer: fasthttp wraps those errors, and only a
-// read that got nothing at all returns the network error itself.
-func (s *Server) closeUnusedConnsQuietly() {
-	srv := s.app.Server()
-	next := srv.ErrorHandler
-	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
-		if _, nothingRead := err.(net.Error); nothingRead { //nolint:errorlint // only the bare error means nothing was read
-			// Closed before fasthttp writes its answer: the write fails
-			// and nothing reaches the client but the FIN.
-			_ = ctx.Conn().Close()
-			return
-		}
-		next(ctx, err)
-	}
 }

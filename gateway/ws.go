@@ -114,8 +114,9 @@ type sockets struct {
 	wg      sync.WaitGroup
 }
 
-// mountWebSocket registers GET /ws on r (the /api/v1 group).
-func (s *Server) mountWebSocket(r fiber.Router) error {
+// openSockets makes the registry of open sockets behind GET /api/v1/ws
+// (routes.go).
+func (s *Server) openSockets() error {
 	live := s.deps.Live.withDefaults()
 	m, err := newWSMetrics(s.deps.Registerer)
 	if err != nil {
@@ -136,7 +137,6 @@ func (s *Server) mountWebSocket(r fiber.Router) error {
 			}
 		},
 	})
-	r.Get("/ws", s.perAddress, s.openSocket)
 	return nil
 }
 

@@ -1,0 +1,75 @@
+package gateway
+
+// Every route of the gateway, in one place: the API of gateway/openapi.yaml,
+// the operator routes, the probes and the pages.
+
+import (
+	_ "embed"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/cors"
+)
+
+//go:embed openapi.yaml
+var openAPIDoc []byte
+
+// routes registers the routes of gateway/openapi.yaml. Middleware first: observe (request id,
+// deadline, recover, errors, access log), then CORS when configured.
+func (s *Server) routes() error {
+	app := s.app
+	if s.metrics != nil {
+		app.Use(s.metrics.middleware)
+	}
+	app.Use(s.observe)
+	if len(s.cfg.AllowedOrigins) > 0 {
+		app.Use(cors.New(cors.Config{
+			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),
+			AllowMethods:  "GET,POST,PUT,DELETE,OPTIONS",
+			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,Seckill-Pass,X-Request-Id",
+			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset",
+			MaxAge:        600,
+		}))
+	}
+
+	// API answers are per user and per moment: no cache may keep them. The
+	// catalog's answers say otherwise for themselves (CatalogCacheControl).
+	api := app.Group("/api/v1", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Next()
+	})
+	api.Post("/users", s.perAddress, s.register)
+	api.Post("/sessions", s.perAddress, s.login)
+	api.Get("/captcha", s.perAddress, s.newCaptcha)
+	api.Get("/vouchers", s.perAddress, s.listVouchers)
+	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
+	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
+	api.Post("/vouchers/:id/queue", s.requireShopper, s.joinQueue)
+	api.Get("/vouchers/:id/queue", s.requireShopper, s.queueStatus)
+	api.Get("/orders", s.requireShopper, s.listOrders)
+	api.Get("/orders/:id", s.requireShopper, s.getOrder)
+	api.Get("/ws", s.perAddress, s.openSocket)
+	api.Post("/orders/:id/pay", s.requireShopper, s.payOrder)
+	api.Post("/orders/:id/cancel", s.requireShopper, s.cancelOrder)
+
+	admin := api.Group("/admin", s.requireAdmin)
+	s.mountPprof(admin)
+	admin.Post("/vouchers", s.createVoucher)
+	admin.Get("/vouchers/:id/stats", s.voucherStats)
+	admin.Put("/vouchers/:id/state", s.setVoucherState)
+	admin.Get("/breaker", s.breakerStatus)
+	admin.Put("/breaker", s.switchBreaker)
+
+	app.Get("/healthz", s.healthz)
+	app.Get("/readyz", s.readyz)
+	app.Get("/openapi.yaml", s.openAPI)
+	if s.deps.Metrics != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(s.deps.Metrics))
+	}
+	return s.mountStatic(s.deps.Static)
+}
+func (s *Server) openAPI(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/yaml")
+	return c.Send(openAPIDoc)
+}
