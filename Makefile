@@ -29,6 +29,11 @@
 #   make crowd   the real crowd against `bin/seckill dev` (SECKILL_GLOBAL_RATE
 #                =2000): catalog beside /healthz, PostgreSQL transactions,
 #                sockets and push delay, 100 shoppers under a bot (about a minute)
+#   make capacity the same crowd on one redis-server, on a 3-master Redis
+#                Cluster, and there with a voucher of 8 shards, each on a
+#                fleet of processes, in rounds: reservations/s, p99, CPU per
+#                reservation of each process, extrapolated needs (deploy/bench
+#                -shapes; a few minutes)
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
 # PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
@@ -47,6 +52,8 @@ BENCHTIME ?= 1s
 BENCH_FLAGS ?=
 # CROWD_FLAGS go to `seckill loadtest -crowd`, e.g. CROWD_FLAGS="-sockets 2000 -bots 3".
 CROWD_FLAGS ?=
+# CAPACITY_FLAGS go to deploy/bench -shapes, e.g. "-shape-shoppers 40000 -rounds 5".
+CAPACITY_FLAGS ?=
 # staticcheck comes through the Go module proxy at this pinned version, so
 # every machine lints with the same rules and nothing is installed by hand.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -62,7 +69,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps build run test vet lint test-race fuzz bench chaos fleet crowd clean
+.PHONY: deps test-deps build run test vet lint test-race fuzz bench chaos fleet crowd capacity clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -197,6 +204,13 @@ fleet: deps build
 # -crowd); the table says each figure, its target and verdict.
 crowd: deps build
 	$(GO) run ./deploy/bench -crowd -bin $(BIN) -crowd-args "$(CROWD_FLAGS)"
+
+# capacity compares Redis shapes with the same crowd on fleets of processes:
+# one redis-server, a 3-master Redis Cluster, and that cluster with a voucher
+# of 8 shards (deploy/bench -shapes); table also in .run/capacity.md.
+capacity: deps build
+	@mkdir -p .run; set -o pipefail; $(GO) run ./deploy/bench -shapes -bin $(BIN) $(CAPACITY_FLAGS) | tee .run/capacity.md
+	@uptime | tee -a .run/capacity.md
 
 clean:
 	rm -rf bin .run

@@ -17,6 +17,17 @@
 // with SECKILL_GLOBAL_RATE=2000, then `seckill loadtest -crowd` (the catalog
 // beside /healthz, PostgreSQL's transactions, sockets, 100 honest shoppers
 // and a bot), whose table it prints. -crowd-args passes more flags to it.
+//
+// With -shapes (`make capacity`) it compares Redis shapes instead: two
+// fleets of separate processes (deploy/fleet: -gateways gateways, a worker,
+// a sweeper), one on a plain redis-server and one on a Redis Cluster of 3
+// masters, run the same crowd (-shape-shoppers buys, stock for all, spread
+// over the gateways with the load tool's -target) on a voucher of one
+// shard, and on the cluster on a voucher of -hot-shards shards, in
+// -rounds rounds, the shapes in turn; it prints reservations/s and p99 of
+// each beside the first shape's, the CPU each process spent per 1000
+// reservations (from /proc), with the load average of each run, and the
+// instances a bigger target would need, extrapolated from that CPU.
 package main
 
 import (
@@ -68,6 +79,8 @@ type options struct {
 	redisN      int
 	crowd       bool
 	crowdArgs   string
+	shapes      shapesOptions
+	shapesOn    bool
 }
 
 func main() {
@@ -82,10 +95,20 @@ func main() {
 	flag.IntVar(&o.redisN, "redis-n", 200000, "redis-benchmark requests")
 	flag.BoolVar(&o.crowd, "crowd", false, "run the real crowd (seckill loadtest -crowd) instead of the flash-sale bench")
 	flag.StringVar(&o.crowdArgs, "crowd-args", "", `more flags for seckill loadtest -crowd, e.g. "-sockets 2000 -bots 3"`)
+	flag.BoolVar(&o.shapesOn, "shapes", false, "measure the same crowd on one redis-server, on a 3-master Redis Cluster, and there with a voucher of -hot-shards shards (make capacity)")
+	flag.IntVar(&o.shapes.shoppers, "shape-shoppers", 20000, "shapes: shoppers of each crowd (one buy each, stock for all)")
+	flag.IntVar(&o.shapes.rounds, "rounds", 3, "shapes: crowds per shape, the shapes in turn")
+	flag.IntVar(&o.shapes.gateways, "gateways", 2, "shapes: gateways of each fleet (the load tool spreads over them)")
+	flag.IntVar(&o.shapes.hotShards, "hot-shards", 8, "shapes: shards of the hot voucher of the third shape")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o)
+	var err error
+	if o.shapesOn {
+		err = runShapes(ctx, o)
+	} else {
+		err = run(ctx, o)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -101,12 +124,18 @@ type results struct {
 	worker            string // what /metrics said of the workers
 }
 
-func run(ctx context.Context, o options) error {
-	bin, err := filepath.Abs(o.bin)
-	if err != nil {
-		return err
+// binAndWork returns the binary's absolute path and a new scratch folder,
+// which the caller removes.
+func binAndWork(o options, prefix string) (bin, work string, err error) {
+	if bin, err = filepath.Abs(o.bin); err != nil {
+		return "", "", err
 	}
-	work, err := os.MkdirTemp("", "seckill-bench-")
+	work, err = os.MkdirTemp("", prefix)
+	return bin, work, err
+}
+
+func run(ctx context.Context, o options) error {
+	bin, work, err := binAndWork(o, "seckill-bench-")
 	if err != nil {
 		return err
 	}

@@ -150,6 +150,14 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
+// Pid is the running process's id, 0 before Start and after it ended.
+func (p *Process) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil || p.Exited() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Exited reports whether the process was started and has ended.
 func (p *Process) Exited() bool {
 	if p.done == nil {
