@@ -12,6 +12,10 @@ import (
 	"github.com/flashsale/seckill/deploy/localstack"
 )
 
+// envTestRedis hands the private redis-server's URL to the benchmarks of
+// the package itself, which cannot see this package's variables.
+const envTestRedis = "WAITROOM_TEST_REDIS_URL"
+
 // redisURL is the package's private redis-server (the only service these
 // tests need). Tests share it: each uses voucher ids no other test uses.
 var redisURL string
@@ -33,6 +37,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	redisURL = r.URL
+	// The package's own benchmarks (feed_bench_test.go) find it here.
+	os.Setenv(envTestRedis, r.URL)
 	code := m.Run()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
