@@ -202,3 +202,33 @@ func sum[K comparable](m map[K]int) int {
 	}
 	return n
 }
+
+// TestLoadtestRoom runs the load tool's waiting-room scenario, small, against
+// the whole system: shoppers join a line (half in the pre-queue), are
+// admitted at the room's rate, buy with their passes; bots without, with
+// forged, stolen and reused passes buy nothing; every check must pass.
+// make bench-room runs it with 100,000 shoppers.
+func TestLoadtestRoom(t *testing.T) {
+	ts := startSystem(t, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := loadtest.DefaultConfig()
+	cfg.BaseURL = ts.base
+	cfg.AdminToken, cfg.JWTSecret = ts.cfg.AdminToken, ts.cfg.JWTSecret
+	cfg.FirstUserID = 33_000_000
+	cfg.Concurrency = 16
+	cfg.OpenIn = 3 * time.Second
+	cfg.Duration = 30 * time.Second
+	cfg.Room, cfg.RoomRate, cfg.RoomBots, cfg.RoomSockets = 400, 100, 4, 20
+	cfg.Stock, cfg.PerUserLimit = 250, 1
+	cfg.JSON = true
+	var stdout bytes.Buffer
+	rep, err := loadtest.RunRoom(ctx, cfg, &stdout)
+	require.NoError(t, err, "%s", stdout.String())
+	require.Equal(t, cfg.Stock, rep.Bought, "the stock sold to shoppers with passes")
+	require.Zero(t, rep.BotAccepted)
+	require.Positive(t, rep.BotTries["stolen pass"])
+	require.Positive(t, rep.SocketFrames)
+	require.Positive(t, rep.AdmittedPush.Count, "some watched shoppers were admitted")
+	t.Logf("%s", stdout.String())
+}

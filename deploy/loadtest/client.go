@@ -43,6 +43,12 @@ type (
 		EndAt           time.Time `json:"end_at"`
 		CaptchaRequired bool      `json:"captcha_required"`
 		Shards          int       `json:"shards,omitempty"`
+		WaitingRoom     *roomSpec `json:"waiting_room,omitempty"`
+	}
+	// roomSpec is a voucher's waiting_room.
+	roomSpec struct {
+		AdmitPerSecond  int64 `json:"admit_per_second"`
+		PrequeueSeconds int64 `json:"prequeue_seconds"`
 	}
 	apiOrder struct {
 		OrderID     string  `json:"order_id"`

@@ -134,6 +134,18 @@ type Config struct {
 	// OneAddress sends everything from the machine's default address
 	// instead of one loopback address per client.
 	OneAddress bool
+
+	// Room, when above 0, runs the waiting-room scenario (room.go) instead
+	// of a sale: that many shoppers join a voucher's line.
+	Room int
+	// RoomRate is the voucher's admit_per_second.
+	RoomRate int64
+	// RoomPrequeue is the share of shoppers joining before begin_at.
+	RoomPrequeue float64
+	// RoomBots are bots buying without, with forged, stolen and reused passes.
+	RoomBots int
+	// RoomSockets are shoppers watching their place on a WebSocket.
+	RoomSockets int
 }
 
 // DefaultConfig returns a small sale that sells out: 2000 shoppers, two
@@ -167,6 +179,11 @@ func DefaultConfig() Config {
 		CrowdFor:     5 * time.Second,
 		DataDir:      ".run",
 		PGSettle:     11 * time.Second,
+
+		RoomRate:     1000,
+		RoomPrequeue: 0.5,
+		RoomBots:     20,
+		RoomSockets:  200,
 	}
 }
 
@@ -193,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if c.Ceiling != "" && !strings.HasPrefix(c.Ceiling, "/") {
 		problems = append(problems, "ceiling must be a path starting with /")
+	}
+	if c.Room < 0 || (c.Room > 0 && (c.RoomRate < 1 || c.RoomPrequeue < 0 || c.RoomPrequeue > 1 || c.RoomBots < 0 || c.RoomSockets < 0)) {
+		problems = append(problems, "room needs room-rate at least 1, room-prequeue 0..1, room-bots and room-sockets 0 or more")
 	}
 	if c.Shoppers < 1 {
 		problems = append(problems, "shoppers must be at least 1")
@@ -399,6 +419,11 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "crowd: PostgreSQL whose transactions are counted (env "+EnvDatabaseURL+", which keeps a password out of process listings); default: the cluster of `seckill dev` on -data-dir")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "crowd: SECKILL_DATA_DIR of the `seckill dev` under test (env "+EnvDataDir+")")
 	fs.DurationVar(&cfg.PGSettle, "pg-settle", cfg.PGSettle, "crowd: wait before reading PostgreSQL's counters after a phase (PostgreSQL publishes idle backends' counts within 10s)")
+	fs.IntVar(&cfg.Room, "room", cfg.Room, "instead of a sale, the waiting room: this many shoppers join a voucher's line (pre-queue and late), admitted at -room-rate, buying with passes, beside bots")
+	fs.Int64Var(&cfg.RoomRate, "room-rate", cfg.RoomRate, "room: the voucher's admit_per_second")
+	fs.Float64Var(&cfg.RoomPrequeue, "room-prequeue", cfg.RoomPrequeue, "room: share (0..1) of the shoppers who join in the pre-queue, before begin_at (-open-in must leave them time)")
+	fs.IntVar(&cfg.RoomBots, "room-bots", cfg.RoomBots, "room: bots buying without a pass, with forged, stolen and reused passes")
+	fs.IntVar(&cfg.RoomSockets, "room-sockets", cfg.RoomSockets, "room: shoppers watching their place on a WebSocket (push delay)")
 	fs.BoolVar(&cfg.OneAddress, "one-address", cfg.OneAddress, "crowd: every client from the default address instead of one loopback address each")
 	return fs
 }

@@ -239,6 +239,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Report, err
 		_, err := RunCrowd(ctx, cfg, stdout, stderr)
 		return Report{}, err
 	}
+	if cfg.Room > 0 {
+		_, err := RunRoom(ctx, cfg, stdout)
+		return Report{}, err
+	}
 	if cfg.Churn > 0 {
 		_, err := RunChurn(ctx, cfg, stdout)
 		return Report{}, err

@@ -379,8 +379,9 @@ func (f *Feed) watch(m *wire) {
 	if w.final {
 		l.byRank[w.rank] = w
 	}
-	// The shopper was just answered this: no frame until it changes.
-	w.sent, w.sentAt = view{state: m.S, position: m.K - m.H + 1, exp: m.X}, time.Time{}
+	// The shopper was just answered this: no frame until it changes, and
+	// not sooner than Gap after the last frame.
+	w.sent = view{state: m.S, position: m.K - m.H + 1, exp: m.X}
 	if m.S != StateWaiting {
 		w.sent.position = 0
 	}
