@@ -76,6 +76,11 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
+// body is the error body of the answer.
+func (e apiError) body() errorBody {
+	return errorBody{Error: errorDetail{Code: e.row.code, Message: e.message}}
+}
+
 // classify maps any error to its answer.
 func classify(err error) apiError {
 	row, ok := lookup(err)
@@ -189,8 +194,7 @@ func (s *Server) writeError(c *fiber.Ctx, err error) {
 	if e.row.status == fiber.StatusUnauthorized {
 		c.Set(fiber.HeaderWWWAuthenticate, "Bearer") // RFC 6750
 	}
-	body := errorBody{Error: errorDetail{Code: e.row.code, Message: e.message}}
-	if jerr := c.Status(e.row.status).JSON(body); jerr != nil {
+	if jerr := c.Status(e.row.status).JSON(e.body()); jerr != nil {
 		// Marshalling two strings cannot fail; if it ever does, the status
 		// still tells the truth.
 		s.log.LogAttrs(c.UserContext(), slog.LevelError, "write error body", slog.String("error", jerr.Error()))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -266,4 +267,40 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	served = slices.Compact(served)
 	require.Equal(t, documented, served)
 	require.Contains(t, served, "POST /api/v1/vouchers/{id}/orders", fmt.Sprint(served))
+}
+
+// A process without the gateway answers /healthz and /readyz with the
+// gateway's bodies, the API's error body when a check fails.
+func TestOpsHandler(t *testing.T) {
+	ok := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("connection refused") }
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("# metrics\n")) })
+	for _, tc := range []struct {
+		name   string
+		checks []Check
+		path   string
+		status int
+		want   string // the JSON answer
+	}{
+		{"healthz", []Check{{Name: "redis", Ping: down}}, "/healthz", 200, `{"status":"ok"}`},
+		{"ready", []Check{{Name: "redis", Ping: ok}, {Name: "kafka", Ping: ok}}, "/readyz", 200,
+			`{"status":"ready","checks":{"redis":"ok","kafka":"ok"}}`},
+		{"not ready", []Check{{Name: "redis", Ping: ok}, {Name: "kafka", Ping: down}}, "/readyz", 503,
+			`{"error":{"code":"unavailable","message":"not ready: kafka unreachable"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := OpsHandler(tc.checks, metrics, nil)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+			require.Equal(t, tc.status, rec.Code)
+			require.JSONEq(t, tc.want, rec.Body.String())
+			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			if tc.status == http.StatusServiceUnavailable {
+				require.NotEmpty(t, rec.Header().Get("Retry-After"))
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	OpsHandler(nil, metrics, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, "# metrics\n", rec.Body.String())
 }

@@ -125,16 +125,26 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
 		return seckill.Public(seckill.ErrUnavailable, "shutting down")
 	}
-	failed, err := s.ready.Failed(c.UserContext())
+	body, err := s.ready.answer(c.UserContext())
 	if err != nil {
-		return seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
+		return err
+	}
+	return c.JSON(body)
+}
+
+// answer is /readyz's body when every check passed, or the error to answer
+// with: the failing checks are named, never their errors (which are logged).
+func (r *Readiness) answer(ctx context.Context) (map[string]any, error) {
+	failed, err := r.Failed(ctx)
+	if err != nil {
+		return nil, seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
 	}
 	if len(failed) > 0 {
-		return seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
+		return nil, seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
 	}
-	checks := make(fiber.Map, len(s.deps.Checks))
-	for _, ch := range s.deps.Checks {
+	checks := make(map[string]any, len(r.checks))
+	for _, ch := range r.checks {
 		checks[ch.Name] = "ok"
 	}
-	return c.JSON(fiber.Map{"status": "ready", "checks": checks})
+	return map[string]any{"status": "ready", "checks": checks}, nil
 }

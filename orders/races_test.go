@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -125,7 +126,7 @@ func repairWithACancellation(t *testing.T, beforeRead bool) {
 		_, err := e.life.Cancel(e.ctx, rs[0].UserID, rs[0].OrderID)
 		require.NoError(t, err)
 	}}
-	adapter := redisRepair{Store: e.stock}
+	adapter := redisrepair.New(e.stock)
 	_, err = orders.Repair(e.ctx, e.v.ID, racer, adapter, drain, 50*time.Millisecond)
 	require.NoError(t, err)
 

@@ -120,7 +120,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // Pass looks at every active seckill voucher once and returns the orders it
 // released as failed.
 func (r *Reconciler) Pass(ctx context.Context) ([]Order, error) {
-	ids, err := r.store.ActiveSeckillVoucherIDs(ctx, r.now().Add(-24*time.Hour))
+	ids, err := r.store.ActiveSeckillVoucherIDs(ctx, r.now().Add(-activeWindow))
 	if err != nil {
 		return nil, fmt.Errorf("orders: reconcile: %w", err)
 	}

@@ -13,24 +13,10 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
-
-// redisRepair adapts redisstock to orders.RepairStock and orders.StockViews
-// (cmd/seckill has the same few lines).
-type redisRepair struct {
-	*redisstock.Store
-}
-
-func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
-	return r.Store.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released})
-}
-
-func (r redisRepair) View(ctx context.Context, voucherID int64) (orders.RedisView, error) {
-	s, err := r.Snapshot(ctx, voucherID)
-	return orders.RedisView{OnSale: s.OnSale, Left: s.Left, Total: s.Total, Held: s.Held, Pending: s.Pending, Balanced: s.Balanced()}, err
-}
 
 // Redis loses its data (FLUSHDB of a database only this test uses: the
 // package shares one redis-server) while a crowd buys through Kafka; the
@@ -53,7 +39,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.NoError(t, err)
 	e.v = v
 	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
-	adapter := redisRepair{Store: e.stock}
+	adapter := redisrepair.New(e.stock)
 	stats := orders.NewStatsService(e.store, adapter)
 
 	topic := stack.NewTopic(t, 3)

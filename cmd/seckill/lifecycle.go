@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
-	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // producerTimeout is the longest a gateway may still be writing a
@@ -32,7 +31,7 @@ func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
 // statsService answers the admin stats route with Redis's live figures and
 // the drift beside PostgreSQL's.
 func (s *system) statsService() *orders.StatsService {
-	return orders.NewStatsService(s.store, redisRepair{Store: s.stock}, orders.WithStateGrace(s.cfg.StateGrace))
+	return orders.NewStatsService(s.store, redisrepair.New(s.stock), orders.WithStateGrace(s.cfg.StateGrace))
 }
 
 // startSweeper runs the sweeper role: payment timeouts and the release
@@ -52,7 +51,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
-	healer := orders.NewHealer(s.workStore, redisRepair{Store: s.stock}, drain, s.countedEvents(), orders.HealerConfig{
+	healer := orders.NewHealer(s.workStore, redisrepair.New(s.stock), drain, s.countedEvents(), orders.HealerConfig{
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 	})
 	var both sync.WaitGroup
@@ -64,33 +63,4 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	})
 	s.log.Info("sweeper, reconciler and healer running", "pay_timeout", s.cfg.PayTimeout, "state_grace", s.cfg.StateGrace)
 	return nil
-}
-
-// redisRepair adapts redisstock to what orders' drift report, repair and
-// healer need.
-type redisRepair struct {
-	*redisstock.Store
-	// fence is the heal lease a healer's rebuild must still hold ("" for
-	// the operator's repair).
-	fence string
-}
-
-// LockHeal takes the voucher's heal lease and returns the repair stock
-// fenced by it.
-func (r redisRepair) LockHeal(ctx context.Context, voucherID int64, ttl time.Duration) (orders.RepairStock, orders.HealLease, bool, error) {
-	l, ok, err := r.Store.LockHeal(ctx, voucherID, ttl)
-	if err != nil || !ok {
-		return nil, nil, false, err
-	}
-	return redisRepair{Store: r.Store, fence: l.Token()}, l, true, nil
-}
-
-func (r redisRepair) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
-	return r.Store.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released, Fence: r.fence})
-}
-
-func (r redisRepair) View(ctx context.Context, voucherID int64) (orders.RedisView, error) {
-	sn, err := r.Snapshot(ctx, voucherID)
-	return orders.RedisView{OnSale: sn.OnSale, Left: sn.Left, Total: sn.Total, Held: sn.Held,
-		Pending: sn.Pending, Balanced: sn.Balanced()}, err
 }

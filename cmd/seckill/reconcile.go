@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -91,7 +92,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	rctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	for _, id := range drifted {
-		res, err := orders.Repair(rctx, id, s.store, redisRepair{Store: s.stock}, drain, producerTimeout)
+		res, err := orders.Repair(rctx, id, s.store, redisrepair.New(s.stock), drain, producerTimeout)
 		if err != nil {
 			return fmt.Errorf("repair voucher %d: %w", id, err)
 		}

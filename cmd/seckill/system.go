@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,10 +31,6 @@ import (
 	"github.com/flashsale/seckill/seckill/waitroom"
 	"github.com/flashsale/seckill/web"
 )
-
-// activeWindow is how long after a seckill voucher's end its reservations may
-// still be live in Redis (unpaid orders wait for their deadline).
-const activeWindow = 24 * time.Hour
 
 // system is one process's wiring: connections to the services and the roles
 // built on them.
@@ -171,7 +166,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		return err
 	}
 	s.admitter = waitroom.NewAdmitter(s.room, s.roomTargets, 0, s.log)
-	active := newActiveVouchers(s.store, time.Second)
+	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge(ctx)
 	if err != nil {
 		return err
@@ -425,19 +420,10 @@ func (s *system) run(ctx context.Context) error {
 
 // opsServer serves health and metrics for a process without the gateway.
 func (s *system) opsServer() *http.Server {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
-	ready := gateway.NewReadiness(s.checks(), gateway.DefaultReadyTimeout, gateway.DefaultReadyMaxAge, s.log)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		failed, err := ready.Failed(r.Context())
-		if err != nil || len(failed) > 0 {
-			http.Error(w, "not ready: "+strings.Join(failed, ", ")+" unreachable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, `{"status":"ready"}`)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return &http.Server{
+		Handler:           gateway.OpsHandler(s.checks(), promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}), s.log),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
 }
 
 // close releases every connection; safe on a half-built system.
@@ -475,36 +461,4 @@ func (u userStore) CreateUser(ctx context.Context, username, passwordHash string
 func (u userStore) UserByName(ctx context.Context, username string) (auth.User, error) {
 	usr, err := u.store.UserByName(ctx, username)
 	return auth.User{ID: usr.ID, Username: usr.Username, PasswordHash: usr.PasswordHash}, err
-}
-
-// activeVouchers caches the ids of seckill vouchers that can have live holds
-// in Redis, so reading an order does not query PostgreSQL for them each time.
-type activeVouchers struct {
-	store *pgstore.Store
-	ttl   time.Duration
-
-	mu      sync.Mutex
-	ids     []int64
-	fetched time.Time // when the read that gave ids began
-}
-
-func newActiveVouchers(store *pgstore.Store, ttl time.Duration) *activeVouchers {
-	return &activeVouchers{store: store, ttl: ttl}
-}
-
-// IDs implements orders.ActiveVouchers: the cached ids, read again when older
-// than the ttl or read before since. Callers waiting on one read share it.
-func (a *activeVouchers) IDs(ctx context.Context, since time.Time) ([]int64, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if time.Since(a.fetched) < a.ttl && !a.fetched.Before(since) {
-		return a.ids, nil
-	}
-	began := time.Now()
-	ids, err := a.store.ActiveSeckillVoucherIDs(ctx, began.Add(-activeWindow))
-	if err != nil {
-		return nil, err
-	}
-	a.ids, a.fetched = ids, began
-	return ids, nil
 }
