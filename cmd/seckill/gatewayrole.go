@@ -1,0 +1,153 @@
+package main
+
+// The gateway role's wiring: the HTTP face and what only it needs.
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/orderid"
+	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/waitroom"
+	"github.com/flashsale/seckill/web"
+)
+
+// buildGateway builds the HTTP face and what only it needs: the order id
+// lease, the Kafka producer and the WebSocket hub.
+func (s *system) buildGateway(ctx context.Context) error {
+	var err error
+	s.lease, err = orderid.LeaseNode(ctx, s.rdb, s.log)
+	if err != nil {
+		return fmt.Errorf("order id node: %w", err)
+	}
+	ids, err := orderid.New(s.lease.Node())
+	if err != nil {
+		return err
+	}
+	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log, kafkaq.WithMetrics(s.metrics.kafka))
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	s.hub, err = notify.NewHub(s.rdb, s.log, notify.Options{Registerer: s.registry})
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.NewTokens([]byte(s.cfg.JWTSecret), s.cfg.TokenTTL)
+	if err != nil {
+		return err
+	}
+	s.room = waitroom.New(s.rdb, roomSecret(s.cfg.JWTSecret), waitroom.WithGrace(s.cfg.StateGrace))
+	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
+		return err
+	}
+	s.admitter = waitroom.NewAdmitter(s.room, s.roomTargets, 0, s.log)
+	active := orders.NewActiveCache(s.store, time.Second)
+	gates, err := s.buildEdge(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.startCatalog(ctx); err != nil {
+		return err
+	}
+	s.server, err = gateway.New(gateway.Config{
+		AdminToken:     s.cfg.AdminToken,
+		AllowedOrigins: s.cfg.AllowedOrigins,
+		TrustedProxies: s.cfg.TrustedProxies,
+	}, gateway.Deps{
+		Catalog: s.catalog,
+		Buyer: seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log,
+			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store)),
+		Gates:    gates.Gates(),
+		Captchas: gates.Captchas,
+		Breaker:  gates.Breaker,
+		Orders:   orders.NewReader(s.store, s.stock, active.IDs),
+		Stats:    s.statsService(),
+		Accounts: auth.NewAccounts(userStore{s.store}, tokens),
+		Tokens:   tokens,
+		Checks:   s.checks(),
+		Static:   web.FS(),
+		Metrics:  promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}),
+		Logger:   s.log,
+
+		// The gateway's collectors: requests, latency by route, buy outcomes.
+		Registerer: s.registry,
+
+		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/lifecycle.go).
+		SyncBuyer: s.syncBuyer(ids),
+		Lifecycle: s.lifecycle(s.store),
+		// Order status pushed on GET /api/v1/ws, from every instance's changes.
+		Live: gateway.Live{Feed: s.hub},
+		Room: s.room,
+	})
+	return err
+}
+
+// roomSecret keys the waiting rooms' HMACs (passes, pre-queue places). It is
+// derived from the token secret, which every gateway of the fleet shares,
+// under a label of its own so that neither key tells anything of the other.
+func roomSecret(jwtSecret string) []byte {
+	m := hmac.New(sha256.New, []byte(jwtSecret))
+	m.Write([]byte("seckill waiting room"))
+	return m.Sum(nil)
+}
+
+// roomTargets are the rooms to step, from the catalog in memory: every
+// voucher with a waiting room that is not paused; a sold-out or ended one
+// closes, and a room lets out at most as many unused passes as stock is left.
+func (s *system) roomTargets(ctx context.Context) ([]waitroom.Target, error) {
+	snap, err := s.catalog.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var out []waitroom.Target
+	for _, v := range snap.Vouchers() {
+		line, ok := waitroom.LineOf(v)
+		if !ok || v.Paused {
+			continue
+		}
+		out = append(out, waitroom.Target{Line: line, Passes: max(v.StockLeft, 0),
+			Over: v.StockLeft <= 0 || !now.Before(v.EndAt)})
+	}
+	return out, nil
+}
+
+// startCatalog keeps this instance's catalog in memory (the catalog routes
+// and the buying path's first gate read it) until ctx ends: its refresh
+// loops, and the announcements of the fleet, voucher changes on
+// redisstock.CatalogChannel and stock coming back on redisstock.StockChannel
+// (the sold-out flag's channel, on which every release is announced).
+func (s *system) startCatalog(ctx context.Context) error {
+	if _, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){
+		redisstock.CatalogChannel: s.catalog.Changed,
+		redisstock.StockChannel:   s.catalog.StockChanged,
+	}); err != nil {
+		return fmt.Errorf("catalog announcements: %w", err)
+	}
+	s.catalog.Start(ctx)
+	return nil
+}
+
+// userStore adapts the PostgreSQL store to the accounts' needs.
+type userStore struct{ store *pgstore.Store }
+
+func (u userStore) CreateUser(ctx context.Context, username, passwordHash string) (int64, error) {
+	return u.store.CreateUser(ctx, username, passwordHash)
+}
+
+func (u userStore) UserByName(ctx context.Context, username string) (auth.User, error) {
+	usr, err := u.store.UserByName(ctx, username)
+	return auth.User{ID: usr.ID, Username: usr.Username, PasswordHash: usr.PasswordHash}, err
+}
