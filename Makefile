@@ -9,7 +9,8 @@
 #   make run     deps + build, then `bin/seckill dev`
 #   make test    test-deps, go vet, every test, then a short fuzz pass
 #   make fuzz    only the fuzz pass (FUZZTIME per target, default 5s)
-#   make lint    gofmt check (lists the files), go vet, staticcheck
+#   make lint    gofmt check (lists the files), go vet, staticcheck, and
+#                the import layers (deploy/depcheck)
 #   make test-race  the race detector over the packages where goroutines
 #                share state (RACE_PKGS), bounded by RACE_TIMEOUT
 #   make bench   the Go benchmarks, then a standard flash sale against
@@ -144,13 +145,16 @@ vet:
 	$(GO) vet $(PKGS)
 
 # lint fails on any file gofmt would change (and names them), on go vet's
-# findings and on staticcheck's.
+# findings, on staticcheck's, and on an import against the layers of
+# deploy/depcheck (a lower folder importing a higher one, a test helper
+# outside tests or linked into a binary).
 lint:
 	@unformatted=$$(git ls-files -z -- '*.go' | xargs -0 gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "lint: gofmt would change these files (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi; \
 	echo "lint: gofmt: every file is formatted"
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+	$(GO) test -count=1 ./deploy/depcheck
 
 test-race: deps
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)

@@ -1,0 +1,19 @@
+// Package depcheck holds the test that keeps the import graph pointing
+// down: its folders are layered (see Layers), and `make lint` fails when a
+// package imports one of a higher layer or the binary links a test helper.
+package depcheck
+
+// Layers are the repository's top folders, lowest first. A package may
+// import its own folder's packages and those of lower layers, never a higher
+// one's: the domains (seckill, then orders, which records seckill's
+// reservations) know nothing of their faces (notify, gateway), and nothing
+// but cmd/ imports the tools of deploy/.
+var Layers = [][]string{
+	{"lua", "migrations", "web"}, // embedded files
+	{"seckill"},                  // the buying domain and its adapters
+	{"orders"},                   // the order domain and its adapters
+	{"notify"},                   // status events and the per-user hub
+	{"gateway"},                  // the HTTP face
+	{"deploy"},                   // local services, load tool, fleet, chaos, bench
+	{"cmd"},                      // the binaries
+}
