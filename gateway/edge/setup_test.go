@@ -130,8 +130,11 @@ type switchProxy struct {
 	ln     net.Listener
 	target string
 	up     atomic.Bool
-	mu     sync.Mutex
-	conns  []net.Conn
+	// dials counts connections clients opened, refused ones included: how
+	// often Redis was asked for.
+	dials atomic.Int64
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func newSwitchProxy(t testing.TB, target string) *switchProxy {
@@ -152,6 +155,7 @@ func (p *switchProxy) serve() {
 		if err != nil {
 			return
 		}
+		p.dials.Add(1)
 		if !p.up.Load() {
 			_ = c.Close()
 			continue
