@@ -319,7 +319,7 @@ func idempotencyKey(h string) (string, error) {
 		return "", nil
 	}
 	if len(h) > seckill.MaxRequestKey {
-		return "", invalid("the Idempotency-Key header must be at most 64 characters")
+		return "", seckill.Invalidf("the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
 	}
 	for i := 0; i < len(h); i++ {
 		if h[i] < 0x21 || h[i] > 0x7e {

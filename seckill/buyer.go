@@ -21,19 +21,13 @@ type BuyRequest struct {
 	EndsAt time.Time
 }
 
-// Validate checks the parts a shopper controls.
+// Validate checks the parts a shopper controls, with the same rules as
+// Reservation.Validate. A missing user is a failed login, not bad input.
 func (r BuyRequest) Validate() error {
-	switch {
-	case r.VoucherID <= 0:
-		return Invalidf("bad voucher id")
-	case r.UserID <= 0:
+	if r.UserID <= 0 {
 		return Public(ErrUnauthenticated, "bad user id")
-	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return Invalidf("quantity must be 1 to %d", MaxQuantity)
-	case len(r.RequestKey) > MaxRequestKey:
-		return Invalidf("Idempotency-Key is longer than %d characters", MaxRequestKey)
 	}
-	return nil
+	return Reservation{VoucherID: r.VoucherID, UserID: r.UserID, Quantity: r.Quantity, RequestKey: r.RequestKey}.validateRequest()
 }
 
 // Buyer runs the asynchronous purchase: reserve in the stock, then hand the

@@ -238,6 +238,31 @@ type Reservation struct {
 	ReservedAt time.Time `json:"reserved_at"`
 }
 
+// Validate checks a reservation before a store takes it: the gateway's buy,
+// the stock's script and the record's insert all refuse with these rules, so
+// a reservation one of them accepts, the others accept too.
+func (r Reservation) Validate() error {
+	if r.OrderID <= 0 {
+		return Invalidf("bad order id")
+	}
+	return r.validateRequest()
+}
+
+// validateRequest checks the fields a shopper's request fills in.
+func (r Reservation) validateRequest() error {
+	switch {
+	case r.VoucherID <= 0:
+		return Invalidf("bad voucher id")
+	case r.UserID <= 0:
+		return Invalidf("bad user id")
+	case r.Quantity < 1 || r.Quantity > MaxQuantity:
+		return Invalidf("quantity must be 1 to %d", MaxQuantity)
+	case len(r.RequestKey) > MaxRequestKey:
+		return Invalidf("Idempotency-Key is longer than %d characters", MaxRequestKey)
+	}
+	return nil
+}
+
 // ReserveResult is what the stock said to a reservation.
 type ReserveResult struct {
 	// OrderID is the reservation's order: the new one, or on a replay of a

@@ -101,6 +101,27 @@ func TestBuyRequestValidate(t *testing.T) {
 	}
 }
 
+func TestReservationValidate(t *testing.T) {
+	ok := seckill.Reservation{OrderID: 9, VoucherID: 1, UserID: 2, Quantity: 1}
+	require.NoError(t, ok.Validate())
+	for _, tc := range []struct {
+		name   string
+		change func(*seckill.Reservation)
+		says   string
+	}{
+		{"order", func(r *seckill.Reservation) { r.OrderID = 0 }, "bad order id"},
+		{"voucher", func(r *seckill.Reservation) { r.VoucherID = -1 }, "bad voucher id"},
+		{"user", func(r *seckill.Reservation) { r.UserID = 0 }, "bad user id"},
+		{"no quantity", func(r *seckill.Reservation) { r.Quantity = 0 }, "quantity must be 1 to"},
+		{"too many", func(r *seckill.Reservation) { r.Quantity = seckill.MaxQuantity + 1 }, "quantity must be 1 to"},
+		{"key", func(r *seckill.Reservation) { r.RequestKey = string(make([]byte, seckill.MaxRequestKey+1)) }, "Idempotency-Key is longer"},
+	} {
+		r := ok
+		tc.change(&r)
+		requirePublic(t, r.Validate(), seckill.ErrInvalidInput, tc.says, tc.name)
+	}
+}
+
 // requirePublic checks that err is of kind and carries a sentence for the
 // caller that contains says: the gateway shows that sentence as it is.
 func requirePublic(t *testing.T, err error, kind error, says, name string) {

@@ -186,7 +186,9 @@ func (s *Store) PersistBatch(ctx context.Context, rs []seckill.Reservation, payT
 	todo := make([]int, 0, len(rs))
 	var copies [][2]int // {index, index of the first copy}
 	for i, r := range rs {
-		if err := validReservation(r); err != nil {
+		// A reservation the gateway would never send cannot be stored (the
+		// table's checks would refuse it): it is failed unstored.
+		if err := r.Validate(); err != nil {
 			results[i] = unstored(r, err)
 			continue
 		}
@@ -222,20 +224,6 @@ func (s *Store) PersistBatch(ctx context.Context, rs []seckill.Reservation, payT
 		results[c[0]] = orders.Persisted{Reservation: rs[c[0]], Outcome: orders.OutcomeDuplicate, Order: p.Order}
 	}
 	return orders.BatchResult{Results: results}, nil
-}
-
-// validReservation rejects what the gateway never sends; such a message
-// cannot be stored (the table's checks would refuse it) and is failed unstored.
-func validReservation(r seckill.Reservation) error {
-	switch {
-	case r.OrderID <= 0 || r.VoucherID <= 0 || r.UserID <= 0:
-		return fmt.Errorf("%w: order, voucher and user ids must be positive", seckill.ErrInvalidInput)
-	case r.Quantity < 1 || r.Quantity > seckill.MaxQuantity:
-		return fmt.Errorf("%w: quantity %d out of range", seckill.ErrInvalidInput, r.Quantity)
-	case len(r.RequestKey) > seckill.MaxRequestKey:
-		return fmt.Errorf("%w: request key too long", seckill.ErrInvalidInput)
-	}
-	return nil
 }
 
 func unstored(r seckill.Reservation, reason error) orders.Persisted {

@@ -47,13 +47,8 @@ const (
 // answers like the first call; a known request key answers with the first
 // order and Replayed set.
 func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.ReserveResult, error) {
-	switch {
-	case r.VoucherID <= 0, r.UserID <= 0, r.OrderID <= 0:
-		return seckill.ReserveResult{}, fmt.Errorf("%w: reserve needs positive voucher, user and order ids", seckill.ErrInvalidInput)
-	case r.Quantity < 1 || r.Quantity > seckill.MaxQuantity:
-		return seckill.ReserveResult{}, fmt.Errorf("%w: quantity must be 1 to %d", seckill.ErrInvalidInput, seckill.MaxQuantity)
-	case len(r.RequestKey) > seckill.MaxRequestKey:
-		return seckill.ReserveResult{}, fmt.Errorf("%w: request key longer than %d", seckill.ErrInvalidInput, seckill.MaxRequestKey)
+	if err := r.Validate(); err != nil {
+		return seckill.ReserveResult{}, fmt.Errorf("reserve: %w", err)
 	}
 	k := VoucherKeys(r.VoucherID)
 	start := time.Now()
