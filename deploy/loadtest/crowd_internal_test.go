@@ -114,3 +114,75 @@ func TestSourceAddrs(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionRate checks the measure of the room's admission rate on
+// made-up samples: the slope is taken while the line is long and before
+// 80% of the stock is admitted, and checked only over 10 s and 1,000
+// admissions.
+func TestAdmissionRate(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	line := func(rate float64, seconds int, stock int64) []admitSample {
+		var s []admitSample
+		for ms := 0; ms <= seconds*1000; ms += 250 {
+			admitted := int64(rate * float64(ms) / 1000)
+			s = append(s, admitSample{at: t0.Add(time.Duration(ms) * time.Millisecond), admitted: min(admitted, stock), waiting: 100_000 - admitted})
+		}
+		return s
+	}
+
+	short := admissionRate(line(91, 3, 250), 250, 100)
+	require.False(t, short.checked, "2.5 s and 200 admissions are a figure")
+	require.InDelta(t, 91, short.perSecond, 1)
+	require.Contains(t, short.note, "needs at least 10s and 1000")
+
+	long := admissionRate(line(1000, 30, 100_000), 100_000, 1000)
+	require.True(t, long.checked)
+	require.InDelta(t, 1000, long.perSecond, 1)
+	require.InDelta(t, 1, long.ratio, 0.001)
+	require.Empty(t, long.note)
+
+	// Past 80% of the stock the samples are left out: the slope stays
+	// that of the long line, not of the bounded end.
+	ended := line(1000, 30, 12_000)
+	for i := range ended {
+		if ended[i].admitted > 9_600 {
+			ended[i].admitted = 9_600 + (ended[i].admitted-9_600)/10
+		}
+	}
+	ended = append(ended, admitSample{at: t0.Add(40 * time.Second), admitted: 12_000, waiting: 0})
+	cut := admissionRate(ended, 12_000, 1000)
+	require.InDelta(t, 1000, cut.perSecond, 30)
+	require.Less(t, cut.window, 10*time.Second, "the samples past 80%% are out")
+	require.False(t, cut.checked)
+
+	none := admissionRate(nil, 100, 10)
+	require.False(t, none.checked)
+	require.Zero(t, none.perSecond)
+}
+
+// TestFrameBunch checks the measure of frames arriving faster than one a
+// second on made-up arrival times: delivery jitter between frames handed a
+// second apart stays within the jitter; frames at each 200 ms flush bunch
+// by seconds.
+func TestFrameBunch(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	frames := func(ms ...int) []roomFrame {
+		var f []roomFrame
+		for _, m := range ms {
+			f = append(f, roomFrame{at: t0.Add(time.Duration(m) * time.Millisecond)})
+		}
+		return f
+	}
+	require.Zero(t, frameBunch(nil, time.Second))
+	require.Zero(t, frameBunch(frames(0, 1000, 2500, 3500), time.Second))
+	// Handed at 0, 1000, 2000, 3000; the second delivered 250 ms late.
+	require.Equal(t, 250*time.Millisecond, frameBunch(frames(0, 1250, 2000, 3000), time.Second))
+	// Handed at 0, 1000, 2000, 3000; the first delivered 400 ms late.
+	require.Equal(t, 400*time.Millisecond, frameBunch(frames(400, 1000, 2000, 3000), time.Second))
+	// Not spaced: one a flush for 2 s.
+	every := frames(0, 200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800, 2000)
+	require.Equal(t, 8*time.Second, frameBunch(every, time.Second))
+	require.Greater(t, frameBunch(every, time.Second), frameJitter)
+}

@@ -33,10 +33,17 @@ type RoomReport struct {
 	JoinPerSec float64 `json:"join_per_second"`
 	// AdmitTarget is the room's admit_per_second; AdmitMeasured the slope
 	// of the admitted count (admin stats, sampled) while the line was long
-	// and the stock not nearly gone; AdmitRatio their ratio.
+	// and the stock not nearly gone; AdmitRatio their ratio. AdmitWindowS
+	// and AdmitCounted are the span and the admissions the slope was taken
+	// over; AdmitChecked says whether they were enough for the ratio to be
+	// checked against 5% (see admissionRate), AdmitNote why not.
 	AdmitTarget   int64   `json:"admit_target"`
 	AdmitMeasured float64 `json:"admit_measured"`
 	AdmitRatio    float64 `json:"admit_ratio"`
+	AdmitWindowS  float64 `json:"admit_window_s"`
+	AdmitCounted  int64   `json:"admit_counted"`
+	AdmitChecked  bool    `json:"admit_checked"`
+	AdmitNote     string  `json:"admit_note,omitempty"`
 	// Polls are the GETs of a place by shoppers without a socket (each
 	// asks again when its estimated wait says so).
 	Polls int64 `json:"polls"`
@@ -52,21 +59,31 @@ type RoomReport struct {
 	BotAccepted int64            `json:"bot_accepted"`
 	// Sockets watched places live: frames they got, the push delay of the
 	// pass (admission step to frame, Redis time), the shortest gap between
-	// two frames to one socket.
+	// two frames to one socket as they arrived, and FrameBunchMS, the most
+	// any run of one socket's frames arrived sooner than one a second
+	// allows (see frameBunch).
 	Sockets        int          `json:"sockets"`
 	SocketFrames   int64        `json:"socket_frames"`
 	AdmittedPush   LatencyStats `json:"admitted_push"`
 	MinFrameGapMS  float64      `json:"min_frame_gap_ms"`
+	FrameBunchMS   float64      `json:"frame_bunch_ms"`
 	PlacePushP50MS float64      `json:"place_push_p50_ms"`
 	PlacePushP99MS float64      `json:"place_push_p99_ms"`
 	// Moves and Frames are the gateway's counters: line moves read from
 	// Redis (one per admission step) and queue frames written.
 	Moves  float64 `json:"moves"`
 	Frames float64 `json:"frames"`
-	// ClosedSampled waiting shoppers were read after the room closed;
-	// ClosedSeen of them were told closed.
-	ClosedSampled int `json:"closed_sampled"`
-	ClosedSeen    int `json:"closed_seen"`
+	// Closed is true when a shopper was told closed during the run (the
+	// room closed when the stock was gone). ClosedSampled shoppers whose
+	// last read said waiting were read again after it, until told closed
+	// or closeWait passed; ClosedSeen of them were told closed.
+	// ClosedAdmitted of those read were admitted after their last read
+	// and before the close: not left waiting, so not in ClosedSampled.
+	Closed         bool `json:"closed"`
+	ClosedSampled  int  `json:"closed_sampled"`
+	ClosedSeen     int  `json:"closed_seen"`
+	ClosedAdmitted int  `json:"closed_admitted"`
+	ClosedUnread   int  `json:"closed_unread"`
 	// Queue is the room's figures at the end (admin stats).
 	Queue    map[string]int64 `json:"queue"`
 	Checks   []Check          `json:"checks"`
@@ -82,6 +99,8 @@ type roomShopper struct {
 	due   time.Time
 	index int // in the heap
 	final bool
+	// state is the shopper's last read of its place ("" before the first).
+	state waitroom.State
 }
 
 type dueHeap []*roomShopper
@@ -204,11 +223,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	// asking for their place when their estimated wait says so, the bots.
 	run, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
-	type sample struct {
-		at                time.Time
-		admitted, waiting int64
-	}
-	var samples []sample
+	var samples []admitSample
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
 		t := time.NewTicker(250 * time.Millisecond)
@@ -217,9 +232,13 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			var st struct {
 				Queue map[string]int64 `json:"queue"`
 			}
+			sent := time.Now()
 			if err := api.do(run, "stats", http.MethodGet, "/api/v1/admin/vouchers/"+url.PathEscape(v.ID)+"/stats", api.adminAuth(), nil, &st); err == nil && st.Queue != nil {
+				// The figures were read somewhere in the round trip: its
+				// middle is the best guess of when.
+				at := sent.Add(time.Since(sent) / 2)
 				mu.Lock()
-				samples = append(samples, sample{time.Now(), st.Queue["admitted"], st.Queue["waiting"]})
+				samples = append(samples, admitSample{at, st.Queue["admitted"], st.Queue["waiting"]})
 				mu.Unlock()
 			}
 			select {
@@ -255,6 +274,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			mu.Unlock()
 			return
 		}
+		s.state = q.State
 		switch q.State {
 		case waitroom.StateWaiting:
 			wait := time.Duration(float64(q.Position) / float64(cfg.RoomRate) * 0.8 * float64(time.Second))
@@ -369,38 +389,15 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	sampler.Wait()
 	rep.Polls, rep.Bought = polls.Load(), bought.Load()
 
-	// The admission rate: the slope of admitted while the line was long and
-	// the stock not nearly gone (passes are bounded by the stock left).
-	var first, last *sample
-	for i := range samples {
-		s := &samples[i]
-		if s.admitted == 0 || s.waiting == 0 || s.admitted > cfg.Stock*8/10 {
-			continue
-		}
-		if first == nil {
-			first = s
-		}
-		last = s
-	}
-	if first != nil && last != nil && last.at.Sub(first.at) > time.Second {
-		rep.AdmitMeasured = float64(last.admitted-first.admitted) / last.at.Sub(first.at).Seconds()
-		rep.AdmitRatio = rep.AdmitMeasured / float64(cfg.RoomRate)
-	}
+	mu.Lock()
+	rate := admissionRate(samples, cfg.Stock, cfg.RoomRate)
+	mu.Unlock()
+	rep.AdmitMeasured, rep.AdmitRatio, rep.AdmitWindowS = rate.perSecond, rate.ratio, rate.window.Seconds()
+	rep.AdmitCounted, rep.AdmitChecked, rep.AdmitNote = rate.admitted, rate.checked, rate.note
 
-	// Everyone still waiting when the room closed is told closed: a sample.
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for i := 0; i < h.Len() && rep.ClosedSampled < 1000; i += max(1, h.Len()/1000) {
-		s := (*h)[i]
-		status, body, err := api.raw(cctx, http.MethodGet, queuePath, map[string]string{"Authorization": "Bearer " + s.token}, nil)
-		var q roomQueue
-		if err == nil && status == http.StatusOK && json.Unmarshal(body, &q) == nil {
-			rep.ClosedSampled++
-			if q.State == waitroom.StateClosed {
-				rep.ClosedSeen++
-			}
-		}
-	}
+	// Everyone still waiting when the room closed is told closed.
+	rep.Closed = closed.Load()
+	sampleClosed(ctx, api, queuePath, *h, &rep)
 
 	// The sockets' figures.
 	var admittedPush []time.Duration
@@ -408,6 +405,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	for _, w := range watchers {
 		w.mu.Lock()
 		rep.SocketFrames += int64(len(w.frames))
+		rep.FrameBunchMS = max(rep.FrameBunchMS, ms(frameBunch(w.frames, time.Second)))
 		for i, f := range w.frames {
 			if i > 0 {
 				minGap = min(minGap, f.at.Sub(w.frames[i-1].at))
@@ -454,13 +452,22 @@ func roomChecks(ctx context.Context, api *apiClient, rep *RoomReport, vid string
 	notAdmitted, soldOut := rep.BotAnswers["403 not_admitted"], rep.BotAnswers["409 sold_out"]
 	add("every bot buy refused: 403 not_admitted (409 sold_out after the sell-out)", notAdmitted+soldOut == sum(rep.BotTries),
 		fmt.Sprintf("%d not_admitted + %d sold_out of %d", notAdmitted, soldOut, sum(rep.BotTries)))
-	add("admission rate held within 5%", rep.AdmitRatio > 0.95 && rep.AdmitRatio < 1.05,
-		fmt.Sprintf("%.0f/s measured for %d/s", rep.AdmitMeasured, rep.AdmitTarget))
-	add("everyone left waiting is told closed", rep.ClosedSampled == 0 || rep.ClosedSeen == rep.ClosedSampled,
-		fmt.Sprintf("%d of %d sampled", rep.ClosedSeen, rep.ClosedSampled))
+	if rep.AdmitChecked {
+		add("admission rate held within 5%", rep.AdmitRatio > 0.95 && rep.AdmitRatio < 1.05,
+			fmt.Sprintf("%.0f/s measured for %d/s over %.1f s and %d admissions", rep.AdmitMeasured, rep.AdmitTarget, rep.AdmitWindowS, rep.AdmitCounted))
+	}
+	detail := fmt.Sprintf("%d of %d sampled told closed within %v", rep.ClosedSeen, rep.ClosedSampled, closeWait)
+	if rep.ClosedUnread > 0 {
+		detail += fmt.Sprintf(", %d could not be read", rep.ClosedUnread)
+	}
+	if !rep.Closed {
+		detail += "; nobody was told closed during the run: did the stock sell out within -duration?"
+	}
+	add("everyone left waiting is told closed", rep.ClosedSeen == rep.ClosedSampled, detail)
 	if rep.Sockets > 0 {
-		add("at most one queue frame a second per socket", rep.MinFrameGapMS == 0 || rep.MinFrameGapMS >= 900,
-			fmt.Sprintf("shortest gap %.0f ms", rep.MinFrameGapMS))
+		add("at most one queue frame a second per socket", rep.FrameBunchMS < float64(frameJitter.Milliseconds()),
+			fmt.Sprintf("frames arrived at most %.0f ms sooner than one a second allows (under %v of delivery jitter is allowed); shortest gap %.0f ms",
+				rep.FrameBunchMS, frameJitter, rep.MinFrameGapMS))
 	}
 
 	// Every 202 persisted: the stats show them created (or paid), none
@@ -532,13 +539,18 @@ func writeRoomReport(w io.Writer, cfg Config, rep RoomReport) {
 	}
 	fmt.Fprintf(w, "waiting room of voucher %s (stock %d, %d/s): %d joined (%d in the pre-queue, %d errors) at %.0f/s\n",
 		rep.VoucherID, rep.Stock, rep.AdmitTarget, rep.Joiners, rep.Prequeue, rep.JoinErrors, rep.JoinPerSec)
-	fmt.Fprintf(w, "admission: %.0f/s measured for %d/s (%.3f); %d place reads by shoppers without a socket; %d bought with a pass, refused %v\n",
-		rep.AdmitMeasured, rep.AdmitTarget, rep.AdmitRatio, rep.Polls, rep.Bought, rep.BuyRefused)
-	fmt.Fprintf(w, "push: %d sockets got %d queue frames (shortest gap %.0f ms); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server, includes the one-a-second spacing); gateway: %.0f line moves read, %.0f frames written\n",
-		rep.Sockets, rep.SocketFrames, rep.MinFrameGapMS, rep.AdmittedPush.P50MS, rep.AdmittedPush.P99MS, rep.AdmittedPush.MaxMS,
+	fmt.Fprintf(w, "admission: %.0f/s measured for %d/s (%.3f) over %.1f s and %d admissions", rep.AdmitMeasured, rep.AdmitTarget, rep.AdmitRatio, rep.AdmitWindowS, rep.AdmitCounted)
+	if rep.AdmitNote != "" {
+		fmt.Fprintf(w, " (a figure, not checked: %s)", rep.AdmitNote)
+	}
+	fmt.Fprintf(w, "\n%d place reads by shoppers without a socket; %d bought with a pass, refused %v\n",
+		rep.Polls, rep.Bought, rep.BuyRefused)
+	fmt.Fprintf(w, "push: %d sockets got %d queue frames (shortest gap %.0f ms as they arrived, runs at most %.0f ms sooner than one a second); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server, includes the one-a-second spacing); gateway: %.0f line moves read, %.0f frames written\n",
+		rep.Sockets, rep.SocketFrames, rep.MinFrameGapMS, rep.FrameBunchMS, rep.AdmittedPush.P50MS, rep.AdmittedPush.P99MS, rep.AdmittedPush.MaxMS,
 		rep.PlacePushP50MS, rep.PlacePushP99MS, rep.Moves, rep.Frames)
 	fmt.Fprintf(w, "bots: %v → %v\n", rep.BotTries, rep.BotAnswers)
-	fmt.Fprintf(w, "room at the end: %v; closed told to %d of %d sampled; %.0f s in all\n", rep.Queue, rep.ClosedSeen, rep.ClosedSampled, rep.ElapsedS)
+	fmt.Fprintf(w, "room at the end: %v; closed told to %d of %d sampled still waiting (%d admitted before the close); %.0f s in all\n",
+		rep.Queue, rep.ClosedSeen, rep.ClosedSampled, rep.ClosedAdmitted, rep.ElapsedS)
 	for _, c := range rep.Checks {
 		mark := "ok  "
 		if !c.OK {
