@@ -1,6 +1,8 @@
-// Package gateway is the HTTP face of the platform: the routes of gateway/openapi.yaml, the
-// gates in front of the buying path, and the one table that maps the
-// platform's errors to HTTP. It is the only package that imports Fiber and
+// Package gateway is the platform's HTTP face.
+//
+// It serves the routes of gateway/openapi.yaml (the WebSocket among them),
+// runs the gates in front of the buying path, and holds the one table that
+// maps the platform's errors to HTTP. It is the only package that imports Fiber and
 // the only one that knows status codes.
 //
 // Everything it needs comes through [Deps] as small interfaces declared here;

@@ -1,6 +1,8 @@
-// Package orders is the order domain: the life of an order from reservation to
-// paid, cancelled or failed, the workers that persist reservations, the sweeper
-// of unpaid orders and the reconciler. It declares the interfaces it needs and
+// Package orders takes an order from its reservation to paid, cancelled or
+// failed.
+//
+// Its workers persist reservations, its sweeper ends unpaid orders, and its
+// reconciler releases holds whose message never arrived. It declares the interfaces it needs and
 // keeps drivers in subpackages (pgstore for PostgreSQL, kafkaq for Kafka).
 //
 // Every transition (created, paid, cancelled, failed) is published once, after

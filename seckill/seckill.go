@@ -1,7 +1,7 @@
 // Package seckill is the buying domain: vouchers, the reservation of their
 // stock, and the rules that decide whether a shopper may buy. It declares the
-// small interfaces it needs (Stock, Queue, OrderIDs) and keeps every driver out;
-// the Redis and Kafka implementations live in subpackages.
+// small interfaces it needs (Stock, Queue, OrderIDs) and keeps every driver out:
+// the Redis stock is seckill/redisstock, the Kafka queue orders/kafkaq.
 package seckill
 
 import (

@@ -1,4 +1,7 @@
-// Command bench is the flash-sale half of `make bench`: it starts
+// Command bench measures the platform on this machine, for `make bench`,
+// `make crowd` and `make capacity`.
+//
+// Without flags (the flash-sale half of `make bench`) it starts
 // `bin/seckill dev` on private services, runs the load tool twice (the
 // accepted path with stock to spare, then the sold-out path), measures the
 // two ceilings of this machine in the same run (redis-benchmark running

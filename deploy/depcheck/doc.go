@@ -1,5 +1,5 @@
-// Package depcheck holds the test that keeps the import graph pointing
-// down: its folders are layered (see Layers), and `make lint` fails when a
+// Package depcheck keeps the import graph pointing down. Its folders are
+// layered (see Layers), and its test, run by `make lint`, fails when a
 // package imports one of a higher layer or the binary links a test helper.
 package depcheck
 

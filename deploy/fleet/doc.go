@@ -1,5 +1,7 @@
-// Package fleet runs the system as separate OS processes of the seckill
-// binary on private services, as production runs it: any number of
+// Package fleet runs the system as a fleet of separate OS processes, as
+// production runs it.
+//
+// A fleet is any number of
 // gateways, workers and sweepers (`seckill serve` with SECKILL_ROLES), each
 // its own process with its own log, on the private services of
 // deploy/localstack: a redis-server or a Redis Cluster, PostgreSQL and the

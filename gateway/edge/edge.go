@@ -1,5 +1,6 @@
-// Package edge is the set of gates in front of the buying path: the
-// per-address, per-user and global rate limits, the per-address limit of the
+// Package edge holds the gates in front of the buying path.
+//
+// They are the per-address, per-user and global rate limits, the per-address limit of the
 // anonymous routes, the per-username limit of failed logins, the single-use
 // captcha, the circuit breaker with its fleet-wide ops switch, and the
 // sold-out flag. It implements gateway.Gate and gateway.IPLimiter and knows

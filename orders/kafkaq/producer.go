@@ -1,7 +1,10 @@
-// Package kafkaq is the Kafka transport for reservations: a producer that
-// implements seckill.Queue and a consumer group that hands batches of
+// Package kafkaq carries reservations over Kafka from the buying path to the
+// orders workers.
+//
+// Its producer implements seckill.Queue. Its consumer group hands batches of
 // reservations to the workers and commits their offsets only after the
-// workers said they are persisted.
+// workers said they are persisted. It sits under orders because its
+// consumer is the workers' input, though it imports only seckill.
 //
 // Messages: key = user id (decimal), so one user's reservations stay in one
 // partition and in order; value = JSON of seckill.Reservation.

@@ -1,4 +1,9 @@
-// Package pgstore is the PostgreSQL storage for users, vouchers and orders.
+// Package pgstore keeps the platform's record in PostgreSQL: users,
+// vouchers and orders.
+//
+// It sits under orders because most of what it writes is orders. The users
+// and vouchers live here too, because an order's transaction takes the
+// voucher's stock and counts the user's buys in the same statements.
 // PostgreSQL is the record of the platform: the conditional statements here
 // keep stock from going below zero and users within their limit even when
 // every layer above fails.
