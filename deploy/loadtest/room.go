@@ -545,7 +545,7 @@ func writeRoomReport(w io.Writer, cfg Config, rep RoomReport) {
 	}
 	fmt.Fprintf(w, "\n%d place reads by shoppers without a socket; %d bought with a pass, refused %v\n",
 		rep.Polls, rep.Bought, rep.BuyRefused)
-	fmt.Fprintf(w, "push: %d sockets got %d queue frames (shortest gap %.0f ms as they arrived, runs at most %.0f ms sooner than one a second); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server, includes the one-a-second spacing); gateway: %.0f line moves read, %.0f frames written\n",
+	fmt.Fprintf(w, "push: %d sockets got %d queue frames (shortest gap %.0f ms as they arrived, runs at most %.0f ms sooner than one a second); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server: age of the latest line move a frame tells, when it is handed to the socket); gateway: %.0f line moves read, %.0f frames written\n",
 		rep.Sockets, rep.SocketFrames, rep.MinFrameGapMS, rep.FrameBunchMS, rep.AdmittedPush.P50MS, rep.AdmittedPush.P99MS, rep.AdmittedPush.MaxMS,
 		rep.PlacePushP50MS, rep.PlacePushP99MS, rep.Moves, rep.Frames)
 	fmt.Fprintf(w, "bots: %v → %v\n", rep.BotTries, rep.BotAnswers)

@@ -196,9 +196,12 @@ type liveLine struct {
 	at     int64 // Redis ms of the latest message
 	closed bool
 	dirty  bool
-	// since is the Redis ms of the oldest move not yet pushed to everyone
-	// it changed (0: none): the place updates' push delay is counted from it.
-	since   int64
+	// moved is the Redis ms of the latest move: a frame tells the place as
+	// of it, so the place updates' push delay is counted from it (not from
+	// an older move the frame also covers: with steps every fraction of a
+	// second and each socket's frames a second apart, some socket is
+	// always behind, and the oldest unsent move would only grow).
+	moved   int64
 	watches map[int64]*watch // by user
 	byRank  map[int64]*watch
 }
@@ -353,8 +356,8 @@ func (f *Feed) move(m *wire) {
 			}
 		}
 	}
-	if l.since == 0 {
-		l.since = m.A
+	if m.A > l.moved {
+		l.moved = m.A
 	}
 	l.dirty = true
 }
@@ -491,16 +494,13 @@ func (f *Feed) Flush(ctx context.Context) {
 			case v.state == StateAdmitted && w.admittedAt > 0:
 				f.m.delay.WithLabelValues("admitted").Observe(float64(nowMs-w.admittedAt) / 1000)
 				w.admittedAt = 0
-			case v.state == StateWaiting && l.since > 0:
-				f.m.delay.WithLabelValues("place").Observe(float64(nowMs-l.since) / 1000)
+			case v.state == StateWaiting && l.moved > 0:
+				f.m.delay.WithLabelValues("place").Observe(float64(nowMs-l.moved) / 1000)
 			}
 			w.sent, w.sentAt = v, now
 			if v.terminal() {
 				l.drop(w)
 			}
-		}
-		if !l.dirty {
-			l.since = 0
 		}
 		if len(l.watches) == 0 {
 			delete(f.lines, id)
@@ -629,7 +629,7 @@ func newFeedMetrics(reg prometheus.Registerer) (*feedMetrics, error) {
 		}),
 		delay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "seckill_queue_push_delay_seconds",
-			Help:    "Time from the admission step (Redis time) to the queue frame handed to the socket: admitted (the pass), place (a new position; at most one frame a second per shopper).",
+			Help:    "Age of what a queue frame tells when it is handed to the socket, from the admission step (Redis time): admitted (the step that admitted the shopper, to the frame with the pass), place (the latest step of the line, whose place the frame tells; frames are at most one a second per shopper, but each tells the latest place).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 1.5, 2, 3, 5},
 		}, []string{"kind"}),
 	}
