@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/testlog"
@@ -184,26 +183,9 @@ func runConsumer(t testing.TB, topic, group string, h kafkaq.Handler, mutate ...
 // exists). It may run inside Eventually, so it never fails t.
 func committedTotal(t testing.TB, group, topic string, partitions int32) int64 {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(stack.KafkaBrokers, kafkaq.ConsumerGroupConfig())
-	if err != nil {
-		t.Logf("kafka admin: %v", err)
-		return 0
-	}
-	defer admin.Close()
-	ps := make([]int32, partitions)
-	for i := range ps {
-		ps[i] = int32(i)
-	}
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
-	if err != nil {
-		if !errors.Is(err, sarama.ErrGroupIDNotFound) {
-			t.Logf("list offsets: %v", err)
-		}
-		return 0
-	}
 	var total int64
-	for _, b := range resp.Blocks[topic] {
-		total += max(0, b.Offset)
+	for _, off := range kafkaqtest.Committed(t, stack.KafkaBrokers, group, topic, partitions) {
+		total += max(0, off)
 	}
 	return total
 }

@@ -61,32 +61,10 @@ func run(t testing.TB, cfg kafkaq.ConsumerConfig, h kafkaq.Handler) (*kafkaq.Con
 	return kafkaqtest.Run(t, cfg, h)
 }
 
-// committed returns the group's committed offset per partition (none before
-// the group exists). It may run inside Eventually, so it never fails t.
+// committed returns the group's committed offset per partition.
 func committed(t testing.TB, group, topic string, partitions int32) map[int32]int64 {
 	t.Helper()
-	out := map[int32]int64{}
-	admin, err := sarama.NewClusterAdmin(stack.KafkaBrokers, kafkaq.ConsumerGroupConfig())
-	if err != nil {
-		t.Logf("kafka admin: %v", err)
-		return out
-	}
-	defer admin.Close()
-	ps := make([]int32, partitions)
-	for i := range ps {
-		ps[i] = int32(i)
-	}
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
-	if err != nil {
-		if !errors.Is(err, sarama.ErrGroupIDNotFound) {
-			t.Logf("list offsets: %v", err)
-		}
-		return out
-	}
-	for p, b := range resp.Blocks[topic] {
-		out[p] = b.Offset
-	}
-	return out
+	return kafkaqtest.Committed(t, stack.KafkaBrokers, group, topic, partitions)
 }
 
 func reservation(orderID, userID int64) seckill.Reservation {

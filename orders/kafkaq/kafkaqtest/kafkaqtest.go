@@ -1,15 +1,18 @@
-// Package kafkaqtest starts a kafkaq consumer for a test and stops it when
-// the test ends, for the tests of kafkaq and of the workers built on it. It is
-// for tests only; nothing in production imports it.
+// Package kafkaqtest runs kafkaq consumers for the tests of kafkaq and of
+// the workers built on it: it starts one for a test, stops it when the test
+// ends, and reads the offsets its group committed. It is for tests only;
+// nothing in production imports it.
 package kafkaqtest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/testlog"
@@ -44,4 +47,33 @@ func Run(t testing.TB, cfg kafkaq.ConsumerConfig, h kafkaq.Handler) (*kafkaq.Con
 	}
 	t.Cleanup(stop)
 	return c, stop
+}
+
+// Committed returns group's committed offset per partition of topic's first
+// partitions (none before the group exists). It may run inside Eventually,
+// so it never fails t: what goes wrong is logged and reads as no offsets.
+func Committed(t testing.TB, brokers []string, group, topic string, partitions int32) map[int32]int64 {
+	t.Helper()
+	out := map[int32]int64{}
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaq.ConsumerGroupConfig())
+	if err != nil {
+		t.Logf("kafka admin: %v", err)
+		return out
+	}
+	defer admin.Close()
+	ps := make([]int32, partitions)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+	if err != nil {
+		if !errors.Is(err, sarama.ErrGroupIDNotFound) {
+			t.Logf("list offsets: %v", err)
+		}
+		return out
+	}
+	for p, b := range resp.Blocks[topic] {
+		out[p] = b.Offset
+	}
+	return out
 }
