@@ -51,12 +51,20 @@ type RoomReport struct {
 	// those refused (sold out mostly).
 	Bought     int64            `json:"bought"`
 	BuyRefused map[string]int64 `json:"buy_refused"`
+	// BuyRetries are buys sent again after a 5xx or no answer, with the
+	// same Idempotency-Key and the same pass (as a page would).
+	BuyRetries int64 `json:"buy_retries"`
 	// Bots: buys without a pass, with a forged one, with a stolen one (an
 	// admitted shopper's pass, sent with the bot's token), and the owner's
 	// reuse of a used pass; every one must be 403 not_admitted.
 	BotTries    map[string]int64 `json:"bot_tries"`
 	BotAnswers  map[string]int64 `json:"bot_answers"`
 	BotAccepted int64            `json:"bot_accepted"`
+	// BotOrders are the orders of the voucher in the bots' own order
+	// lists at the end (GET /api/v1/orders as each bot); BotListsRead how
+	// many of the lists could be read.
+	BotOrders    int `json:"bot_orders"`
+	BotListsRead int `json:"bot_lists_read"`
 	// Sockets watched places live: frames they got, the push delay of the
 	// pass (admission step to frame, Redis time), the shortest gap between
 	// two frames to one socket as they arrived, and FrameBunchMS, the most
@@ -260,7 +268,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			heap.Push(h, s)
 		}
 	}
-	var polls, bought atomic.Int64
+	var polls, bought, retries atomic.Int64
 	closed := atomic.Bool{}
 	poll := func(s *roomShopper) {
 		auth := map[string]string{"Authorization": "Bearer " + s.token}
@@ -279,7 +287,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 		case waitroom.StateWaiting:
 			wait := time.Duration(float64(q.Position) / float64(cfg.RoomRate) * 0.8 * float64(time.Second))
 			mu.Lock()
-			s.due = time.Now().Add(min(max(wait, 300*time.Millisecond), 20*time.Second))
+			s.due = time.Now().Add(min(max(wait, 300*time.Millisecond), maxPollGap))
 			heap.Push(h, s)
 			mu.Unlock()
 		case waitroom.StateAdmitted:
@@ -288,7 +296,24 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			}
 			key := "room-" + strconv.FormatInt(s.id, 36)
 			hdr := map[string]string{"Authorization": "Bearer " + s.token, "Seckill-Pass": *q.Pass, "Idempotency-Key": key}
-			status, body, err := api.raw(run, http.MethodPost, buyPath, hdr, map[string]any{"quantity": 1})
+			var status int
+			var body []byte
+			var err error
+			// A buy with no answer or a 5xx is sent again as it was: the
+			// same key replays an order already taken, and the room takes
+			// the same pass again with the same key.
+			for try := range buyTries {
+				if try > 0 {
+					retries.Add(1)
+					if sleep(run, time.Duration(try)*200*time.Millisecond) != nil {
+						break
+					}
+				}
+				status, body, err = api.raw(run, http.MethodPost, buyPath, hdr, map[string]any{"quantity": 1})
+				if err == nil && status < 500 {
+					break
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -337,7 +362,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	var bots sync.WaitGroup
 	for b := range cfg.RoomBots {
 		bots.Go(func() {
-			id := cfg.FirstUserID + int64(cfg.Room) + int64(b)
+			id := botID(cfg, b)
 			tok, err := mintToken(api.secret, id, exp)
 			if err != nil {
 				return
@@ -387,7 +412,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	stop()
 	bots.Wait()
 	sampler.Wait()
-	rep.Polls, rep.Bought = polls.Load(), bought.Load()
+	rep.Polls, rep.Bought, rep.BuyRetries = polls.Load(), bought.Load(), retries.Load()
 
 	mu.Lock()
 	rate := admissionRate(samples, cfg.Stock, cfg.RoomRate)
@@ -519,8 +544,30 @@ func roomChecks(ctx context.Context, api *apiClient, rep *RoomReport, vid string
 		}
 	}
 	add("per-user limit held", over == 0, fmt.Sprintf("%d buyers over the limit of %d", over, cfg.PerUserLimit))
+	// The bots' own order lists hold nothing of the voucher: not a
+	// reservation, not a failed order.
+	for b := range cfg.RoomBots {
+		tok, err := mintToken(api.secret, botID(cfg, b), time.Now().Add(time.Hour))
+		if err != nil {
+			continue
+		}
+		var list []apiOrder
+		if api.do(ctx, "orders", http.MethodGet, "/api/v1/orders", "Bearer "+tok, nil, &list) == nil {
+			rep.BotListsRead++
+			for _, o := range list {
+				if o.VoucherID == vid {
+					rep.BotOrders++
+				}
+			}
+		}
+	}
+	add("the bots' order lists are empty", rep.BotListsRead == cfg.RoomBots && rep.BotOrders == 0,
+		fmt.Sprintf("%d orders in %d of %d bots' lists read", rep.BotOrders, rep.BotListsRead, cfg.RoomBots))
 	return checks
 }
+
+// botID is the user id of bot b: after every shopper's.
+func botID(cfg Config, b int) int64 { return cfg.FirstUserID + int64(cfg.Room) + int64(b) }
 
 func sum(m map[string]int64) int64 {
 	var n int64
@@ -543,8 +590,8 @@ func writeRoomReport(w io.Writer, cfg Config, rep RoomReport) {
 	if rep.AdmitNote != "" {
 		fmt.Fprintf(w, " (a figure, not checked: %s)", rep.AdmitNote)
 	}
-	fmt.Fprintf(w, "\n%d place reads by shoppers without a socket; %d bought with a pass, refused %v\n",
-		rep.Polls, rep.Bought, rep.BuyRefused)
+	fmt.Fprintf(w, "\n%d place reads by shoppers without a socket; %d bought with a pass (%d buys sent again after a 5xx or no answer), refused %v\n",
+		rep.Polls, rep.Bought, rep.BuyRetries, rep.BuyRefused)
 	fmt.Fprintf(w, "push: %d sockets got %d queue frames (shortest gap %.0f ms as they arrived, runs at most %.0f ms sooner than one a second); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server: age of the latest line move a frame tells, when it is handed to the socket); gateway: %.0f line moves read, %.0f frames written\n",
 		rep.Sockets, rep.SocketFrames, rep.MinFrameGapMS, rep.FrameBunchMS, rep.AdmittedPush.P50MS, rep.AdmittedPush.P99MS, rep.AdmittedPush.MaxMS,
 		rep.PlacePushP50MS, rep.PlacePushP99MS, rep.Moves, rep.Frames)

@@ -177,3 +177,11 @@ func frameBunch(frames []roomFrame, gap time.Duration) time.Duration {
 	}
 	return worst
 }
+
+// A shopper without a socket reads its place again when its estimated
+// wait says so (80% of it, to be early), but at least every maxPollGap, as
+// a page would; a buy gets buyTries tries in all.
+const (
+	maxPollGap = time.Minute
+	buyTries   = 3
+)
