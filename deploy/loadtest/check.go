@@ -1,5 +1,9 @@
 package loadtest
 
+// The checks after a run: waiting until every accepted order is persisted,
+// then the invariants in one list, each a few lines, read top to bottom;
+// split, the list would no longer show every rule in one place.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,9 @@
 package loadtest
 
+// A sale's configuration: Config, its defaults, its checks and its flags.
+// The file is long by the number of knobs (a field, a check and a flag
+// each), not by logic, and a reader looks one knob up at a time.
+
 import (
 	"errors"
 	"flag"
