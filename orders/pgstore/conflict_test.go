@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders/pgstore"
@@ -19,17 +20,8 @@ import (
 func TestDeadlockedBuyIsRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := stack.NewDatabase(t)
-	s := pgstore.New(pool)
-	now := time.Now().UTC()
-	v, err := s.CreateVoucher(ctx, seckill.Voucher{
-		Title: "contended", Kind: seckill.KindLimit, PriceCents: 100, StockTotal: 10, PerUserLimit: 5,
-		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, nil)
-	require.NoError(t, err)
 	const user = 77
-	_, err = pool.Exec(ctx, `INSERT INTO voucher_buyers (voucher_id, user_id, quantity) VALUES ($1, $2, 0)`, v.ID, user)
-	require.NoError(t, err)
+	pool, s, v := contended(t, seckill.KindLimit, 5, user)
 	deadlocks := func() int64 {
 		var n int64
 		require.NoError(t, pool.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
@@ -85,17 +77,8 @@ func TestDeadlockedBuyIsRetried(t *testing.T) {
 func TestEndlessDeadlocksAreUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := stack.NewDatabase(t)
-	s := pgstore.New(pool)
-	now := time.Now().UTC()
-	v, err := s.CreateVoucher(ctx, seckill.Voucher{
-		Title: "contended", Kind: seckill.KindCommon, PriceCents: 100, StockTotal: 10, PerUserLimit: 1,
-		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, nil)
-	require.NoError(t, err)
 	const user = 78
-	_, err = pool.Exec(ctx, `INSERT INTO voucher_buyers (voucher_id, user_id, quantity) VALUES ($1, $2, 0)`, v.ID, user)
-	require.NoError(t, err)
+	pool, s, v := contended(t, seckill.KindCommon, 1, user)
 
 	other, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -137,4 +120,23 @@ func TestEndlessDeadlocksAreUnavailable(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// contended returns a store on a database of its own with a voucher on sale
+// of kind and limit, and user's buyer row already there (quantity 0), so
+// that another transaction can lock that row before a buy asks for it.
+func contended(t *testing.T, kind seckill.Kind, limit, user int64) (*pgxpool.Pool, *pgstore.Store, seckill.Voucher) {
+	t.Helper()
+	ctx := context.Background()
+	pool := stack.NewDatabase(t)
+	s := pgstore.New(pool)
+	now := time.Now().UTC()
+	v, err := s.CreateVoucher(ctx, seckill.Voucher{
+		Title: "contended", Kind: kind, PriceCents: 100, StockTotal: 10, PerUserLimit: limit,
+		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+	}, nil)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO voucher_buyers (voucher_id, user_id, quantity) VALUES ($1, $2, 0)`, v.ID, user)
+	require.NoError(t, err)
+	return pool, s, v
 }
