@@ -169,50 +169,56 @@ func TestServerClockIsFollowed(t *testing.T) {
 	}
 }
 
-func TestOversellIsNamed(t *testing.T) {
+// A sale that breaks a rule fails the run, and the report names the broken
+// check and says what went wrong; each case breaks one rule only.
+func TestBrokenRuleIsNamed(t *testing.T) {
 	t.Parallel()
-	cfg, _ := sale(t, oversell, 0)
-	rep, out, err := run(t, cfg)
-	require.Error(t, err)
-	require.Contains(t, failedChecks(t, err), loadtest.CheckNoOversell)
-	require.Contains(t, err.Error(), "oversold")
-	require.Greater(t, rep.Sold, cfg.Stock)
-	require.False(t, rep.Passed)
-	require.Contains(t, out, "FAIL")
-}
-
-func TestDoubledOrderIsNamed(t *testing.T) {
-	t.Parallel()
-	cfg, _ := sale(t, doubleOrder, 0)
-	cfg.Stock = 10_000 // no sell-out, so only the doubling is wrong
-	cfg.PerUserLimit = 100
-	_, _, err := run(t, cfg)
-	require.Error(t, err)
-	failed := failedChecks(t, err)
-	require.Contains(t, failed, loadtest.CheckExactlyOnce)
-	require.NotContains(t, failed, loadtest.CheckNoOversell)
-	require.Contains(t, err.Error(), "that no 202 announced")
-}
-
-func TestBrokenLimitIsNamed(t *testing.T) {
-	t.Parallel()
-	cfg, _ := sale(t, ignoreLimit, 0)
-	cfg.Stock, cfg.PerUserLimit, cfg.ReplayShare = 10_000, 1, 0
-	_, _, err := run(t, cfg)
-	require.Error(t, err)
-	require.Equal(t, []string{loadtest.CheckPerUserLimit}, failedChecks(t, err))
-	require.Contains(t, err.Error(), "limit 1")
-}
-
-func TestForgottenReplayIsNamed(t *testing.T) {
-	t.Parallel()
-	cfg, _ := sale(t, forgetReplay, 0)
-	cfg.Stock, cfg.PerUserLimit, cfg.ReplayShare = 10_000, 10, 0.5
-	cfg.Quantities = loadtest.QuantityMix{{Quantity: 1, Weight: 1}}
-	_, _, err := run(t, cfg)
-	require.Error(t, err)
-	require.Contains(t, failedChecks(t, err), loadtest.CheckReplays)
-	require.Contains(t, err.Error(), "Idempotency-Key")
+	for _, tc := range []struct {
+		name  string
+		fault fault
+		tune  func(*loadtest.Config)
+		check string   // the check that must fail
+		only  bool     // and no other
+		not   []string // checks that must pass
+		says  string   // in the error
+	}{
+		{name: "oversell", fault: oversell, check: loadtest.CheckNoOversell, says: "oversold"},
+		{name: "doubled order", fault: doubleOrder, tune: func(c *loadtest.Config) {
+			c.Stock = 10_000 // no sell-out, so only the doubling is wrong
+			c.PerUserLimit = 100
+		}, check: loadtest.CheckExactlyOnce, not: []string{loadtest.CheckNoOversell}, says: "that no 202 announced"},
+		{name: "broken limit", fault: ignoreLimit, tune: func(c *loadtest.Config) {
+			c.Stock, c.PerUserLimit, c.ReplayShare = 10_000, 1, 0
+		}, check: loadtest.CheckPerUserLimit, only: true, says: "limit 1"},
+		{name: "forgotten replay", fault: forgetReplay, tune: func(c *loadtest.Config) {
+			c.Stock, c.PerUserLimit, c.ReplayShare = 10_000, 10, 0.5
+			c.Quantities = loadtest.QuantityMix{{Quantity: 1, Weight: 1}}
+		}, check: loadtest.CheckReplays, says: "Idempotency-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, _ := sale(t, tc.fault, 0)
+			if tc.tune != nil {
+				tc.tune(&cfg)
+			}
+			rep, out, err := run(t, cfg)
+			require.Error(t, err)
+			failed := failedChecks(t, err)
+			if tc.only {
+				require.Equal(t, []string{tc.check}, failed)
+			}
+			require.Contains(t, failed, tc.check)
+			for _, c := range tc.not {
+				require.NotContains(t, failed, c)
+			}
+			require.Contains(t, err.Error(), tc.says)
+			require.False(t, rep.Passed)
+			require.Contains(t, out, "FAIL")
+			if tc.fault == oversell {
+				require.Greater(t, rep.Sold, cfg.Stock)
+			}
+		})
+	}
 }
 
 func TestWrongAdminTokenStopsTheRun(t *testing.T) {
