@@ -59,6 +59,10 @@ func describeJSONError(err error) string {
 		}
 		return fmt.Sprintf("field %q must be %s", truncate(typ.Field, 64), jsonKind(typ.Type))
 	}
+	// encoding/json reports an unknown field (DisallowUnknownFields) with a
+	// plain error, no type to match, so its text is the only place the
+	// field's name is; a decoder that words it otherwise falls to the
+	// generic sentence below.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return "unknown field " + truncate(name, 66)
 	}
