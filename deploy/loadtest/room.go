@@ -392,6 +392,9 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 					}
 				}
 				status, body, err := api.raw(run, http.MethodPost, buyPath, hdr, map[string]any{"quantity": 1})
+				if err != nil && run.Err() != nil {
+					return // cut by the end of the run, not answered by the system
+				}
 				mu.Lock()
 				rep.BotTries[kind]++
 				switch {
