@@ -171,3 +171,37 @@ func mustNoneUnsigned(t *testing.T, claims jwt.MapClaims) string {
 	require.NoError(t, err)
 	return s + "."
 }
+
+// The fast path must vouch for Issue's own tokens (else it is dead code and
+// every cold token pays the library), and leave the rest to the library.
+func TestFastVerifyTakesIssuedTokens(t *testing.T) {
+	t.Parallel()
+	tk := newTestTokens(t)
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	tk.now = func() time.Time { return now }
+	token, exp, err := tk.Issue(42)
+	require.NoError(t, err)
+
+	id, gotExp, ok := tk.fast.verify(token, now)
+	require.True(t, ok, "Issue's token")
+	require.Equal(t, int64(42), id)
+	require.True(t, exp.Equal(gotExp), "exp %v, want %v", gotExp, exp)
+
+	_, _, ok = tk.fast.verify(token, exp.Add(Leeway))
+	require.False(t, ok, "expired past the leeway")
+	_, _, ok = tk.fast.verify(token, now.Add(-time.Hour))
+	require.False(t, ok, "issued in the future past the leeway")
+	last := token[len(token)-1]
+	_, _, ok = tk.fast.verify(token[:len(token)-1]+string(last^1), now)
+	require.False(t, ok, "signature changed")
+	other, err := NewTokens([]byte("another-secret-of-32-bytes-or-more!!"), time.Hour)
+	require.NoError(t, err)
+	_, _, ok = other.fast.verify(token, now)
+	require.False(t, ok, "signed with another secret")
+
+	// Refusals keep the library's words.
+	tk.now = func() time.Time { return exp.Add(time.Hour) }
+	_, err = tk.Verify(token)
+	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorContains(t, err, "expired")
+}
