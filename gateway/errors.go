@@ -194,7 +194,7 @@ func (s *Server) writeError(c *fiber.Ctx, err error) {
 	if e.row.status == fiber.StatusUnauthorized {
 		c.Set(fiber.HeaderWWWAuthenticate, "Bearer") // RFC 6750
 	}
-	if jerr := c.Status(e.row.status).JSON(e.body()); jerr != nil {
+	if jerr := writeErrorBody(c, e); jerr != nil {
 		// Marshalling two strings cannot fail; if it ever does, the status
 		// still tells the truth.
 		s.log.LogAttrs(c.UserContext(), slog.LevelError, "write error body", slog.String("error", jerr.Error()))

@@ -3,10 +3,14 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"testing"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashsale/seckill/seckill"
 )
 
 // FuzzBuyRequest throws arbitrary ids, keys and bodies at the buying route,
@@ -88,4 +92,45 @@ func checkErrorBody(t *testing.T, raw []byte) {
 	if e.Error.Code == "internal" {
 		t.Fatalf("a client's input produced a 500: %s", raw)
 	}
+}
+
+// FuzzBuyBody: the hand-read buy body (decodeBuy) gives exactly
+// encoding/json's verdict (decodeJSON): the same values when both accept,
+// the same refusal when either refuses, whatever the body and Content-Type.
+func FuzzBuyBody(f *testing.F) {
+	for _, body := range []string{
+		"", " \n", `{}`, `{"quantity":1}`, ` { "quantity" : -3 , "captcha_id":"a", "captcha_answer":"42" } `,
+		`{"quantity":1,"quantity":2}`, `{"quantity":null}`, `{"Quantity":1}`, `{"quantity":01}`, `{"quantity":1.0}`,
+		`{"quantity":123456789012345678}`, `{"quantity":9223372036854775808}`, `{"quantity":-0}`, `{"quantity":"1"}`,
+		`{"captcha_id":"\u0041"}`, `{"captcha_id":1}`, `{"x":1}`, `{"quantity":1}{}`, `{"quantity":1} x`, `[1]`, `null`,
+		`{"quantity":1,}`, `{,}`, "{\"captcha_id\":\"\xff\"}", "\v", "\u00a0{}",
+	} {
+		f.Add(body, "application/json")
+	}
+	f.Add(`{"quantity":1}`, "")
+	f.Add(`{"quantity":1}`, "text/plain")
+	f.Add(`{"quantity":1}`, "application/json; charset=utf-8")
+	app := fiber.New()
+	f.Fuzz(func(t *testing.T, body, contentType string) {
+		c := app.AcquireCtx(&fasthttp.RequestCtx{})
+		defer app.ReleaseCtx(c)
+		c.Request().Header.SetContentType(contentType)
+		c.Request().SetBodyString(body)
+		var fast, slow buyIn
+		fastErr := decodeBuy(c, &fast)
+		slowErr := decodeJSON(c, &slow, true)
+		if (fastErr == nil) != (slowErr == nil) || (fastErr != nil && fastErr.Error() != slowErr.Error()) {
+			t.Fatalf("body %q, Content-Type %q: hand-read says %v, encoding/json says %v", body, contentType, fastErr, slowErr)
+		}
+		if fastErr != nil {
+			if !errors.Is(fastErr, seckill.ErrInvalidInput) {
+				t.Fatalf("body %q: refusal %v is not invalid input", body, fastErr)
+			}
+			return
+		}
+		if (fast.Quantity == nil) != (slow.Quantity == nil) || (fast.Quantity != nil && *fast.Quantity != *slow.Quantity) ||
+			fast.CaptchaID != slow.CaptchaID || fast.CaptchaAnswer != slow.CaptchaAnswer {
+			t.Fatalf("body %q: hand-read %+v (quantity %v), encoding/json %+v (quantity %v)", body, fast, fast.Quantity, slow, slow.Quantity)
+		}
+	})
 }

@@ -339,7 +339,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 		return err
 	}
 	var in buyIn
-	if err := decodeJSON(c, &in, true); err != nil {
+	if err := decodeBuy(c, &in); err != nil {
 		return err
 	}
 	qty := int64(1)
@@ -369,7 +369,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusAccepted).JSON(purchaseOut{OrderID: idString(p.OrderID), Status: status})
+	return writePurchase(c, p.OrderID, status)
 }
 
 // --- orders

@@ -95,19 +95,21 @@ func jsonKind(t reflect.Type) string {
 
 // parseID reads a path id: the canonical decimal spelling of a positive
 // int64. It is checked before any store is touched.
+// The refusal is built only when needed: built up front it was two
+// allocations on every buy.
 func parseID(raw, what string) (int64, error) {
-	bad := invalid(what + " must be a positive decimal number")
+	bad := func() error { return invalid(what + " must be a positive decimal number") }
 	if raw == "" || len(raw) > 19 || raw[0] == '0' {
-		return 0, bad
+		return 0, bad()
 	}
 	for i := 0; i < len(raw); i++ {
 		if raw[i] < '0' || raw[i] > '9' {
-			return 0, bad
+			return 0, bad()
 		}
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, bad
+		return 0, bad()
 	}
 	return id, nil
 }
