@@ -153,47 +153,100 @@ func rate(r loadtest.Report, o loadtest.Outcome) float64 {
 	return float64(r.Outcomes[o]) / (r.ElapsedMS / 1000)
 }
 
+// row is one line of the target table.
+type row struct {
+	figure, measured, target, stretch string
+	met                               bool
+}
+
 func printTable(w io.Writer, o options, res results) {
 	acc, so := res.accepted, res.soldOut
 	accRate := rate(acc, loadtest.OutcomeAccepted)
 	soRate := so.RequestsPerSecond
-	verdict := func(ok bool) string {
-		if ok {
-			return "ok"
-		}
-		return "MISSED"
+	accShare, soShare := accRate/res.evalsha, soRate/res.trivial.RequestsPerSecond
+	accP99, soP99 := acc.Latency["all"].P99MS, so.Latency["all"].P99MS
+	d := acc.Persist.Delay
+	n5 := fiveXX(acc) + fiveXX(so)
+
+	rows := []row{
+		{"accepted reservations/s ÷ EVALSHA/s",
+			fmt.Sprintf("%.0f%% (%.0f/s of %.0f/s)", 100*accShare, accRate, res.evalsha),
+			pct(targetAcceptedShare), pct(stretchAcceptedShare), accShare >= targetAcceptedShare},
+		{"sold-out answers/s ÷ GET /healthz/s",
+			fmt.Sprintf("%.0f%% (%.0f/s of %.0f/s)", 100*soShare, soRate, res.trivial.RequestsPerSecond),
+			pct(targetSoldOutShare), pct(stretchSoldOutShare), soShare >= targetSoldOutShare},
+		{fmt.Sprintf("accepted p99, %d in flight", o.concurrency), fmt.Sprintf("%.1f ms", accP99),
+			fmt.Sprintf("≤ %.0f ms", targetP99MS), fmt.Sprintf("≤ %.0f ms", stretchP99MS), accP99 <= targetP99MS},
+		{fmt.Sprintf("sold-out p99, %d in flight", o.concurrency), fmt.Sprintf("%.1f ms", soP99),
+			fmt.Sprintf("≤ %.0f ms", targetP99MS), fmt.Sprintf("≤ %.0f ms", stretchP99MS), soP99 <= targetP99MS},
+		{"202 → created p99", fmt.Sprintf("%.0f ms (%d still reserved)", d.P99MS, acc.Persist.StillReserved),
+			fmt.Sprintf("≤ %.0f ms", targetPersistP99MS), "–", d.P99MS <= targetPersistP99MS && acc.Persist.StillReserved == 0},
 	}
-	fmt.Fprintf(w, "\nmake bench: %d-way concurrency; accepted run %d shoppers × 1, sold-out run %d × %d for 100 units\n\n",
+	cpu := row{figure: "gateway CPU per accepted buy", target: "reported",
+		stretch: fmt.Sprintf("≤ %s (half of %s)", fmtMicros(baselineGatewayCPUPerBuy/2), fmtMicros(baselineGatewayCPUPerBuy))}
+	if per, ok := res.cpu.perBuy(); ok {
+		cpu.measured, cpu.met = fmtMicros(per), true
+	} else {
+		cpu.measured = "not measured: " + res.cpuErr
+	}
+	rows = append(rows, cpu)
+	allocs := row{figure: "allocations per buy (BenchmarkHandlerBuy)", target: fmt.Sprintf("≤ %d", targetAllocsPerBuy), stretch: "–"}
+	if res.allocsErr == "" {
+		allocs.measured, allocs.met = strconv.Itoa(res.allocs), res.allocs <= targetAllocsPerBuy
+	} else {
+		allocs.measured = "not measured: " + res.allocsErr
+	}
+	rows = append(rows, allocs,
+		row{"5xx answers (both runs)", strconv.Itoa(n5), "0", "–", n5 == 0},
+		row{"invariants (both runs)", passed(acc, so), "all pass", "–", acc.Passed && so.Passed})
+
+	fmt.Fprintf(w, "\nmake bench: %d in flight; accepted run %d shoppers × 1, sold-out run %d × %d for 100 units\n\n",
 		o.concurrency, acc.Shoppers, so.Shoppers, so.Attempts)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tvalue\tceiling\tratio\ttarget\tverdict")
-	fmt.Fprintf(tw, "accepted reservations/s\t%.0f\t%.0f EVALSHA/s (redis-benchmark)\t%.0f%%\t≥ %.0f%%\t%s\n",
-		accRate, res.evalsha, 100*accRate/res.evalsha, 100*targetAcceptedShare, verdict(accRate >= targetAcceptedShare*res.evalsha))
-	fmt.Fprintf(tw, "sold-out answers/s\t%.0f\t%.0f GET /healthz/s\t%.0f%%\t≥ %.0f%%\t%s\n",
-		soRate, res.trivial.RequestsPerSecond, 100*soRate/res.trivial.RequestsPerSecond, 100*targetSoldOutShare,
-		verdict(soRate >= targetSoldOutShare*res.trivial.RequestsPerSecond))
-	for _, r := range []struct {
-		name string
-		rep  loadtest.Report
-	}{{"accepted run", acc}, {"sold-out run", so}} {
-		l := r.rep.Latency["all"]
-		fmt.Fprintf(tw, "%s p50 / p99 / max\t%.1f / %.1f / %.0f ms\t%.1f / %.1f ms (/healthz)\t\t≤ %.0f ms\t%s\n",
-			r.name, l.P50MS, l.P99MS, l.MaxMS, res.trivial.Latency.P50MS, res.trivial.Latency.P99MS, targetP99MS, verdict(l.P99MS <= targetP99MS))
+	fmt.Fprintln(tw, "figure\tmeasured\ttarget\tstretch\tverdict")
+	for _, r := range rows {
+		v := "MISSED"
+		if r.met {
+			v = "MET"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.figure, r.measured, r.target, r.stretch, v)
 	}
-	n5 := fiveXX(acc) + fiveXX(so)
-	fmt.Fprintf(tw, "5xx answers\t%d\t\t\t0\t%s\n", n5, verdict(n5 == 0))
-	d := acc.Persist.Delay
-	fmt.Fprintf(tw, "202 → created p50 / p99 / max\t%.0f / %.0f / %.0f ms\t\t\t≤ %.0f ms\t%s\n",
-		d.P50MS, d.P99MS, d.MaxMS, targetPersistP99MS, verdict(d.P99MS <= targetPersistP99MS && acc.Persist.StillReserved == 0))
-	fmt.Fprintf(tw, "invariants (both runs)\t%s\t\t\tall pass\t%s\n", passed(acc, so), verdict(acc.Passed && so.Passed))
 	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\nlatency p50 / p99 / max: accepted run %s, sold-out run %s, GET /healthz %.1f / %.1f / %.0f ms\n",
+		fmtLatency(acc.Latency["all"]), fmtLatency(so.Latency["all"]),
+		res.trivial.Latency.P50MS, res.trivial.Latency.P99MS, res.trivial.Latency.MaxMS)
+	fmt.Fprintf(w, "202 → created p50 / p99 / max: %.0f / %.0f / %.0f ms\n", d.P50MS, d.P99MS, d.MaxMS)
+	if res.cpu.accepted > 0 {
+		total := time.Duration(0)
+		for _, v := range res.cpu.byRole {
+			total += v
+		}
+		fmt.Fprintf(w, "CPU of the dev process during %s of the accepted run (%.0f accepted buys): gateway %s, worker %s, broker %s, total %s (%.2f cores)\n",
+			res.cpu.window, res.cpu.accepted, res.cpu.gateway().Round(time.Millisecond),
+			res.cpu.byRole["worker"].Round(time.Millisecond), res.cpu.byRole["broker"].Round(time.Millisecond),
+			total.Round(time.Millisecond), total.Seconds()/res.cpu.window.Seconds())
+	}
 	if res.worker != "" {
-		fmt.Fprintf(w, "\nworkers during the accepted run: %s\n", res.worker)
+		fmt.Fprintf(w, "workers during the accepted run: %s\n", res.worker)
 	}
 	if so.SoldOutAfterMS != nil {
-		fmt.Fprintf(w, "\nsold out %.0f ms after the opening; accepted run sent %d requests in %.1f s (%.0f/s overall)\n",
+		fmt.Fprintf(w, "sold out %.0f ms after the opening; accepted run sent %d requests in %.1f s (%.0f/s overall)\n",
 			*so.SoldOutAfterMS, acc.Sent, acc.ElapsedMS/1000, acc.RequestsPerSecond)
 	}
+	if len(o.env) > 0 {
+		fmt.Fprintf(w, "system under test run with: %s\n", strings.Join(o.env, " "))
+	}
+}
+
+func pct(f float64) string { return fmt.Sprintf("≥ %.0f%%", 100*f) }
+
+func fmtMicros(d time.Duration) string {
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
+
+func fmtLatency(l loadtest.LatencyStats) string {
+	return fmt.Sprintf("%.1f / %.1f / %.0f ms", l.P50MS, l.P99MS, l.MaxMS)
 }
 
 func passed(rs ...loadtest.Report) string {
