@@ -57,3 +57,15 @@ var QueueAdmit string
 //
 //go:embed queue_pass.lua
 var QueuePass string
+
+// MoveOut is move_out.lua: step 1 of moving stock between two buckets of a
+// voucher with several shards (debit the donor, record the move).
+//
+//go:embed move_out.lua
+var MoveOut string
+
+// MoveIn is move_in.lua: step 2 of a move (credit the receiving bucket at
+// most once).
+//
+//go:embed move_in.lua
+var MoveIn string

@@ -20,6 +20,7 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 		"reserve": lua.Reserve, "release": lua.Release, "snapshot": lua.Snapshot,
 		"warm": lua.Warm, "lease_renew": lua.LeaseRenew, "lease_release": lua.LeaseRelease,
 		"queue_join": lua.QueueJoin, "queue_admit": lua.QueueAdmit, "queue_pass": lua.QueuePass,
+		"move_out": lua.MoveOut, "move_in": lua.MoveIn,
 	} {
 		require.NotEmpty(t, src, name)
 		calls := call.FindAllStringSubmatch(src, -1)

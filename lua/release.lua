@@ -5,6 +5,8 @@
 -- KEYS[7] seckill:{vID}:released  zset: "orderID:userID:requestKey" by release time (ms)
 -- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending, ARGV[3] the order's userID,
 -- ARGV[4] the idempotency window in ms (0: keep tombstones and request keys for the sale's life)
+-- ARGV[5] "1" for a bucket of a voucher with several shards: meta's rels counts the
+-- releases, so a buyer deciding "sold out" over all buckets sees one it raced with
 -- (the caller reads it from the orders hash first, because the user's set must be
 -- named in KEYS; a mismatch is an error, never a release of someone else's set).
 --
@@ -52,6 +54,9 @@ if onSale then
   redis.call('HINCRBY', KEYS[1], 'stock', qty)
   redis.call('HINCRBY', KEYS[1], 'held', -qty)
   redis.call('HINCRBY', KEYS[1], 'holds', -1)
+  if ARGV[5] == '1' then
+    redis.call('HINCRBY', KEYS[1], 'rels', 1)
+  end
 end
 if redis.call('HINCRBY', KEYS[2], u, -qty) <= 0 then
   redis.call('HDEL', KEYS[2], u)

@@ -4,10 +4,12 @@
 -- written afresh by a rebuild), so no hash is walked however long the sale.
 --
 -- KEYS[1] meta   KEYS[2] pending
--- Returns {onSale (1|0), stock, total, held, holds, pending} where held is
--- the sum of the live holds' quantities, holds their count and pending the
--- number of holds no worker has confirmed yet.
+-- Returns {onSale (1|0), stock, total, held, holds, pending, out, in} where
+-- held is the sum of the live holds' quantities, holds their count, pending
+-- the number of holds no worker has confirmed yet, and out and in the stock
+-- moved out of and into this bucket (a voucher with several shards; 0 else).
 
-local meta = redis.call('HMGET', KEYS[1], 'stock', 'total', 'held', 'holds')
+local meta = redis.call('HMGET', KEYS[1], 'stock', 'total', 'held', 'holds', 'out', 'in')
 return {redis.call('EXISTS', KEYS[1]), tonumber(meta[1]) or 0, tonumber(meta[2]) or 0,
-  tonumber(meta[3]) or 0, tonumber(meta[4]) or 0, redis.call('ZCARD', KEYS[2])}
+  tonumber(meta[3]) or 0, tonumber(meta[4]) or 0, redis.call('ZCARD', KEYS[2]),
+  tonumber(meta[5]) or 0, tonumber(meta[6]) or 0}

@@ -3,7 +3,9 @@
 -- KEYS[1] seckill:{vID}:meta
 -- ARGV stock, total, begin_ms, end_ms, limit, price, expire_ms (when the sale's
 -- state expires: its end plus the grace period; meta expires then, and every
--- key reserve.lua writes with it)
+-- key reserve.lua writes with it), and for a bucket of a voucher with several
+-- shards the epoch (see transfer_in.lua): meta then also counts moves out and
+-- in and releases (out, in, rels).
 -- Returns 1 written, 0 already on sale with the same total, window, limit and
 -- price (a retried warm: the live stock is kept), -1 on sale with other values
 -- (refused: overwriting the stock of a voucher that is selling would oversell).
@@ -19,5 +21,8 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'total', ARGV[2], 'begin_ms', ARGV[3],
   'end_ms', ARGV[4], 'limit', ARGV[5], 'price', ARGV[6], 'held', 0, 'holds', 0, 'expire_ms', ARGV[7])
+if ARGV[8] then
+  redis.call('HSET', KEYS[1], 'out', 0, 'in', 0, 'rels', 0, 'epoch', ARGV[8])
+end
 redis.call('PEXPIREAT', KEYS[1], ARGV[7])
 return 1

@@ -92,17 +92,23 @@ func (s *Store) HealRequests(ctx context.Context, wait time.Duration) ([]int64, 
 	return ids, nil
 }
 
-// Missing returns the vouchers among ids that have no meta in Redis: not on
-// sale there (lost with Redis's data, wiped, expired, or taken off sale by a
-// repair). One pipelined round trip.
+// Missing returns the vouchers among ids that have no meta in Redis, in any
+// of their buckets: not on sale there (lost with Redis's data, wiped,
+// expired, or taken off sale by a repair). One pipelined round trip.
 func (s *Store) Missing(ctx context.Context, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	cmds := make([]*redis.IntCmd, len(ids))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	counts, err := s.shardCounts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	cmds := make([][]*redis.IntCmd, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.Exists(ctx, VoucherKeys(id).Meta)
+			for b := range counts[id] {
+				cmds[i] = append(cmds[i], p.Exists(ctx, BucketKeys(id, b).Meta))
+			}
 		}
 		return nil
 	})
@@ -110,9 +116,12 @@ func (s *Store) Missing(ctx context.Context, ids []int64) ([]int64, error) {
 		return nil, unavailable("missing", err)
 	}
 	var out []int64
-	for i, c := range cmds {
-		if c.Val() == 0 {
-			out = append(out, ids[i])
+	for i, list := range cmds {
+		for _, c := range list {
+			if c.Val() == 0 {
+				out = append(out, ids[i])
+				break
+			}
 		}
 	}
 	return out, nil

@@ -50,64 +50,85 @@ func holdEntry(r seckill.Reservation) string {
 }
 
 // StockLeft returns the live stock of each voucher that is on sale in Redis,
-// in one pipelined round trip. Vouchers that are not warmed are absent.
+// in one pipelined round trip (two the first time a voucher is asked for: its
+// bucket count). Vouchers that are not warmed are absent. For a voucher of
+// several buckets it is the sum of their stock and of the stock on its way
+// between them.
 func (s *Store) StockLeft(ctx context.Context, voucherIDs ...int64) (map[int64]int64, error) {
 	if len(voucherIDs) == 0 {
 		return map[int64]int64{}, nil
 	}
-	cmds := make([]*redis.StringCmd, len(voucherIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	counts, err := s.shardCounts(ctx, voucherIDs)
+	if err != nil {
+		return nil, err
+	}
+	cmds := make([][]*redis.SliceCmd, len(voucherIDs))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range voucherIDs {
-			cmds[i] = p.HGet(ctx, VoucherKeys(id).Meta, "stock")
+			for b := range counts[id] {
+				cmds[i] = append(cmds[i], p.HMGet(ctx, BucketKeys(id, b).Meta, "stock", "out", "in"))
+			}
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, unavailable("stock left", err)
 	}
 	left := make(map[int64]int64, len(voucherIDs))
-	for i, c := range cmds {
-		n, err := c.Int64()
-		if errors.Is(err, redis.Nil) {
-			continue
+	for i, id := range voucherIDs {
+		if cmds[i][0].Val()[0] == nil {
+			continue // bucket 0 has no meta: not on sale
 		}
-		if err != nil {
-			return nil, unavailable("stock left", err)
+		n := int64(0)
+		for _, c := range cmds[i] {
+			v := c.Val()
+			n += intOf(v[0]) + intOf(v[1]) - intOf(v[2])
 		}
-		left[voucherIDs[i]] = n
+		left[id] = n
 	}
 	return left, nil
 }
 
 // Hold finds the live hold of orderID among the given vouchers (the caller
 // does not know which voucher an order id belongs to) in one pipelined round
-// trip. A hold stays live after a worker persisted it, until it is released,
-// so a reader that checks PostgreSQL first and Redis second never misses an
-// order that is being persisted between the two reads.
+// trip over every bucket of them. A hold stays live after a worker persisted
+// it, until it is released, so a reader that checks PostgreSQL first and
+// Redis second never misses an order that is being persisted between the two
+// reads.
 func (s *Store) Hold(ctx context.Context, orderID int64, voucherIDs []int64) (seckill.Reservation, bool, error) {
 	if len(voucherIDs) == 0 {
 		return seckill.Reservation{}, false, nil
 	}
+	counts, err := s.shardCounts(ctx, voucherIDs)
+	if err != nil {
+		return seckill.Reservation{}, false, err
+	}
 	field := strconv.FormatInt(orderID, 10)
-	cmds := make([]*redis.StringCmd, len(voucherIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range voucherIDs {
-			cmds[i] = p.HGet(ctx, VoucherKeys(id).Orders, field)
+	type ask struct {
+		voucherID int64
+		cmd       *redis.StringCmd
+	}
+	var asks []ask
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range voucherIDs {
+			for b := range counts[id] {
+				asks = append(asks, ask{id, p.HGet(ctx, BucketKeys(id, b).Orders, field)})
+			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return seckill.Reservation{}, false, unavailable("hold", err)
 	}
-	for i, c := range cmds {
-		entry, err := c.Result()
+	for _, a := range asks {
+		entry, err := a.cmd.Result()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
 		if err != nil {
 			return seckill.Reservation{}, false, unavailable("hold", err)
 		}
-		h, live, err := parseHold(voucherIDs[i], orderID, entry)
+		h, live, err := parseHold(a.voucherID, orderID, entry)
 		if err != nil || live {
 			return h, live, err
 		}
@@ -117,16 +138,22 @@ func (s *Store) Hold(ctx context.Context, orderID int64, voucherIDs []int64) (se
 
 // UserHolds returns the live holds of one user among the given vouchers,
 // newest first (order ids are time-ordered), in two pipelined round trips.
-// Persisted holds are included (see Hold); callers that merge with
+// A user's holds of a voucher of several buckets are all in the user's home
+// bucket. Persisted holds are included (see Hold); callers that merge with
 // PostgreSQL let PostgreSQL's row win for an order id found in both.
 func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error) {
 	if len(voucherIDs) == 0 {
 		return nil, nil
 	}
+	counts, err := s.shardCounts(ctx, voucherIDs)
+	if err != nil {
+		return nil, err
+	}
+	home := func(id int64) Keys { return BucketKeys(id, homeBucket(userID, counts[id])) }
 	sets := make([]*redis.StringSliceCmd, len(voucherIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range voucherIDs {
-			sets[i] = p.SMembers(ctx, VoucherKeys(id).User(userID))
+			sets[i] = p.SMembers(ctx, home(id).User(userID))
 		}
 		return nil
 	})
@@ -149,7 +176,7 @@ func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64)
 	}
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, a := range asks {
-			a.cmd = p.HMGet(ctx, VoucherKeys(a.voucherID).Orders, a.orderIDs...)
+			a.cmd = p.HMGet(ctx, home(a.voucherID).Orders, a.orderIDs...)
 		}
 		return nil
 	})
@@ -202,7 +229,7 @@ func sortNewestFirst(rs []seckill.Reservation) {
 }
 
 // Confirm tells Redis that workers persisted these reservations: they leave
-// the pending set (and keep holding their stock), one ZREM per voucher, all in
+// the pending set (and keep holding their stock), one ZREM per bucket, all in
 // one pipelined round trip. Workers call it after their PostgreSQL commit; it
 // is idempotent, and a failed Confirm only leaves work for the reconciler,
 // which must find the order in PostgreSQL before it releases anything.
@@ -210,17 +237,26 @@ func (s *Store) Confirm(ctx context.Context, rs []seckill.Reservation) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	byVoucher := map[int64][]any{}
-	var order []int64
+	var ids []int64
 	for _, r := range rs {
-		if _, ok := byVoucher[r.VoucherID]; !ok {
-			order = append(order, r.VoucherID)
-		}
-		byVoucher[r.VoucherID] = append(byVoucher[r.VoucherID], r.OrderID)
+		ids = append(ids, r.VoucherID)
 	}
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, v := range order {
-			p.ZRem(ctx, VoucherKeys(v).Pending, byVoucher[v]...)
+	counts, err := s.shardCounts(ctx, ids)
+	if err != nil {
+		return err
+	}
+	byBucket := map[string][]any{}
+	var order []string
+	for _, r := range rs {
+		key := BucketKeys(r.VoucherID, homeBucket(r.UserID, counts[r.VoucherID])).Pending
+		if _, ok := byBucket[key]; !ok {
+			order = append(order, key)
+		}
+		byBucket[key] = append(byBucket[key], r.OrderID)
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, key := range order {
+			p.ZRem(ctx, key, byBucket[key]...)
 		}
 		return nil
 	})
@@ -230,15 +266,39 @@ func (s *Store) Confirm(ctx context.Context, rs []seckill.Reservation) error {
 	return nil
 }
 
-// Pending returns up to max holds of a voucher that no worker has confirmed
-// and that were reserved before reservedBefore, oldest first. Reservation
-// times are Redis server time (reserve.lua reads TIME), so compute
-// reservedBefore from Redis TIME too when hosts' clocks may disagree.
+// Pending returns up to max holds of a voucher (of all its buckets) that no
+// worker has confirmed and that were reserved before reservedBefore, oldest
+// first. Reservation times are Redis server time (reserve.lua reads TIME), so
+// compute reservedBefore from Redis TIME too when hosts' clocks may disagree.
 func (s *Store) Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("%w: max must be positive", seckill.ErrInvalidInput)
 	}
-	k := VoucherKeys(voucherID)
+	n, err := s.shardCount(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	var out []seckill.Reservation
+	for b := range n {
+		got, err := s.pendingIn(ctx, voucherID, BucketKeys(voucherID, b), reservedBefore, max)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	// Redis orders equal scores by member as text ("12" before "9"); the
+	// order ids say which came first within one millisecond.
+	slices.SortStableFunc(out, func(a, b seckill.Reservation) int {
+		return cmp.Or(a.ReservedAt.Compare(b.ReservedAt), cmp.Compare(a.OrderID, b.OrderID))
+	})
+	return out[:min(len(out), max)], nil
+}
+
+// pendingIn is Pending of one bucket, unsorted.
+func (s *Store) pendingIn(ctx context.Context, voucherID int64, k Keys, reservedBefore time.Time, max int) ([]seckill.Reservation, error) {
 	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
 		Key:     k.Pending,
 		Start:   "-inf",
@@ -256,14 +316,5 @@ func (s *Store) Pending(ctx context.Context, voucherID int64, reservedBefore tim
 	if err != nil {
 		return nil, unavailable("pending", err)
 	}
-	out, err := liveHolds(voucherID, ids, vals)
-	if err != nil {
-		return nil, err
-	}
-	// Redis orders equal scores by member as text ("12" before "9"); the
-	// order ids say which came first within one millisecond.
-	slices.SortStableFunc(out, func(a, b seckill.Reservation) int {
-		return cmp.Or(a.ReservedAt.Compare(b.ReservedAt), cmp.Compare(a.OrderID, b.OrderID))
-	})
-	return out, nil
+	return liveHolds(voucherID, ids, vals)
 }

@@ -2,12 +2,15 @@ package redisstock
 
 import "strconv"
 
-// Keys names every Redis key of one voucher. Build them with VoucherKeys and
-// nowhere else, so no key is spelled twice. All carry the hash tag {v<ID>}, so
-// one voucher lives in one Redis Cluster slot and a script or MULTI over its
-// keys is legal in a cluster.
+// Keys names every Redis key of one bucket of a voucher. Build them with
+// VoucherKeys or BucketKeys and nowhere else, so no key is spelled twice.
+// Bucket 0 carries the hash tag {v<ID>}, bucket b > 0 the tag {v<ID>.b}: each
+// bucket lives in one Redis Cluster slot, so a script or MULTI over one
+// bucket's keys is legal in a cluster, and the buckets of a voucher with
+// many shards spread over the cluster's masters (see README.md, "One hot
+// voucher over many Redis nodes").
 type Keys struct {
-	Meta    string // hash: stock, total, begin_ms, end_ms, limit, price
+	Meta    string // hash: stock, total, begin_ms, end_ms, limit, price (and out, in, rels, epoch when shards > 1)
 	Buyers  string // hash: userID -> quantity held or bought
 	Reqs    string // hash: "userID:requestKey" -> orderID
 	Orders  string // hash: orderID -> "userID:qty:reservedAtMs:requestKey", or "x" once released
@@ -16,15 +19,38 @@ type Keys struct {
 	// scored by the release's Redis time: release.lua forgets the
 	// tombstone and request key of those older than the idempotency window.
 	Released string
+	// Moves is the hash of this bucket's outgoing stock moves not yet known
+	// to be credited: transferID -> "toBucket:quantity:epoch". Only a
+	// voucher with more than one shard has it.
+	Moves string
+	// Credited is the set of move ids this bucket was credited with, so a
+	// move is credited at most once.
+	Credited string
 	// Heal is the lock of the healer rebuilding this voucher: a token with a
 	// lease. It is not state of the sale, so Unwarm and Rebuild leave it.
-	Heal   string
+	// It is bucket 0's (every bucket's Heal names the same key).
+	Heal string
+	// Shards holds the voucher's bucket count, in bucket 0's slot. It is
+	// outside the seckill:{v<ID>}: names on purpose: TakeOffSale leaves it,
+	// so release, repair and the reconciler still find every bucket.
+	Shards string
+	// Bucket is the bucket these keys are of.
+	Bucket int
 	prefix string
 }
 
-// VoucherKeys returns the keys of voucher id.
-func VoucherKeys(id int64) Keys {
-	p := "seckill:{v" + strconv.FormatInt(id, 10) + "}:"
+// VoucherKeys returns the keys of voucher id's first bucket (bucket 0: the
+// only one of a voucher with one shard).
+func VoucherKeys(id int64) Keys { return BucketKeys(id, 0) }
+
+// BucketKeys returns the keys of bucket b of voucher id.
+func BucketKeys(id int64, b int) Keys {
+	tag := "v" + strconv.FormatInt(id, 10)
+	p := "seckill:{" + tag
+	if b > 0 {
+		p += "." + strconv.Itoa(b)
+	}
+	p += "}:"
 	return Keys{
 		Meta:     p + "meta",
 		Buyers:   p + "buyers",
@@ -32,7 +58,11 @@ func VoucherKeys(id int64) Keys {
 		Orders:   p + "orders",
 		Pending:  p + "pending",
 		Released: p + "released",
-		Heal:     p + "heal",
+		Moves:    p + "moves",
+		Credited: p + "credited",
+		Heal:     "seckill:{" + tag + "}:heal",
+		Shards:   "seckill:shards:{" + tag + "}",
+		Bucket:   b,
 		prefix:   p,
 	}
 }
@@ -57,8 +87,8 @@ func (k Keys) releaseScript(userID int64) []string {
 	return append(k.script(userID), k.Released)
 }
 
-// fixed is every key of the voucher's sale except the per-user sets (and
-// the heal lock, which is not state of the sale).
+// fixed is every key of the bucket's sale except the per-user sets (and
+// the heal lock and the shard count, which outlive a rebuild).
 func (k Keys) fixed() []string {
-	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released}
+	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released, k.Moves, k.Credited}
 }

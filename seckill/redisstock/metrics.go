@@ -14,11 +14,12 @@ const (
 	scriptRelease
 	scriptWarm
 	scriptSnapshot
+	scriptMove
 	numScripts
 )
 
 // scriptNames are the values of the script label, by script.
-var scriptNames = [numScripts]string{"reserve", "release", "warm", "snapshot"}
+var scriptNames = [numScripts]string{"reserve", "release", "warm", "snapshot", "move"}
 
 // Metrics are the Redis stock's collectors: one histogram of script round
 // trips, seckill_redis_script_duration_seconds{script}, whose children are

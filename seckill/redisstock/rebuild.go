@@ -53,24 +53,88 @@ const rebuildChunk = 1000
 // sale. t must balance: StockLeft plus the quantities of Holds and InFlight is
 // StockTotal (ErrInvalidInput otherwise); ErrConflict when the voucher kept
 // changing under every attempt.
+//
+// A voucher of K = t.Voucher.ShardCount() > 1 buckets is rebuilt bucket by
+// bucket (a transaction cannot span two slots): each hold, tombstone and
+// request key goes to its user's home bucket, the stock left is split evenly,
+// and each bucket's total is its stock plus its holds. Buckets are written
+// from the last to bucket 0, each under its own WATCH; the fence is checked
+// before each, and watched with bucket 0 (the heal lock's slot). Every bucket
+// gets a new epoch, so a move begun before the rebuild can never be credited
+// after it.
 func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	k := VoucherKeys(t.Voucher.ID)
+	n := t.Voucher.ShardCount()
+	expire := s.expireAt(t.Voucher)
+	shards := VoucherKeys(t.Voucher.ID).Shards
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, shards, n, 0)
+		p.PExpireAt(ctx, shards, expire)
+		return nil
+	})
+	if err != nil {
+		return unavailable("rebuild", err)
+	}
+	s.shards.Store(t.Voucher.ID, n)
+	if n == 1 {
+		return s.rebuildBucket(ctx, VoucherKeys(t.Voucher.ID), t, nil)
+	}
+	parts := t.buckets(n)
+	extra := []any{"out", 0, "in", 0, "rels", 0, "epoch", "r" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	for b := n - 1; b >= 0; b-- {
+		if err := s.rebuildBucket(ctx, BucketKeys(t.Voucher.ID, b), parts[b], extra); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buckets splits t over n buckets: the orders by their user's home bucket,
+// the stock left evenly; each bucket's total is its stock plus its holds.
+func (t Truth) buckets(n int) []Truth {
+	lefts := split(t.Voucher.StockLeft, n)
+	out := make([]Truth, n)
+	for b := range out {
+		out[b] = Truth{Voucher: t.Voucher, Fence: t.Fence}
+		out[b].Voucher.StockLeft, out[b].Voucher.StockTotal = lefts[b], lefts[b]
+	}
+	for _, r := range t.Holds {
+		p := &out[homeBucket(r.UserID, n)]
+		p.Holds = append(p.Holds, r)
+		p.Voucher.StockTotal += r.Quantity
+	}
+	for _, r := range t.InFlight {
+		p := &out[homeBucket(r.UserID, n)]
+		p.InFlight = append(p.InFlight, r)
+		p.Voucher.StockTotal += r.Quantity
+	}
+	for _, r := range t.Released {
+		p := &out[homeBucket(r.UserID, n)]
+		p.Released = append(p.Released, r)
+	}
+	return out
+}
+
+// rebuildBucket replaces one bucket's keys with t (already checked), in one
+// MULTI/EXEC under WATCH; extra are more meta fields.
+func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any) error {
 	watched := k.fixed()
-	if t.Fence != "" {
+	fenceWatched := t.Fence != "" && k.Bucket == 0
+	if fenceWatched {
 		watched = append(watched, k.Heal)
 	}
 	for range rebuildAttempts {
+		if t.Fence != "" && !fenceWatched {
+			if err := s.checkFence(ctx, s.rdb, k, t.Fence); err != nil {
+				return err
+			}
+		}
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			if t.Fence != "" {
-				cur, err := tx.Get(ctx, k.Heal).Result()
-				if err != nil && !errors.Is(err, redis.Nil) {
-					return unavailable("rebuild fence", err)
-				}
-				if cur != t.Fence {
-					return errFenceLost
+			if fenceWatched {
+				if err := s.checkFence(ctx, tx, k, t.Fence); err != nil {
+					return err
 				}
 			}
 			old, err := s.allKeys(ctx, tx, k)
@@ -78,7 +142,7 @@ func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 				return err
 			}
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				writeTruth(ctx, p, k, t, old, s.expireAt(t.Voucher))
+				writeTruth(ctx, p, k, t, old, s.expireAt(t.Voucher), extra)
 				return nil
 			})
 			return err
@@ -96,6 +160,18 @@ func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 	}
 	return fmt.Errorf("%w: voucher %d changed under %d rebuild attempts; take it off sale first",
 		seckill.ErrConflict, t.Voucher.ID, rebuildAttempts)
+}
+
+// checkFence returns errFenceLost unless the heal lock still holds fence.
+func (s *Store) checkFence(ctx context.Context, c redis.Cmdable, k Keys, fence string) error {
+	cur, err := c.Get(ctx, k.Heal).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable("rebuild fence", err)
+	}
+	if cur != fence {
+		return errFenceLost
+	}
+	return nil
 }
 
 // check validates t before anything is written.
@@ -136,7 +212,7 @@ func (t Truth) check() error {
 // expire, like the keys the scripts write. Released orders enter the recent
 // releases as of now, so their tombstones and request keys are forgotten one
 // idempotency window after the rebuild.
-func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []string, expire time.Time) {
+func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []string, expire time.Time, extra []any) {
 	p.Unlink(ctx, old...)
 	now := time.Now()
 	var orders, reqs []any
@@ -211,6 +287,9 @@ func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []s
 		"begin_ms", t.Voucher.BeginAt.UnixMilli(), "end_ms", t.Voucher.EndAt.UnixMilli(),
 		"limit", t.Voucher.PerUserLimit, "price", t.Voucher.PriceCents,
 		"held", held, "holds", holds, "expire_ms", expire.UnixMilli())
+	if len(extra) > 0 {
+		p.HSet(ctx, k.Meta, extra...)
+	}
 	for _, key := range k.fixed() {
 		p.PExpireAt(ctx, key, expire) // a key not written stays absent: PEXPIREAT does nothing
 	}

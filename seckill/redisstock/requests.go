@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Request names an accepted Idempotency-Key of one voucher: the user who
@@ -28,48 +30,78 @@ func (s *Store) RequestKnown(ctx context.Context, voucherID int64, r Request) (b
 	if r.Key == "" {
 		return false, nil
 	}
-	known, err := s.rdb.HExists(ctx, VoucherKeys(voucherID).Reqs, r.reqField()).Result()
+	n, err := s.shardCount(ctx, voucherID)
+	if err != nil {
+		return false, err
+	}
+	known, err := s.rdb.HExists(ctx, BucketKeys(voucherID, homeBucket(r.UserID, n)).Reqs, r.reqField()).Result()
 	if err != nil {
 		return false, unavailable("request known", err)
 	}
 	return known, nil
 }
 
-// RequestKeys returns every accepted request of a voucher with its first
-// order, for a gateway that answers replays of a sold-out voucher from
-// memory. complete is false (and the map nil) when the voucher has more than
-// max of them: the caller then leaves replays to reserve.lua.
+// RequestKeys returns every accepted request of a voucher (of every bucket)
+// with its first order, for a gateway that answers replays of a sold-out
+// voucher from memory. complete is false (and the map nil) when the voucher
+// has more than max of them: the caller then leaves replays to reserve.lua.
 func (s *Store) RequestKeys(ctx context.Context, voucherID int64, max int) (_ map[Request]int64, complete bool, err error) {
-	key := VoucherKeys(voucherID).Reqs
-	n, err := s.rdb.HLen(ctx, key).Result()
+	n, err := s.shardCount(ctx, voucherID)
+	if err != nil {
+		return nil, false, err
+	}
+	lens := make([]*redis.IntCmd, n)
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range n {
+			lens[b] = p.HLen(ctx, BucketKeys(voucherID, b).Reqs)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, false, unavailable("request keys", err)
 	}
-	if n > int64(max) {
+	total := int64(0)
+	for _, c := range lens {
+		total += c.Val()
+	}
+	if total > int64(max) {
 		return nil, false, nil
 	}
-	all, err := s.rdb.HGetAll(ctx, key).Result()
-	if err != nil {
-		return nil, false, unavailable("request keys", err)
-	}
-	out := make(map[Request]int64, len(all))
-	for field, v := range all {
-		user, k, ok := strings.Cut(field, ":")
-		uid, uerr := strconv.ParseInt(user, 10, 64)
-		id, ierr := strconv.ParseInt(v, 10, 64)
-		if !ok || uerr != nil || ierr != nil {
-			return nil, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", field, v, voucherID)
+	out := make(map[Request]int64, total)
+	for b := range n {
+		all, err := s.rdb.HGetAll(ctx, BucketKeys(voucherID, b).Reqs).Result()
+		if err != nil {
+			return nil, false, unavailable("request keys", err)
 		}
-		out[Request{UserID: uid, Key: k}] = id
+		for field, v := range all {
+			user, k, ok := strings.Cut(field, ":")
+			uid, uerr := strconv.ParseInt(user, 10, 64)
+			id, ierr := strconv.ParseInt(v, 10, 64)
+			if !ok || uerr != nil || ierr != nil {
+				return nil, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", field, v, voucherID)
+			}
+			out[Request{UserID: uid, Key: k}] = id
+		}
 	}
 	return out, true, nil
 }
 
-// TakeOffSale deletes the voucher's meta: reserve.lua answers "not on
-// sale" from then on, while the holds stay for a repair to read and
-// release.lua still gives stock back.
+// TakeOffSale deletes the voucher's meta, in every bucket: reserve.lua
+// answers "not on sale" from then on, while the holds stay for a repair to
+// read and release.lua still gives stock back. The bucket count stays, so
+// release, repair and the reconciler still find every bucket.
 func (s *Store) TakeOffSale(ctx context.Context, voucherID int64) error {
-	if err := s.rdb.Del(ctx, VoucherKeys(voucherID).Meta).Err(); err != nil {
+	n, err := s.shardCount(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range n {
+			p.Del(ctx, BucketKeys(voucherID, b).Meta)
+		}
+		return nil
+	})
+	if err != nil {
 		return unavailable("take off sale", err)
 	}
 	return nil

@@ -50,18 +50,29 @@ func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.Res
 	if err := r.Validate(); err != nil {
 		return seckill.ReserveResult{}, fmt.Errorf("reserve: %w", err)
 	}
-	k := VoucherKeys(r.VoucherID)
-	start := time.Now()
-	raw, err := s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
-	s.metrics.since(scriptReserve, start)
+	n, err := s.shardCount(ctx, r.VoucherID)
 	if err != nil {
-		return seckill.ReserveResult{}, unavailable("reserve", err)
+		return seckill.ReserveResult{}, err
 	}
-	code, orderID, left, err := reserveReply(raw)
+	if n > 1 {
+		return s.reserveSharded(ctx, r, n)
+	}
+	code, orderID, left, err := s.reserveIn(ctx, r, VoucherKeys(r.VoucherID))
 	if err != nil {
 		return seckill.ReserveResult{}, err
 	}
 	return reserveOutcome(r, code, orderID, left)
+}
+
+// reserveIn runs reserve.lua on one bucket.
+func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (code, orderID, left int64, err error) {
+	start := time.Now()
+	raw, err := s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
+	s.metrics.since(scriptReserve, start)
+	if err != nil {
+		return 0, 0, 0, unavailable("reserve", err)
+	}
+	return reserveReply(raw)
 }
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
@@ -133,7 +144,8 @@ func (s *Store) Release(ctx context.Context, voucherID, orderID int64, mode seck
 // round trips: release.lua must name the owner's per-user set in KEYS (a
 // script may touch only declared keys), so the owner is read first. That read
 // cannot go stale: an order id's entry only ever moves from live to "x", and
-// the script checks again.
+// the script checks again. The stock goes back to the bucket the hold was
+// taken from (the one whose orders hash has it).
 func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (ReleaseStatus, error) {
 	var m string
 	switch mode {
@@ -149,20 +161,24 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 	if voucherID <= 0 || orderID <= 0 {
 		return NothingReleased, fmt.Errorf("%w: release needs positive voucher and order ids", seckill.ErrInvalidInput)
 	}
-	k := VoucherKeys(voucherID)
-	entry, err := s.rdb.HGet(ctx, k.Orders, strconv.FormatInt(orderID, 10)).Result()
-	if errors.Is(err, redis.Nil) {
-		return NothingReleased, nil
-	}
+	shards, err := s.shardCount(ctx, voucherID)
 	if err != nil {
-		return NothingReleased, unavailable("release", err)
+		return NothingReleased, err
+	}
+	k, entry, found, err := s.findOrder(ctx, voucherID, shards, orderID)
+	if err != nil || !found {
+		return NothingReleased, err
 	}
 	h, live, err := parseHold(voucherID, orderID, entry)
 	if err != nil || !live {
 		return NothingReleased, err
 	}
+	counted := ""
+	if shards > 1 {
+		counted = "1"
+	}
 	start := time.Now()
-	n, err := s.release.Run(ctx, s.rdb, k.releaseScript(h.UserID), orderID, m, h.UserID, s.window.Milliseconds()).Int64()
+	n, err := s.release.Run(ctx, s.rdb, k.releaseScript(h.UserID), orderID, m, h.UserID, s.window.Milliseconds(), counted).Int64()
 	s.metrics.since(scriptRelease, start)
 	if err != nil {
 		return NothingReleased, unavailable("release", err)
@@ -175,4 +191,47 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 		return st, nil
 	}
 	return NothingReleased, fmt.Errorf("release.lua: unknown code %d", n)
+}
+
+// findOrder finds the bucket whose orders hash has orderID (one HGET per
+// bucket, pipelined) and its entry, a live one first.
+func (s *Store) findOrder(ctx context.Context, voucherID int64, n int, orderID int64) (Keys, string, bool, error) {
+	field := strconv.FormatInt(orderID, 10)
+	if n == 1 {
+		k := VoucherKeys(voucherID)
+		entry, err := s.rdb.HGet(ctx, k.Orders, field).Result()
+		if errors.Is(err, redis.Nil) {
+			return k, "", false, nil
+		}
+		if err != nil {
+			return k, "", false, unavailable("release", err)
+		}
+		return k, entry, true, nil
+	}
+	cmds := make([]*redis.StringCmd, n)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range n {
+			cmds[b] = p.HGet(ctx, BucketKeys(voucherID, b).Orders, field)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Keys{}, "", false, unavailable("release", err)
+	}
+	var k Keys
+	var entry string
+	found := false
+	for b, c := range cmds {
+		e, err := c.Result()
+		if err != nil {
+			continue
+		}
+		if !found || e != "x" {
+			k, entry, found = BucketKeys(voucherID, b), e, true
+		}
+		if e != "x" {
+			break
+		}
+	}
+	return k, entry, found, nil
 }

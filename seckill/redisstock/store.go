@@ -12,6 +12,12 @@
 //	seckill:{v42}:orders      hash  orderID -> "userID:qty:reservedAtMs:requestKey" | "x"
 //	seckill:{v42}:pending     zset  orderID by reservedAtMs, until a worker confirms it
 //	seckill:{v42}:user:<uid>  set   the user's live order ids
+//	seckill:shards:{v42}      string the voucher's bucket count
+//
+// A voucher created with shards K > 1 has K such sets of keys (buckets),
+// tagged {v42}, {v42.1} ... {v42.K-1}, each with its share of the stock; a
+// shopper buys in one bucket (shards.go and README.md, "One hot voucher over
+// many Redis nodes").
 //
 // A "live hold" is an orders entry that is not the tombstone "x": stock held
 // for an order that is reserved, persisted or paid and was never released.
@@ -20,6 +26,7 @@ package redisstock
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,8 +45,13 @@ type Store struct {
 	release  *redis.Script
 	snapshot *redis.Script
 	warm     *redis.Script
-	metrics  *Metrics
-	asks     healAsks
+	moveOut  *redis.Script
+	moveIn   *redis.Script
+	// shards caches each voucher's bucket count (int64 -> int), read from
+	// Keys.Shards once: a voucher's count never changes.
+	shards  sync.Map
+	metrics *Metrics
+	asks    healAsks
 	// grace is how long after a sale's end its keys live; window how long
 	// a released order's tombstone and request key are remembered.
 	grace, window time.Duration
@@ -62,6 +74,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		release:  redis.NewScript(lua.Release),
 		snapshot: redis.NewScript(lua.Snapshot),
 		warm:     redis.NewScript(lua.Warm),
+		moveOut:  redis.NewScript(lua.MoveOut),
+		moveIn:   redis.NewScript(lua.MoveIn),
 		grace:    DefaultStateGrace,
 		window:   DefaultIdempotencyWindow,
 	}

@@ -4,6 +4,7 @@ package redisstock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,36 +48,90 @@ func (s *Store) expireAt(v seckill.Voucher) time.Time { return v.EndAt.Add(s.gra
 // voucher again with the same total, window, limit and price does nothing and
 // keeps its live stock (a retried call is harmless); with different values it
 // returns ErrConflict, because overwriting a selling voucher's stock oversells.
+//
+// A voucher of v.ShardCount() = K > 1 buckets gets K meta hashes, the stock
+// and the total split evenly (the remainder to the first buckets). The bucket
+// count is written first (Keys.Shards), so every reader finds all buckets.
 func (s *Store) Warm(ctx context.Context, v seckill.Voucher) error {
 	if err := checkVoucher(v); err != nil {
 		return err
 	}
-	start := time.Now()
-	n, err := s.warm.Run(ctx, s.rdb, []string{VoucherKeys(v.ID).Meta}, s.metaArgs(v)...).Int64()
-	s.metrics.since(scriptWarm, start)
-	if err != nil {
-		return unavailable("warm", err)
+	n := v.ShardCount()
+	if err := s.claimShards(ctx, v.ID, n, s.expireAt(v)); err != nil {
+		return err
 	}
-	if n < 0 {
-		return fmt.Errorf("%w: voucher %d is already on sale in Redis with other values", seckill.ErrConflict, v.ID)
+	lefts, totals := split(v.StockLeft, n), split(v.StockTotal, n)
+	for b := range n {
+		bv := v
+		bv.StockLeft, bv.StockTotal = lefts[b], totals[b]
+		args := s.metaArgs(bv)
+		if n > 1 {
+			args = append(args, warmEpoch)
+		}
+		start := time.Now()
+		got, err := s.warm.Run(ctx, s.rdb, []string{BucketKeys(v.ID, b).Meta}, args...).Int64()
+		s.metrics.since(scriptWarm, start)
+		if err != nil {
+			return unavailable("warm", err)
+		}
+		if got < 0 {
+			return fmt.Errorf("%w: voucher %d is already on sale in Redis with other values", seckill.ErrConflict, v.ID)
+		}
 	}
 	return nil
 }
 
-// Unwarm takes a voucher off sale and forgets everything Redis knows about it
-// (holds, buyers, request keys, tombstones). It is for a voucher whose creation
-// failed after Warm, and for clearing a voucher before Rebuild. The meta hash
-// goes first, so no reservation can succeed while the rest is deleted.
-func (s *Store) Unwarm(ctx context.Context, voucherID int64) error {
-	k := VoucherKeys(voucherID)
-	if err := s.rdb.Unlink(ctx, k.Meta).Err(); err != nil {
-		return unavailable("unwarm", err)
+// warmEpoch is the epoch of buckets written by Warm (a rebuild writes a new
+// one, see move_in.lua). It is fixed, so a retried Warm that completes a
+// half-written voucher gives every bucket the same epoch.
+const warmEpoch = "w"
+
+// claimShards writes the voucher's bucket count unless it is there; a
+// different count there is ErrConflict.
+func (s *Store) claimShards(ctx context.Context, id int64, n int, expire time.Time) error {
+	key := VoucherKeys(id).Shards
+	err := s.rdb.SetArgs(ctx, key, n, redis.SetArgs{Mode: "NX", ExpireAt: expire}).Err()
+	if err == nil {
+		s.shards.Store(id, n)
+		return nil
 	}
-	keys, err := s.allKeys(ctx, s.rdb, k)
+	if !errors.Is(err, redis.Nil) {
+		return unavailable("warm", err)
+	}
+	cur, err := s.rdb.Get(ctx, key).Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable("warm", err)
+	}
+	if err == nil && cur != n {
+		return fmt.Errorf("%w: voucher %d is already on sale in Redis with %d shards, not %d", seckill.ErrConflict, id, cur, n)
+	}
+	s.shards.Store(id, n)
+	return nil
+}
+
+// Unwarm takes a voucher off sale and forgets everything Redis knows about it
+// (holds, buyers, request keys, tombstones, moves, in every bucket). It is for
+// a voucher whose creation failed after Warm, and for clearing a voucher
+// before Rebuild. The meta hashes go first, so no reservation can succeed
+// while the rest is deleted; the bucket count goes last.
+func (s *Store) Unwarm(ctx context.Context, voucherID int64) error {
+	n, err := s.shardCount(ctx, voucherID)
 	if err != nil {
 		return err
 	}
-	if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+	if err := s.TakeOffSale(ctx, voucherID); err != nil {
+		return fmt.Errorf("unwarm: %w", err)
+	}
+	for b := range n {
+		keys, err := s.allKeys(ctx, s.rdb, BucketKeys(voucherID, b))
+		if err != nil {
+			return err
+		}
+		if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+			return unavailable("unwarm", err)
+		}
+	}
+	if err := s.rdb.Unlink(ctx, VoucherKeys(voucherID).Shards).Err(); err != nil {
 		return unavailable("unwarm", err)
 	}
 	return nil
