@@ -30,6 +30,10 @@ type ReconcileStore interface {
 // PendingHolds lists holds no worker has confirmed (seckill/redisstock).
 type PendingHolds interface {
 	Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error)
+	// FinishMoves completes the voucher's half-done moves of stock between
+	// its Redis buckets (a voucher of several shards whose mover died
+	// between the two steps) and returns how many it completed.
+	FinishMoves(ctx context.Context, voucherID int64) (int, error)
 	// Confirm takes holds PostgreSQL already has off the pending list.
 	Confirmer
 }
@@ -135,10 +139,18 @@ func (r *Reconciler) Pass(ctx context.Context) ([]Order, error) {
 	return out, nil
 }
 
-// Voucher reconciles one voucher's unconfirmed holds older than the grace
-// period, oldest first; it stops at the first hold whose message may still
+// Voucher finishes the voucher's half-done stock moves, then reconciles its
+// unconfirmed holds older than the grace period, oldest first; it stops at the first hold whose message may still
 // be in flight (younger ones cannot be decided either).
 func (r *Reconciler) Voucher(ctx context.Context, voucherID int64) ([]Order, error) {
+	// Stock a dead mover left between two buckets would stay unsellable
+	// until a buyer needed it; finish such moves first.
+	if n, err := r.holds.FinishMoves(ctx, voucherID); err != nil {
+		return nil, fmt.Errorf("orders: reconcile voucher %d: finish moves: %w", voucherID, err)
+	} else if n > 0 {
+		r.cfg.Log.WarnContext(ctx, "reconcile: finished stock moves between buckets that their mover left half done",
+			"voucher_id", voucherID, "moves", n)
+	}
 	holds, err := r.holds.Pending(ctx, voucherID, r.now().Add(-r.cfg.Grace), 500)
 	if err != nil {
 		return nil, fmt.Errorf("orders: reconcile voucher %d: %w", voucherID, err)

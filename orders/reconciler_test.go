@@ -4,11 +4,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // A gateway "dies" after reserve.lua and before Kafka: its hold has no
@@ -105,4 +109,43 @@ func TestReconcilerConfirmsPersistedButUnconfirmedHolds(t *testing.T) {
 	require.Equal(t, int64(2), snap.Held)
 	require.Equal(t, orders.StatusCreated, e.order(t, h.OrderID).Status)
 	e.check(t)
+}
+
+// A voucher of 4 shards whose mover died between the two steps of a stock
+// move (the donor bucket debited, the home bucket not credited): the
+// reconciler's pass credits the move once, and Redis balances again with
+// all of the stock sellable.
+func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := stack.NewDatabase(t)
+	store := pgstore.New(pool)
+	stock := redisstock.New(stack.Redis(t))
+	now := time.Now().UTC()
+	v, err := store.CreateVoucher(ctx, seckill.Voucher{
+		Title: "Split", Kind: seckill.KindSeckill, PriceCents: 250, StockTotal: 40, PerUserLimit: 5, Shards: 4,
+		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+	}, stock.Warm)
+	require.NoError(t, err)
+	from := redisstock.BucketKeys(v.ID, 3)
+	_, err = redis.NewScript(lua.MoveOut).Run(ctx, stack.Redis(t), []string{from.Meta, from.Moves}, "died", 6, 0).Result()
+	require.NoError(t, err)
+	snap, err := stock.Snapshot(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), snap.Moving)
+	require.True(t, snap.Balanced(), "stock on its way still balances: %+v", snap)
+
+	// No hold is pending, so the reconciler never asks a queue.
+	rec := orders.NewReconciler(store, stock, nil, stock, nil, orders.ReconcilerConfig{Log: testLog(t)})
+	_, err = rec.Voucher(ctx, v.ID)
+	require.NoError(t, err)
+	snap, err = stock.Snapshot(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, redisstock.Snapshot{OnSale: true, Left: 40, Total: 40}, snap)
+	home, err := stack.Redis(t).HGet(ctx, redisstock.BucketKeys(v.ID, 0).Meta, "stock").Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(16), home, "bucket 0's 10 and the 6 moved to it")
+	n, err := stock.FinishMoves(ctx, v.ID)
+	require.NoError(t, err)
+	require.Zero(t, n, "credited once")
 }
