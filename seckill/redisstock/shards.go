@@ -204,19 +204,17 @@ func (s *Store) reserveSharded(ctx context.Context, r seckill.Reservation, n int
 		stock, moving := sums(st)
 		switch {
 		case stock >= r.Quantity:
-			if have := st[home.Bucket].stock; have < r.Quantity {
-				if err := s.pull(ctx, r.VoucherID, st, home.Bucket, r.Quantity-have); err != nil {
-					return seckill.ReserveResult{}, err
-				}
-			}
-			if code, orderID, left, err = s.reserveIn(ctx, r, home); err != nil {
+			if err := s.pullAndReserve(ctx, r, st, home, &code, &orderID, &left); err != nil {
 				return seckill.ReserveResult{}, err
 			}
 			continue
 		case moving > 0:
 			// Stock is on its way between buckets (another buyer's move,
 			// or one whose process died): finish it, then look again.
-			if _, err := s.finishMoves(ctx, r.VoucherID, n); err != nil {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+			_, err := s.finishMoves(wctx, r.VoucherID, n)
+			cancel()
+			if err != nil {
 				return seckill.ReserveResult{}, err
 			}
 			continue
@@ -244,6 +242,31 @@ func (s *Store) reserveSharded(ctx context.Context, r seckill.Reservation, n int
 		}
 	}
 	return reserveOutcome(r, code, orderID, left)
+}
+
+// scriptWait bounds the wait for a script of the fallback once it is sent.
+// Those calls do not stop when the buyer's context ends: a reservation that
+// Redis made must be answered to the buyer (else a retry of its key replays
+// an order that was never queued), and a move once begun should complete.
+const scriptWait = 5 * time.Second
+
+// pullAndReserve moves stock into the home bucket when it lacks some, then
+// tries the reservation there again, writing reserve.lua's answer.
+func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []bucketState, home Keys, code, orderID, left *int64) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+	defer cancel()
+	if have := st[home.Bucket].stock; have < r.Quantity {
+		if err := s.pull(wctx, r.VoucherID, st, home.Bucket, r.Quantity-have); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing reserved yet: the buyer is gone, so do not start.
+		return unavailable("reserve (moving stock between buckets)", err)
+	}
+	var err error
+	*code, *orderID, *left, err = s.reserveIn(wctx, r, home)
+	return err
 }
 
 // pull moves at least need (if it can) into bucket to from the richest other
