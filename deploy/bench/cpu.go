@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,7 +70,7 @@ func splitProfile(r io.Reader) (map[string]time.Duration, error) {
 }
 
 // profileAccepted takes the CPU profile of the accepted run from the crowd's
-// opening (the tool opens the sale 2 s after it starts) for seconds, keeps
+// first accepted buy (looked for from after on) for seconds, keeps
 // it at path, and counts the accepted buys the gateway's metrics saw in the
 // same window.
 func profileAccepted(ctx context.Context, base, path string, after time.Duration, seconds int) (cpuShare, error) {
@@ -78,9 +79,27 @@ func profileAccepted(ctx context.Context, base, path string, after time.Duration
 	case <-ctx.Done():
 		return cpuShare{}, ctx.Err()
 	}
-	before, err := acceptedCount(ctx, base)
-	if err != nil {
-		return cpuShare{}, err
+	// On a busy machine the tool's preparation can outlast -open-in, and
+	// a window opened at a fixed moment would see no buy: wait for the
+	// crowd's first accepted buy.
+	var before float64
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		n, err := acceptedCount(ctx, base)
+		if err != nil {
+			return cpuShare{}, err
+		}
+		if n > 0 {
+			before = n
+			break
+		}
+		if time.Now().After(deadline) {
+			return cpuShare{}, errors.New("no accepted buy within 2 minutes of the run's start")
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return cpuShare{}, ctx.Err()
+		}
 	}
 	if err := takeProfile(ctx, base, path, 0, seconds); err != nil {
 		return cpuShare{}, err
@@ -97,6 +116,9 @@ func profileAccepted(ctx context.Context, base, path string, after time.Duration
 	by, err := splitProfile(f)
 	if err != nil {
 		return cpuShare{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if after2 <= before {
+		return cpuShare{}, fmt.Errorf("no accepted buy during the %d s profile", seconds)
 	}
 	return cpuShare{window: time.Duration(seconds) * time.Second, byRole: by, accepted: after2 - before}, nil
 }
