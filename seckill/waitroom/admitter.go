@@ -50,6 +50,13 @@ func NewAdmitter(room *Room, targets func(ctx context.Context) ([]Target, error)
 	return &Admitter{room: room, targets: targets, interval: interval, log: log.With("component", "waitroom"), closed: map[int64]bool{}}
 }
 
+// Admitting reports whether an Admitter steps l's room at now: it has an
+// admission rate and its sale begins within a second. A targets function
+// reads what only these rooms need (the stock left) for these alone.
+func Admitting(l Line, now time.Time) bool {
+	return l.AdmitPerSecond > 0 && !now.Add(time.Second).Before(l.BeginAt)
+}
+
 // Run steps every room each interval until ctx ends.
 func (a *Admitter) Run(ctx context.Context) {
 	t := time.NewTicker(a.interval)
@@ -77,7 +84,7 @@ func (a *Admitter) Tick(ctx context.Context) {
 	for _, t := range list {
 		listed[t.Line.VoucherID] = true
 		id := t.Line.VoucherID
-		if a.closed[id] || t.Line.AdmitPerSecond <= 0 || now.Add(time.Second).Before(t.Line.BeginAt) {
+		if a.closed[id] || !Admitting(t.Line, now) {
 			continue
 		}
 		var step Step

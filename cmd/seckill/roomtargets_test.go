@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+// TestRoomAdmitsNoMoreThanTheStockLeft: the catalog in memory still says 5
+// left (its stock refresh has not run) when 3 units are bought straight
+// from Redis. The admission step that follows lets in only as many shoppers
+// as Redis has stock, however many wait and whatever the rate allows: every
+// admitted shopper can buy. A later step, with the passes still unused,
+// admits nobody more.
+func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, stack.NewDatabaseURL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	// Redis is shared by every test: voucher ids of this one's own.
+	_, err = pool.Exec(ctx, fmt.Sprintf("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d", 1+rand.Int64N(1<<40)))
+	require.NoError(t, err)
+	rdb := stack.Client(t, stacktest.RedisShape{})
+	stock := redisstock.New(rdb)
+	// Neither the record nor the stock is read again during the test: the
+	// catalog keeps the figure it read at creation.
+	catalog := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithStockEvery(time.Hour))
+	const total, bought, waiting = 5, 3, 10
+	v, err := catalog.Create(ctx, seckill.Voucher{
+		Title: "room voucher", Kind: seckill.KindSeckill, PriceCents: 250,
+		StockTotal: total, StockLeft: total, PerUserLimit: 1,
+		BeginAt: time.Now().Add(-time.Second), EndAt: time.Now().Add(time.Hour),
+		WaitingRoom: &seckill.WaitingRoom{AdmitPerSecond: 1000},
+	})
+	require.NoError(t, err)
+	line, ok := waitroom.LineOf(v)
+	require.True(t, ok)
+
+	room := waitroom.New(rdb, []byte("room-targets-test-secret"))
+	for range waiting {
+		_, err := room.Join(ctx, line, testUser())
+		require.NoError(t, err)
+	}
+	for range bought {
+		res, err := stock.Reserve(ctx, seckill.Reservation{OrderID: 1 + rand.Int64N(1<<50), VoucherID: v.ID,
+			UserID: testUser(), Quantity: 1, ReservedAt: time.Now()})
+		require.NoError(t, err)
+		require.Positive(t, res.OrderID)
+	}
+	snap, err := catalog.Snapshot(ctx)
+	require.NoError(t, err)
+	stale, ok := snap.Voucher(v.ID)
+	require.True(t, ok)
+	require.Equal(t, int64(total), stale.StockLeft, "the catalog must still hold the figure from before the buys")
+	left, err := stock.StockLeft(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(total-bought), left[v.ID])
+
+	s := &system{catalog: catalog, stock: stock}
+	admitter := waitroom.NewAdmitter(room, s.roomTargets, 0, nil)
+	admitter.Tick(ctx)
+	st, err := room.Stats(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(total-bought), st.Admitted, "passes out must be the stock Redis has left")
+	require.Equal(t, int64(waiting-(total-bought)), st.Waiting)
+
+	admitter.Tick(ctx)
+	st, err = room.Stats(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(total-bought), st.Admitted, "unused passes already cover the stock left")
+}
