@@ -92,16 +92,23 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	forged := a.buyWithPass(t, vid, toks[waiting-1], "p1."+vid+"."+strconv.FormatInt(users[waiting-1], 10)+".99999999999999.forged", "")
 	require.Equal(t, "not_admitted", forged.errorCode(), "%s", forged.raw)
 
-	// The last in line sees its place move on B's socket.
-	var last []waitroom.APIQueue
-	for len(last) < 2 {
-		q := sockets[waiting-1].nextQueue(t)
-		require.Equal(t, waitroom.StateWaiting, q.State)
-		require.Equal(t, q.Position-1, q.Ahead)
-		require.Positive(t, q.ETASeconds)
-		last = append(last, q)
+	// The last in line is told its place on B's socket, and sees it move
+	// whenever the line still has passes to give: nobody has bought yet, so
+	// the room admits the first stock shoppers and then waits for buys. On
+	// a busy machine those admissions may all be done before the last
+	// joins; its place then stays until the stock is gone.
+	first := sockets[waiting-1].nextQueue(t)
+	require.Equal(t, waitroom.StateWaiting, first.State)
+	require.Equal(t, first.Position-1, first.Ahead)
+	require.Positive(t, first.ETASeconds)
+	if first.Position > waiting-stock {
+		moved := sockets[waiting-1].nextQueue(t)
+		require.Equal(t, waitroom.StateWaiting, moved.State)
+		require.Equal(t, moved.Position-1, moved.Ahead)
+		require.Less(t, moved.Position, first.Position)
+	} else {
+		t.Logf("all %d passes were out before the last in line joined (place %d): no move to watch", stock, first.Position)
 	}
-	require.Less(t, last[1].Position, last[0].Position)
 
 	// The first is admitted: the pass arrives on its socket.
 	var pass string
