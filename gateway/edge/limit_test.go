@@ -104,13 +104,23 @@ func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
 	var sold atomic.Int64
 	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
 
-	// The burst at once, then a refusal that says when to come back.
-	for i := range burst {
-		_, err := buy(context.Background(), attempt(1, int64(i+1)))
-		require.NoError(t, err)
+	// The burst at once, then a refusal that says when to come back. The
+	// limit refills one token every 1/rate, and how many refill while the
+	// burst is being asked depends on the machine's speed, so the refusal
+	// is waited for and what came before it is bounded by the elapsed time.
+	began := time.Now()
+	var allowed int
+	var a *gateway.Attempt
+	var err error
+	for {
+		a = attempt(1, int64(allowed+1))
+		if _, err = buy(context.Background(), a); err != nil {
+			break
+		}
+		allowed++
 	}
-	a := attempt(1, 100)
-	_, err := buy(context.Background(), a)
+	require.GreaterOrEqual(t, allowed, burst, "the burst is given at once")
+	require.LessOrEqual(t, float64(allowed), burst+rate*time.Since(began).Seconds()+1)
 	require.ErrorIs(t, err, seckill.ErrRateLimited)
 	wait := retryAfter(err)
 	require.Greater(t, wait, time.Duration(0))
@@ -132,7 +142,10 @@ func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	t.Logf("%d allowed in %.2fs at %d/s", sold.Load(), elapsed, rate)
 	require.LessOrEqual(t, float64(sold.Load()), rate*elapsed+2)
-	require.GreaterOrEqual(t, float64(sold.Load()), 0.8*rate*elapsed)
+	// The full rate: nearly every token that refilled was taken. When the
+	// machine is slower than the rate (the race detector), nearly every
+	// attempt finds a token instead; a share of the rate would be neither.
+	require.GreaterOrEqual(t, float64(sold.Load()), 0.8*min(600, rate*elapsed))
 }
 
 // An instance that stops heartbeating without leaving (a crash) drops out of
