@@ -23,6 +23,10 @@ package waitroom
 // shoppers whose state cannot be told from the messages (a pass that
 // expired: used or not?), and once, at begin_at, the final ranks of the
 // pre-queue (drawn at random, they moved while others joined).
+//
+// The Feed's state, its handling of the messages and its frames stay in
+// this one file: they share one lock and the invariants above (ranks, head,
+// at most one frame a second), which a reader needs in view together.
 
 import (
 	"context"
