@@ -11,10 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashsale/seckill/deploy/localstack"
 	"github.com/flashsale/seckill/migrations"
+	"github.com/flashsale/seckill/orders/kafkaq"
 )
 
 // Topic is the orders topic every process of a fleet uses.
@@ -164,6 +166,15 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err = errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if s.Workers > 0 {
+		// A worker killed while its first join to the consumer group is still
+		// pending can stay in the group as a member that never expires on the
+		// in-process broker, holding its partitions; so the fleet is ready
+		// only once every worker holds its share.
+		if err := waitForWorkers(ctx, f.Kafka.Brokers, s.Workers, time.Minute); err != nil {
+			return nil, err
+		}
+	}
 	opts.Logf("fleet: %d gateways %v, %d workers, %d sweepers ready; logs in %s",
 		len(f.Gateways), f.GatewayAddrs(), len(f.Workers), len(f.Sweepers), opts.Dir)
 	return f, nil
@@ -276,4 +287,34 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails
 	return hex.EncodeToString(b)
+}
+
+// waitForWorkers waits until the workers' consumer group is stable with n
+// members, each of them assigned its partitions.
+func waitForWorkers(ctx context.Context, brokers []string, n int, timeout time.Duration) error {
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaq.ConsumerGroupConfig())
+	if err != nil {
+		return fmt.Errorf("fleet: the broker's admin client: %w", err)
+	}
+	defer func() { _ = admin.Close() }()
+	deadline := time.Now().Add(timeout)
+	state, members := "unknown", 0
+	for {
+		groups, err := admin.DescribeConsumerGroups([]string{kafkaq.DefaultGroup})
+		if err == nil && len(groups) == 1 {
+			state, members = groups[0].State, len(groups[0].Members)
+			if state == "Stable" && members == n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fleet: consumer group %s not stable with %d workers after %v (state %s, %d members, last error %v)",
+				kafkaq.DefaultGroup, n, timeout, state, members, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
