@@ -197,17 +197,6 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 // bucket, pipelined) and its entry, a live one first.
 func (s *Store) findOrder(ctx context.Context, voucherID int64, n int, orderID int64) (Keys, string, bool, error) {
 	field := strconv.FormatInt(orderID, 10)
-	if n == 1 {
-		k := VoucherKeys(voucherID)
-		entry, err := s.rdb.HGet(ctx, k.Orders, field).Result()
-		if errors.Is(err, redis.Nil) {
-			return k, "", false, nil
-		}
-		if err != nil {
-			return k, "", false, unavailable("release", err)
-		}
-		return k, entry, true, nil
-	}
 	cmds := make([]*redis.StringCmd, n)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
