@@ -23,16 +23,18 @@ import (
 
 	"github.com/flashsale/seckill/deploy/loadtest"
 	"github.com/flashsale/seckill/lua"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 )
 
 // redisCeiling starts a redis-server like dev mode's (same binary, no
-// snapshots, append-only file), puts one voucher's meta in it with stock
-// that never runs out, loads reserve.lua, and runs redis-benchmark on it
-// with the buying path's key shape: six keys in one hash tag, a random user
-// (its per-user set too) and a random order id per call.
+// snapshots, append-only file), puts one voucher on sale in it with more
+// stock than the calls, loads reserve.lua, and runs redis-benchmark on it
+// with the buying path's command (redisstock.ReserveCommand): a random user
+// and a random order id per call.
 func redisCeiling(ctx context.Context, work string, n int) (float64, error) {
 	for _, b := range []string{"redis-server", "redis-benchmark"} {
 		if _, err := exec.LookPath(b); err != nil {
@@ -64,19 +66,25 @@ func redisCeiling(ctx context.Context, work string, n int) (float64, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	now := time.Now().UnixMilli()
-	if err := rdb.HSet(ctx, "seckill:{v1}:meta", "stock", 1_000_000_000_000, "total", 1_000_000_000_000,
-		"begin_ms", now-60_000, "end_ms", now+3_600_000, "limit", 1_000_000, "price", 100).Err(); err != nil {
+	// The voucher is put on sale and its stock read through redisstock, the
+	// one owner of the stock's key layout; its stock never runs out here.
+	stock := redisstock.New(rdb)
+	now := time.Now()
+	v := seckill.Voucher{ID: 1, PriceCents: 100, StockTotal: seckill.MaxStock, StockLeft: seckill.MaxStock,
+		PerUserLimit: seckill.MaxStock, BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour)}
+	if int64(n) > v.StockTotal {
+		return 0, fmt.Errorf("redis-benchmark: %d requests are more than the largest stock (%d)", n, v.StockTotal)
+	}
+	if err := stock.Warm(ctx, v); err != nil {
 		return 0, err
 	}
 	sha, err := rdb.ScriptLoad(ctx, lua.Reserve).Result()
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.CommandContext(ctx, "redis-benchmark", "-p", port, "-n", strconv.Itoa(n), "-c", "50",
-		"-r", "1000000000", "-q", "EVALSHA", sha, "6",
-		"seckill:{v1}:meta", "seckill:{v1}:buyers", "seckill:{v1}:reqs", "seckill:{v1}:orders",
-		"seckill:{v1}:pending", "seckill:{v1}:user:__rand_int__", "__rand_int__", "__rand_int__", "1", "")
+	args := append([]string{"-p", port, "-n", strconv.Itoa(n), "-c", "50", "-r", "1000000000", "-q"},
+		redisstock.ReserveCommand(sha, v.ID, "__rand_int__")...)
+	cmd := exec.CommandContext(ctx, "redis-benchmark", args...)
 	out, err := cmd.Output()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark: %w", err)
@@ -91,11 +99,11 @@ func redisCeiling(ctx context.Context, work string, n int) (float64, error) {
 		return 0, err
 	}
 	// The script must have held stock: a benchmark of refusals would flatter.
-	left, err := rdb.HGet(ctx, "seckill:{v1}:meta", "stock").Int64()
+	left, err := stock.StockLeft(ctx, v.ID)
 	if err != nil {
 		return 0, err
 	}
-	if held := 1_000_000_000_000 - left; held < int64(n)*9/10 {
+	if held := v.StockLeft - left[v.ID]; held < int64(n)*9/10 {
 		return 0, fmt.Errorf("redis-benchmark: only %d of %d calls held stock", held, n)
 	}
 	return rate, nil

@@ -73,12 +73,20 @@ func SlotKey(id int64) string { return VoucherKeys(id).Meta }
 
 // User is the set of one user's live order ids for this voucher.
 func (k Keys) User(userID int64) string {
-	return k.prefix + "user:" + strconv.FormatInt(userID, 10)
+	return k.userSet(strconv.FormatInt(userID, 10))
 }
+
+// userSet is User with the user id already in text (or a placeholder).
+func (k Keys) userSet(userID string) string { return k.prefix + "user:" + userID }
 
 // script is the KEYS list of reserve.lua, in its order.
 func (k Keys) script(userID int64) []string {
-	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.User(userID)}
+	return k.scriptOf(strconv.FormatInt(userID, 10))
+}
+
+// scriptOf is script with the user id already in text (or a placeholder).
+func (k Keys) scriptOf(userID string) []string {
+	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.userSet(userID)}
 }
 
 // releaseScript is the KEYS list of release.lua: reserve.lua's and the
