@@ -8,6 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/edge"
 )
 
 // TestBrowserOperatorPage: an operator enters the admin token, creates a
@@ -15,7 +17,7 @@ import (
 // the page; the token is never stored by the browser.
 func TestBrowserOperatorPage(t *testing.T) {
 	ts := startSystem(t, nil)
-	t.Cleanup(func() { ts.rdb.Del(context.Background(), "seckill:breaker:mode") })
+	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
 	b := openPage(t, ts.base, "/admin")
 	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null`)
 

@@ -99,7 +99,7 @@ func TestCaptchaOverHTTP(t *testing.T) {
 
 func TestBreakerOpsSwitchAcrossInstances(t *testing.T) {
 	ts := startSystem(t, nil)
-	t.Cleanup(func() { ts.rdb.Del(context.Background(), "seckill:breaker:mode") })
+	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
 	b := ts.startPeer(t, gatewayOnly)
 	vid := ts.createVoucher(t, 100, 100, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	token := ts.shopper(t, 91)
