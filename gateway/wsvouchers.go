@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // Defaults of the public feed.
@@ -141,7 +142,7 @@ func (f *voucherFeed) run(ctx context.Context) {
 	for {
 		snap, err := f.srv.deps.Catalog.Snapshot(ctx)
 		if err != nil {
-			if !sleepCtx(ctx, time.Second) {
+			if pause.For(ctx, time.Second) != nil {
 				return
 			}
 			continue
@@ -149,7 +150,7 @@ func (f *voucherFeed) run(ctx context.Context) {
 		e, err := f.srv.catalogCache.encoded(snap)
 		if err != nil {
 			f.srv.log.Error("websocket: catalog not encoded", "err", err)
-			if !sleepCtx(ctx, time.Second) {
+			if pause.For(ctx, time.Second) != nil {
 				return
 			}
 			continue
@@ -185,16 +186,5 @@ func (f *voucherFeed) run(ctx context.Context) {
 		case <-snap.Superseded():
 		case <-retry:
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

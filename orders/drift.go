@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // RedisView is what Redis holds of one seckill voucher (from
@@ -237,7 +238,7 @@ func repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 	until := time.Now().Add(producerTimeout)
 	for {
 		if wait := time.Until(until); wait > 0 {
-			if err := sleep(ctx, wait); err != nil {
+			if err := pause.For(ctx, wait); err != nil {
 				return nil, nil, 0, v, err
 			}
 		}
@@ -248,7 +249,7 @@ func repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 		if ok {
 			break
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := pause.For(ctx, 100*time.Millisecond); err != nil {
 			return nil, nil, 0, v, fmt.Errorf("orders: repair: waiting for the workers to catch up (are they running?): %w", err)
 		}
 	}
@@ -311,15 +312,4 @@ func repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 		}
 	}
 	return failed, holds, nReleased, v, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return errors.Join(ctx.Err(), context.Cause(ctx))
-	case <-t.C:
-		return nil
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // Reasons of a heal, the values of seckill_heals_total's reason label.
@@ -147,7 +149,7 @@ func (h *Healer) Run(ctx context.Context) error {
 				h.cfg.Log.WarnContext(ctx, "healer: cannot read heal requests; scanning on its own", "err", err)
 			}
 			failing = true
-			if sleep(ctx, h.cfg.Every) != nil {
+			if pause.For(ctx, h.cfg.Every) != nil {
 				break
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -107,7 +108,7 @@ func TestRedisMasterFailover(t *testing.T) {
 	for i := range shoppers {
 		wg.Go(func() {
 			// Shoppers arrive over about six seconds; the kill lands early.
-			if sleep(ctx, time.Duration(i)*10*time.Millisecond) != nil {
+			if pause.For(ctx, time.Duration(i)*10*time.Millisecond) != nil {
 				return
 			}
 			vid := vouchers[i%2]
@@ -125,7 +126,7 @@ func TestRedisMasterFailover(t *testing.T) {
 					mu.Unlock()
 					break
 				}
-				_ = sleep(ctx, 200*time.Millisecond)
+				_ = pause.For(ctx, 200*time.Millisecond)
 			}
 			// A second purchase with a new key must meet the limit.
 			for ctx.Err() == nil {
@@ -136,7 +137,7 @@ func TestRedisMasterFailover(t *testing.T) {
 					}
 					return
 				}
-				_ = sleep(ctx, 200*time.Millisecond)
+				_ = pause.For(ctx, 200*time.Millisecond)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -64,7 +65,7 @@ func TestHealAfterRedisDataLost(t *testing.T) {
 		wg.Go(func() {
 			// Shoppers arrive over about six seconds, so the wipe lands
 			// in the middle of the crowd.
-			if sleep(ctx, time.Duration(i)*15*time.Millisecond) != nil {
+			if pause.For(ctx, time.Duration(i)*15*time.Millisecond) != nil {
 				return
 			}
 			tok := ts.shopper(t, int64(700_000+i))
@@ -82,7 +83,7 @@ func TestHealAfterRedisDataLost(t *testing.T) {
 					}
 					return // sold out: nothing more to try
 				}
-				_ = sleep(ctx, 200*time.Millisecond)
+				_ = pause.For(ctx, 200*time.Millisecond)
 			}
 			// A second attempt with another key must be refused by the
 			// per-user limit (or sold out), also across the rebuild.
@@ -94,7 +95,7 @@ func TestHealAfterRedisDataLost(t *testing.T) {
 					}
 					return
 				}
-				_ = sleep(ctx, 200*time.Millisecond)
+				_ = pause.For(ctx, 200*time.Millisecond)
 			}
 		})
 	}
@@ -131,16 +132,4 @@ func TestHealAfterRedisDataLost(t *testing.T) {
 	require.NotNil(t, m, "the heal is counted")
 	n, _ := strconv.Atoi(string(m[1]))
 	require.GreaterOrEqual(t, n, 1, "the heal is counted")
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/deploy/fleet"
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,14 +70,14 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 				return err
 			}
 			defer s.Postgres.Thaw()
-			return sleep(ctx, o.Freeze)
+			return pause.For(ctx, o.Freeze)
 		}
 	case FaultPostgresRestart:
 		return func(ctx context.Context, _ *crowd, _ *Result) error { return s.Postgres.Restart(ctx) }
 	case FaultRedisKilled:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {
 			s.Redis.Kill()
-			if err := sleep(ctx, o.Down); err != nil {
+			if err := pause.For(ctx, o.Down); err != nil {
 				return err
 			}
 			return s.Redis.Restart(ctx)
@@ -92,7 +93,7 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 			if err := waitHeld(ctx, held, "an offset commit"); err != nil {
 				return err
 			}
-			if err := sleep(ctx, 300*time.Millisecond); err != nil {
+			if err := pause.For(ctx, 300*time.Millisecond); err != nil {
 				return err
 			}
 			s.worker.Kill()
@@ -109,7 +110,7 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 			if err := waitHeld(ctx, held, "a produce request"); err != nil {
 				return err
 			}
-			if err := sleep(ctx, time.Second); err != nil {
+			if err := pause.For(ctx, time.Second); err != nil {
 				return err
 			}
 			caught := c.inFlight.Load()
@@ -121,7 +122,7 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 	case FaultBrokerRestart:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {
 			s.Kafka.Stop()
-			if err := sleep(ctx, o.Down); err != nil {
+			if err := pause.For(ctx, o.Down); err != nil {
 				return err
 			}
 			return s.Kafka.Start(ctx)
@@ -154,20 +155,11 @@ func waitHeld(ctx context.Context, held *atomic.Int64, what string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for held.Load() == 0 {
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := pause.For(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("chaos: no %s reached the broker: %w", what, err)
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // --- a fleet: several gateways, workers and sweepers

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -126,7 +127,7 @@ func RunChurn(ctx context.Context, cfg Config, stdout io.Writer) (ChurnReport, e
 			return
 		case status != http.StatusAccepted:
 			refused.Add(1)
-			_ = sleep(run, 20*time.Millisecond)
+			_ = pause.For(run, 20*time.Millisecond)
 			return
 		}
 		var p struct {
@@ -148,7 +149,7 @@ func RunChurn(ctx context.Context, cfg Config, stdout io.Writer) (ChurnReport, e
 				cycles.Add(1)
 				return
 			}
-			_ = sleep(cctx, 10*time.Millisecond)
+			_ = pause.For(cctx, 10*time.Millisecond)
 		}
 		errs.Add(1)
 	}
@@ -244,16 +245,4 @@ func (c *apiClient) raw(ctx context.Context, method, path string, header map[str
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, b, err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -227,7 +228,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 		fmt.Fprintf(stdout, "warning: the pre-queue joins ended %v after begin_at; raise -open-in\n", serverNow().Sub(begin).Round(time.Millisecond))
 	}
 	joinTook := time.Since(joinStart)
-	if err := sleep(ctx, time.Until(begin.Add(-offset))); err != nil {
+	if err := pause.For(ctx, time.Until(begin.Add(-offset))); err != nil {
 		return rep, err
 	}
 
@@ -309,7 +310,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			for try := range buyTries {
 				if try > 0 {
 					retries.Add(1)
-					if sleep(run, time.Duration(try)*200*time.Millisecond) != nil {
+					if pause.For(run, time.Duration(try)*200*time.Millisecond) != nil {
 						break
 					}
 				}
@@ -353,7 +354,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 				s := (*h)[0]
 				if wait := time.Until(s.due); wait > 0 {
 					mu.Unlock()
-					_ = sleep(run, min(wait, 50*time.Millisecond))
+					_ = pause.For(run, min(wait, 50*time.Millisecond))
 					continue
 				}
 				heap.Pop(h)
@@ -386,7 +387,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 					}
 					mu.Unlock()
 					if p == "" {
-						_ = sleep(run, 50*time.Millisecond)
+						_ = pause.For(run, 50*time.Millisecond)
 						continue
 					}
 					pass, owner, _ := strings.Cut(p, "\x00")
@@ -411,7 +412,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 					rep.BotAnswers[strconv.Itoa(status)+" "+decodeAPIError("", status, body).Code]++
 				}
 				mu.Unlock()
-				_ = sleep(run, 20*time.Millisecond)
+				_ = pause.For(run, 20*time.Millisecond)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -142,7 +143,7 @@ func readUntilClosed(ctx context.Context, api *apiClient, queuePath string, s *r
 				return last
 			}
 		}
-		if !time.Now().Before(deadline) || sleep(ctx, 200*time.Millisecond) != nil {
+		if !time.Now().Before(deadline) || pause.For(ctx, 200*time.Millisecond) != nil {
 			return last
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -66,7 +67,7 @@ func roomChecks(ctx context.Context, api *apiClient, rep *RoomReport, vid string
 			st.Reserved == 0 && st.Created+st.Paid >= int64(len(orders)) {
 			break
 		}
-		_ = sleep(ctx, 200*time.Millisecond)
+		_ = pause.For(ctx, 200*time.Millisecond)
 	}
 	_ = api.do(ctx, "stats", http.MethodGet, "/api/v1/admin/vouchers/"+url.PathEscape(vid)+"/stats", api.adminAuth(), nil, &q)
 	rep.Queue = q.Queue

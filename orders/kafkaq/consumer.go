@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // DefaultGroup is the consumer group of the order workers.
@@ -162,7 +163,7 @@ func (c *Consumer) Run(ctx context.Context, handler Handler) error {
 			continue // a rebalance ended the session; join the next one
 		}
 		c.cfg.Log.Warn("kafka consume failed; rejoining", "group", c.cfg.Group, "err", err, "backoff", backoff)
-		if !sleep(ctx, backoff) {
+		if pause.For(ctx, backoff) != nil {
 			return nil
 		}
 		backoff = min(2*backoff, c.cfg.MaxRetryBackoff)
@@ -320,7 +321,7 @@ func (h *claimHandler) handleUntilDone(ctx, handlerCtx context.Context, partitio
 		}
 		cfg.Log.Warn("batch not persisted; retrying", "topic", cfg.Topic, "partition", partition,
 			"last_offset", lastOffset, "size", len(batch), "attempt", attempt, "backoff", backoff, "err", err)
-		if !sleep(ctx, backoff) {
+		if pause.For(ctx, backoff) != nil {
 			return false
 		}
 		backoff = min(2*backoff, cfg.MaxRetryBackoff)
@@ -350,7 +351,7 @@ func (h *claimHandler) handleOneByOne(ctx, handlerCtx context.Context, batch []s
 				}
 				break
 			}
-			if !sleep(ctx, backoff) {
+			if pause.For(ctx, backoff) != nil {
 				return false
 			}
 			backoff = min(2*backoff, cfg.MaxRetryBackoff)
@@ -380,7 +381,7 @@ func (h *claimHandler) deadLetter(ctx context.Context, msg *sarama.ConsumerMessa
 			return true
 		}
 		cfg.Log.Warn("dead-letter write failed; retrying before the partition moves on", "err", err, "backoff", backoff)
-		if !sleep(ctx, backoff) {
+		if pause.For(ctx, backoff) != nil {
 			return false
 		}
 		backoff = min(2*backoff, cfg.MaxRetryBackoff)
@@ -404,15 +405,4 @@ func Decode(value []byte) (seckill.Reservation, error) {
 		return seckill.Reservation{}, fmt.Errorf("kafkaq: decode: %w: order, voucher and user ids are required", seckill.ErrInvalidInput)
 	}
 	return r, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
