@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -30,10 +30,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := stack.NewDatabase(t)
-	// Redis is shared by the package's tests: voucher ids nobody else uses.
-	base := 1_000_000 + rand.Int64N(1_000_000_000)
-	_, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d`, base))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
 	stock := redisstock.New(stack.Redis(t))
 
@@ -66,7 +63,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	defer producer.Close()
 	ids := &counterIDs{}
-	ids.n.Store(base * 1000)
+	ids.n.Store(v.ID * 1000) // order ids of this voucher's own
 	buyer := seckill.NewBuyer(stock, producer, ids, testLog(t))
 
 	redis := newRedisSide() // records the events only
@@ -149,9 +146,7 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := stack.NewDatabase(t)
-	base := 1_000_000 + rand.Int64N(1_000_000_000)
-	_, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d`, base))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
 	stock := redisstock.New(stack.Redis(t))
 	now := time.Now().UTC()
@@ -161,7 +156,7 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	}, stock.Warm)
 	require.NoError(t, err)
 
-	r := seckill.Reservation{OrderID: base*1000 + 1, VoucherID: v.ID, UserID: 3, Quantity: 2, ReservedAt: now}
+	r := seckill.Reservation{OrderID: v.ID*1000 + 1, VoucherID: v.ID, UserID: 3, Quantity: 2, ReservedAt: now}
 	_, err = stock.Reserve(ctx, r)
 	require.NoError(t, err)
 	reader := orders.NewReader(store, stock, func(ctx context.Context, _ time.Time) ([]int64, error) {

@@ -3,7 +3,6 @@ package orders_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -36,22 +36,20 @@ func newLifeEnv(t testing.TB, kind seckill.Kind, total, limit int64, payTimeout 
 	t.Helper()
 	ctx := context.Background()
 	pool := stack.NewDatabase(t)
-	// Redis is shared by the package's tests: voucher ids nobody else uses.
-	base := 1_000_000 + rand.Int64N(1_000_000_000)
-	_, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d`, base))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	e := &lifeEnv{ctx: ctx, store: pgstore.New(pool), stock: redisstock.New(stack.Redis(t)), events: newRedisSide(), ids: &counterIDs{}}
-	e.ids.n.Store(base * 1000)
 	now := time.Now().UTC()
 	warm := e.stock.Warm
 	if kind != seckill.KindSeckill {
 		warm = nil
 	}
+	var err error
 	e.v, err = e.store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Lifecycle", Kind: kind, PriceCents: 250, StockTotal: total, PerUserLimit: limit,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
 	}, warm)
 	require.NoError(t, err)
+	e.ids.n.Store(e.v.ID * 1000) // order ids of this voucher's own
 	e.life = orders.NewLifecycle(e.store, e.stock, e.events, testLog(t))
 	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: payTimeout, Log: testLog(t)})
 	return e

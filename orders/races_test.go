@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -36,14 +35,11 @@ func (e *lifeEnv) redisAndPG(t *testing.T) (redisstock.Snapshot, orders.Stats) {
 func TestReconcilerReleasesAnOrphanWhoseKeyAnotherOrderHas(t *testing.T) {
 	t.Parallel()
 	e := newLifeEnv(t, seckill.KindSeckill, 5, 5, time.Minute)
-	topic := stack.NewTopic(t, 1) // empty: no message is in flight for anybody
-	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, "workers-"+topic)
-	require.NoError(t, err)
-	defer drain.Close()
+	drain := newQueue(t, 1).drain // empty: no message is in flight for anybody
 
 	first := seckill.Reservation{OrderID: e.ids.Next(), VoucherID: e.v.ID, UserID: 1, Quantity: 1,
 		RequestKey: "k1", ReservedAt: time.Now().UTC()}
-	_, err = e.stock.Reserve(e.ctx, first)
+	_, err := e.stock.Reserve(e.ctx, first)
 	require.NoError(t, err)
 	_, err = e.stock.Release(e.ctx, first.VoucherID, first.OrderID, seckill.ReleaseUnsent) // ambiguous Publish
 	require.NoError(t, err)
@@ -117,17 +113,14 @@ func TestRepairWithACancellationDuringIt(t *testing.T) {
 func repairWithACancellation(t *testing.T, beforeRead bool) {
 	e := newLifeEnv(t, seckill.KindSeckill, 5, 5, time.Minute)
 	rs := e.buy(t, 2, 1)
-	topic := stack.NewTopic(t, 1)
-	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, "workers-"+topic)
-	require.NoError(t, err)
-	defer drain.Close()
+	drain := newQueue(t, 1).drain
 
 	racer := &repairRacer{RepairStore: e.store, beforeRead: beforeRead, race: func() {
 		_, err := e.life.Cancel(e.ctx, rs[0].UserID, rs[0].OrderID)
 		require.NoError(t, err)
 	}}
 	adapter := redisrepair.New(e.stock)
-	_, err = orders.Repair(e.ctx, e.v.ID, racer, adapter, drain, 50*time.Millisecond)
+	_, err := orders.Repair(e.ctx, e.v.ID, racer, adapter, drain, 50*time.Millisecond)
 	require.NoError(t, err)
 
 	o := e.order(t, rs[0].OrderID)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -23,22 +22,15 @@ import (
 func TestReconcilerOrphanAndSlowMessage(t *testing.T) {
 	t.Parallel()
 	e := newLifeEnv(t, seckill.KindSeckill, 10, 5, time.Minute)
-	topic := stack.NewTopic(t, 3)
-	group := "workers-" + topic
-	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
-	require.NoError(t, err)
-	defer producer.Close()
-	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, group)
-	require.NoError(t, err)
-	defer drain.Close()
+	q := newQueue(t, 3)
 
 	const grace = time.Second
-	rec := orders.NewReconciler(e.store, e.stock, drain, e.stock, e.events, orders.ReconcilerConfig{
+	rec := orders.NewReconciler(e.store, e.stock, q.drain, e.stock, e.events, orders.ReconcilerConfig{
 		Grace: grace, ProducerTimeout: 300 * time.Millisecond, Log: testLog(t),
 	})
 
 	slow := e.reserve(t, 1, 2)
-	require.NoError(t, producer.Publish(e.ctx, slow))
+	require.NoError(t, q.producer.Publish(e.ctx, slow))
 	orphan := e.reserve(t, 2, 3) // the gateway died here
 	time.Sleep(grace + 100*time.Millisecond)
 
@@ -55,7 +47,7 @@ func TestReconcilerOrphanAndSlowMessage(t *testing.T) {
 	require.Equal(t, int64(2), snap.Pending)
 
 	// The workers come back.
-	runConsumer(t, topic, group, e.worker.Handle)
+	runConsumer(t, q.topic, q.group, e.worker.Handle)
 	var released []orders.Order
 	require.Eventually(t, func() bool {
 		list, err := rec.Voucher(e.ctx, e.v.ID)
@@ -87,16 +79,13 @@ func TestReconcilerOrphanAndSlowMessage(t *testing.T) {
 func TestReconcilerConfirmsPersistedButUnconfirmedHolds(t *testing.T) {
 	t.Parallel()
 	e := newLifeEnv(t, seckill.KindSeckill, 10, 5, time.Minute)
-	topic := stack.NewTopic(t, 1)
-	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, "workers-"+topic)
-	require.NoError(t, err)
-	defer drain.Close()
+	drain := newQueue(t, 1).drain
 	rec := orders.NewReconciler(e.store, e.stock, drain, e.stock, e.events, orders.ReconcilerConfig{
 		Grace: 200 * time.Millisecond, ProducerTimeout: 100 * time.Millisecond, Log: testLog(t),
 	})
 
 	h := e.reserve(t, 1, 2)
-	_, err = e.store.PersistBatch(e.ctx, []seckill.Reservation{h}, time.Minute)
+	_, err := e.store.PersistBatch(e.ctx, []seckill.Reservation{h}, time.Minute)
 	require.NoError(t, err)
 	time.Sleep(300 * time.Millisecond)
 

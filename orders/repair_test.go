@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -42,16 +41,9 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	adapter := redisrepair.New(e.stock)
 	stats := orders.NewStatsService(e.store, adapter)
 
-	topic := stack.NewTopic(t, 3)
-	group := "workers-" + topic
-	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
-	require.NoError(t, err)
-	defer producer.Close()
-	drain, err := kafkaq.NewDrain(stack.KafkaBrokers, topic, group)
-	require.NoError(t, err)
-	defer drain.Close()
-	runConsumer(t, topic, group, e.worker.Handle)
-	buyer := seckill.NewBuyer(e.stock, producer, e.ids, testLog(t))
+	q := newQueue(t, 3)
+	runConsumer(t, q.topic, q.group, e.worker.Handle)
+	buyer := seckill.NewBuyer(e.stock, q.producer, e.ids, testLog(t))
 
 	// The crowd: 300 users, each trying until it bought or the test ends.
 	ctx, stop := context.WithCancel(e.ctx)
@@ -80,7 +72,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.False(t, st.Drift.OK(), "the drift report sees the loss")
 	t.Logf("drift after the wipe: %v", st.Drift.Problems)
 
-	res, err := orders.Repair(e.ctx, v.ID, e.store, adapter, drain, 300*time.Millisecond)
+	res, err := orders.Repair(e.ctx, v.ID, e.store, adapter, q.drain, 300*time.Millisecond)
 	require.NoError(t, err)
 	t.Logf("repaired; %d holds of the wiped Redis recorded failed", len(res.Failed))
 	require.Eventually(t, func() bool {

@@ -164,6 +164,30 @@ func TestWorkerRedisDown(t *testing.T) {
 	require.Equal(t, int64(9), st.StockLeft)
 }
 
+// queue is a fresh topic of the package's broker as the order path sees it:
+// the gateway's producer and the drain of the workers' group on it.
+type queue struct {
+	topic, group string
+	producer     *kafkaq.Producer
+	drain        *kafkaq.Drain
+}
+
+// newQueue makes a topic of partitions partitions, its producer, and the
+// drain of the group "workers-" + topic (closed when the test ends).
+func newQueue(t testing.TB, partitions int32) queue {
+	t.Helper()
+	q := queue{topic: stack.NewTopic(t, partitions)}
+	q.group = "workers-" + q.topic
+	var err error
+	q.producer, err = kafkaq.NewProducer(stack.KafkaBrokers, q.topic, testLog(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.producer.Close() })
+	q.drain, err = kafkaq.NewDrain(stack.KafkaBrokers, q.topic, q.group)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.drain.Close() })
+	return q
+}
+
 // runConsumer runs a consumer of group on topic with handler until the
 // returned stop is called.
 func runConsumer(t testing.TB, topic, group string, h kafkaq.Handler, mutate ...func(*kafkaq.ConsumerConfig)) func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -22,8 +22,7 @@ import (
 func catalogDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := stack.NewDatabase(t)
-	_, err := pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d`, 1+rand.Int64N(1<<40)))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	return pool
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -288,9 +289,7 @@ func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 	rdb := stack.Redis(t)
 	stock := redisstock.New(rdb)
 	pool := stack.NewDatabase(t)
-	// Redis is shared by the package's tests: a voucher id nobody else uses.
-	_, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d`, 1+rand.Int64N(1<<40)))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
 	v, err := store.CreateVoucher(ctx, validVoucher(), stock.Warm)
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -27,9 +27,7 @@ func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
 	pool, err := pgxpool.New(ctx, stack.NewDatabaseURL(t))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	// Redis is shared by every test: voucher ids of this one's own.
-	_, err = pool.Exec(ctx, fmt.Sprintf("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d", 1+rand.Int64N(1<<40)))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	rdb := stack.Client(t, stacktest.RedisShape{})
 	stock := redisstock.New(rdb)
 	// Neither the record nor the stock is read again during the test: the

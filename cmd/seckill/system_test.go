@@ -23,6 +23,7 @@ import (
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -45,10 +46,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	pool, err := pgxpool.New(t.Context(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	// Every test has its own database but all share one Redis: start the
-	// voucher ids somewhere else so Redis keys never collide.
-	_, err = pool.Exec(t.Context(), fmt.Sprintf("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH %d", 1+rand.Int64N(1<<40)))
-	require.NoError(t, err)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 
 	addr := freeAddr(t)
 	vars := map[string]string{

@@ -1,15 +1,18 @@
 // Package pgstoretest holds the fixtures that the tests of orders/pgstore and
-// of the packages built on it (orders) share: a voucher on sale in a real
-// PostgreSQL store and reservations with order ids unique in the test binary.
+// of the packages built on it share: a voucher on sale in a real PostgreSQL
+// store, voucher ids spread apart, and reservations with order ids unique in
+// the test binary.
 // It is for tests only; nothing in production imports it.
 package pgstoretest
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders/pgstore"
@@ -32,6 +35,17 @@ func NewVoucher(t testing.TB, s *pgstore.Store, stock, limit int64) seckill.Vouc
 	}, nil)
 	require.NoError(t, err)
 	return v
+}
+
+// SpreadVoucherIDs makes the vouchers created in pool's database take ids
+// from a random point on. Tests that each have a database of their own but
+// share one Redis, where a seckill voucher's state is keyed by its id, then
+// never meet there.
+func SpreadVoucherIDs(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "SELECT setval(pg_get_serial_sequence('vouchers', 'id'), $1, false)",
+		1_000_000+rand.Int64N(1<<40))
+	require.NoError(t, err)
 }
 
 // nextID hands out distinct order ids within one test binary.
