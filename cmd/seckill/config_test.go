@@ -138,3 +138,48 @@ func TestRedisClusterConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerBatchConfig: the workers' batch size and linger default to 100
+// and 50ms, take any value in their bounds, and refuse the rest with an
+// error that names the variable and says what to set.
+func TestWorkerBatchConfig(t *testing.T) {
+	cfg, err := loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, 100, cfg.WorkerBatch)
+	require.Equal(t, 50*time.Millisecond, cfg.WorkerLinger)
+
+	for _, c := range []struct {
+		name, value string
+		batch       int
+		linger      time.Duration
+		bad         string // part of the error; "" when the value is good
+	}{
+		{name: "SECKILL_WORKER_BATCH", value: "1", batch: 1, linger: 50 * time.Millisecond},
+		{name: "SECKILL_WORKER_BATCH", value: " 250 ", batch: 250, linger: 50 * time.Millisecond},
+		{name: "SECKILL_WORKER_BATCH", value: "1000", batch: 1000, linger: 50 * time.Millisecond},
+		{name: "SECKILL_WORKER_LINGER", value: "1ms", batch: 100, linger: time.Millisecond},
+		{name: "SECKILL_WORKER_LINGER", value: "250us", batch: 100, linger: 250 * time.Microsecond},
+		{name: "SECKILL_WORKER_LINGER", value: "5s", batch: 100, linger: 5 * time.Second},
+		{name: "SECKILL_WORKER_BATCH", value: "0", bad: "between 1 and 1000"},
+		{name: "SECKILL_WORKER_BATCH", value: "-5", bad: "between 1 and 1000"},
+		{name: "SECKILL_WORKER_BATCH", value: "1001", bad: "between 1 and 1000"},
+		{name: "SECKILL_WORKER_BATCH", value: "lots", bad: "not a whole number"},
+		{name: "SECKILL_WORKER_LINGER", value: "0s", bad: "above 0 and at most 5s"},
+		{name: "SECKILL_WORKER_LINGER", value: "-10ms", bad: "above 0 and at most 5s"},
+		{name: "SECKILL_WORKER_LINGER", value: "6s", bad: "above 0 and at most 5s"},
+		{name: "SECKILL_WORKER_LINGER", value: "50", bad: "not a duration"},
+	} {
+		cfg, err := loadConfig(func(k string) string { return map[string]string{c.name: c.value}[k] })
+		if c.bad == "" {
+			require.NoError(t, err, "%s=%q", c.name, c.value)
+			require.Equal(t, c.batch, cfg.WorkerBatch, "%s=%q", c.name, c.value)
+			require.Equal(t, c.linger, cfg.WorkerLinger, "%s=%q", c.name, c.value)
+			continue
+		}
+		require.ErrorContains(t, err, c.name, "%s=%q: the error names the variable", c.name, c.value)
+		require.ErrorContains(t, err, c.bad, "%s=%q: the error says what is wrong", c.name, c.value)
+		if strings.Contains(c.bad, "between") || strings.Contains(c.bad, "above") {
+			require.ErrorContains(t, err, "set it to", "%s=%q: the error says what to set", c.name, c.value)
+		}
+	}
+}

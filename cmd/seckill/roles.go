@@ -115,14 +115,8 @@ func (s *system) run(ctx context.Context) error {
 	if s.cfg.hasRole(roleWorker) {
 		consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
 			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
-			Metrics: s.metrics.kafka,
-			// A batch waits up to 50 ms to fill. With kafkaq's 5 ms the
-			// workers persisted batches of ~14 orders in a flash crowd, and
-			// their per-transaction cost took a quarter of the accepted rate
-			// from the gateways on the same machine; at 50 ms the batches
-			// are ~45 orders and 202 -> created stays under 100 ms at p99
-			// (make bench).
-			Linger: 50 * time.Millisecond,
+			Metrics:  s.metrics.kafka,
+			MaxBatch: s.cfg.WorkerBatch, Linger: s.cfg.WorkerLinger,
 		}, s.deadLetters)
 		if err != nil {
 			fail("worker", err)

@@ -37,6 +37,7 @@ type collector struct {
 	mu      sync.Mutex
 	seen    []seckill.Reservation
 	batches int
+	largest int // the most reservations one call was given
 }
 
 func (c *collector) handle(_ context.Context, batch []seckill.Reservation) error {
@@ -44,6 +45,7 @@ func (c *collector) handle(_ context.Context, batch []seckill.Reservation) error
 	defer c.mu.Unlock()
 	c.seen = append(c.seen, batch...)
 	c.batches++
+	c.largest = max(c.largest, len(batch))
 	return nil
 }
 
@@ -111,6 +113,9 @@ func TestPublishConsume(t *testing.T) {
 		require.Equal(t, int64(7), r.VoucherID)
 	}
 	require.Less(t, c.batches, users*perUser/2, "messages are batched")
+	// Every message was published before the consumer joined, so each
+	// partition has ~160 waiting: only MaxBatch keeps a batch at 50.
+	require.LessOrEqual(t, c.largest, 50, "no batch is larger than MaxBatch")
 	require.Eventually(t, func() bool {
 		lag := cons.Lag()
 		var total int64
