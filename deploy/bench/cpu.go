@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/google/pprof/profile"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -24,23 +24,24 @@ import (
 const profileRole = "role"
 
 // cpuShare is a CPU profile of the dev process split by the role label, and
-// the accepted buys counted while it ran.
+// the buys counted while it ran (accepted ones in the accepted run, every
+// answer in the sold-out run).
 type cpuShare struct {
-	window   time.Duration
-	byRole   map[string]time.Duration // "" is the gateway (and the runtime's own goroutines)
-	accepted float64                  // accepted buys during the profile
+	window  time.Duration
+	byRole  map[string]time.Duration // "" is the gateway (and the runtime's own goroutines)
+	answers float64                  // buys answered during the profile
 }
 
 // gateway is the CPU of the goroutines without a role: the HTTP server, the
 // gates, the Redis and Kafka clients, and the runtime (GC) of the process.
 func (c cpuShare) gateway() time.Duration { return c.byRole[""] }
 
-// perBuy is the gateway's CPU per accepted buy; ok is false without buys.
+// perBuy is the gateway's CPU per buy counted; ok is false without buys.
 func (c cpuShare) perBuy() (time.Duration, bool) {
-	if c.accepted <= 0 {
+	if c.answers <= 0 {
 		return 0, false
 	}
-	return time.Duration(float64(c.gateway()) / c.accepted), true
+	return time.Duration(float64(c.gateway()) / c.answers), true
 }
 
 // splitProfile sums a CPU profile's samples by the value of the role label.
@@ -69,62 +70,105 @@ func splitProfile(r io.Reader) (map[string]time.Duration, error) {
 	return by, nil
 }
 
-// profileAccepted takes the CPU profile of the accepted run from the crowd's
-// first accepted buy (looked for from after on) for seconds, keeps
-// it at path, and counts the accepted buys the gateway's metrics saw in the
-// same window.
-func profileAccepted(ctx context.Context, base, path string, after time.Duration, seconds int) (cpuShare, error) {
-	select {
-	case <-time.After(after):
-	case <-ctx.Done():
-		return cpuShare{}, ctx.Err()
+// crowdProfile is a CPU profile of the dev process anchored to one crowd:
+// it starts at the crowd's first answer of outcome (every buy outcome when
+// outcome is ""), so that a busy machine, whose load tool can take longer
+// to prepare than -open-in, delays the window instead of emptying it.
+type crowdProfile struct {
+	base, path string
+	outcome    string
+	seconds    int
+	from       float64 // the count of outcome before the crowd
+	done       chan crowdProfileResult
+}
+
+type crowdProfileResult struct {
+	share cpuShare
+	err   error
+}
+
+// startCrowdProfile reads the count of outcome before the crowd (call it
+// before starting the load tool), then waits in the background for the
+// count to rise and profiles seconds from there; wait returns the result.
+func startCrowdProfile(ctx context.Context, base, path, outcome string, seconds int) (*crowdProfile, error) {
+	from, err := buyAnswers(ctx, base, outcome)
+	if err != nil {
+		return nil, err
 	}
-	// On a busy machine the tool's preparation can outlast -open-in, and
-	// a window opened at a fixed moment would see no buy: wait for the
-	// crowd's first accepted buy.
-	var before float64
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		n, err := acceptedCount(ctx, base)
-		if err != nil {
-			return cpuShare{}, err
-		}
-		if n > 0 {
-			before = n
-			break
-		}
-		if time.Now().After(deadline) {
-			return cpuShare{}, errors.New("no accepted buy within 2 minutes of the run's start")
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return cpuShare{}, ctx.Err()
-		}
-	}
-	if err := takeProfile(ctx, base, path, 0, seconds); err != nil {
-		return cpuShare{}, err
-	}
-	after2, err := acceptedCount(ctx, base)
+	p := &crowdProfile{base: base, path: path, outcome: outcome, seconds: seconds, from: from,
+		done: make(chan crowdProfileResult, 1)}
+	go func() {
+		share, err := p.take(ctx)
+		p.done <- crowdProfileResult{share, err}
+	}()
+	return p, nil
+}
+
+// wait returns the profile's split and the answers counted during it.
+func (p *crowdProfile) wait() (cpuShare, error) {
+	r := <-p.done
+	return r.share, r.err
+}
+
+func (p *crowdProfile) take(ctx context.Context) (cpuShare, error) {
+	count := func(ctx context.Context) (float64, error) { return buyAnswers(ctx, p.base, p.outcome) }
+	anchor, err := awaitRise(ctx, count, p.from, 2*time.Minute, 50*time.Millisecond)
 	if err != nil {
 		return cpuShare{}, err
 	}
-	f, err := os.Open(path)
+	if err := takeProfile(ctx, p.base, p.path, p.seconds); err != nil {
+		return cpuShare{}, err
+	}
+	end, err := count(ctx)
+	if err != nil {
+		return cpuShare{}, err
+	}
+	f, err := os.Open(p.path)
 	if err != nil {
 		return cpuShare{}, err
 	}
 	defer f.Close()
 	by, err := splitProfile(f)
 	if err != nil {
-		return cpuShare{}, fmt.Errorf("%s: %w", path, err)
+		return cpuShare{}, fmt.Errorf("%s: %w", p.path, err)
 	}
-	if after2 <= before {
-		return cpuShare{}, fmt.Errorf("no accepted buy during the %d s profile", seconds)
+	if end <= anchor {
+		return cpuShare{}, fmt.Errorf("no %s during the %d s profile", answerName(p.outcome), p.seconds)
 	}
-	return cpuShare{window: time.Duration(seconds) * time.Second, byRole: by, accepted: after2 - before}, nil
+	return cpuShare{window: time.Duration(p.seconds) * time.Second, byRole: by, answers: end - anchor}, nil
 }
 
-// acceptedCount reads seckill_buy_outcomes_total{outcome="accepted"}.
-func acceptedCount(ctx context.Context, base string) (float64, error) {
+// awaitRise polls count every poll until it exceeds from, and returns the
+// count it saw; it gives up after within.
+func awaitRise(ctx context.Context, count func(context.Context) (float64, error), from float64, within, poll time.Duration) (float64, error) {
+	for deadline := time.Now().Add(within); ; {
+		n, err := count(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if n > from {
+			return n, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the crowd's first answer did not come within %s of the run's start", within)
+		}
+		if err := pause.For(ctx, poll); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// answerName words what a profile counted, for its errors.
+func answerName(outcome string) string {
+	if outcome == "" {
+		return "buy answer"
+	}
+	return outcome + " buy"
+}
+
+// buyAnswers reads the gateway's /metrics for the buys answered with
+// outcome so far (every outcome when outcome is "").
+func buyAnswers(ctx context.Context, base, outcome string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -134,8 +178,14 @@ func acceptedCount(ctx context.Context, base string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	return countOutcomes(resp.Body, outcome)
+}
+
+// countOutcomes sums seckill_buy_outcomes_total of a Prometheus text
+// exposition over the series of outcome (all series when outcome is "").
+func countOutcomes(r io.Reader, outcome string) (float64, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	fams, err := parser.TextToMetricFamilies(r)
 	if err != nil {
 		return 0, err
 	}
@@ -143,14 +193,15 @@ func acceptedCount(ctx context.Context, base string) (float64, error) {
 	if !ok {
 		return 0, nil
 	}
+	var n float64
 	for _, m := range f.GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "outcome" && l.GetValue() == "accepted" {
-				return m.GetCounter().GetValue(), nil
+			if l.GetName() == "outcome" && (outcome == "" || l.GetValue() == outcome) {
+				n += m.GetCounter().GetValue()
 			}
 		}
 	}
-	return 0, nil
+	return n, nil
 }
 
 // allocsPerBuy runs the gateway's BenchmarkHandlerBuy (in memory, the

@@ -192,10 +192,10 @@ func printTable(w io.Writer, o options, res results) {
 	}
 	cpu := row{figure: "gateway CPU per accepted buy", target: "reported",
 		stretch: fmt.Sprintf("≤ %s (half of %s)", fmtMicros(baselineGatewayCPUPerBuy/2), fmtMicros(baselineGatewayCPUPerBuy))}
-	if per, ok := res.cpu.perBuy(); ok {
+	if per, ok := res.cpu.share.perBuy(); ok {
 		cpu.measured, cpu.met = fmtMicros(per), true
 	} else {
-		cpu.measured = "not measured: " + res.cpuErr
+		cpu.measured = fmt.Sprintf("not measured: %v", res.cpu.err)
 	}
 	rows = append(rows, cpu)
 	allocs := row{figure: "allocations per buy (BenchmarkHandlerBuy)", target: fmt.Sprintf("≤ %d", targetAllocsPerBuy), stretch: "–"}
@@ -225,16 +225,8 @@ func printTable(w io.Writer, o options, res results) {
 		fmtLatency(acc.Latency["all"]), fmtLatency(so.Latency["all"]),
 		res.trivial.Latency.P50MS, res.trivial.Latency.P99MS, res.trivial.Latency.MaxMS)
 	fmt.Fprintf(w, "202 → created p50 / p99 / max: %.0f / %.0f / %.0f ms\n", d.P50MS, d.P99MS, d.MaxMS)
-	if res.cpu.accepted > 0 {
-		total := time.Duration(0)
-		for _, v := range res.cpu.byRole {
-			total += v
-		}
-		fmt.Fprintf(w, "CPU of the dev process during %s of the accepted run (%.0f accepted buys): gateway %s, worker %s, broker %s, total %s (%.2f cores)\n",
-			res.cpu.window, res.cpu.accepted, res.cpu.gateway().Round(time.Millisecond),
-			res.cpu.byRole["worker"].Round(time.Millisecond), res.cpu.byRole["broker"].Round(time.Millisecond),
-			total.Round(time.Millisecond), total.Seconds()/res.cpu.window.Seconds())
-	}
+	printCPU(w, "accepted run", "accepted buys", res.cpu.share)
+	printCPU(w, "sold-out run", "answers", res.soldOutCPU.share)
 	if res.worker != "" {
 		fmt.Fprintf(w, "workers during the accepted run: %s\n", res.worker)
 	}
@@ -245,6 +237,23 @@ func printTable(w io.Writer, o options, res results) {
 	if len(o.env) > 0 {
 		fmt.Fprintf(w, "system under test run with: %s\n", strings.Join(o.env, " "))
 	}
+}
+
+// printCPU says how a crowd's profile split the process's CPU by role, and
+// the gateway's CPU per buy it counted; nothing when it counted none.
+func printCPU(w io.Writer, run, counted string, c cpuShare) {
+	per, ok := c.perBuy()
+	if !ok {
+		return
+	}
+	total := time.Duration(0)
+	for _, v := range c.byRole {
+		total += v
+	}
+	fmt.Fprintf(w, "CPU of the dev process during %s of the %s (%.0f %s): gateway %s (%s each), worker %s, broker %s, total %s (%.2f cores)\n",
+		c.window, run, c.answers, counted, c.gateway().Round(time.Millisecond), fmtMicros(per),
+		c.byRole["worker"].Round(time.Millisecond), c.byRole["broker"].Round(time.Millisecond),
+		total.Round(time.Millisecond), total.Seconds()/c.window.Seconds())
 }
 
 func pct(f float64) string { return fmt.Sprintf("≥ %.0f%%", 100*f) }

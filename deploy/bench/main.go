@@ -21,8 +21,12 @@
 // role=broker and the workers' role=worker; the rest is the gateway and the
 // runtime), divided by the accepted buys its metrics counted meanwhile.
 //
+// Each crowd's profile starts at its first answer (the accepted run's at
+// its first accepted buy), not at a fixed moment, so that a slow
+// preparation of the load tool delays the window instead of emptying it.
 // With -profile, the CPU profiles of the process under each crowd are kept
-// (cpu-accepted.pprof, cpu-soldout.pprof in DIR); read them with
+// (cpu-accepted.pprof, 4 s, and cpu-soldout.pprof, 2 s, in DIR), and the
+// gateway's CPU per sold-out answer is printed too; read them with
 // `go tool pprof -top bin/seckill FILE`, or `-tagfocus role=worker`.
 //
 // -env KEY=VALUE (repeatable) passes environment to the system under test,
@@ -156,9 +160,9 @@ type results struct {
 	trivial           loadtest.CeilingReport
 	evalsha           float64
 	worker            string // what /metrics said of the workers
-	// cpu is the dev process's CPU during the accepted run, by role.
-	cpu    cpuShare
-	cpuErr string
+	// cpu is the dev process's CPU during the accepted run, by role;
+	// soldOutCPU during the sold-out run (with -profile).
+	cpu, soldOutCPU crowdProfileResult
 	// allocs is BenchmarkHandlerBuy's allocations per buy.
 	allocs    int
 	allocsErr string
@@ -267,18 +271,13 @@ func run(ctx context.Context, o options) error {
 	if profileDir == "" {
 		profileDir = work
 	}
-	cpuDone := make(chan error, 1)
-	go func() {
-		var err error
-		res.cpu, err = profileAccepted(ctx, base, filepath.Join(profileDir, "cpu-accepted.pprof"), 2500*time.Millisecond, 4)
-		cpuDone <- err
-	}()
-	if err := loadtestRun(ctx, bin, env, args, &res.accepted, "", "", base); err != nil {
+	res.cpu, err = crowdRun(ctx, bin, env, args, &res.accepted, base,
+		filepath.Join(profileDir, "cpu-accepted.pprof"), outcomeAccepted, acceptedProfileSeconds)
+	if err != nil {
 		return err
 	}
-	if err := <-cpuDone; err != nil {
-		res.cpuErr = err.Error()
-		fmt.Fprintln(os.Stderr, "bench: CPU profile of the accepted run:", err)
+	if res.cpu.err != nil {
+		fmt.Fprintln(os.Stderr, "bench: CPU profile of the accepted run:", res.cpu.err)
 	}
 
 	res.worker = workerSummary(ctx, base)
@@ -286,8 +285,19 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(os.Stderr, "bench: sold-out path: %d shoppers × %d attempts for 100 units\n", o.soldOut, o.attempts)
 	args = append([]string{"loadtest", "-shoppers", strconv.Itoa(o.soldOut), "-attempts", strconv.Itoa(o.attempts),
 		"-stock", "100", "-limit", "1", "-first-user", "20000000"}, common...)
-	if err := loadtestRun(ctx, bin, env, args, &res.soldOut, o.profileDir, "cpu-soldout.pprof", base); err != nil {
+	// The sold-out run is profiled only when asked: its ratio is one of the
+	// figures, and a profile running meanwhile costs the process a little.
+	soldOutProfile := ""
+	if o.profileDir != "" {
+		soldOutProfile = filepath.Join(o.profileDir, "cpu-soldout.pprof")
+	}
+	res.soldOutCPU, err = crowdRun(ctx, bin, env, args, &res.soldOut, base,
+		soldOutProfile, outcomeAny, soldOutProfileSeconds)
+	if err != nil {
 		return err
+	}
+	if res.soldOutCPU.err != nil {
+		fmt.Fprintln(os.Stderr, "bench: CPU profile of the sold-out run:", res.soldOutCPU.err)
 	}
 
 	fmt.Fprintf(os.Stderr, "bench: ceiling: GET /healthz for %s\n", o.ceilingFor)
@@ -366,18 +376,41 @@ func waitReady(ctx context.Context, base string, within time.Duration) error {
 	}
 }
 
-// loadtestRun runs the load tool and decodes its JSON report. With a
-// profile directory it also takes a CPU profile of the gateway from the
-// crowd's opening (the tool opens the sale 2 s after it starts).
-func loadtestRun(ctx context.Context, bin string, env, args []string, rep *loadtest.Report, profileDir, profileName, base string) error {
-	profiled := make(chan error, 1)
-	if profileDir != "" {
-		go func() {
-			profiled <- takeProfile(ctx, base, filepath.Join(profileDir, profileName), 2500*time.Millisecond, 4)
-		}()
-	} else {
-		profiled <- nil
+// Profiles of the crowds: what each counts and how long it runs. The
+// sold-out crowd's 20 000 answers take one to a few seconds, so its window
+// is shorter than the accepted run's, which lasts several.
+const (
+	outcomeAccepted        = "accepted" // the gateway's buy outcome of an order
+	outcomeAny             = ""         // every buy outcome
+	acceptedProfileSeconds = 4
+	soldOutProfileSeconds  = 2
+)
+
+// crowdRun runs one crowd of the load tool into rep while a CPU profile of
+// the process, anchored to the crowd's first answer of outcome, is taken
+// to path (none when path is ""). A failed profile does not fail the run:
+// its error is in the result.
+func crowdRun(ctx context.Context, bin string, env, args []string, rep *loadtest.Report, base, path, outcome string, seconds int) (crowdProfileResult, error) {
+	var prof *crowdProfile
+	if path != "" {
+		var err error
+		// Read before the tool starts, so that its first answer is seen.
+		if prof, err = startCrowdProfile(ctx, base, path, outcome, seconds); err != nil {
+			return crowdProfileResult{}, fmt.Errorf("CPU profile: %w", err)
+		}
 	}
+	if err := loadtestRun(ctx, bin, env, args, rep); err != nil {
+		return crowdProfileResult{}, err
+	}
+	if prof == nil {
+		return crowdProfileResult{}, nil
+	}
+	share, err := prof.wait()
+	return crowdProfileResult{share: share, err: err}, nil
+}
+
+// loadtestRun runs the load tool and decodes its JSON report.
+func loadtestRun(ctx context.Context, bin string, env, args []string, rep *loadtest.Report) error {
 	out, err := command(ctx, bin, env, args...)
 	// A failed invariant exits non-zero with the report on stdout.
 	if jerr := json.Unmarshal(out, rep); jerr != nil {
@@ -386,18 +419,11 @@ func loadtestRun(ctx context.Context, bin string, env, args []string, rep *loadt
 		}
 		return fmt.Errorf("load test report: %w", jerr)
 	}
-	if perr := <-profiled; perr != nil {
-		fmt.Fprintln(os.Stderr, "bench: profile:", perr)
-	}
 	return nil
 }
 
-func takeProfile(ctx context.Context, base, path string, after time.Duration, seconds int) error {
-	select {
-	case <-time.After(after):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// takeProfile saves a CPU profile of seconds of the process at path.
+func takeProfile(ctx context.Context, base, path string, seconds int) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
