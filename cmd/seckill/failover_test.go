@@ -113,32 +113,13 @@ func TestRedisMasterFailover(t *testing.T) {
 			}
 			vid := vouchers[i%2]
 			tok := ts.shopper(t, int64(900_000+i))
-			key := "fo-" + strconv.Itoa(i)
-			for ctx.Err() == nil {
-				final, a := attempt(vid, tok, key)
-				if final {
-					if a.status != http.StatusAccepted {
-						return
-					}
-					accepted.Add(1)
-					mu.Lock()
-					orderIDs[vid][a.body["order_id"].(string)] = true
-					mu.Unlock()
-					break
-				}
-				_ = pause.For(ctx, 200*time.Millisecond)
-			}
-			// A second purchase with a new key must meet the limit.
-			for ctx.Err() == nil {
-				final, a := attempt(vid, tok, key+"-again")
-				if final {
-					if a.status == http.StatusAccepted {
-						limitBroken.Add(1)
-					}
-					return
-				}
-				_ = pause.For(ctx, 200*time.Millisecond)
-			}
+			try := func(key string) (bool, answer) { return attempt(vid, tok, key) }
+			retryingShopper(ctx, "fo-"+strconv.Itoa(i), try, func(a answer) {
+				accepted.Add(1)
+				mu.Lock()
+				orderIDs[vid][a.body["order_id"].(string)] = true
+				mu.Unlock()
+			}, &limitBroken)
 		})
 	}
 	require.Eventually(t, func() bool { return accepted.Load() >= 40 }, time.Minute, 5*time.Millisecond)

@@ -41,7 +41,7 @@ func TestHealAfterRedisDataLost(t *testing.T) {
 	var accepted, acceptedAfter, unavailable, noRetryAfter, notFound, limitBroken atomic.Int64
 	var firstAfter atomic.Int64 // unix ns of the first 202 after the wipe
 	var other sync.Map          // unexpected answers, for the failure message
-	answer := func(key, tok string) (done bool, a answer) {
+	send := func(key, tok string) (done bool, a answer) {
 		a = ts.buy(t, vid, tok, 1, key)
 		switch {
 		case a.status == http.StatusAccepted:
@@ -69,34 +69,14 @@ func TestHealAfterRedisDataLost(t *testing.T) {
 				return
 			}
 			tok := ts.shopper(t, int64(700_000+i))
-			key := "heal-" + strconv.Itoa(i)
-			for ctx.Err() == nil {
-				done, a := answer(key, tok)
-				if done {
-					if a.status == http.StatusAccepted {
-						accepted.Add(1)
-						if flushed.Load() {
-							acceptedAfter.Add(1)
-							firstAfter.CompareAndSwap(0, time.Now().UnixNano())
-						}
-						break
-					}
-					return // sold out: nothing more to try
+			try := func(key string) (bool, answer) { return send(key, tok) }
+			retryingShopper(ctx, "heal-"+strconv.Itoa(i), try, func(answer) {
+				accepted.Add(1)
+				if flushed.Load() {
+					acceptedAfter.Add(1)
+					firstAfter.CompareAndSwap(0, time.Now().UnixNano())
 				}
-				_ = pause.For(ctx, 200*time.Millisecond)
-			}
-			// A second attempt with another key must be refused by the
-			// per-user limit (or sold out), also across the rebuild.
-			for ctx.Err() == nil {
-				done, a := answer(key+"-again", tok)
-				if done {
-					if a.status == http.StatusAccepted {
-						limitBroken.Add(1)
-					}
-					return
-				}
-				_ = pause.For(ctx, 200*time.Millisecond)
-			}
+			}, &limitBroken)
 		})
 	}
 	require.Eventually(t, func() bool { return accepted.Load() >= total/3 }, time.Minute, 5*time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
+	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -212,6 +214,36 @@ func (ts *testSystem) createVoucher(t testing.TB, stock, limit int, begin, end t
 	id, ok := a.body["id"].(string)
 	require.True(t, ok, "voucher id must be a JSON string: %s", a.raw)
 	return id
+}
+
+// retryingShopper is one shopper of a crowd under a fault. It sends its buy
+// with key until try calls the answer final, retrying the same key every
+// 200 ms as a shopper does after a 503. A final 202 goes to onAccepted, and
+// then a second buy with a new key must be refused (the per-user limit): a
+// 202 to it is counted in limitBroken. A final refusal ends the shopper.
+func retryingShopper(ctx context.Context, key string, try func(key string) (final bool, a answer),
+	onAccepted func(answer), limitBroken *atomic.Int64) {
+	for ctx.Err() == nil {
+		final, a := try(key)
+		if final {
+			if a.status != http.StatusAccepted {
+				return
+			}
+			onAccepted(a)
+			break
+		}
+		_ = pause.For(ctx, 200*time.Millisecond)
+	}
+	for ctx.Err() == nil {
+		final, a := try(key + "-again")
+		if final {
+			if a.status == http.StatusAccepted {
+				limitBroken.Add(1)
+			}
+			return
+		}
+		_ = pause.For(ctx, 200*time.Millisecond)
+	}
 }
 
 func (ts *testSystem) buy(t testing.TB, voucherID, token string, qty int, key string) answer {
