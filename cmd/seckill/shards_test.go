@@ -35,12 +35,7 @@ func testShardedVoucherSale(t *testing.T, env map[string]string) {
 	require.EqualValues(t, 8, a.body["shards"])
 	vid := a.body["id"].(string)
 
-	type attempt struct {
-		user  int64
-		token string
-		key   string
-	}
-	var attempts []attempt
+	var attempts []crowdBuy
 	for i := range buyers {
 		u := int64(900_000 + 8*i) // home bucket 0
 		if i%3 == 1 {
@@ -50,7 +45,7 @@ func testShardedVoucherSale(t *testing.T, env map[string]string) {
 		}
 		tok := ts.shopper(t, u)
 		for j := range limit + 1 {
-			at := attempt{user: u, token: tok, key: fmt.Sprintf("k-%d-%d", u, j)}
+			at := crowdBuy{user: u, token: tok, key: fmt.Sprintf("k-%d-%d", u, j), qty: 1}
 			attempts = append(attempts, at, at)
 		}
 	}
@@ -59,7 +54,7 @@ func testShardedVoucherSale(t *testing.T, env map[string]string) {
 	for i := range attempts {
 		wg.Go(func() {
 			for {
-				answers[i] = ts.buy(t, vid, attempts[i].token, 1, attempts[i].key)
+				answers[i] = ts.buy(t, vid, attempts[i].token, attempts[i].qty, attempts[i].key)
 				if answers[i].status != http.StatusServiceUnavailable {
 					return
 				}
@@ -69,24 +64,7 @@ func testShardedVoucherSale(t *testing.T, env map[string]string) {
 	}
 	wg.Wait()
 
-	orderOfKey := map[string]string{}
-	orders := map[string]attempt{}
-	for i, a := range answers {
-		at := attempts[i]
-		switch a.status {
-		case http.StatusAccepted:
-			id := a.body["order_id"].(string)
-			if prev, ok := orderOfKey[at.key]; ok {
-				require.Equal(t, prev, id, "both sends of a key get one order")
-			}
-			orderOfKey[at.key] = id
-			orders[id] = at
-		case http.StatusConflict:
-			require.Contains(t, []string{"sold_out", "limit_exceeded"}, a.errorCode(), "body: %s", a.raw)
-		default:
-			t.Fatalf("unexpected answer %d: %s", a.status, a.raw)
-		}
-	}
+	_, orders := ordersByKey(t, attempts, answers)
 	// Every 202 is an order in PostgreSQL. One may end failed: a buy whose
 	// queue write was not acknowledged in time keeps its hold and answers
 	// 503, the retry replays it with 202, and if the message never landed

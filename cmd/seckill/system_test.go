@@ -216,6 +216,43 @@ func (ts *testSystem) createVoucher(t testing.TB, stock, limit int, begin, end t
 	return id
 }
 
+// crowdBuy is one buy of a crowd: who sends it, with which key, for how many.
+type crowdBuy struct {
+	user  int64
+	token string
+	key   string
+	qty   int
+}
+
+// ordersByKey checks a crowd's answers, answers[i] being the answer to
+// buys[i]: each is a 202 or a 409 sold_out or limit_exceeded, every send of
+// a key got the same order, and no two keys got one order. It returns the
+// order id of each accepted key and the buy behind each order.
+func ordersByKey(t *testing.T, buys []crowdBuy, answers []answer) (orderOfKey map[string]string, buyOfOrder map[string]crowdBuy) {
+	t.Helper()
+	orderOfKey, buyOfOrder = map[string]string{}, map[string]crowdBuy{}
+	for i, a := range answers {
+		b := buys[i]
+		switch a.status {
+		case http.StatusAccepted:
+			id := a.body["order_id"].(string)
+			if prev, ok := orderOfKey[b.key]; ok {
+				require.Equal(t, prev, id, "a replayed Idempotency-Key must return the first order")
+			}
+			orderOfKey[b.key] = id
+			if other, ok := buyOfOrder[id]; ok {
+				require.Equal(t, other.key, b.key, "two keys got one order")
+			}
+			buyOfOrder[id] = b
+		case http.StatusConflict:
+			require.Contains(t, []string{"sold_out", "limit_exceeded"}, a.errorCode(), "body: %s", a.raw)
+		default:
+			t.Fatalf("unexpected answer %d: %s", a.status, a.raw)
+		}
+	}
+	return orderOfKey, buyOfOrder
+}
+
 // retryingShopper is one shopper of a crowd under a fault. It sends its buy
 // with key until try calls the answer final, retrying the same key every
 // 200 ms as a shopper does after a 503. A final 202 goes to onAccepted, and
@@ -385,22 +422,16 @@ func testReplaysAndQuantities(t *testing.T, env map[string]string) {
 	const stock, limit, buyers = 100, 3, 300
 	vid := ts.createVoucher(t, stock, limit, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 
-	type attempt struct {
-		user  int64
-		token string
-		key   string
-		qty   int
-	}
-	var attempts []attempt
+	var attempts []crowdBuy
 	for i := range buyers {
 		u := int64(700_000 + i)
 		tok := ts.shopper(t, u)
 		// Each shopper sends its key three times at once (a double click and
 		// a retry), and some send a second purchase with a new key.
-		a := attempt{user: u, token: tok, key: fmt.Sprintf("k-%d-a", u), qty: 1 + i%3}
+		a := crowdBuy{user: u, token: tok, key: fmt.Sprintf("k-%d-a", u), qty: 1 + i%3}
 		attempts = append(attempts, a, a, a)
 		if i%4 == 0 {
-			attempts = append(attempts, attempt{user: u, token: tok, key: fmt.Sprintf("k-%d-b", u), qty: 1})
+			attempts = append(attempts, crowdBuy{user: u, token: tok, key: fmt.Sprintf("k-%d-b", u), qty: 1})
 		}
 	}
 	rand.Shuffle(len(attempts), func(i, j int) { attempts[i], attempts[j] = attempts[j], attempts[i] })
@@ -411,27 +442,7 @@ func testReplaysAndQuantities(t *testing.T, env map[string]string) {
 	}
 	wg.Wait()
 
-	orderOfKey := map[string]string{}
-	keyOfOrder := map[string]string{}
-	for i, a := range answers {
-		at := attempts[i]
-		switch a.status {
-		case http.StatusAccepted:
-			id := a.body["order_id"].(string)
-			if prev, ok := orderOfKey[at.key]; ok {
-				require.Equal(t, prev, id, "a replayed Idempotency-Key must return the first order")
-			}
-			orderOfKey[at.key] = id
-			if k, ok := keyOfOrder[id]; ok {
-				require.Equal(t, k, at.key, "two keys got one order")
-			}
-			keyOfOrder[id] = at.key
-		case http.StatusConflict:
-			require.Contains(t, []string{"sold_out", "limit_exceeded"}, a.errorCode(), "body: %s", a.raw)
-		default:
-			t.Fatalf("unexpected answer %d: %s", a.status, a.raw)
-		}
-	}
+	orderOfKey, _ := ordersByKey(t, attempts, answers)
 	ts.waitPersisted(t, vid, len(orderOfKey))
 	sold := ts.checkInvariants(t, vid, limit)
 	require.LessOrEqual(t, sold, int64(stock))
