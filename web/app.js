@@ -570,6 +570,22 @@
       this.update();
     }
 
+    // withCaptcha adds the captcha's id and the typed answer to a request
+    // body when the voucher asks for them. It says false, after asking the
+    // shopper to type the answer, when there is none yet.
+    withCaptcha(body) {
+      if (!this.voucher || !this.voucher.captcha_required) return true;
+      const answer = this.answer.value.trim();
+      if (!this.captcha.id || !answer) {
+        say('Please type the characters from the captcha picture first.', 'warn');
+        this.answer.focus();
+        return false;
+      }
+      body.captcha_id = this.captcha.id;
+      body.captcha_answer = answer;
+      return true;
+    }
+
     async join() {
       const v = this.voucher;
       if (!v || this.joining) return;
@@ -579,16 +595,7 @@
         return;
       }
       const body = {};
-      if (v.captcha_required) {
-        const answer = this.answer.value.trim();
-        if (!this.captcha.id || !answer) {
-          say('Please type the characters from the captcha picture first.', 'warn');
-          this.answer.focus();
-          return;
-        }
-        body.captcha_id = this.captcha.id;
-        body.captcha_answer = answer;
-      }
+      if (!this.withCaptcha(body)) return;
       this.joining = true;
       this.update();
       try {
@@ -662,16 +669,7 @@
         return;
       }
       const body = { quantity: qty };
-      if (v.captcha_required) {
-        const answer = this.answer.value.trim();
-        if (!this.captcha.id || !answer) {
-          say('Please type the characters from the captcha picture first.', 'warn');
-          this.answer.focus();
-          return;
-        }
-        body.captcha_id = this.captcha.id;
-        body.captcha_answer = answer;
-      }
+      if (!this.withCaptcha(body)) return;
       const headers = {};
       if (v.waiting_room) {
         if (!this.queue || !this.queue.pass) {

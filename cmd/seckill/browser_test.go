@@ -45,9 +45,20 @@ func chromiumPath(t *testing.T) string {
 
 // frameRecorder runs before the page's own scripts: it keeps every message
 // the page's WebSockets receive in window.__wsFrames, so the test can tell a
-// status that came pushed on the socket from one the page read over REST.
+// status that came pushed on the socket from one the page read over REST,
+// and the id of every captcha the page fetched in window.__captchaIDs, so
+// the test can look its answer up where the gateway keeps it.
 const frameRecorder = `(() => {
   window.__wsFrames = [];
+  window.__captchaIDs = [];
+  const nativeFetch = window.fetch;
+  window.fetch = async (...args) => {
+    const res = await nativeFetch(...args);
+    if (String(args[0]).endsWith('/captcha') && res.ok) {
+      res.clone().json().then((b) => window.__captchaIDs.push(b.captcha_id), () => {});
+    }
+    return res;
+  };
   const Native = window.WebSocket;
   window.WebSocket = class extends Native {
     constructor(...args) {
@@ -273,14 +284,19 @@ func (b *browser) waitStatus(orderID, status string, d time.Duration) {
 	require.Equal(b.t, "loaded once", b.eval(`window.__loadMark`), "the page must not reload")
 }
 
-// newVoucher puts a voucher on sale through the admin API.
-func newVoucher(t *testing.T, ts *testSystem, title string, stock, limit int) string {
+// newVoucher puts a voucher on sale through the admin API; more may set
+// other fields of the request (captcha_required, ...).
+func newVoucher(t *testing.T, ts *testSystem, title string, stock, limit int, more ...func(map[string]any)) string {
 	t.Helper()
-	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
+	body := map[string]any{
 		"title": title, "kind": "seckill", "price_cents": 1999, "stock": stock, "per_user_limit": limit,
 		"begin_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339),
 		"end_at":   time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339),
-	}, nil)
+	}
+	for _, m := range more {
+		m(body)
+	}
+	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, body, nil)
 	require.Equal(t, http.StatusCreated, a.status, "%s", a.raw)
 	return a.body["id"].(string)
 }
