@@ -4,14 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/redisstock/redisstocktest"
 )
 
 // A gateway "dies" after reserve.lua and before Kafka: its hold has no
@@ -116,9 +115,7 @@ func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
 	}, stock.Warm)
 	require.NoError(t, err)
-	from := redisstock.BucketKeys(v.ID, 3)
-	_, err = redis.NewScript(lua.MoveOut).Run(ctx, stack.Redis(t), []string{from.Meta, from.Moves}, "died", 6, 0).Result()
-	require.NoError(t, err)
+	require.Equal(t, int64(6), redisstocktest.HalfMove(t, stack.Redis(t), v.ID, 3, 0, 6, "died"))
 	snap, err := stock.Snapshot(ctx, v.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), snap.Moving)
@@ -131,9 +128,7 @@ func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
 	snap, err = stock.Snapshot(ctx, v.ID)
 	require.NoError(t, err)
 	require.Equal(t, redisstock.Snapshot{OnSale: true, Left: 40, Total: 40}, snap)
-	home, err := stack.Redis(t).HGet(ctx, redisstock.BucketKeys(v.ID, 0).Meta, "stock").Int64()
-	require.NoError(t, err)
-	require.Equal(t, int64(16), home, "bucket 0's 10 and the 6 moved to it")
+	require.Equal(t, int64(16), redisstocktest.BucketStock(t, stack.Redis(t), v.ID, 0), "bucket 0's 10 and the 6 moved to it")
 	n, err := stock.FinishMoves(ctx, v.ID)
 	require.NoError(t, err)
 	require.Zero(t, n, "credited once")

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/redisstock/redisstocktest"
 )
 
 // shardedOnSale warms a voucher of the given stock and limit over k buckets,
@@ -26,14 +27,6 @@ func (b bundle) shardedOnSale(t testing.TB, k int, stock, limit int64) seckill.V
 	v.Shards = k
 	require.NoError(t, b.store.Warm(context.Background(), v))
 	return v
-}
-
-// bucketStock is meta's stock of one bucket.
-func (b bundle) bucketStock(t testing.TB, id int64, bucket int) int64 {
-	t.Helper()
-	n, err := b.rdb.HGet(context.Background(), redisstock.BucketKeys(id, bucket).Meta, "stock").Int64()
-	require.NoError(t, err)
-	return n
 }
 
 // homedIn returns a fresh user id whose home bucket of k is bucket.
@@ -70,7 +63,7 @@ func TestShardedWarmSplitsStock(t *testing.T) {
 		ctx := context.Background()
 		v := b.shardedOnSale(t, 8, 21, 3)
 		for bucket, want := range []int64{3, 3, 3, 3, 3, 2, 2, 2} {
-			require.Equal(t, want, b.bucketStock(t, v.ID, bucket), "bucket %d", bucket)
+			require.Equal(t, want, redisstocktest.BucketStock(t, b.rdb, v.ID, bucket), "bucket %d", bucket)
 		}
 		require.NoError(t, b.store.Warm(ctx, v), "a retried warm is harmless")
 		other := v
@@ -87,7 +80,7 @@ func TestShardedWarmSplitsStock(t *testing.T) {
 		u := homedIn(6, 8)
 		got, err := fresh.Reserve(ctx, res(v, u, 1, "k"))
 		require.NoError(t, err)
-		require.Equal(t, int64(1), b.bucketStock(t, v.ID, 6), "bought in the user's home bucket")
+		require.Equal(t, int64(1), redisstocktest.BucketStock(t, b.rdb, v.ID, 6), "bought in the user's home bucket")
 		require.Equal(t, int64(1), got.StockLeft, "the home bucket's figure, while it is not 0")
 	})
 }
@@ -107,12 +100,12 @@ func TestShardedNoSoldOutWhileStockRemains(t *testing.T) {
 			r := res(v, homedIn(bucket, 8), 2, "")
 			_, err := b.store.Reserve(ctx, r)
 			require.NoError(t, err)
-			require.Equal(t, int64(0), b.bucketStock(t, v.ID, bucket))
+			require.Equal(t, int64(0), redisstocktest.BucketStock(t, b.rdb, v.ID, bucket))
 			if bucket == 0 {
 				first = r
 			}
 		}
-		require.Equal(t, int64(2), b.bucketStock(t, v.ID, 5))
+		require.Equal(t, int64(2), redisstocktest.BucketStock(t, b.rdb, v.ID, 5))
 
 		// A shopper of bucket 2 buys both units left in bucket 5, one at a
 		// time: its bucket is empty, the stock moves to it.
@@ -132,7 +125,7 @@ func TestShardedNoSoldOutWhileStockRemains(t *testing.T) {
 		ok, err := b.store.Release(ctx, v.ID, first.OrderID, seckill.ReleaseAny)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, int64(2), b.bucketStock(t, v.ID, 0))
+		require.Equal(t, int64(2), redisstocktest.BucketStock(t, b.rdb, v.ID, 0))
 		_, err = b.store.Reserve(ctx, res(v, homedIn(7, 8), 2, ""))
 		require.NoError(t, err)
 		_, err = b.store.Reserve(ctx, res(v, homedIn(7, 8), 1, ""))
@@ -263,11 +256,11 @@ func TestShardedRelease(t *testing.T) {
 			rs = append(rs, r)
 		}
 		b.balanced(t, v)
-		before := b.bucketStock(t, v.ID, 3)
+		before := redisstocktest.BucketStock(t, b.rdb, v.ID, 3)
 		ok, err := b.store.Release(ctx, v.ID, rs[1].OrderID, seckill.ReleaseAny)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, before+1, b.bucketStock(t, v.ID, 3), "back to the bucket it was held in")
+		require.Equal(t, before+1, redisstocktest.BucketStock(t, b.rdb, v.ID, 3), "back to the bucket it was held in")
 		ok, err = b.store.Release(ctx, v.ID, rs[1].OrderID, seckill.ReleaseAny)
 		require.NoError(t, err)
 		require.False(t, ok, "at most once")
@@ -312,13 +305,13 @@ func TestShardedHalfDoneMove(t *testing.T) {
 		snap := b.balanced(t, v)
 		require.Equal(t, int64(4), snap.Moving)
 		require.Equal(t, int64(40), snap.Left, "stock on its way is still stock")
-		require.Equal(t, int64(6), b.bucketStock(t, v.ID, 1))
-		require.Equal(t, int64(10), b.bucketStock(t, v.ID, 2))
+		require.Equal(t, int64(6), redisstocktest.BucketStock(t, b.rdb, v.ID, 1))
+		require.Equal(t, int64(10), redisstocktest.BucketStock(t, b.rdb, v.ID, 2))
 
 		n, err := b.store.FinishMoves(ctx, v.ID)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		require.Equal(t, int64(14), b.bucketStock(t, v.ID, 2))
+		require.Equal(t, int64(14), redisstocktest.BucketStock(t, b.rdb, v.ID, 2))
 		snap = b.balanced(t, v)
 		require.Equal(t, int64(0), snap.Moving)
 		require.Equal(t, int64(40), snap.Left)
@@ -329,7 +322,7 @@ func TestShardedHalfDoneMove(t *testing.T) {
 		got, err := redis.NewScript(lua.MoveIn).Run(ctx, b.rdb, []string{to.Meta, to.Credited}, "dead-mover", 4, "w").Int64()
 		require.NoError(t, err)
 		require.Zero(t, got)
-		require.Equal(t, int64(14), b.bucketStock(t, v.ID, 2))
+		require.Equal(t, int64(14), redisstocktest.BucketStock(t, b.rdb, v.ID, 2))
 		b.balanced(t, v)
 
 		// A move begun before a rebuild is never credited after it.
