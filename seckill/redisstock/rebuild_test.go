@@ -36,8 +36,7 @@ func TestRebuildFromTruth(t *testing.T) {
 	u1, u2, u3, stale := next(), next(), next(), next()
 	persisted, inFlight, cancelled := res(v, u1, 2, "ka"), res(v, u2, 1, ""), res(v, u3, 3, "kc")
 	for _, r := range []seckill.Reservation{persisted, inFlight, cancelled, res(v, stale, 4, "")} {
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 	}
 
 	truth := redisstock.Truth{

@@ -98,8 +98,7 @@ func TestShardedNoSoldOutWhileStockRemains(t *testing.T) {
 				continue
 			}
 			r := res(v, homedIn(bucket, 8), 2, "")
-			_, err := b.store.Reserve(ctx, r)
-			require.NoError(t, err)
+			b.reserve(t, r)
 			require.Equal(t, int64(0), redisstocktest.BucketStock(t, b.rdb, v.ID, bucket))
 			if bucket == 0 {
 				first = r
@@ -126,8 +125,7 @@ func TestShardedNoSoldOutWhileStockRemains(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Equal(t, int64(2), redisstocktest.BucketStock(t, b.rdb, v.ID, 0))
-		_, err = b.store.Reserve(ctx, res(v, homedIn(7, 8), 2, ""))
-		require.NoError(t, err)
+		b.reserve(t, res(v, homedIn(7, 8), 2, ""))
 		_, err = b.store.Reserve(ctx, res(v, homedIn(7, 8), 1, ""))
 		require.ErrorIs(t, err, seckill.ErrSoldOut)
 		snap := b.balanced(t, v)
@@ -251,8 +249,7 @@ func TestShardedRelease(t *testing.T) {
 		var rs []seckill.Reservation
 		for i := range 3 { // the first from home, the others moved in
 			r := res(v, u, 1, "k"+strconv.Itoa(i))
-			_, err := b.store.Reserve(ctx, r)
-			require.NoError(t, err)
+			b.reserve(t, r)
 			rs = append(rs, r)
 		}
 		b.balanced(t, v)
@@ -347,8 +344,7 @@ func TestShardedRepair(t *testing.T) {
 		var held []seckill.Reservation
 		for bucket := range 8 {
 			r := res(v, homedIn(bucket, 8), 2, "k")
-			_, err := b.store.Reserve(ctx, r)
-			require.NoError(t, err)
+			b.reserve(t, r)
 			held = append(held, r)
 		}
 		require.NoError(t, b.store.TakeOffSale(ctx, v.ID))

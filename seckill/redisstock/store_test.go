@@ -79,6 +79,14 @@ func res(v seckill.Voucher, user, qty int64, key string) seckill.Reservation {
 	return seckill.Reservation{OrderID: next(), VoucherID: v.ID, UserID: user, Quantity: qty, RequestKey: key, ReservedAt: time.Now()}
 }
 
+// reserve runs Reserve, which must not fail, and returns its result.
+func (b bundle) reserve(t testing.TB, r seckill.Reservation) seckill.ReserveResult {
+	t.Helper()
+	got, err := b.store.Reserve(context.Background(), r)
+	require.NoError(t, err)
+	return got
+}
+
 func (b bundle) balanced(t testing.TB, v seckill.Voucher) redisstock.Snapshot {
 	t.Helper()
 	snap, err := b.store.Snapshot(context.Background(), v.ID)
@@ -104,8 +112,7 @@ func TestReserveReturnCodes(t *testing.T) {
 	t.Run("replay", func(t *testing.T) {
 		v := b.onSale(t, 10, 3)
 		first := res(v, next(), 1, "k")
-		_, err := b.store.Reserve(ctx, first)
-		require.NoError(t, err)
+		b.reserve(t, first)
 		again := first
 		again.OrderID = next()
 		got, err := b.store.Reserve(ctx, again)
@@ -132,8 +139,7 @@ func TestReserveReturnCodes(t *testing.T) {
 	})
 	t.Run("sold out", func(t *testing.T) {
 		v := b.onSale(t, 3, 10)
-		_, err := b.store.Reserve(ctx, res(v, next(), 2, ""))
-		require.NoError(t, err)
+		b.reserve(t, res(v, next(), 2, ""))
 		got, err := b.store.Reserve(ctx, res(v, next(), 2, ""))
 		require.ErrorIs(t, err, seckill.ErrSoldOut)
 		require.Equal(t, int64(1), got.StockLeft, "a refusal still says what is left")
@@ -147,19 +153,17 @@ func TestReserveReturnCodes(t *testing.T) {
 	t.Run("limit exceeded", func(t *testing.T) {
 		v := b.onSale(t, 10, 1)
 		user := next()
+		b.reserve(t, res(v, user, 1, ""))
 		_, err := b.store.Reserve(ctx, res(v, user, 1, ""))
-		require.NoError(t, err)
-		_, err = b.store.Reserve(ctx, res(v, user, 1, ""))
 		require.ErrorIs(t, err, seckill.ErrLimitExceeded)
 	})
 	t.Run("order id taken by another reservation", func(t *testing.T) {
 		v := b.onSale(t, 10, 5)
 		r := res(v, next(), 1, "")
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 		other := r
 		other.UserID = next()
-		_, err = b.store.Reserve(ctx, other)
+		_, err := b.store.Reserve(ctx, other)
 		require.ErrorIs(t, err, seckill.ErrUnavailable)
 		other = r
 		other.Quantity = 2
@@ -197,8 +201,7 @@ func TestReserveWindowUsesServerTime(t *testing.T) {
 	for !serverNow(t, b.rdb).After(begin) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, err = b.store.Reserve(ctx, res(v, next(), 1, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(v, next(), 1, ""))
 
 	for serverNow(t, b.rdb).Before(v.EndAt) {
 		time.Sleep(10 * time.Millisecond)
@@ -213,8 +216,7 @@ func TestReserveWindowUsesServerTime(t *testing.T) {
 	closed := voucher(10, 10, now.Add(-time.Hour), now)
 	require.NoError(t, b.store.Warm(ctx, open))
 	require.NoError(t, b.store.Warm(ctx, closed))
-	_, err = b.store.Reserve(ctx, res(open, next(), 1, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(open, next(), 1, ""))
 	_, err = b.store.Reserve(ctx, res(closed, next(), 1, ""))
 	require.ErrorIs(t, err, seckill.ErrEnded)
 }
@@ -292,19 +294,16 @@ func TestPerUserLimitCountsQuantities(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.store.Reserve(ctx, res(v, user, 3, ""))
 	require.ErrorIs(t, err, seckill.ErrLimitExceeded)
-	_, err = b.store.Reserve(ctx, res(v, user, 2, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(v, user, 2, ""))
 	_, err = b.store.Reserve(ctx, res(v, user, 1, ""))
 	require.ErrorIs(t, err, seckill.ErrLimitExceeded)
 	// Another user has their own limit.
-	_, err = b.store.Reserve(ctx, res(v, next(), 5, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(v, next(), 5, ""))
 	// A release gives the user's count back too.
 	ok, err := b.store.Release(ctx, v.ID, big.OrderID, seckill.ReleaseAny)
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, err = b.store.Reserve(ctx, res(v, user, 3, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(v, user, 3, ""))
 	_, err = b.store.Reserve(ctx, res(v, user, 1, ""))
 	require.ErrorIs(t, err, seckill.ErrLimitExceeded)
 	snap := b.balanced(t, v)
@@ -319,8 +318,7 @@ func TestReleaseModes(t *testing.T) {
 	t.Run("any keeps the request key and is idempotent", func(t *testing.T) {
 		v := b.onSale(t, 10, 5)
 		r := res(v, next(), 2, "k-any")
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 		ok, err := b.store.Release(ctx, v.ID, r.OrderID, seckill.ReleaseAny)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -346,8 +344,7 @@ func TestReleaseModes(t *testing.T) {
 	t.Run("unsent forgets the request key", func(t *testing.T) {
 		v := b.onSale(t, 10, 5)
 		r := res(v, next(), 2, "k-unsent")
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 		ok, err := b.store.Release(ctx, v.ID, r.OrderID, seckill.ReleaseUnsent)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -373,8 +370,7 @@ func TestReleaseModes(t *testing.T) {
 		v := b.onSale(t, 10, 5)
 		pending, confirmed := res(v, next(), 1, ""), res(v, next(), 2, "")
 		for _, r := range []seckill.Reservation{pending, confirmed} {
-			_, err := b.store.Reserve(ctx, r)
-			require.NoError(t, err)
+			b.reserve(t, r)
 		}
 		require.NoError(t, b.store.Confirm(ctx, []seckill.Reservation{confirmed}))
 		require.NoError(t, b.store.Confirm(ctx, []seckill.Reservation{confirmed}), "confirm is idempotent")
@@ -411,8 +407,7 @@ func TestReleaseModes(t *testing.T) {
 	t.Run("after unwarm nothing is resurrected", func(t *testing.T) {
 		v := b.onSale(t, 10, 5)
 		r := res(v, next(), 1, "")
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 		require.NoError(t, b.store.Unwarm(ctx, v.ID))
 		ok, err := b.store.Release(ctx, v.ID, r.OrderID, seckill.ReleaseAny)
 		require.NoError(t, err)
@@ -533,8 +528,7 @@ func TestWarmAndStockLeft(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	v := b.onSale(t, 10, 2)
-	_, err := b.store.Reserve(ctx, res(v, next(), 2, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(v, next(), 2, ""))
 
 	// Warming again with the same values keeps the live stock.
 	require.NoError(t, b.store.Warm(ctx, v))
@@ -578,13 +572,11 @@ func TestUnwarmForgetsEverything(t *testing.T) {
 	b := setup(t)
 	v := b.onSale(t, 10, 3)
 	for range 3 {
-		_, err := b.store.Reserve(ctx, res(v, next(), 2, "k"))
-		require.NoError(t, err)
+		b.reserve(t, res(v, next(), 2, "k"))
 	}
 	released := res(v, next(), 1, "gone")
-	_, err := b.store.Reserve(ctx, released)
-	require.NoError(t, err)
-	_, err = b.store.Release(ctx, v.ID, released.OrderID, seckill.ReleaseAny)
+	b.reserve(t, released)
+	_, err := b.store.Release(ctx, v.ID, released.OrderID, seckill.ReleaseAny)
 	require.NoError(t, err)
 
 	require.NoError(t, b.store.Unwarm(ctx, v.ID))
@@ -607,8 +599,7 @@ func TestHoldAndUserHolds(t *testing.T) {
 	user := next()
 	var mine []seckill.Reservation
 	for _, r := range []seckill.Reservation{res(v1, user, 1, "a"), res(v2, user, 2, ""), res(v1, user, 3, "")} {
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 		mine = append(mine, r)
 	}
 	_, err := b.store.Reserve(ctx, res(v1, next(), 1, "")) // someone else's
@@ -659,15 +650,13 @@ func TestPendingForTheReconciler(t *testing.T) {
 	var early []seckill.Reservation
 	for range 4 {
 		r := res(v, next(), 1, "")
-		_, err := b.store.Reserve(ctx, r)
-		require.NoError(t, err)
+		b.reserve(t, r)
 		early = append(early, r)
 	}
 	time.Sleep(5 * time.Millisecond)
 	cut := serverNow(t, b.rdb)
 	time.Sleep(5 * time.Millisecond)
-	_, err := b.store.Reserve(ctx, res(v, next(), 1, ""))
-	require.NoError(t, err)
+	b.reserve(t, res(v, next(), 1, ""))
 	require.NoError(t, b.store.Confirm(ctx, early[:1]))
 
 	got, err := b.store.Pending(ctx, v.ID, cut, 10)
@@ -695,8 +684,7 @@ func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 	v := b.onSale(t, 10, 5)
 	require.NoError(t, b.rdb.ScriptFlush(ctx).Err())
 	r := res(v, next(), 1, "")
-	_, err := b.store.Reserve(ctx, r)
-	require.NoError(t, err)
+	b.reserve(t, r)
 	require.NoError(t, b.rdb.ScriptFlush(ctx).Err())
 	ok, err := b.store.Release(ctx, v.ID, r.OrderID, seckill.ReleaseAny)
 	require.NoError(t, err)
