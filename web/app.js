@@ -35,6 +35,11 @@
  *   #ws-state                   socket state; data-state = offline|connecting|live|reconnecting
  *
  * The log-in token is kept in sessionStorage (this tab only, gone when it closes).
+ *
+ * It stays one file on purpose: the page has no build step, and its sections
+ * (marked "----" below: state, server clock, HTTP, session, vouchers, orders,
+ * socket) share one closure's state, which separate scripts would have to
+ * put on window. Read it by section; the Card class is one voucher's article.
  */
 'use strict';
 
