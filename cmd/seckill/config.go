@@ -56,9 +56,10 @@ type Config struct {
 	// message to fill. With kafkaq's own 5 ms the workers persisted
 	// batches of ~14 orders in a flash crowd, and their per-transaction
 	// cost took a quarter of the accepted rate from the gateways on the
-	// same machine; at 50 ms the batches are ~45 orders and 202 -> created
-	// stays well under a second at p99 (make bench; the README's benchmark
-	// notes have the sweep of both settings).
+	// same machine; at 50 ms the batches are 33-46 orders and 202 ->
+	// created stays well under a second at p99. A sweep of 10 to 100 ms
+	// and of batches of 50 to 200 found no setting with a better accepted
+	// rate (the README's benchmark notes, "The workers' batch and linger").
 	WorkerBatch  int           `env:"SECKILL_WORKER_BATCH" default:"100" help:"most reservations a worker persists in one PostgreSQL transaction (1 to 1000)"`
 	WorkerLinger time.Duration `env:"SECKILL_WORKER_LINGER" default:"50ms" help:"how long a worker's batch waits to fill after its first message (above 0, at most 5s): longer means fewer, larger transactions and a later 'created'"`
 }
