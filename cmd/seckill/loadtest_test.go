@@ -229,6 +229,11 @@ func TestLoadtestRoom(t *testing.T) {
 	require.Zero(t, rep.BotAccepted)
 	require.Positive(t, rep.BotTries["stolen pass"])
 	require.Positive(t, rep.SocketFrames)
-	require.Positive(t, rep.AdmittedPush.Count, "some watched shoppers were admitted")
+	// Half the watchers joined in the pre-queue, ahead of every late joiner,
+	// and more than half the line is admitted. Whether a socket's news
+	// still carries the pass depends on the machine's speed (a shopper who
+	// read its place and bought first is told "admitted, used"), so only
+	// the news itself is checked.
+	require.Positive(t, rep.SocketsAdmitted, "some watched shoppers were told on their socket that they were admitted")
 	t.Logf("%s", stdout.String())
 }

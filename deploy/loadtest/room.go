@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,18 +71,22 @@ type RoomReport struct {
 	// many of the lists could be read.
 	BotOrders    int `json:"bot_orders"`
 	BotListsRead int `json:"bot_lists_read"`
-	// Sockets watched places live: frames they got, the push delay of the
-	// pass (admission step to frame, Redis time), the shortest gap between
+	// Sockets watched places live: frames they got, how many sockets were
+	// told their shopper was admitted (SocketsAdmitted: with the pass, or
+	// with it already used when the shopper's own read of its place and
+	// buy came first), the push delay of the pass (admission step to
+	// frame, Redis time; frames that still carry the pass), the shortest gap between
 	// two frames to one socket as they arrived, and FrameBunchMS, the most
 	// any run of one socket's frames arrived sooner than one a second
 	// allows (see frameBunch).
-	Sockets        int          `json:"sockets"`
-	SocketFrames   int64        `json:"socket_frames"`
-	AdmittedPush   LatencyStats `json:"admitted_push"`
-	MinFrameGapMS  float64      `json:"min_frame_gap_ms"`
-	FrameBunchMS   float64      `json:"frame_bunch_ms"`
-	PlacePushP50MS float64      `json:"place_push_p50_ms"`
-	PlacePushP99MS float64      `json:"place_push_p99_ms"`
+	Sockets         int          `json:"sockets"`
+	SocketFrames    int64        `json:"socket_frames"`
+	SocketsAdmitted int          `json:"sockets_admitted"`
+	AdmittedPush    LatencyStats `json:"admitted_push"`
+	MinFrameGapMS   float64      `json:"min_frame_gap_ms"`
+	FrameBunchMS    float64      `json:"frame_bunch_ms"`
+	PlacePushP50MS  float64      `json:"place_push_p50_ms"`
+	PlacePushP99MS  float64      `json:"place_push_p99_ms"`
 	// Moves and Frames are the gateway's counters: line moves read from
 	// Redis (one per admission step) and queue frames written.
 	Moves  float64 `json:"moves"`
@@ -438,6 +443,9 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	for _, w := range watchers {
 		w.mu.Lock()
 		rep.SocketFrames += int64(len(w.frames))
+		if slices.ContainsFunc(w.frames, func(f roomFrame) bool { return f.q.State == waitroom.StateAdmitted }) {
+			rep.SocketsAdmitted++
+		}
 		rep.FrameBunchMS = max(rep.FrameBunchMS, ms(frameBunch(w.frames, time.Second)))
 		for i, f := range w.frames {
 			if i > 0 {

@@ -152,8 +152,8 @@ func writeRoomReport(w io.Writer, cfg Config, rep RoomReport) {
 	}
 	fmt.Fprintf(w, "\n%d place reads by shoppers without a socket; %d bought with a pass (%d buys sent again after a 5xx or no answer), refused %v\n",
 		rep.Polls, rep.Bought, rep.BuyRetries, rep.BuyRefused)
-	fmt.Fprintf(w, "push: %d sockets got %d queue frames (shortest gap %.0f ms as they arrived, runs at most %.0f ms sooner than one a second); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server: age of the latest line move a frame tells, when it is handed to the socket); gateway: %.0f line moves read, %.0f frames written\n",
-		rep.Sockets, rep.SocketFrames, rep.MinFrameGapMS, rep.FrameBunchMS, rep.AdmittedPush.P50MS, rep.AdmittedPush.P99MS, rep.AdmittedPush.MaxMS,
+	fmt.Fprintf(w, "push: %d sockets got %d queue frames, %d of them were told their shopper was admitted (shortest gap %.0f ms as they arrived, runs at most %.0f ms sooner than one a second); pass pushed p50 %.0f ms p99 %.0f ms max %.0f ms after the admission step; place updates p50 %.0f ms p99 %.0f ms (server: age of the latest line move a frame tells, when it is handed to the socket); gateway: %.0f line moves read, %.0f frames written\n",
+		rep.Sockets, rep.SocketFrames, rep.SocketsAdmitted, rep.MinFrameGapMS, rep.FrameBunchMS, rep.AdmittedPush.P50MS, rep.AdmittedPush.P99MS, rep.AdmittedPush.MaxMS,
 		rep.PlacePushP50MS, rep.PlacePushP99MS, rep.Moves, rep.Frames)
 	fmt.Fprintf(w, "bots: %v → %v\n", rep.BotTries, rep.BotAnswers)
 	fmt.Fprintf(w, "room at the end: %v; closed told to %d of %d sampled still waiting (%d admitted before the close); %.0f s in all\n",
