@@ -51,7 +51,9 @@ type RoomReport struct {
 	AdmitChecked  bool    `json:"admit_checked"`
 	AdmitNote     string  `json:"admit_note,omitempty"`
 	// Polls are the GETs of a place by shoppers without a socket (each
-	// asks again when its estimated wait says so).
+	// asks again when its estimated wait says so). Shoppers with one never
+	// ask: like the page, they join and wait for the socket to push their
+	// pass.
 	Polls int64 `json:"polls"`
 	// Bought are the honest buys with a pass answered 202; BuyRefused
 	// those refused (sold out mostly).
@@ -72,9 +74,8 @@ type RoomReport struct {
 	BotOrders    int `json:"bot_orders"`
 	BotListsRead int `json:"bot_lists_read"`
 	// Sockets watched places live: frames they got, how many sockets were
-	// told their shopper was admitted (SocketsAdmitted: with the pass, or
-	// with it already used when the shopper's own read of its place and
-	// buy came first), the push delay of the pass (admission step to
+	// told their shopper was admitted (SocketsAdmitted; their shoppers buy
+	// with the pass pushed, so it counts every admitted watcher), the push delay of the pass (admission step to
 	// frame, Redis time; frames that still carry the pass), the shortest gap between
 	// two frames to one socket as they arrived, and FrameBunchMS, the most
 	// any run of one socket's frames arrived sooner than one a second
@@ -119,6 +120,8 @@ type roomShopper struct {
 	final bool
 	// state is the shopper's last read of its place ("" before the first).
 	state waitroom.State
+	// sock is the shopper's socket, nil for those who read their place.
+	sock *roomSocket
 }
 
 type dueHeap []*roomShopper
@@ -191,7 +194,8 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			if err != nil {
 				return rep, fmt.Errorf("loadtest: socket: %w", err)
 			}
-			watchers = append(watchers, readRoomSocket(conn))
+			shoppers[i].sock = readRoomSocket(conn)
+			watchers = append(watchers, shoppers[i].sock)
 		}
 		defer func() {
 			for _, w := range watchers {
@@ -273,13 +277,53 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	h := &dueHeap{}
 	now := time.Now()
 	for _, s := range shoppers {
-		if !s.final {
+		if !s.final && s.sock == nil {
 			s.due = now
 			heap.Push(h, s)
 		}
 	}
 	var polls, bought, retries atomic.Int64
 	closed := atomic.Bool{}
+	// buy sends an admitted shopper's buy with its pass. A buy with no
+	// answer or a 5xx is sent again as it was: the same key replays an
+	// order already taken, and the room takes the same pass again with the
+	// same key.
+	buy := func(s *roomShopper, pass string) {
+		key := "room-" + strconv.FormatInt(s.id, 36)
+		hdr := map[string]string{"Authorization": "Bearer " + s.token, "Seckill-Pass": pass, "Idempotency-Key": key}
+		var status int
+		var body []byte
+		var err error
+		for try := range buyTries {
+			if try > 0 {
+				retries.Add(1)
+				if pause.For(run, time.Duration(try)*200*time.Millisecond) != nil {
+					break
+				}
+			}
+			status, body, err = api.raw(run, http.MethodPost, buyPath, hdr, map[string]any{"quantity": 1})
+			if err == nil && status < 500 {
+				break
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			rep.BuyRefused["error"]++
+		case status == http.StatusAccepted:
+			bought.Add(1)
+			var p struct {
+				OrderID string `json:"order_id"`
+			}
+			_ = json.Unmarshal(body, &p)
+			orders = append(orders, p.OrderID)
+			buyers[s.id] = true
+			stolen = append(stolen, pass+"\x00"+s.token)
+		default:
+			rep.BuyRefused[decodeAPIError("", status, body).Code]++
+		}
+	}
 	poll := func(s *roomShopper) {
 		auth := map[string]string{"Authorization": "Bearer " + s.token}
 		status, body, err := api.raw(run, http.MethodGet, queuePath, auth, nil)
@@ -301,45 +345,8 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			heap.Push(h, s)
 			mu.Unlock()
 		case waitroom.StateAdmitted:
-			if q.Pass == nil {
-				return // used already
-			}
-			key := "room-" + strconv.FormatInt(s.id, 36)
-			hdr := map[string]string{"Authorization": "Bearer " + s.token, "Seckill-Pass": *q.Pass, "Idempotency-Key": key}
-			var status int
-			var body []byte
-			var err error
-			// A buy with no answer or a 5xx is sent again as it was: the
-			// same key replays an order already taken, and the room takes
-			// the same pass again with the same key.
-			for try := range buyTries {
-				if try > 0 {
-					retries.Add(1)
-					if pause.For(run, time.Duration(try)*200*time.Millisecond) != nil {
-						break
-					}
-				}
-				status, body, err = api.raw(run, http.MethodPost, buyPath, hdr, map[string]any{"quantity": 1})
-				if err == nil && status < 500 {
-					break
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				rep.BuyRefused["error"]++
-			case status == http.StatusAccepted:
-				bought.Add(1)
-				var p struct {
-					OrderID string `json:"order_id"`
-				}
-				_ = json.Unmarshal(body, &p)
-				orders = append(orders, p.OrderID)
-				buyers[s.id] = true
-				stolen = append(stolen, *q.Pass+"\x00"+s.token)
-			default:
-				rep.BuyRefused[decodeAPIError("", status, body).Code]++
+			if q.Pass != nil { // else used already
+				buy(s, *q.Pass)
 			}
 		default:
 			if q.State == waitroom.StateClosed {
@@ -421,8 +428,35 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			}
 		})
 	}
+	// Watchers: like the page, they joined and wait for their socket to
+	// tell them the wait is over; they buy with the pass it pushes.
+	var watching sync.WaitGroup
+	for _, s := range shoppers {
+		if s.sock == nil || s.final {
+			continue
+		}
+		watching.Go(func() {
+			select {
+			case <-run.Done():
+			case q := <-s.sock.news:
+				s.state = q.State
+				switch {
+				case q.State == waitroom.StateAdmitted:
+					buy(s, *q.Pass)
+				case q.State == waitroom.StateClosed:
+					closed.Store(true)
+				}
+			}
+		})
+	}
 	pollers.Wait()
+	if !closed.Load() {
+		// The pollers ran out of shoppers before the close: the watchers
+		// may still be waiting for their turn.
+		watching.Wait()
+	}
 	stop()
+	watching.Wait()
 	bots.Wait()
 	sampler.Wait()
 	rep.Polls, rep.Bought, rep.BuyRetries = polls.Load(), bought.Load(), retries.Load()

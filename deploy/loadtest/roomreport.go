@@ -167,9 +167,12 @@ func writeRoomReport(w io.Writer, cfg Config, rep RoomReport) {
 	}
 }
 
-// roomSocket is one shopper's socket, keeping its queue frames.
+// roomSocket is one shopper's socket, keeping its queue frames. news
+// receives the first frame that tells the wait is over (admitted with the
+// pass, closed, expired): the watcher acts on it, as the page does.
 type roomSocket struct {
 	conn   *websocket.Conn
+	news   chan roomQueue
 	mu     sync.Mutex
 	frames []roomFrame
 }
@@ -180,7 +183,7 @@ type roomFrame struct {
 }
 
 func readRoomSocket(conn *websocket.Conn) *roomSocket {
-	s := &roomSocket{conn: conn}
+	s := &roomSocket{conn: conn, news: make(chan roomQueue, 1)}
 	go func() {
 		for {
 			_, msg, err := conn.ReadMessage()
@@ -196,6 +199,12 @@ func readRoomSocket(conn *websocket.Conn) *roomSocket {
 				s.mu.Lock()
 				s.frames = append(s.frames, roomFrame{at, f.Queue})
 				s.mu.Unlock()
+				if q := f.Queue; (q.State == waitroom.StateAdmitted && q.Pass != nil) || q.State == waitroom.StateClosed || q.State == waitroom.StateExpired {
+					select {
+					case s.news <- q:
+					default: // told already
+					}
+				}
 			}
 		}
 	}()
