@@ -111,7 +111,14 @@ func TestEndlessDeadlocksAreUnavailable(t *testing.T) {
 		case err := <-done:
 			require.ErrorIs(t, err, seckill.ErrUnavailable)
 			require.Contains(t, err.Error(), "deadlock")
-			require.Equal(t, 4, rounds, "every attempt deadlocked")
+			require.Contains(t, err.Error(), "gave up after 4 attempts", "every attempt deadlocked")
+			// Each round causes one deadlock, or two: when the buy's
+			// attempt is aborted, its next attempt may lock the voucher's
+			// row before the woken round does (PostgreSQL does not queue
+			// row-lock waiters after the holder aborts) and deadlock with
+			// the round's still-waiting lock at once.
+			require.GreaterOrEqual(t, rounds, 2)
+			require.LessOrEqual(t, rounds, 4)
 			require.NoError(t, other.Rollback(ctx))
 			var left int64
 			require.NoError(t, pool.QueryRow(ctx, `SELECT stock_left FROM vouchers WHERE id = $1`, v.ID).Scan(&left))
