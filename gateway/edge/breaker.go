@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,11 +77,16 @@ type Breaker struct {
 	rdb       redis.UniversalClient
 	key       string
 	mode      atomic.Pointer[Mode]
-	openFor   time.Duration
-	timeout   time.Duration
-	every     time.Duration
-	m         *metrics
-	log       *slog.Logger
+	// switchMu orders the mode's writers: an operator's switch bumps
+	// switches, and a poll applies what it read only if no switch came
+	// since its read began, so an older read never undoes a newer switch.
+	switchMu sync.Mutex
+	switches uint64
+	openFor  time.Duration
+	timeout  time.Duration
+	every    time.Duration
+	m        *metrics
+	log      *slog.Logger
 }
 
 // pathBreaker is the breaker of one path.
@@ -263,8 +269,21 @@ func (b *Breaker) SetMode(ctx context.Context, m Mode) error {
 	if err := b.rdb.Set(ctx, b.key, string(m), 0).Err(); err != nil {
 		return fmt.Errorf("%w: redis set breaker mode: %w", seckill.ErrUnavailable, err)
 	}
+	b.switchMu.Lock()
+	defer b.switchMu.Unlock()
+	b.switches++
 	b.apply(m)
 	return nil
+}
+
+// applyRead applies a mode a poll read, unless an operator's switch on this
+// instance came after the read began (seen, the count of switches then).
+func (b *Breaker) applyRead(m Mode, seen uint64) {
+	b.switchMu.Lock()
+	defer b.switchMu.Unlock()
+	if b.switches == seen {
+		b.apply(m)
+	}
 }
 
 func (b *Breaker) apply(m Mode) {
@@ -293,10 +312,13 @@ func (b *Breaker) setGauge() {
 func (b *Breaker) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(b.every, 200*time.Millisecond))
 	defer cancel()
+	b.switchMu.Lock()
+	seen := b.switches
+	b.switchMu.Unlock()
 	s, err := b.rdb.Get(ctx, b.key).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		b.apply(ModeAuto)
+		b.applyRead(ModeAuto, seen)
 	case err != nil:
 		if ctx.Err() == nil || !errors.Is(err, context.Canceled) {
 			b.log.Debug("breaker mode not read; keeping the last one", "err", err)
@@ -307,7 +329,7 @@ func (b *Breaker) refresh(ctx context.Context) {
 			b.log.Error("breaker mode in Redis is not auto, open or closed; keeping the last one", "value", s)
 			return
 		}
-		b.apply(m)
+		b.applyRead(m, seen)
 	}
 }
 

@@ -243,3 +243,20 @@ func gaugeValue(t testing.TB, reg *prometheus.Registry, name string, labels ...s
 	require.NotNil(t, m, "no %s%v", name, labels)
 	return m.GetGauge().GetValue()
 }
+
+// The instance an operator switches obeys the new mode from the moment the
+// switch returns: a poll of the mode that read Redis before the switch and
+// finishes after it must not put the old mode back (it did, for up to one
+// poll interval: the operator page showed "open" while the API said
+// "auto"). The poll runs as often as it can to meet the switch.
+func TestOpsSwitchIsNotUndoneByAnOlderPoll(t *testing.T) {
+	t.Parallel()
+	e, _ := newEdge(t, stack.Redis(t), edge.Config{ModePoll: time.Microsecond})
+	ctx := context.Background()
+	modes := []edge.Mode{edge.ModeOpen, edge.ModeAuto, edge.ModeClosed}
+	for i := range 3000 {
+		m := modes[i%len(modes)]
+		require.NoError(t, e.Breaker.SetMode(ctx, m))
+		require.Equal(t, m, e.Breaker.Mode(), "switch %d", i)
+	}
+}
