@@ -75,11 +75,11 @@ type RoomReport struct {
 	BotListsRead int `json:"bot_lists_read"`
 	// Sockets watched places live: frames they got, how many sockets were
 	// told their shopper was admitted (SocketsAdmitted; their shoppers buy
-	// with the pass pushed, so it counts every admitted watcher), the push delay of the pass (admission step to
-	// frame, Redis time; frames that still carry the pass), the shortest gap between
-	// two frames to one socket as they arrived, and FrameBunchMS, the most
-	// any run of one socket's frames arrived sooner than one a second
-	// allows (see frameBunch).
+	// with the pass pushed, so it counts every admitted watcher), the push
+	// delay of the pass (admission step to frame, Redis time), the shortest
+	// gap between two frames to one socket as they arrived, and
+	// FrameBunchMS, the most any run of one socket's frames arrived sooner
+	// than one a second allows (see frameBunch).
 	Sockets         int          `json:"sockets"`
 	SocketFrames    int64        `json:"socket_frames"`
 	SocketsAdmitted int          `json:"sockets_admitted"`
