@@ -13,7 +13,7 @@ import (
 // decodeJSON(c, in, true): the common bodies ({}, {"quantity":1}, the
 // captcha fields, an empty body) are read by hand (readBuyBody), without
 // encoding/json's reflection and its decoder's allocations, which were a
-// third of a buy's allocations (README, benchmark notes); every other body,
+// third of a buy's allocations (deploy/bench/README.md); every other body,
 // the bad ones included, goes through decodeJSON, which words the refusal.
 // FuzzBuyBody holds the two to the same answers.
 func decodeBuy(c *fiber.Ctx, in *buyIn) error {

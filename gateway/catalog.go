@@ -224,7 +224,7 @@ type voucherStateIn struct {
 }
 
 // setVoucherState pauses one voucher's sale or ends the pause; every
-// instance obeys within a second (the README, "Pausing one voucher").
+// instance obeys within a second (seckill/RULES.md, "Pausing one voucher").
 func (s *Server) setVoucherState(c *fiber.Ctx) error {
 	id, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {

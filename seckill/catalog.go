@@ -39,7 +39,7 @@ type Announcer interface {
 }
 
 // Catalog is every voucher with its live stock and state, kept in memory so
-// that reading it costs no database query per request (the README, "What
+// that reading it costs no database query per request (seckill/RULES.md, "What
 // holds": reads cost nothing per shopper).
 //
 // Two loops keep the memory fresh (Start):

@@ -16,7 +16,7 @@ import (
 )
 
 // Config is every setting of every role. Each field is one environment
-// variable; `seckill env` prints the table the README shows.
+// variable; `seckill env` prints the table cmd/seckill/CONFIG.md shows.
 type Config struct {
 	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
@@ -59,7 +59,7 @@ type Config struct {
 	// same machine; at 50 ms the batches are 33-46 orders and 202 ->
 	// created stays well under a second at p99. A sweep of 10 to 100 ms
 	// and of batches of 50 to 200 found no setting with a better accepted
-	// rate (the README's benchmark notes, "The workers' batch and linger").
+	// rate (deploy/bench/README.md, "The workers' batch and linger").
 	WorkerBatch  int           `env:"SECKILL_WORKER_BATCH" default:"100" help:"most reservations a worker persists in one PostgreSQL transaction (1 to 1000)"`
 	WorkerLinger time.Duration `env:"SECKILL_WORKER_LINGER" default:"50ms" help:"how long a worker's batch waits to fill after its first message (above 0, at most 5s): longer means fewer, larger transactions and a later 'created'"`
 }

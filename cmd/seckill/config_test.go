@@ -64,15 +64,15 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 	require.Contains(t, printed.String(), "postgres://app:****@db:5432/seckill", "the server stays visible")
 }
 
-// TestREADMEListsEveryVariable keeps the README's configuration table in
-// step with Config.
-func TestREADMEListsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestConfigDocListsEveryVariable keeps the configuration table of
+// CONFIG.md in step with Config.
+func TestConfigDocListsEveryVariable(t *testing.T) {
+	doc, err := os.ReadFile("CONFIG.md")
 	require.NoError(t, err)
 	typ := reflect.TypeOf(Config{})
 	for i := range typ.NumField() {
 		name := typ.Field(i).Tag.Get("env")
-		require.Contains(t, string(readme), "`"+name+"`", "README.md's configuration table lacks %s (run `seckill env`)", name)
+		require.Contains(t, string(doc), "`"+name+"`", "cmd/seckill/CONFIG.md's configuration table lacks %s (run `seckill env`)", name)
 	}
 }
 

@@ -207,7 +207,7 @@ func sum[K comparable](m map[K]int) int {
 // the whole system: shoppers join a line (half in the pre-queue), are
 // admitted at the room's rate, buy with their passes; bots without, with
 // forged, stolen and reused passes buy nothing; every check must pass.
-// README.md ("The waiting room") gives the run with 100,000 shoppers.
+// seckill/waitroom/README.md gives the run with 100,000 shoppers.
 func TestLoadtestRoom(t *testing.T) {
 	ts := startSystem(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

@@ -324,7 +324,7 @@ func (ts *testSystem) waitPersisted(t *testing.T, voucherID string, n int) {
 	}, 60*time.Second, 50*time.Millisecond, "orders never all persisted")
 }
 
-// checkInvariants asserts the rules of the README, What holds, for one voucher once
+// checkInvariants asserts the rules of seckill/RULES.md for one voucher once
 // nothing is in flight: sold + left == total in PostgreSQL, Redis agrees,
 // nobody above the limit, one order per request key.
 func (ts *testSystem) checkInvariants(t *testing.T, voucherID string, limit int) (sold int64) {

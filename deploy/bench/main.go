@@ -68,7 +68,7 @@ import (
 	"github.com/flashsale/seckill/deploy/loadtest"
 )
 
-// Targets of make bench (the README, Benchmarks), on this machine, ratios
+// Targets of make bench (deploy/bench/README.md), on this machine, ratios
 // to the ceilings measured in the same run; each with its stretch goal.
 const (
 	// accepted/s over redis-benchmark's EVALSHA/s
@@ -81,7 +81,7 @@ const (
 	targetAllocsPerBuy        = 15
 	// baselineGatewayCPUPerBuy is the gateway's CPU per accepted buy of the
 	// build before the hand-read body and the hand-checked token, measured
-	// by this tool on the shared development machine (README, benchmark
+	// by this tool on the shared development machine (deploy/bench/README.md
 	// notes); the stretch goal is half of it.
 	baselineGatewayCPUPerBuy = 259 * time.Microsecond
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// WriteTable prints the results as a Markdown table, the one the README
+// WriteTable prints the results as a Markdown table, the one deploy/chaos/README.md
 // shows: per fault, the accepted orders (202), how they ended in
 // PostgreSQL, and how long the system took to heal by itself.
 func WriteTable(w io.Writer, results []Result) error {

@@ -20,7 +20,7 @@ import (
 // run out, without a Redis call. It implements gateway.Gate.
 //
 // A sold-out voucher still owes every accepted Idempotency-Key its first
-// order (the README, What holds: idempotent everywhere). So once a voucher is flagged, the re-check loop copies its
+// order (seckill/RULES.md: idempotent everywhere). So once a voucher is flagged, the re-check loop copies its
 // request keys into memory (they cannot grow while nothing is left), and a
 // replay is answered from that copy, also without a Redis call. Until the
 // copy is there, or when it would be too large, keyed attempts go on to the

@@ -7,7 +7,7 @@ import "strconv"
 // Bucket 0 carries the hash tag {v<ID>}, bucket b > 0 the tag {v<ID>.b}: each
 // bucket lives in one Redis Cluster slot, so a script or MULTI over one
 // bucket's keys is legal in a cluster, and the buckets of a voucher with
-// many shards spread over the cluster's masters (see README.md, "One hot
+// many shards spread over the cluster's masters (see deploy/OPERATING.md, "One hot
 // voucher over many Redis nodes").
 type Keys struct {
 	Meta    string // hash: stock, total, begin_ms, end_ms, limit, price (and out, in, rels, epoch when shards > 1)

@@ -1,7 +1,7 @@
 package redisstock
 
 // A voucher with several shards: its stock spread over K buckets, each in its
-// own hash slot, so one hot voucher uses many Redis nodes. README.md, "One hot
+// own hash slot, so one hot voucher uses many Redis nodes. deploy/OPERATING.md, "One hot
 // voucher over many Redis nodes (shards)", explains the design:
 //
 //   - routing: a shopper buys only in the home bucket, user id mod K, so the

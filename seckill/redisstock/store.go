@@ -16,7 +16,7 @@
 //
 // A voucher created with shards K > 1 has K such sets of keys (buckets),
 // tagged {v42}, {v42.1} ... {v42.K-1}, each with its share of the stock; a
-// shopper buys in one bucket (shards.go and README.md, "One hot voucher over
+// shopper buys in one bucket (shards.go and deploy/OPERATING.md, "One hot voucher over
 // many Redis nodes").
 //
 // A "live hold" is an orders entry that is not the tombstone "x": stock held
