@@ -176,8 +176,8 @@ func (l *connListener) Accept() (net.Conn, error) {
 // admit counts c in, or says which cap it is over.
 func (l *connListener) admit(c net.Conn) (net.Conn, string) {
 	key := ""
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-		if a := ap.Addr().Unmap(); l.exempt == nil || !l.exempt(a) {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if a := ta.AddrPort().Addr().Unmap(); l.exempt == nil || !l.exempt(a) {
 			key = LimitKey(a)
 		}
 	}

@@ -187,7 +187,8 @@ func (b *wsBundle) mustDialFrom(t *testing.T, src, token string) *websocket.Conn
 }
 
 // TestWSSocketCaps: one address holds at most Live.MaxSocketsPerAddr
-// sockets (429), sockets without a token only the part of
+// sockets without a token (429) and as many signed in, sockets without a
+// token only the part of
 // Live.MaxPublicSockets that is not Live.SignedInReserve (503), and a
 // shopper still gets a socket when they are all taken.
 func TestWSSocketCaps(t *testing.T) {
@@ -207,8 +208,9 @@ func TestWSSocketCaps(t *testing.T) {
 	resp, _, err = dialResp(b.dialWSFrom(t, "127.0.0.4", ""))
 	refused(t, resp, err, http.StatusServiceUnavailable, "unavailable")
 
-	// The reserve is the shoppers'.
-	b.mustDialFrom(t, "127.0.0.4", b.shopper)
+	// The reserve is the shoppers', and sockets without a token do not
+	// count against a shopper's at their address either.
+	b.mustDialFrom(t, "127.0.0.2", b.shopper)
 	b.mustDialFrom(t, "127.0.0.5", b.shopper2)
 	resp, _, err = dialResp(b.dialWSFrom(t, "127.0.0.6", ""))
 	refused(t, resp, err, http.StatusServiceUnavailable, "unavailable")

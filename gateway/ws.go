@@ -61,9 +61,10 @@ type Live struct {
 	// cannot lock shoppers out of their order pushes (default a quarter of
 	// MaxPublicSockets; negative: none).
 	SignedInReserve int
-	// MaxSocketsPerAddr caps the open sockets of one client address (the
-	// address the per-address limits use, behind Config.TrustedProxies the
-	// forwarded one); one more is 429 (default DefaultMaxSocketsPerAddr;
+	// MaxSocketsPerAddr caps the open sockets without a token of one client
+	// address (the address the per-address limits use, behind
+	// Config.TrustedProxies the forwarded one), and apart from them its
+	// signed-in sockets; one more is 429 (default DefaultMaxSocketsPerAddr;
 	// negative: no cap).
 	MaxSocketsPerAddr int
 	// AnonymousMaxAge is how long a socket without a token stays open: then

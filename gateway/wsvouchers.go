@@ -44,18 +44,18 @@ const (
 
 // publicSub is one socket's place in the voucher feed.
 type publicSub struct {
-	c        chan []byte   // frames to write, shared bytes
-	wake     chan struct{} // the queue overflowed: resync
-	resync   atomic.Bool
-	key      string // the client's address (clientKey)
-	signedIn bool
+	c      chan []byte   // frames to write, shared bytes
+	wake   chan struct{} // the queue overflowed: resync
+	resync atomic.Bool
+	at     addrSocks // the client's address (clientKey), and whether signed in
 }
 
 // voucherFeed fans catalog changes out to every socket of this instance.
 // Every socket has a place in it, so it also holds the socket caps: max in
-// all, of which reserve only signed-in sockets may take (sockets without a
-// token cannot lock shoppers out of their order pushes), and perAddr per
-// client address.
+// all, of which reserve only signed-in sockets may take, and perAddr per
+// client address for the sockets without a token and as many again for the
+// signed-in ones: sockets without a token, which anyone can open, cannot
+// lock shoppers out of their order pushes, in all or at one address.
 type voucherFeed struct {
 	srv     *Server
 	queue   int
@@ -66,8 +66,8 @@ type voucherFeed struct {
 	start  sync.Once
 	mu     sync.RWMutex
 	subs   map[*publicSub]struct{}
-	anon   int            // subs without a token
-	byAddr map[string]int // subs by client address
+	anon   int               // subs without a token
+	byAddr map[addrSocks]int // subs by client address and sign-in
 
 	// pushes counts voucher changes broadcast; frames counts the frames
 	// handed to socket queues (pushes × sockets); resyncs counts queues
@@ -77,7 +77,13 @@ type voucherFeed struct {
 
 func newVoucherFeed(s *Server, live Live) *voucherFeed {
 	return &voucherFeed{srv: s, queue: live.VoucherQueue, max: live.MaxPublicSockets, reserve: live.SignedInReserve,
-		perAddr: max(live.MaxSocketsPerAddr, 0), subs: make(map[*publicSub]struct{}), byAddr: make(map[string]int)}
+		perAddr: max(live.MaxSocketsPerAddr, 0), subs: make(map[*publicSub]struct{}), byAddr: make(map[addrSocks]int)}
+}
+
+// addrSocks counts the sockets of one client address, signed in or not.
+type addrSocks struct {
+	key      string
+	signedIn bool
 }
 
 // Refusals of subscribe.
@@ -95,7 +101,7 @@ var (
 // Shutdown.
 func (f *voucherFeed) subscribe(ctx context.Context, key string, signedIn bool) (*publicSub, error) {
 	f.start.Do(func() { go f.run(ctx) })
-	p := &publicSub{c: make(chan []byte, f.queue), wake: make(chan struct{}, 1), key: key, signedIn: signedIn}
+	p := &publicSub{c: make(chan []byte, f.queue), wake: make(chan struct{}, 1), at: addrSocks{key, signedIn}}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -103,11 +109,11 @@ func (f *voucherFeed) subscribe(ctx context.Context, key string, signedIn bool) 
 		return nil, errSocketsFull
 	case !signedIn && f.anon >= f.max-f.reserve:
 		return nil, errAnonymousFull
-	case f.perAddr > 0 && f.byAddr[key] >= f.perAddr:
+	case f.perAddr > 0 && f.byAddr[p.at] >= f.perAddr:
 		return nil, errAddrSockets
 	}
 	f.subs[p] = struct{}{}
-	f.byAddr[key]++
+	f.byAddr[p.at]++
 	if !signedIn {
 		f.anon++
 	}
@@ -124,10 +130,10 @@ func (f *voucherFeed) unsubscribe(p *publicSub) {
 		return
 	}
 	delete(f.subs, p)
-	if f.byAddr[p.key]--; f.byAddr[p.key] <= 0 {
-		delete(f.byAddr, p.key)
+	if f.byAddr[p.at]--; f.byAddr[p.at] <= 0 {
+		delete(f.byAddr, p.at)
 	}
-	if !p.signedIn {
+	if !p.at.signedIn {
 		f.anon--
 	}
 }
