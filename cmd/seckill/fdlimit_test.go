@@ -53,7 +53,8 @@ func startProcess(t *testing.T) *fleet.Process {
 // metricSum is the sum of every series of a metric family on /metrics.
 func metricSum(t *testing.T, addr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	client := http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + addr + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -100,6 +101,8 @@ func TestDescriptorExhaustionKeepsTheProcess(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return metricSum(t, p.Addr, "seckill_gateway_connections_refused_total") >= float64(900-gatewayDefaultPerAddr(t))
 	}, 30*time.Second, 100*time.Millisecond, "the connections past the cap are closed (%d dials failed)", flood.Failed)
+	t.Logf("127.0.0.2: %d dials completed, %d reset; refused so far %v", len(flood.Open), flood.Failed,
+		metricSum(t, p.Addr, "seckill_gateway_connections_refused_total"))
 	flood.Close()
 
 	// Several addresses, each within its cap: every descriptor is used.
@@ -121,6 +124,9 @@ func TestDescriptorExhaustionKeepsTheProcess(t *testing.T) {
 	require.Eventually(t, func() bool { return fleet.Ready(ctx, p.Addr) },
 		30*time.Second, 100*time.Millisecond, "Redis, PostgreSQL and Kafka are ready again")
 	require.False(t, p.Exited())
+	require.Positive(t, metricSum(t, p.Addr, "seckill_gateway_accept_errors_total"), "accept errors were waited out")
+	t.Logf("five addresses: %d connections; accept errors waited out: %v", 5*250,
+		metricSum(t, p.Addr, "seckill_gateway_accept_errors_total"))
 	log, err = os.ReadFile(p.LogPath)
 	require.NoError(t, err)
 	require.Contains(t, string(log), "ulimit -n", "the log says what to do")
