@@ -60,6 +60,15 @@ type Config struct {
 	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For is
 	// believed for the client IP (per-IP limits). Empty: the peer address.
 	TrustedProxies []string
+	// MaxConns caps this instance's open connections, WebSockets included:
+	// one more is closed as soon as it is accepted (connlimit.go). Zero: no
+	// cap. DescriptorCaps sizes it below the open-file limit.
+	MaxConns int
+	// MaxConnsPerAddr caps the open connections of one client address: the
+	// TCP peer, an IPv6 /64 counting as one. TrustedProxies are exempt, since
+	// every client behind them shares their address (MaxConns still holds).
+	// Zero: DefaultMaxConnsPerAddr; negative: no cap.
+	MaxConnsPerAddr int
 }
 
 // Defaults of Config.
@@ -90,6 +99,9 @@ func (c Config) withDefaults() Config {
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.ReadyTimeout, DefaultReadyTimeout)
 	def(&c.ReadyMaxAge, DefaultReadyMaxAge)
+	if c.MaxConnsPerAddr == 0 {
+		c.MaxConnsPerAddr = DefaultMaxConnsPerAddr
+	}
 	return c
 }
 
@@ -146,6 +158,7 @@ type Server struct {
 	// catalogCache is the catalog encoded once per change (catalog.go).
 	catalogCache catalogCache
 	metrics      *metrics
+	conns        *connMetrics // the listener's (connlimit.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -203,6 +216,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, deps: deps, log: deps.Logger, proxies: proxies, adminDigest: sha256.Sum256([]byte(cfg.AdminToken))}
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if s.conns, err = newConnMetrics(deps.Registerer); err != nil {
+		return nil, err
 	}
 	if err := s.registerCatalogMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
@@ -268,8 +284,11 @@ func (s *Server) Listen(addr string) error {
 	return s.Serve(ln)
 }
 
-// Serve serves on ln until Shutdown, and then returns nil.
+// Serve serves on ln until Shutdown, and then returns nil. Accept errors
+// that pass by themselves, like too many open files, are waited out, and the
+// connections are capped (Config.MaxConns, Config.MaxConnsPerAddr).
 func (s *Server) Serve(ln net.Listener) error {
+	ln = newConnListener(ln, s.log, s.conns, s.cfg.MaxConns, max(s.cfg.MaxConnsPerAddr, 0), s.trusted)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

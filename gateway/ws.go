@@ -53,8 +53,27 @@ type Live struct {
 	// socket that lets it fill is resynced (default DefaultVoucherQueue).
 	VoucherQueue int
 	// MaxPublicSockets caps this instance's sockets; one more is 503
-	// (default DefaultMaxPublicSockets).
+	// (default DefaultMaxPublicSockets; DescriptorCaps sizes it below the
+	// open-file limit).
 	MaxPublicSockets int
+	// SignedInReserve is how many of MaxPublicSockets only sockets with a
+	// token may take: sockets without one are 503 past the rest, so they
+	// cannot lock shoppers out of their order pushes (default a quarter of
+	// MaxPublicSockets; negative: none).
+	SignedInReserve int
+	// MaxSocketsPerAddr caps the open sockets without a token of one client
+	// address (the address the per-address limits use, behind
+	// Config.TrustedProxies the forwarded one), and apart from them its
+	// signed-in sockets; one more is 429 (default DefaultMaxSocketsPerAddr;
+	// negative: no cap).
+	MaxSocketsPerAddr int
+	// AnonymousMaxAge is how long a socket without a token stays open: then
+	// it is closed with 1000 and the page opens a new one, so that sockets
+	// nobody watches do not hold their place for ever. Each socket's age is
+	// up to a tenth shorter, so that sockets opened together do not all come
+	// back in the same second (default DefaultAnonymousMaxAge; negative:
+	// no bound).
+	AnonymousMaxAge time.Duration
 }
 
 // Defaults of Live.
@@ -62,6 +81,7 @@ const (
 	DefaultSocketPingInterval = 25 * time.Second
 	DefaultSocketReadTimeout  = 70 * time.Second
 	DefaultSocketWriteTimeout = 10 * time.Second
+	DefaultAnonymousMaxAge    = 10 * time.Minute
 )
 
 const (
@@ -92,6 +112,25 @@ func (l Live) withDefaults() Live {
 	}
 	if l.WriteTimeout <= 0 {
 		l.WriteTimeout = DefaultSocketWriteTimeout
+	}
+	if l.VoucherQueue <= 0 {
+		l.VoucherQueue = DefaultVoucherQueue
+	}
+	if l.MaxPublicSockets <= 0 {
+		l.MaxPublicSockets = DefaultMaxPublicSockets
+	}
+	switch {
+	case l.SignedInReserve == 0:
+		l.SignedInReserve = l.MaxPublicSockets / 4
+	case l.SignedInReserve < 0:
+		l.SignedInReserve = 0
+	}
+	l.SignedInReserve = min(l.SignedInReserve, l.MaxPublicSockets)
+	if l.MaxSocketsPerAddr == 0 {
+		l.MaxSocketsPerAddr = DefaultMaxSocketsPerAddr
+	}
+	if l.AnonymousMaxAge == 0 {
+		l.AnonymousMaxAge = DefaultAnonymousMaxAge
 	}
 	return l
 }
@@ -124,7 +163,7 @@ func (s *Server) openSockets() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ws = &sockets{live: live, m: m, ctx: ctx, cancel: cancel, open: make(map[*websocket.Conn]struct{})}
-	s.ws.feed = newVoucherFeed(s, live.VoucherQueue, live.MaxPublicSockets)
+	s.ws.feed = newVoucherFeed(s, live)
 	s.ws.upgrade = websocket.New(s.serveSocket, websocket.Config{
 		Subprotocols: []string{bearerProtocol},
 		// Origin is checked before, with a 403 the page can read.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"runtime/debug"
 	"sync/atomic"
@@ -197,6 +198,12 @@ func (k *socket) write() socketEnd {
 	}
 	k.ss.snapshot = nil
 	sub, pub := k.ss.sub, k.ss.pub
+	var aged <-chan time.Time
+	if sub == nil && live.AnonymousMaxAge > 0 {
+		t := time.NewTimer(live.AnonymousMaxAge - rand.N(live.AnonymousMaxAge/10+1))
+		defer t.Stop()
+		aged = t.C
+	}
 	var orderFrames <-chan []byte
 	var orderResync <-chan struct{}
 	if sub != nil {
@@ -260,6 +267,9 @@ func (k *socket) write() socketEnd {
 			if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(live.WriteTimeout)); err != nil {
 				return socketEnd{reason: dropWriteFailed}
 			}
+		case <-aged:
+			// The page reconnects at once and reads the catalog again.
+			return socketEnd{code: websocket.CloseNormalClosure, text: "socket renewed: connect again", reason: dropAged}
 		case <-k.readerGone:
 			return k.readEnd
 		case <-k.w.ctx.Done():

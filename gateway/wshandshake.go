@@ -48,16 +48,17 @@ func (s *Server) openSocket(c *fiber.Ctx) error {
 		return seckill.Public(seckill.ErrUnavailable, "this server is shutting down; connect again")
 	}
 	ss := &session{userID: uid, requestID: requestIDOf(c)}
+	// The socket caps first: a socket refused here must not have replaced
+	// the user's older one in the hub.
+	if ss.pub, err = s.ws.feed.subscribe(s.ws.ctx, s.clientKey(c), uid > 0); err != nil {
+		return err // 503 full, 429 too many of this address
+	}
 	if uid > 0 {
 		ss.sub = s.deps.Live.Feed.Subscribe(uid)
 		if err := ss.sub.Err(); err != nil {
-			ss.sub.Close()
+			s.ws.release(ss)
 			return err // ErrHubFull, ErrStopped: 503
 		}
-	}
-	if ss.pub = s.ws.feed.subscribe(s.ws.ctx); ss.pub == nil {
-		s.ws.release(ss)
-		return seckill.Public(seckill.ErrUnavailable, "this server has too many live connections; try again shortly")
 	}
 	ss.snapshot = s.ws.feed.current(c.UserContext())
 	if uid > 0 {

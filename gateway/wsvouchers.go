@@ -30,8 +30,12 @@ const (
 	// writer before it resyncs instead.
 	DefaultVoucherQueue = 16
 	// DefaultMaxPublicSockets caps the sockets of one instance that get
-	// voucher frames (each costs two goroutines and a small queue).
+	// voucher frames (each costs two goroutines, a small queue and a file
+	// descriptor: DescriptorCaps sizes the cap below the open-file limit).
 	DefaultMaxPublicSockets = 100_000
+	// DefaultMaxSocketsPerAddr caps the open sockets of one client address
+	// (an IPv6 /64 is one): a household's or an office's tabs.
+	DefaultMaxSocketsPerAddr = 32
 	// voucherPushGap is the least time between two pushes of one voucher:
 	// a sale selling a thousand items a second is shown four times a
 	// second, not a thousand.
@@ -43,17 +47,27 @@ type publicSub struct {
 	c      chan []byte   // frames to write, shared bytes
 	wake   chan struct{} // the queue overflowed: resync
 	resync atomic.Bool
+	at     addrSocks // the client's address (clientKey), and whether signed in
 }
 
 // voucherFeed fans catalog changes out to every socket of this instance.
+// Every socket has a place in it, so it also holds the socket caps: max in
+// all, of which reserve only signed-in sockets may take, and perAddr per
+// client address for the sockets without a token and as many again for the
+// signed-in ones: sockets without a token, which anyone can open, cannot
+// lock shoppers out of their order pushes, in all or at one address.
 type voucherFeed struct {
-	srv   *Server
-	queue int
-	max   int
+	srv     *Server
+	queue   int
+	max     int
+	reserve int
+	perAddr int // 0: no cap
 
-	start sync.Once
-	mu    sync.RWMutex
-	subs  map[*publicSub]struct{}
+	start  sync.Once
+	mu     sync.RWMutex
+	subs   map[*publicSub]struct{}
+	anon   int               // subs without a token
+	byAddr map[addrSocks]int // subs by client address and sign-in
 
 	// pushes counts voucher changes broadcast; frames counts the frames
 	// handed to socket queues (pushes × sockets); resyncs counts queues
@@ -61,28 +75,49 @@ type voucherFeed struct {
 	pushes, frames, resyncs atomic.Int64
 }
 
-func newVoucherFeed(s *Server, queue, max int) *voucherFeed {
-	if queue <= 0 {
-		queue = DefaultVoucherQueue
-	}
-	if max <= 0 {
-		max = DefaultMaxPublicSockets
-	}
-	return &voucherFeed{srv: s, queue: queue, max: max, subs: make(map[*publicSub]struct{})}
+func newVoucherFeed(s *Server, live Live) *voucherFeed {
+	return &voucherFeed{srv: s, queue: live.VoucherQueue, max: live.MaxPublicSockets, reserve: live.SignedInReserve,
+		perAddr: max(live.MaxSocketsPerAddr, 0), subs: make(map[*publicSub]struct{}), byAddr: make(map[addrSocks]int)}
 }
 
-// subscribe adds a socket; nil when the instance holds max already. The
-// feed's loop starts with the first socket and ends at Shutdown.
-func (f *voucherFeed) subscribe(ctx context.Context) *publicSub {
+// addrSocks counts the sockets of one client address, signed in or not.
+type addrSocks struct {
+	key      string
+	signedIn bool
+}
+
+// Refusals of subscribe.
+var (
+	errSocketsFull = seckill.Public(seckill.ErrUnavailable,
+		"this server has too many live connections; try again shortly")
+	errAnonymousFull = seckill.Public(seckill.ErrUnavailable,
+		"this server has too many live connections without a sign-in; sign in, or try again shortly")
+	errAddrSockets = seckill.Public(seckill.ErrRateLimited,
+		"too many live connections from your address; close some of this shop's tabs, or try again shortly")
+)
+
+// subscribe adds the socket of a client at address key, or says which cap
+// it is over. The feed's loop starts with the first socket and ends at
+// Shutdown.
+func (f *voucherFeed) subscribe(ctx context.Context, key string, signedIn bool) (*publicSub, error) {
 	f.start.Do(func() { go f.run(ctx) })
-	p := &publicSub{c: make(chan []byte, f.queue), wake: make(chan struct{}, 1)}
+	p := &publicSub{c: make(chan []byte, f.queue), wake: make(chan struct{}, 1), at: addrSocks{key, signedIn}}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.subs) >= f.max {
-		return nil
+	switch {
+	case len(f.subs) >= f.max:
+		return nil, errSocketsFull
+	case !signedIn && f.anon >= f.max-f.reserve:
+		return nil, errAnonymousFull
+	case f.perAddr > 0 && f.byAddr[p.at] >= f.perAddr:
+		return nil, errAddrSockets
 	}
 	f.subs[p] = struct{}{}
-	return p
+	f.byAddr[p.at]++
+	if !signedIn {
+		f.anon++
+	}
+	return p, nil
 }
 
 func (f *voucherFeed) unsubscribe(p *publicSub) {
@@ -90,8 +125,17 @@ func (f *voucherFeed) unsubscribe(p *publicSub) {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.subs[p]; !ok {
+		return
+	}
 	delete(f.subs, p)
-	f.mu.Unlock()
+	if f.byAddr[p.at]--; f.byAddr[p.at] <= 0 {
+		delete(f.byAddr, p.at)
+	}
+	if !p.at.signedIn {
+		f.anon--
+	}
 }
 
 // broadcast hands frame to every socket's queue without waiting for any.

@@ -26,7 +26,11 @@ const publicSockets = 2000
 // delay: from the catalog's change to the last socket reading it.
 func TestWSOneChangeOneEncoding(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{})
+	// Every socket comes from 127.0.0.1: the per-address caps are lifted.
+	b := setupWS(t, notify.Options{}, func(c *Config, d *Deps) {
+		c.MaxConnsPerAddr = -1
+		d.Live.MaxSocketsPerAddr = -1
+	})
 	conns := make([]*websocket.Conn, publicSockets)
 	var wg sync.WaitGroup
 	errs := make(chan error, publicSockets)
@@ -147,8 +151,9 @@ func TestWSVoucherPushThrottleAndResync(t *testing.T) {
 
 	// A socket whose queue is full is marked for a resync, never queued
 	// further (the queue holds 1 frame here)...
-	alone := newVoucherFeed(b.srv, 1, 10)
-	p := alone.subscribe(b.srv.ws.ctx)
+	alone := newVoucherFeed(b.srv, Live{VoucherQueue: 1, MaxPublicSockets: 10}.withDefaults())
+	p, err := alone.subscribe(b.srv.ws.ctx, "192.0.2.1", false)
+	require.NoError(t, err)
 	for range 3 {
 		alone.broadcast([]byte(`{"type":"voucher"}`))
 	}

@@ -48,6 +48,10 @@ type Config struct {
 	IPBurst           int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
 	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
 	BuyIPBurst        int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
+	ConnsPerAddr      int           `env:"SECKILL_CONNS_PER_ADDR" default:"256" help:"open TCP connections per client address (the TCP peer; an IPv6 /64 is one); one more is closed at once. SECKILL_TRUSTED_PROXIES are exempt (every client behind them shares their address); the total is capped below the open-file limit"`
+	WSPerAddr         int           `env:"SECKILL_WS_PER_ADDR" default:"32" help:"open WebSockets without a sign-in per client address (behind SECKILL_TRUSTED_PROXIES, the forwarded client's), and as many signed-in ones; one more is 429"`
+	WSSignedInPercent int           `env:"SECKILL_WS_SIGNED_IN_PERCENT" default:"25" help:"share of the instance's WebSockets (sized from the open-file limit) that only signed-in shoppers may take, so that sockets without a token cannot lock them out of their order pushes (0 to 90)"`
+	WSAnonMaxAge      time.Duration `env:"SECKILL_WS_ANON_MAX_AGE" default:"10m" help:"how long a WebSocket without a token stays open before it is closed with 1000 and the page opens a new one (at least 10s)"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
 	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
@@ -71,6 +75,10 @@ type Config struct {
 const (
 	maxWorkerBatch  = 1000
 	maxWorkerLinger = 5 * time.Second
+	// Past 90% the pages of visitors not signed in would share a tenth of
+	// the sockets; below 10s they would reconnect all the time.
+	maxWSSignedInPercent = 90
+	minWSAnonMaxAge      = 10 * time.Second
 )
 
 // deadLetterTopic is the dead-letter topic of the workers.
@@ -153,6 +161,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_DB_GATEWAY_CONNS and SECKILL_DB_WORKER_CONNS must be positive, got %d and %d", c.DBGatewayConns, c.DBWorkerConns)
 	case c.WorkerBatch < 1 || c.WorkerBatch > maxWorkerBatch:
 		return fmt.Errorf("config: SECKILL_WORKER_BATCH must be between 1 and %d reservations per transaction, got %d; set it to 100 (the default) unless make bench shows better", maxWorkerBatch, c.WorkerBatch)
+	case c.ConnsPerAddr < 1 || c.WSPerAddr < 1 || c.WSPerAddr > c.ConnsPerAddr:
+		return fmt.Errorf("config: SECKILL_CONNS_PER_ADDR and SECKILL_WS_PER_ADDR must be positive, and a WebSocket is a connection: SECKILL_WS_PER_ADDR (%d) may not exceed SECKILL_CONNS_PER_ADDR (%d)", c.WSPerAddr, c.ConnsPerAddr)
+	case c.WSSignedInPercent < 0 || c.WSSignedInPercent > maxWSSignedInPercent:
+		return fmt.Errorf("config: SECKILL_WS_SIGNED_IN_PERCENT must be between 0 and %d, got %d", maxWSSignedInPercent, c.WSSignedInPercent)
+	case c.WSAnonMaxAge < minWSAnonMaxAge:
+		return fmt.Errorf("config: SECKILL_WS_ANON_MAX_AGE must be at least %s (every page without a sign-in reconnects that often), got %s", minWSAnonMaxAge, c.WSAnonMaxAge)
 	case c.WorkerLinger <= 0 || c.WorkerLinger > maxWorkerLinger:
 		return fmt.Errorf("config: SECKILL_WORKER_LINGER must be above 0 and at most %s (every order waits up to it before it is created), got %s; set it to 50ms (the default) unless make bench shows better", maxWorkerLinger, c.WorkerLinger)
 	}

@@ -183,3 +183,44 @@ func TestWorkerBatchConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionCapsConfig: the per-address caps and the socket settings
+// default to the README's values and refuse what cannot work with an error
+// that names the variable.
+func TestConnectionCapsConfig(t *testing.T) {
+	cfg, err := loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, 256, cfg.ConnsPerAddr)
+	require.Equal(t, 32, cfg.WSPerAddr)
+	require.Equal(t, 25, cfg.WSSignedInPercent)
+	require.Equal(t, 10*time.Minute, cfg.WSAnonMaxAge)
+	for _, c := range []struct {
+		env map[string]string
+		bad string // part of the error; "" when good
+	}{
+		{env: map[string]string{"SECKILL_CONNS_PER_ADDR": "64", "SECKILL_WS_PER_ADDR": "64"}},
+		{env: map[string]string{"SECKILL_WS_SIGNED_IN_PERCENT": "0", "SECKILL_WS_ANON_MAX_AGE": "10s"}},
+		{env: map[string]string{"SECKILL_CONNS_PER_ADDR": "0"}, bad: "SECKILL_CONNS_PER_ADDR"},
+		{env: map[string]string{"SECKILL_WS_PER_ADDR": "-1"}, bad: "SECKILL_WS_PER_ADDR"},
+		{env: map[string]string{"SECKILL_CONNS_PER_ADDR": "16"}, bad: "may not exceed SECKILL_CONNS_PER_ADDR (16)"},
+		{env: map[string]string{"SECKILL_WS_SIGNED_IN_PERCENT": "91"}, bad: "between 0 and 90"},
+		{env: map[string]string{"SECKILL_WS_ANON_MAX_AGE": "5s"}, bad: "at least 10s"},
+	} {
+		_, err := loadConfig(func(k string) string { return c.env[k] })
+		if c.bad == "" {
+			require.NoError(t, err, "%v", c.env)
+		} else {
+			require.ErrorContains(t, err, c.bad, "%v", c.env)
+		}
+	}
+}
+
+// TestDescriptorReserve: the reserve covers every Redis pool and both
+// PostgreSQL pools.
+func TestDescriptorReserve(t *testing.T) {
+	cfg, err := loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, uint64(redisPoolSize+16+8+fdOtherReserve), cfg.descriptorReserve())
+	cfg.RedisCluster = []string{"10.0.0.1:6379"}
+	require.Equal(t, uint64(3*redisPoolSize+16+8+fdOtherReserve), cfg.descriptorReserve(), "a cluster has three masters at least")
+}

@@ -61,10 +61,16 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err := s.startCatalog(ctx); err != nil {
 		return err
 	}
+	caps, err := s.cfg.sizeConnCaps(s.log)
+	if err != nil {
+		return err
+	}
 	s.server, err = gateway.New(gateway.Config{
-		AdminToken:     s.cfg.AdminToken,
-		AllowedOrigins: s.cfg.AllowedOrigins,
-		TrustedProxies: s.cfg.TrustedProxies,
+		AdminToken:      s.cfg.AdminToken,
+		AllowedOrigins:  s.cfg.AllowedOrigins,
+		TrustedProxies:  s.cfg.TrustedProxies,
+		MaxConns:        caps.maxConns,
+		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
 	}, gateway.Deps{
 		Catalog: s.catalog,
 		Buyer: seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log,
@@ -88,7 +94,9 @@ func (s *system) buildGateway(ctx context.Context) error {
 		SyncBuyer: s.syncBuyer(ids),
 		Lifecycle: s.lifecycle(s.store),
 		// Order status pushed on GET /api/v1/ws, from every instance's changes.
-		Live: gateway.Live{Feed: s.hub},
+		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
+			SignedInReserve:   caps.liveReserve(),
+			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
 		Room: s.room,
 	})
 	return err

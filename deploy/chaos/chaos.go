@@ -24,6 +24,8 @@ const (
 	FaultGatewayKilled    = "gateway killed between script and Kafka write"
 	FaultBrokerRestart    = "broker restarted"
 	FaultWholeProcessKill = "whole process killed -9 and started again"
+	FaultDescriptors      = "gateway out of file descriptors (idle connection flood)"
+	FaultSocketFlood      = "websocket flood from one address"
 	// FaultFleet is not one of Faults: it runs on a fleet of its own
 	// (Options.Fleet, 3 gateways, 2 workers and 2 sweepers by default), the
 	// crowd spread over every gateway, and one gateway and one worker are
@@ -34,7 +36,7 @@ const (
 // Faults lists every fault in the order Run injects them.
 func Faults() []string {
 	return []string{FaultPostgresFrozen, FaultPostgresRestart, FaultRedisKilled, FaultRedisDataLost,
-		FaultWorkerKilled, FaultGatewayKilled, FaultBrokerRestart, FaultWholeProcessKill}
+		FaultWorkerKilled, FaultGatewayKilled, FaultBrokerRestart, FaultDescriptors, FaultSocketFlood, FaultWholeProcessKill}
 }
 
 // Options sizes a run.

@@ -20,6 +20,12 @@
 //     before the message is written, and the gateway is killed there with
 //     SIGKILL;
 //   - the broker restarted on the same address and data;
+//   - the gateway out of file descriptors: its open-file limit lowered under
+//     it (prlimit) and idle connections from other loopback addresses until
+//     it cannot accept, held, then closed; it must stay up;
+//   - a flood of WebSockets without a token from one address: no more than
+//     the cap per address open, and a shopper's socket from another address
+//     still does;
 //   - the whole `seckill dev` process killed -9 (its Redis and PostgreSQL
 //     children go with it) and started again on the same data folder.
 //

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,9 @@ func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
 		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "served"),
 		Shape:        fleet.Shape{Gateways: 1, Workers: 1, Sweepers: 1},
 		RedisPersist: true, AdminToken: r.admin, JWTSecret: r.secret, Logf: r.opts.Logf,
+		// The crowd buys without sockets: the socket flood meets the
+		// shipped cap per address.
+		Env: map[string]string{"SECKILL_WS_PER_ADDR": strconv.Itoa(floodSocketsPerAddr)},
 	})
 	if err != nil {
 		return nil, err
@@ -119,6 +123,10 @@ func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Res
 			release()
 			return s.gateway.Start(ctx, time.Minute)
 		}
+	case FaultDescriptors:
+		return s.exhaustDescriptors
+	case FaultSocketFlood:
+		return s.floodSockets
 	case FaultBrokerRestart:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {
 			s.Kafka.Stop()

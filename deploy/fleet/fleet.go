@@ -196,6 +196,9 @@ func BaseEnv(adminToken, jwtSecret string) map[string]string {
 		"SECKILL_IP_BURST":     "1000000",
 		"SECKILL_BUY_IP_RATE":  "1000000",
 		"SECKILL_BUY_IP_BURST": "1000000",
+		// And the caps on connections and sockets per address.
+		"SECKILL_CONNS_PER_ADDR": "1000000",
+		"SECKILL_WS_PER_ADDR":    "1000000",
 	}
 }
 
