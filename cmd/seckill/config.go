@@ -44,9 +44,9 @@ type Config struct {
 	GlobalBurst       int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
 	UserRate          int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
 	UserBurst         int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
-	IPRate            int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /64 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
+	IPRate            int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /56 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
 	IPBurst           int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
-	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
+	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /56 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
 	BuyIPBurst        int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
