@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -93,6 +92,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			raw = f.Tag.Get("default")
 		}
 		if err := setField(v.Field(i), raw); err != nil {
+			if f.Tag.Get("secret") != "" {
+				return Config{}, fmt.Errorf("config: %s: %w", f.Tag.Get("env"), err)
+			}
 			return Config{}, fmt.Errorf("config: %s=%q: %w", f.Tag.Get("env"), raw, err)
 		}
 	}
@@ -248,38 +250,6 @@ func maskedValue(secret string, field reflect.Value) string {
 	}
 	return s
 }
-
-// maskURL hides every password a connection string can carry and keeps the
-// rest, which operators need to see which server a process talks to: the
-// userinfo of a URL (postgres://app:****@db), a password or sslpassword
-// query parameter (postgres://db/app?password=****, redis://db?password=****),
-// and a password or sslpassword of a key=value DSN
-// (host=db password=**** dbname=app), quoted or not.
-func maskURL(s string) string {
-	if scheme, rest, ok := strings.Cut(s, "://"); ok {
-		// The userinfo ends at the last '@' before the path: a password
-		// may itself contain '@' when the client did not escape it.
-		authority, tail := rest, ""
-		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-			authority, tail = rest[:i], rest[i:]
-		}
-		if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-			if user, _, hasPass := strings.Cut(authority[:at], ":"); hasPass {
-				authority = user + ":****" + authority[at:]
-			}
-		}
-		return scheme + "://" + authority + queryPassword.ReplaceAllString(tail, "${1}****")
-	}
-	return dsnPassword.ReplaceAllString(s, "${1}****")
-}
-
-var (
-	// queryPassword is a password parameter of a URL's query.
-	queryPassword = regexp.MustCompile(`(?i)([?&](?:ssl)?password=)[^&#]*`)
-	// dsnPassword is a password of a key=value DSN: a quoted value (with
-	// backslash escapes, as libpq reads it) or everything to the next space.
-	dsnPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s]*)`)
-)
 
 // writeEnvTable prints every variable with its default and meaning.
 func writeEnvTable(w io.Writer) error {

@@ -82,7 +82,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		cfg.KafkaBrokers = k.Brokers
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
-		return err
+		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
 	}
 	logConfig(log, cfg)
 

@@ -112,9 +112,20 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 // openPool opens a pool of at most maxConns connections to the database and
 // checks that it answers.
 func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := dialPool(ctx, url, maxConns)
+	if err != nil {
+		// The string pgx cannot read is quoted in its errors, and
+		// one it misreads shows up in the host it dials.
+		return nil, urlError("SECKILL_DATABASE_URL", url, err)
+	}
+	return pool, nil
+}
+
+// dialPool is openPool without the masking of its errors.
+func dialPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("SECKILL_DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("not a PostgreSQL URL (postgres://user:password@host:port/db, or host=... password=... dbname=...; %s): %w", escapePassword, err)
 	}
 	pcfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
