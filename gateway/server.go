@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -117,8 +116,6 @@ type Deps struct {
 	// Static is served at / (index.html) and by file path. Nil: a
 	// placeholder page. Swap in web's embedded FS here.
 	Static fs.FS
-	// Metrics, when set, is served at GET /metrics (promhttp.HandlerFor).
-	Metrics http.Handler
 	// Registerer, when set, receives the gateway's collectors (requests,
 	// latency by route, buy outcomes; see metrics.go). Nil: none.
 	Registerer prometheus.Registerer

@@ -17,7 +17,8 @@ import (
 // Config is every setting of every role. Each field is one environment
 // variable; `seckill env` prints the table the README shows.
 type Config struct {
-	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
+	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens (a process without the gateway serves /healthz, /readyz and /metrics here)"`
+	OpsAddr           string        `env:"SECKILL_OPS_ADDR" default:"127.0.0.1:0" help:"where a gateway serves /metrics, /healthz and /readyz for Prometheus and probes, apart from the shoppers' port (which has no /metrics); the default is a free loopback port, logged at start; set host:port to scrape it"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
 	RedisCluster      []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" secret:"url" help:"Redis Cluster seed nodes host:port, comma separated (or one redis://user:password@host:port?addr=host:port URL); when set, Redis is a Redis Cluster and SECKILL_REDIS_URL is not used"`
 	DevRedisShards    int           `env:"SECKILL_DEV_REDIS_SHARDS" default:"1" help:"dev mode: 1 starts one private redis-server; 3 or more start a private Redis Cluster of that many masters (data under SECKILL_DATA_DIR)"`

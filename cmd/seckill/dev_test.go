@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,15 @@ func testDevMode(t *testing.T, shards string) {
 		return resp.StatusCode == http.StatusOK
 	}, 90*time.Second, 100*time.Millisecond, "dev mode never became ready\nstderr:\n%s", &stderr)
 	require.Contains(t, stdout.String(), "admin token", "a generated admin token is shown once")
+	banner := regexp.MustCompile(`metrics (http://\S+/metrics)`).FindStringSubmatch(stdout.String())
+	require.NotNil(t, banner, "the banner says where the metrics are: %s", stdout.String())
+	resp, err := ts.client.Get(banner[1])
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(metrics), "\nseckill_", "the ops listener serves the process's series")
 
 	reg := ts.do(t, http.MethodPost, "/api/v1/users", "", map[string]any{"username": "alice", "password": "correct horse"}, nil)
 	require.Equal(t, http.StatusCreated, reg.status, "%s", reg.raw)

@@ -58,9 +58,10 @@ type system struct {
 	feed     *waitroom.Feed
 	admitter *waitroom.Admitter
 
-	// onListen, when set, is told the address once the process listens
-	// (dev mode prints its banner then, not before).
-	onListen func(addr string)
+	// onListen, when set, is told the gateway's and the ops listener's
+	// addresses once the process listens (dev mode prints its banner then,
+	// not before).
+	onListen func(addr, opsAddr string)
 }
 
 // newSystem connects to Redis and PostgreSQL and builds what the configured
