@@ -34,6 +34,7 @@ func TestMetricsAreOnTheOpsListener(t *testing.T) {
 	}
 	status, body := get("/metrics")
 	require.Equal(t, http.StatusOK, status)
+	t.Logf("GET /metrics on the ops listener: %d bytes", len(body))
 	require.Contains(t, body, "\nseckill_http_requests_total{", "the gateway's own series")
 	require.Contains(t, body, "\ngo_goroutines ", "and the process's")
 	for _, probe := range []string{"/healthz", "/readyz"} {
