@@ -115,7 +115,7 @@ func (f GateFunc) Pass(ctx context.Context, a *Attempt, next BuyFunc) (Purchase,
 // everything. The order is fixed by the gateway, not by the caller.
 type Gates struct {
 	// BuyAddress bounds the buying rate of one client address (an IPv6
-	// /64), by Attempt.ClientKey, before any other limit (429).
+	// /56), by Attempt.ClientKey, before any other limit (429).
 	BuyAddress Gate
 	// GlobalLimit bounds the buying rate of all shoppers together (429).
 	GlobalLimit Gate
