@@ -4,7 +4,7 @@ import "github.com/gofiber/fiber/v2"
 
 // perAddress is the middleware of every anonymous route (the catalog,
 // captcha, registration, login and the WebSocket handshake): Gates.Anonymous
-// by client address (clientKey: the IPv4 address, or the IPv6 /64), before
+// by client address (clientKey: the IPv4 address, or the IPv6 /56), before
 // the route does any work. Loopback gets no exemption: behind a proxy on the
 // same host every client would be loopback. Put it first in a route's
 // handlers: api.Get("/path", s.perAddress, handler).

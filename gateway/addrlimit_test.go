@@ -59,7 +59,7 @@ func TestEveryAnonymousRouteIsLimitedPerAddress(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal(body, &e))
 		require.Equal(t, "rate_limited", e.Error.Code)
-		require.Equal(t, "2001:db8:1:2::/64", lim.last(t), "keyed on the /64")
+		require.Equal(t, "2001:db8:1::/56", lim.last(t), "keyed on the /56")
 	}
 	asked := len(lim.ips)
 	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml"} {

@@ -31,7 +31,7 @@ import (
 // Defaults of the connection caps.
 const (
 	// DefaultMaxConnsPerAddr caps the open TCP connections of one client
-	// address (an IPv6 /64 is one): a browser opens six per host and a
+	// address (an IPv6 /56 is one): a browser opens six per host and a
 	// WebSocket, so this leaves room for a large office behind one NAT.
 	DefaultMaxConnsPerAddr = 256
 	// MinConnsAfterReserve is the fewest connections DescriptorCaps accepts

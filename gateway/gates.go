@@ -51,7 +51,7 @@ type Attempt struct {
 	CaptchaID     string
 	CaptchaAnswer string
 	// ClientKey is the client's address as the per-address limits key it:
-	// the address for IPv4, its /64 for IPv6 (see clientKey).
+	// the address for IPv4, its /56 for IPv6 (see clientKey).
 	ClientKey string
 	// Voucher is the catalog's copy of the voucher (Catalog.Voucher), set
 	// by the first gate. Its StockLeft is at most a moment old: the
@@ -115,7 +115,7 @@ func (f GateFunc) Pass(ctx context.Context, a *Attempt, next BuyFunc) (Purchase,
 // everything. The order is fixed by the gateway, not by the caller.
 type Gates struct {
 	// BuyAddress bounds the buying rate of one client address (an IPv6
-	// /64), by Attempt.ClientKey, before any other limit (429).
+	// /56), by Attempt.ClientKey, before any other limit (429).
 	BuyAddress Gate
 	// GlobalLimit bounds the buying rate of all shoppers together (429).
 	GlobalLimit Gate
@@ -156,7 +156,7 @@ type NameLimiter interface {
 }
 
 // IPLimiter admits or refuses one request from a client address. The key is
-// Server.clientKey's: the address for IPv4, the /64 for IPv6, and it honours
+// Server.clientKey's: the address for IPv4, the /56 for IPv6, and it honours
 // Config.TrustedProxies.
 type IPLimiter interface {
 	Allow(ctx context.Context, clientIP string) error

@@ -6,9 +6,11 @@ import (
 	"net/http"
 )
 
-// OpsHandler serves a process without the gateway role (a worker, a
-// sweeper): GET /healthz, GET /readyz from a Readiness over checks, and GET
-// /metrics. /healthz and /readyz answer as the gateway's do, with the same
+// OpsHandler is the ops listener of every process: GET /healthz, GET
+// /readyz from a Readiness over checks, and GET /metrics. A process without
+// the gateway role (a worker, a sweeper) serves it on its one address; a
+// gateway on an address of its own, apart from the shoppers' port, which
+// serves no /metrics. /healthz and /readyz answer as the gateway's do, with the same
 // bodies and the API's error body on 503, so a probe needs no role to read
 // them. It uses net/http, not Fiber: three routes need no more.
 func OpsHandler(checks []Check, metrics http.Handler, log *slog.Logger) http.Handler {

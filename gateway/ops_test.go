@@ -225,7 +225,7 @@ func TestCORS(t *testing.T) {
 // in step: every route is documented, every documented operation exists.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *Config, d *Deps) { d.Metrics = http.NotFoundHandler() })
+	b := setup(t)
 
 	resp, body := b.do(t, "GET", "/openapi.yaml", "")
 	require.Equal(t, 200, resp.StatusCode)

@@ -52,17 +52,30 @@ func (s *Server) clientKey(c *fiber.Ctx) string { return LimitKey(s.clientAddr(c
 
 // LimitKey is the key of a client address in per-address limits: the address
 // itself for IPv4 (an IPv4-mapped IPv6 address counts as its IPv4 address),
-// and the /64 prefix for IPv6, written "2001:db8:1:2::/64". A /64 is what one
-// subscriber gets (RFC 6177): every host on it may pick any of its 2^64
-// addresses, so a limit per IPv6 address would limit nothing.
+// and the /56 prefix for IPv6, written "2001:db8:1:200::/56".
+//
+// An IPv6 subscriber is given a whole prefix and may pick any address of it
+// for every request, so a limit per address, or per /64, limits nothing: a
+// home is commonly given a /56 (256 /64s) and a site up to a /48 (RFC 6177
+// recommends /48 to /56 per site). The /56 is the coarsest prefix that, as
+// providers hand them out, still belongs to one subscriber: keying on the
+// /48 would put up to 256 households of a provider that delegates /56s on
+// one budget, refusing honest shoppers for a neighbour's script, while a /48
+// holder gets at most 256 budgets, not 65,536. A hierarchy (a /64 limited
+// inside its /56 inside its /48) would cap that too, but would charge every
+// request two or three keys, in Redis for the credentials' limit.
 func LimitKey(a netip.Addr) string {
 	a = a.Unmap()
 	if !a.Is6() {
 		return a.String()
 	}
-	p, _ := a.WithZone("").Prefix(64) // cannot fail: a is IPv6 and 64 <= 128
+	p, _ := a.WithZone("").Prefix(ipv6LimitBits) // cannot fail: a is IPv6 and 56 <= 128
 	return p.String()
 }
+
+// ipv6LimitBits is the prefix of an IPv6 address that per-address limits
+// key on (LimitKey).
+const ipv6LimitBits = 56
 
 // clientAddr is the address of the client, for per-IP limits and logs: the
 // peer, unless the peer is a trusted proxy. Then X-Forwarded-For is read from

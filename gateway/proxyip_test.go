@@ -86,8 +86,8 @@ func TestClientIP(t *testing.T) {
 		{"header lines are one list", []string{"6.6.6.6, 9.9.9.9", "10.1.2.3"}, "9.9.9.9"},
 		{"every hop trusted: the farthest", []string{"10.0.0.1, 10.0.0.2"}, "10.0.0.1"},
 		{"with a port", []string{"9.9.9.9:4321"}, "9.9.9.9"},
-		{"IPv6 with a port: its /64", []string{"[2001:db8::1]:443, 2001:db8:ffff::9"}, "2001:db8::/64"},
-		{"IPv6 hosts of one /64 are one client", []string{"2001:db8:1:2:aaaa:bbbb:cccc:dddd"}, "2001:db8:1:2::/64"},
+		{"IPv6 with a port: its /56", []string{"[2001:db8::1]:443, 2001:db8:ffff::9"}, "2001:db8::/56"},
+		{"IPv6 hosts of one /56 are one client", []string{"2001:db8:1:2aa:aaaa:bbbb:cccc:dddd"}, "2001:db8:1:200::/56"},
 		{"IPv4-mapped IPv6", []string{"::ffff:9.9.9.9"}, "9.9.9.9"},
 		{"garbage stops at the last trusted hop", []string{"9.9.9.9, not-an-ip, 10.0.0.7"}, "10.0.0.7"},
 		{"garbage next to the peer: the peer", []string{"6.6.6.6, junk"}, "127.0.0.1"},
@@ -103,8 +103,9 @@ func TestClientIP(t *testing.T) {
 	require.Equal(t, "127.0.0.1", plain.last(t))
 }
 
-// Per-address limits key IPv4 by address and IPv6 by /64: one subscriber
-// gets a whole /64 and can pick any of its addresses for every request.
+// Per-address limits key IPv4 by address and IPv6 by /56: one subscriber
+// is commonly given a whole /56 and can pick any of its addresses, in any of
+// its 256 /64s, for every request.
 func TestLimitKey(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ in, want string }{
@@ -112,14 +113,17 @@ func TestLimitKey(t *testing.T) {
 		{"127.0.0.1", "127.0.0.1"},
 		{"::ffff:9.9.9.9", "9.9.9.9"},
 		{"::ffff:127.0.0.1", "127.0.0.1"},
-		{"2001:db8::1", "2001:db8::/64"},
-		{"2001:db8::2", "2001:db8::/64"},
-		{"2001:db8:0:0:ffff:ffff:ffff:ffff", "2001:db8::/64"},
-		{"2001:db8:0:1::1", "2001:db8:0:1::/64"},
-		{"2001:db8:a:b:c:d:e:f", "2001:db8:a:b::/64"},
-		{"fe80::1%eth0", "fe80::/64"},
-		{"::1", "::/64"},
-		{"64:ff9b::9.9.9.9", "64:ff9b::/64"},
+		{"2001:db8::1", "2001:db8::/56"},
+		{"2001:db8::2", "2001:db8::/56"},
+		{"2001:db8:0:0:ffff:ffff:ffff:ffff", "2001:db8::/56"},
+		{"2001:db8:0:1::1", "2001:db8::/56"},
+		{"2001:db8:0:ff:ffff:ffff:ffff:ffff", "2001:db8::/56"},
+		{"2001:db8:0:100::1", "2001:db8:0:100::/56"},
+		{"2001:db8:a:b:c:d:e:f", "2001:db8:a::/56"},
+		{"2001:db8:a:bcde:c:d:e:f", "2001:db8:a:bc00::/56"},
+		{"fe80::1%eth0", "fe80::/56"},
+		{"::1", "::/56"},
+		{"64:ff9b::9.9.9.9", "64:ff9b::/56"},
 	} {
 		require.Equal(t, c.want, LimitKey(netip.MustParseAddr(c.in)), c.in)
 	}

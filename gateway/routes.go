@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/cors"
 )
 
@@ -64,9 +63,9 @@ func (s *Server) routes() error {
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	app.Get("/openapi.yaml", s.openAPI)
-	if s.deps.Metrics != nil {
-		app.Get("/metrics", adaptor.HTTPHandler(s.deps.Metrics))
-	}
+	// No /metrics here: the shoppers' port would give anyone the business
+	// figures, and the work of rendering them, unthrottled. The process
+	// serves them on its ops listener (OpsHandler).
 	return s.mountStatic(s.deps.Static)
 }
 func (s *Server) openAPI(c *fiber.Ctx) error {

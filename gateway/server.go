@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -65,7 +64,7 @@ type Config struct {
 	// cap. DescriptorCaps sizes it below the open-file limit.
 	MaxConns int
 	// MaxConnsPerAddr caps the open connections of one client address: the
-	// TCP peer, an IPv6 /64 counting as one. TrustedProxies are exempt, since
+	// TCP peer, an IPv6 /56 counting as one. TrustedProxies are exempt, since
 	// every client behind them shares their address (MaxConns still holds).
 	// Zero: DefaultMaxConnsPerAddr; negative: no cap.
 	MaxConnsPerAddr int
@@ -129,8 +128,6 @@ type Deps struct {
 	// Static is served at / (index.html) and by file path. Nil: a
 	// placeholder page. Swap in web's embedded FS here.
 	Static fs.FS
-	// Metrics, when set, is served at GET /metrics (promhttp.HandlerFor).
-	Metrics http.Handler
 	// Registerer, when set, receives the gateway's collectors (requests,
 	// latency by route, buy outcomes; see metrics.go). Nil: none.
 	Registerer prometheus.Registerer

@@ -34,7 +34,7 @@ const (
 	// descriptor: DescriptorCaps sizes the cap below the open-file limit).
 	DefaultMaxPublicSockets = 100_000
 	// DefaultMaxSocketsPerAddr caps the open sockets of one client address
-	// (an IPv6 /64 is one): a household's or an office's tabs.
+	// (an IPv6 /56 is one): a household's or an office's tabs.
 	DefaultMaxSocketsPerAddr = 32
 	// voucherPushGap is the least time between two pushes of one voucher:
 	// a sale selling a thousand items a second is shown four times a

@@ -251,3 +251,43 @@ func TestComposeShape(t *testing.T) {
 	}
 	require.True(t, slices.Contains(brokers, "kafka-1:9092"))
 }
+
+// TestPrometheusScrapesTheOpsPorts: Prometheus reads each job's /metrics
+// where docker-compose.yml has the process serve it: a gateway's ops
+// listener (its shoppers' port serves no /metrics), a worker's one port.
+func TestPrometheusScrapesTheOpsPorts(t *testing.T) {
+	f, _ := readCompose(t)
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus.yml"))
+	require.NoError(t, err)
+	var conf struct {
+		ScrapeConfigs []struct {
+			Job         string `yaml:"job_name"`
+			MetricsPath string `yaml:"metrics_path"`
+			DNS         []struct {
+				Names []string `yaml:"names"`
+				Port  int      `yaml:"port"`
+			} `yaml:"dns_sd_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &conf))
+	want := map[string]string{
+		"gateway": f.Services["gateway"].Environment["SECKILL_OPS_ADDR"],
+		"worker":  f.Services["worker"].Environment["SECKILL_HTTP_ADDR"],
+	}
+	require.NotEqual(t, f.Services["gateway"].Environment["SECKILL_HTTP_ADDR"], want["gateway"], "a gateway's ops listener is apart from the shoppers' port")
+	found := 0
+	for _, sc := range conf.ScrapeConfigs {
+		addr, ok := want[sc.Job]
+		if !ok {
+			continue
+		}
+		found++
+		_, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err, "%s: %q", sc.Job, addr)
+		require.Equal(t, "/metrics", sc.MetricsPath, sc.Job)
+		require.Len(t, sc.DNS, 1, sc.Job)
+		require.Equal(t, []string{sc.Job}, sc.DNS[0].Names)
+		require.Equal(t, port, fmt.Sprint(sc.DNS[0].Port), "job %s scrapes the port its processes serve /metrics on", sc.Job)
+	}
+	require.Equal(t, len(want), found)
+}

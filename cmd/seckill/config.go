@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,7 +17,8 @@ import (
 // Config is every setting of every role. Each field is one environment
 // variable; `seckill env` prints the table cmd/seckill/CONFIG.md shows.
 type Config struct {
-	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens"`
+	HTTPAddr          string        `env:"SECKILL_HTTP_ADDR" default:"127.0.0.1:8080" help:"where the gateway listens (a process without the gateway serves /healthz, /readyz and /metrics here)"`
+	OpsAddr           string        `env:"SECKILL_OPS_ADDR" default:"127.0.0.1:0" help:"where a gateway serves /metrics, /healthz and /readyz for Prometheus and probes, apart from the shoppers' port (which has no /metrics); the default is a free loopback port, logged at start; set host:port to scrape it"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
 	RedisCluster      []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" secret:"url" help:"Redis Cluster seed nodes host:port, comma separated (or one redis://user:password@host:port?addr=host:port URL); when set, Redis is a Redis Cluster and SECKILL_REDIS_URL is not used"`
 	DevRedisShards    int           `env:"SECKILL_DEV_REDIS_SHARDS" default:"1" help:"dev mode: 1 starts one private redis-server; 3 or more start a private Redis Cluster of that many masters (data under SECKILL_DATA_DIR)"`
@@ -44,11 +44,11 @@ type Config struct {
 	GlobalBurst       int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
 	UserRate          int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
 	UserBurst         int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
-	IPRate            int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /64 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
+	IPRate            int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /56 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
 	IPBurst           int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
-	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
+	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /56 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
 	BuyIPBurst        int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
-	ConnsPerAddr      int           `env:"SECKILL_CONNS_PER_ADDR" default:"256" help:"open TCP connections per client address (the TCP peer; an IPv6 /64 is one); one more is closed at once. SECKILL_TRUSTED_PROXIES are exempt (every client behind them shares their address); the total is capped below the open-file limit"`
+	ConnsPerAddr      int           `env:"SECKILL_CONNS_PER_ADDR" default:"256" help:"open TCP connections per client address (the TCP peer; an IPv6 /56 is one); one more is closed at once. SECKILL_TRUSTED_PROXIES are exempt (every client behind them shares their address); the total is capped below the open-file limit"`
 	WSPerAddr         int           `env:"SECKILL_WS_PER_ADDR" default:"32" help:"open WebSockets without a sign-in per client address (behind SECKILL_TRUSTED_PROXIES, the forwarded client's), and as many signed-in ones; one more is 429"`
 	WSSignedInPercent int           `env:"SECKILL_WS_SIGNED_IN_PERCENT" default:"25" help:"share of the instance's WebSockets (sized from the open-file limit) that only signed-in shoppers may take, so that sockets without a token cannot lock them out of their order pushes (0 to 90)"`
 	WSAnonMaxAge      time.Duration `env:"SECKILL_WS_ANON_MAX_AGE" default:"10m" help:"how long a WebSocket without a token stays open before it is closed with 1000 and the page opens a new one (at least 10s)"`
@@ -101,6 +101,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			raw = f.Tag.Get("default")
 		}
 		if err := setField(v.Field(i), raw); err != nil {
+			if f.Tag.Get("secret") != "" {
+				return Config{}, fmt.Errorf("config: %s: %w", f.Tag.Get("env"), err)
+			}
 			return Config{}, fmt.Errorf("config: %s=%q: %w", f.Tag.Get("env"), raw, err)
 		}
 	}
@@ -262,38 +265,6 @@ func maskedValue(secret string, field reflect.Value) string {
 	}
 	return s
 }
-
-// maskURL hides every password a connection string can carry and keeps the
-// rest, which operators need to see which server a process talks to: the
-// userinfo of a URL (postgres://app:****@db), a password or sslpassword
-// query parameter (postgres://db/app?password=****, redis://db?password=****),
-// and a password or sslpassword of a key=value DSN
-// (host=db password=**** dbname=app), quoted or not.
-func maskURL(s string) string {
-	if scheme, rest, ok := strings.Cut(s, "://"); ok {
-		// The userinfo ends at the last '@' before the path: a password
-		// may itself contain '@' when the client did not escape it.
-		authority, tail := rest, ""
-		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-			authority, tail = rest[:i], rest[i:]
-		}
-		if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-			if user, _, hasPass := strings.Cut(authority[:at], ":"); hasPass {
-				authority = user + ":****" + authority[at:]
-			}
-		}
-		return scheme + "://" + authority + queryPassword.ReplaceAllString(tail, "${1}****")
-	}
-	return dsnPassword.ReplaceAllString(s, "${1}****")
-}
-
-var (
-	// queryPassword is a password parameter of a URL's query.
-	queryPassword = regexp.MustCompile(`(?i)([?&](?:ssl)?password=)[^&#]*`)
-	// dsnPassword is a password of a key=value DSN: a quoted value (with
-	// backslash escapes, as libpq reads it) or everything to the next space.
-	dsnPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s]*)`)
-)
 
 // writeEnvTable prints every variable with its default and meaning.
 func writeEnvTable(w io.Writer) error {

@@ -82,7 +82,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		cfg.KafkaBrokers = k.Brokers
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
-		return err
+		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
 	}
 	logConfig(log, cfg)
 
@@ -96,8 +96,8 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 			return fmt.Errorf("demo voucher: %w", err)
 		}
 	}
-	sys.onListen = func(addr string) {
-		fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin\n", addr, addr)
+	sys.onListen = func(addr, opsAddr string) {
+		fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin  metrics http://%s/metrics\n", addr, addr, opsAddr)
 		if generatedAdmin {
 			fmt.Fprintf(stdout, "admin token (generated for this run; set SECKILL_ADMIN_TOKEN to choose one): %s\n", cfg.AdminToken)
 		}

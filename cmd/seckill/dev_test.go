@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,15 @@ func testDevMode(t *testing.T, shards string) {
 		return resp.StatusCode == http.StatusOK
 	}, 90*time.Second, 100*time.Millisecond, "dev mode never became ready\nstderr:\n%s", &stderr)
 	require.Contains(t, stdout.String(), "admin token", "a generated admin token is shown once")
+	banner := regexp.MustCompile(`metrics (http://\S+/metrics)`).FindStringSubmatch(stdout.String())
+	require.NotNil(t, banner, "the banner says where the metrics are: %s", stdout.String())
+	resp, err := ts.client.Get(banner[1])
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(metrics), "\nseckill_", "the ops listener serves the process's series")
 
 	reg := ts.do(t, http.MethodPost, "/api/v1/users", "", map[string]any{"username": "alice", "password": "correct horse"}, nil)
 	require.Equal(t, http.StatusCreated, reg.status, "%s", reg.raw)
@@ -125,24 +136,29 @@ func processesUsing(t *testing.T, dir string) []string {
 // TestTakenPortFailsFastAndCleanly: the likeliest start-up failure says what
 // to do and leaves nothing running (no child process, no retrying hub).
 func TestTakenPortFailsFastAndCleanly(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer taken.Close()
-	dataDir := t.TempDir()
-	env := map[string]string{
-		"SECKILL_HTTP_ADDR":    taken.Addr().String(),
-		"SECKILL_DATA_DIR":     dataDir,
-		"SECKILL_LOG_LEVEL":    "warn",
-		"SECKILL_DEMO_VOUCHER": "false",
+	for _, variable := range []string{"SECKILL_HTTP_ADDR", "SECKILL_OPS_ADDR"} {
+		t.Run(variable, func(t *testing.T) {
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer taken.Close()
+			dataDir := t.TempDir()
+			env := map[string]string{
+				"SECKILL_HTTP_ADDR":    freeAddr(t),
+				"SECKILL_DATA_DIR":     dataDir,
+				"SECKILL_LOG_LEVEL":    "warn",
+				"SECKILL_DEMO_VOUCHER": "false",
+			}
+			env[variable] = taken.Addr().String()
+			var stdout, stderr testlog.Buffer
+			start := time.Now()
+			err = run(context.Background(), []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), variable, "the error names the setting to change")
+			require.Less(t, time.Since(start), 60*time.Second)
+			require.NotContains(t, stdout.String(), "seckill is running", "no banner for a process that never served")
+			require.Empty(t, processesUsing(t, dataDir), "child processes left behind")
+			time.Sleep(300 * time.Millisecond)
+			require.NotContains(t, stderr.String(), "subscribe failed", "nothing keeps retrying after run returned")
+		})
 	}
-	var stdout, stderr testlog.Buffer
-	start := time.Now()
-	err = run(context.Background(), []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "SECKILL_HTTP_ADDR", "the error names the setting to change")
-	require.Less(t, time.Since(start), 60*time.Second)
-	require.NotContains(t, stdout.String(), "seckill is running", "no banner for a process that never served")
-	require.Empty(t, processesUsing(t, dataDir), "child processes left behind")
-	time.Sleep(300 * time.Millisecond)
-	require.NotContains(t, stderr.String(), "subscribe failed", "nothing keeps retrying after run returned")
 }

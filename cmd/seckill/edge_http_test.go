@@ -140,7 +140,7 @@ func TestBreakerOpsSwitchAcrossInstances(t *testing.T) {
 // TestFairEdgeUnderAFloodingAccount is the fairness scenario: with a global
 // limit of 2000/s, one account sends buys as fast as the client can, from
 // ever-changing addresses (so no per-address limit holds it; an IPv6 /48
-// gives a bot 65,536 /64s), while 100 honest shoppers, each from an address
+// gives a bot 256 /56s), while 100 honest shoppers, each from an address
 // of their own, buy once each, spread over the same seconds. The per-user
 // limit comes before the global one, so the flood is cut to the account's
 // own 5/s before it can charge the budget everybody shares. Assertions are

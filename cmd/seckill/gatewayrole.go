@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/notify"
@@ -84,7 +82,6 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Tokens:   tokens,
 		Checks:   s.checks(),
 		Static:   web.FS(),
-		Metrics:  promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}),
 		Logger:   s.log,
 
 		// The gateway's collectors: requests, latency by route, buy outcomes.

@@ -219,6 +219,7 @@ func TestLoadtestRoom(t *testing.T) {
 	cfg.Concurrency = 16
 	cfg.OpenIn = 3 * time.Second
 	cfg.Duration = 30 * time.Second
+	cfg.MetricsURL = ts.ops
 	cfg.Room, cfg.RoomRate, cfg.RoomBots, cfg.RoomSockets = 400, 100, 4, 20
 	cfg.Stock, cfg.PerUserLimit = 250, 1
 	cfg.JSON = true
@@ -229,6 +230,7 @@ func TestLoadtestRoom(t *testing.T) {
 	require.Zero(t, rep.BotAccepted)
 	require.Positive(t, rep.BotTries["stolen pass"])
 	require.Positive(t, rep.SocketFrames)
+	require.Positive(t, rep.Frames, "the gateway's frames, read from its ops listener's /metrics")
 	// The watchers never read their place: like the page, they join and
 	// buy with the pass their socket pushes, so the stock sold out above
 	// only if those pushes came. Half the watchers joined in the

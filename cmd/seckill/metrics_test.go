@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -92,15 +94,23 @@ func TestPprofIsForOperators(t *testing.T) {
 	require.Contains(t, string(a.raw), "heap profile")
 }
 
-// scrape reads /metrics in the text format.
-func (ts *testSystem) scrape(t *testing.T) map[string]*dto.MetricFamily {
+// metricsText is the ops listener's /metrics as served.
+func (ts *testSystem) metricsText(t *testing.T) []byte {
 	t.Helper()
-	resp, err := ts.client.Get(ts.base + "/metrics")
+	resp, err := ts.client.Get(ts.ops + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return raw
+}
+
+// scrape reads /metrics in the text format, from the ops listener.
+func (ts *testSystem) scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(ts.metricsText(t)))
 	require.NoError(t, err)
 	return fams
 }

@@ -25,6 +25,23 @@ const clusterStateReload = time.Second
 // of SECKILL_REDIS_URL. Everything that uses Redis takes the
 // redis.UniversalClient it returns, so nothing else knows which it is.
 func openRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
+	// Every error names the variable and is told through urlError: a
+	// string the client cannot read is quoted in its errors, and one it
+	// misreads (a password with a '/' read as a host) shows up in the
+	// address it dials.
+	variable, raw := "SECKILL_REDIS_URL", cfg.RedisURL
+	if len(cfg.RedisCluster) > 0 {
+		variable, raw = "SECKILL_REDIS_CLUSTER_ADDRS", strings.Join(cfg.RedisCluster, ",")
+	}
+	rdb, err := dialRedis(ctx, cfg)
+	if err != nil {
+		return nil, urlError(variable, raw, err)
+	}
+	return rdb, nil
+}
+
+// dialRedis is openRedis without the masking of its errors.
+func dialRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	var where string
 	if len(cfg.RedisCluster) > 0 {
@@ -36,7 +53,7 @@ func openRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 	} else {
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("SECKILL_REDIS_URL: %w", err)
+			return nil, fmt.Errorf("not a Redis URL (redis://user:password@host:port/db; %s): %w", escapePassword, err)
 		}
 		opts.PoolSize = redisPoolSize
 		rdb, where = redis.NewClient(opts), "redis at "+opts.Addr
@@ -56,13 +73,13 @@ func clusterOptions(seeds []string) (*redis.ClusterOptions, error) {
 	if len(seeds) == 1 && strings.Contains(seeds[0], "://") {
 		o, err := redis.ParseClusterURL(seeds[0])
 		if err != nil {
-			return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER_ADDRS: %w", err)
+			return nil, fmt.Errorf("not a Redis Cluster URL (redis://user:password@host:port?addr=host:port; %s): %w", escapePassword, err)
 		}
 		opts = o
 	} else {
 		for _, s := range seeds {
 			if strings.Contains(s, "://") || !strings.Contains(s, ":") {
-				return nil, fmt.Errorf("SECKILL_REDIS_CLUSTER_ADDRS: %q is not host:port (a URL must be the only entry)", s)
+				return nil, fmt.Errorf("%q is not host:port (a URL must be the only entry)", maskURL(s))
 			}
 		}
 		opts = &redis.ClusterOptions{Addrs: seeds}

@@ -61,6 +61,16 @@ func (s *system) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (SECKILL_HTTP_ADDR): %w; is another seckill running?", s.cfg.HTTPAddr, err)
 	}
+	// A gateway serves /metrics on an ops listener of its own: on the
+	// shoppers' port anyone could read the business figures and make the
+	// process render them (tens of KB a request) unthrottled.
+	opsLn := ln
+	if s.server != nil {
+		if opsLn, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s (SECKILL_OPS_ADDR): %w; is another seckill running?", s.cfg.OpsAddr, err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -75,18 +85,20 @@ func (s *system) run(ctx context.Context) error {
 	if s.server != nil {
 		if err := s.hub.Start(ctx); err != nil {
 			ln.Close()
+			opsLn.Close()
 			return fmt.Errorf("notify hub: %w", err)
 		}
 		ps, err := s.feed.Subscribe(ctx)
 		if err != nil {
 			ln.Close()
+			opsLn.Close()
 			s.hub.Stop()
 			return fmt.Errorf("waiting room feed: %w", err)
 		}
 		wg.Go(func() { s.feed.Run(ctx, ps) })
 		wg.Go(func() { s.admitter.Run(ctx) })
 		if s.onListen != nil {
-			s.onListen(ln.Addr().String())
+			s.onListen(ln.Addr().String(), opsLn.Addr().String())
 		}
 		s.log.Info("gateway listening", "url", "http://"+ln.Addr().String())
 		wg.Go(func() { fail("gateway", s.server.Serve(ln)) })
@@ -97,21 +109,20 @@ func (s *system) run(ctx context.Context) error {
 			case <-ctx.Done():
 			}
 		})
-	} else {
-		srv := s.opsServer()
-		s.log.Info("health and metrics listening", "url", "http://"+ln.Addr().String())
-		wg.Go(func() {
-			<-ctx.Done()
-			shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-			defer done()
-			_ = srv.Shutdown(shut)
-		})
-		wg.Go(func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				fail("ops http", err)
-			}
-		})
 	}
+	srv := s.opsServer()
+	s.log.Info("health and metrics listening", "url", "http://"+opsLn.Addr().String())
+	wg.Go(func() {
+		<-ctx.Done()
+		shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		defer done()
+		_ = srv.Shutdown(shut)
+	})
+	wg.Go(func() {
+		if err := srv.Serve(opsLn); !errors.Is(err, http.ErrServerClosed) {
+			fail("ops http", err)
+		}
+	})
 	if s.cfg.hasRole(roleWorker) {
 		consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
 			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
@@ -156,7 +167,8 @@ func (s *system) run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// opsServer serves health and metrics for a process without the gateway.
+// opsServer serves health and metrics: on the one listener of a process
+// without the gateway, on SECKILL_OPS_ADDR beside a gateway.
 func (s *system) opsServer() *http.Server {
 	return &http.Server{
 		Handler:           gateway.OpsHandler(s.checks(), promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}), s.log),

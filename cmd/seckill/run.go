@@ -132,7 +132,7 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 		return errors.New("migrate needs SECKILL_DATABASE_URL")
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
-		return err
+		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
 	}
 	log.Info("schema is up to date", "database", maskURL(cfg.DatabaseURL))
 	return nil

@@ -88,7 +88,7 @@ func testShardedVoucherSale(t *testing.T, env map[string]string) {
 		// Each failed one is an orphan the reconciler released, never an
 		// order the workers refused because Redis sold more than
 		// PostgreSQL had or let a user past the limit.
-		m := regexp.MustCompile(`seckill_reconciler_released_total (\d+)`).FindSubmatch(ts.do(t, http.MethodGet, "/metrics", "", nil, nil).raw)
+		m := regexp.MustCompile(`seckill_reconciler_released_total (\d+)`).FindSubmatch(ts.metricsText(t))
 		require.NotNil(t, m)
 		require.Equal(t, strconv.Itoa(failed), string(m[1]))
 	}

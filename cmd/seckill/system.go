@@ -58,9 +58,10 @@ type system struct {
 	feed     *waitroom.Feed
 	admitter *waitroom.Admitter
 
-	// onListen, when set, is told the address once the process listens
-	// (dev mode prints its banner then, not before).
-	onListen func(addr string)
+	// onListen, when set, is told the gateway's and the ops listener's
+	// addresses once the process listens (dev mode prints its banner then,
+	// not before).
+	onListen func(addr, opsAddr string)
 }
 
 // newSystem connects to Redis and PostgreSQL and builds what the configured
@@ -112,9 +113,20 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 // openPool opens a pool of at most maxConns connections to the database and
 // checks that it answers.
 func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := dialPool(ctx, url, maxConns)
+	if err != nil {
+		// The string pgx cannot read is quoted in its errors, and
+		// one it misreads shows up in the host it dials.
+		return nil, urlError("SECKILL_DATABASE_URL", url, err)
+	}
+	return pool, nil
+}
+
+// dialPool is openPool without the masking of its errors.
+func dialPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("SECKILL_DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("not a PostgreSQL URL (postgres://user:password@host:port/db, or host=... password=... dbname=...; %s): %w", escapePassword, err)
 	}
 	pcfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -33,6 +33,7 @@ import (
 // services, reached over real HTTP.
 type testSystem struct {
 	base   string
+	ops    string // where /metrics is served (opsBase)
 	cfg    Config
 	pool   *pgxpool.Pool
 	rdb    redis.UniversalClient
@@ -53,6 +54,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	addr := freeAddr(t)
 	vars := map[string]string{
 		"SECKILL_HTTP_ADDR":      addr,
+		"SECKILL_OPS_ADDR":       freeAddr(t),
 		"SECKILL_REDIS_URL":      stack.RedisURL,
 		"SECKILL_DATABASE_URL":   dbURL,
 		"SECKILL_KAFKA_BROKERS":  stack.KafkaBrokers[0],
@@ -83,6 +85,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	require.NoError(t, err)
 	ts := &testSystem{
 		base:   "http://" + addr,
+		ops:    opsBase(cfg),
 		cfg:    cfg,
 		pool:   pool,
 		rdb:    stack.Client(t, stacktest.RedisShape{ClusterAddrs: cfg.RedisCluster}),
@@ -126,6 +129,15 @@ func runInstance(t testing.TB, cfg Config) (stop func()) {
 			sys.close()
 		})
 	}
+}
+
+// opsBase is where a process of cfg serves /metrics: the ops listener of a
+// gateway, the one listener of a process without it.
+func opsBase(cfg Config) string {
+	if cfg.hasRole(roleGateway) {
+		return "http://" + cfg.OpsAddr
+	}
+	return "http://" + cfg.HTTPAddr
 }
 
 func freeAddr(t testing.TB) string {

@@ -37,13 +37,14 @@ func (ts *testSystem) startPeer(t *testing.T, mutate func(*Config)) *peer {
 	cfg := ts.cfg
 	addr := freeAddr(t)
 	cfg.HTTPAddr = addr
+	cfg.OpsAddr = freeAddr(t)
 	if mutate != nil {
 		mutate(&cfg)
 	}
 	stop := runInstance(t, cfg)
 	t.Cleanup(stop)
 	p := &peer{testSystem: &testSystem{
-		base: "http://" + addr, cfg: cfg, pool: ts.pool, rdb: ts.rdb, tokens: ts.tokens,
+		base: "http://" + addr, ops: opsBase(cfg), cfg: cfg, pool: ts.pool, rdb: ts.rdb, tokens: ts.tokens,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}, stop: stop}
 	p.waitReady(t)

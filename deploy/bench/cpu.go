@@ -76,6 +76,7 @@ func splitProfile(r io.Reader) (map[string]time.Duration, error) {
 // to prepare than -open-in, delays the window instead of emptying it.
 type crowdProfile struct {
 	base, path string
+	metrics    string // the ops listener, where the answers are counted
 	outcome    string
 	seconds    int
 	from       float64 // the count of outcome before the crowd
@@ -90,12 +91,12 @@ type crowdProfileResult struct {
 // startCrowdProfile reads the count of outcome before the crowd (call it
 // before starting the load tool), then waits in the background for the
 // count to rise and profiles seconds from there; wait returns the result.
-func startCrowdProfile(ctx context.Context, base, path, outcome string, seconds int) (*crowdProfile, error) {
-	from, err := buyAnswers(ctx, base, outcome)
+func startCrowdProfile(ctx context.Context, base, metrics, path, outcome string, seconds int) (*crowdProfile, error) {
+	from, err := buyAnswers(ctx, metrics, outcome)
 	if err != nil {
 		return nil, err
 	}
-	p := &crowdProfile{base: base, path: path, outcome: outcome, seconds: seconds, from: from,
+	p := &crowdProfile{base: base, metrics: metrics, path: path, outcome: outcome, seconds: seconds, from: from,
 		done: make(chan crowdProfileResult, 1)}
 	go func() {
 		share, err := p.take(ctx)
@@ -111,7 +112,7 @@ func (p *crowdProfile) wait() (cpuShare, error) {
 }
 
 func (p *crowdProfile) take(ctx context.Context) (cpuShare, error) {
-	count := func(ctx context.Context) (float64, error) { return buyAnswers(ctx, p.base, p.outcome) }
+	count := func(ctx context.Context) (float64, error) { return buyAnswers(ctx, p.metrics, p.outcome) }
 	anchor, err := awaitRise(ctx, count, p.from, 2*time.Minute, 50*time.Millisecond)
 	if err != nil {
 		return cpuShare{}, err
@@ -166,10 +167,11 @@ func answerName(outcome string) string {
 	return outcome + " buy"
 }
 
-// buyAnswers reads the gateway's /metrics for the buys answered with
-// outcome so far (every outcome when outcome is "").
-func buyAnswers(ctx context.Context, base, outcome string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+// buyAnswers reads the gateway's /metrics, on its ops listener at metrics,
+// for the buys answered with outcome so far (every outcome when outcome is
+// "").
+func buyAnswers(ctx context.Context, metrics, outcome string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metrics+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}

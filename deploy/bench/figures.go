@@ -109,10 +109,11 @@ func redisCeiling(ctx context.Context, work string, n int) (float64, error) {
 	return rate, nil
 }
 
-// workerSummary reads the process's /metrics after the accepted run: how the
-// workers batched and how long their transactions took.
-func workerSummary(ctx context.Context, base string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+// workerSummary reads the process's /metrics (on its ops listener at
+// metrics) after the accepted run: how the workers batched and how long
+// their transactions took.
+func workerSummary(ctx context.Context, metrics string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metrics+"/metrics", nil)
 	if err != nil {
 		return ""
 	}

@@ -185,8 +185,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	base := "http://" + addr
+	opsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	metrics := "http://" + opsAddr // the ops listener: the gateway's port serves no /metrics
 	env := append(os.Environ(),
 		"SECKILL_HTTP_ADDR="+addr,
+		"SECKILL_OPS_ADDR="+opsAddr,
 		"SECKILL_DATA_DIR="+filepath.Join(work, "data"),
 		"SECKILL_ADMIN_TOKEN=bench-admin-token-0123456789",
 		"SECKILL_JWT_SECRET=bench-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz",
@@ -268,7 +274,7 @@ func run(ctx context.Context, o options) error {
 	if profileDir == "" {
 		profileDir = work
 	}
-	res.cpu, err = crowdRun(ctx, bin, env, args, &res.accepted, base,
+	res.cpu, err = crowdRun(ctx, bin, env, args, &res.accepted, base, metrics,
 		filepath.Join(profileDir, "cpu-accepted.pprof"), outcomeAccepted, acceptedProfileSeconds)
 	if err != nil {
 		return err
@@ -277,7 +283,7 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintln(os.Stderr, "bench: CPU profile of the accepted run:", res.cpu.err)
 	}
 
-	res.worker = workerSummary(ctx, base)
+	res.worker = workerSummary(ctx, metrics)
 
 	fmt.Fprintf(os.Stderr, "bench: sold-out path: %d shoppers × %d attempts for 100 units\n", o.soldOut, o.attempts)
 	args = append([]string{"loadtest", "-shoppers", strconv.Itoa(o.soldOut), "-attempts", strconv.Itoa(o.attempts),
@@ -288,7 +294,7 @@ func run(ctx context.Context, o options) error {
 	if o.profileDir != "" {
 		soldOutProfile = filepath.Join(o.profileDir, "cpu-soldout.pprof")
 	}
-	res.soldOutCPU, err = crowdRun(ctx, bin, env, args, &res.soldOut, base,
+	res.soldOutCPU, err = crowdRun(ctx, bin, env, args, &res.soldOut, base, metrics,
 		soldOutProfile, outcomeAny, soldOutProfileSeconds)
 	if err != nil {
 		return err

@@ -86,13 +86,14 @@ const (
 // crowdRun runs one crowd of the load tool into rep while a CPU profile of
 // the process, anchored to the crowd's first answer of outcome, is taken
 // to path (none when path is ""). A failed profile does not fail the run:
-// its error is in the result.
-func crowdRun(ctx context.Context, bin string, env, args []string, rep *loadtest.Report, base, path, outcome string, seconds int) (crowdProfileResult, error) {
+// its error is in the result. base is the gateway, metrics its ops
+// listener.
+func crowdRun(ctx context.Context, bin string, env, args []string, rep *loadtest.Report, base, metrics, path, outcome string, seconds int) (crowdProfileResult, error) {
 	var prof *crowdProfile
 	if path != "" {
 		var err error
 		// Read before the tool starts, so that its first answer is seen.
-		if prof, err = startCrowdProfile(ctx, base, path, outcome, seconds); err != nil {
+		if prof, err = startCrowdProfile(ctx, base, metrics, path, outcome, seconds); err != nil {
 			return crowdProfileResult{}, fmt.Errorf("CPU profile: %w", err)
 		}
 	}

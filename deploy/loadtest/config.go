@@ -24,6 +24,9 @@ const (
 	EnvJWTSecret  = "SECKILL_JWT_SECRET"
 	// EnvURL overrides the default base URL (the -url flag still wins).
 	EnvURL = "SECKILL_LOADTEST_URL"
+	// EnvMetricsURL is the gateway's ops listener (the -metrics-url flag
+	// still wins).
+	EnvMetricsURL = "SECKILL_LOADTEST_METRICS_URL"
 )
 
 // Config is one flash sale to reproduce. DefaultConfig gives sensible
@@ -139,6 +142,11 @@ type Config struct {
 	// instead of one loopback address per client.
 	OneAddress bool
 
+	// MetricsURL is the base URL of the gateway's ops listener
+	// (SECKILL_OPS_ADDR), where the room run reads the gateway's own
+	// figures from /metrics; the shoppers' port serves none. Empty: those
+	// figures are not read.
+	MetricsURL string
 	// Room, when above 0, runs the waiting-room scenario (room.go) instead
 	// of a sale: that many shoppers join a voucher's line.
 	Room int
@@ -423,6 +431,7 @@ func flagSet(cfg *Config) *flag.FlagSet {
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "crowd: PostgreSQL whose transactions are counted (env "+EnvDatabaseURL+", which keeps a password out of process listings); default: the cluster of `seckill dev` on -data-dir")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "crowd: SECKILL_DATA_DIR of the `seckill dev` under test (env "+EnvDataDir+")")
 	fs.DurationVar(&cfg.PGSettle, "pg-settle", cfg.PGSettle, "crowd: wait before reading PostgreSQL's counters after a phase (PostgreSQL publishes idle backends' counts within 10s)")
+	fs.StringVar(&cfg.MetricsURL, "metrics-url", cfg.MetricsURL, "room: base URL of the gateway's ops listener (SECKILL_OPS_ADDR), whose /metrics gives the gateway's line moves and frames (env "+EnvMetricsURL+")")
 	fs.IntVar(&cfg.Room, "room", cfg.Room, "instead of a sale, the waiting room: this many shoppers join a voucher's line (pre-queue and late), admitted at -room-rate, buying with passes, beside bots")
 	fs.Int64Var(&cfg.RoomRate, "room-rate", cfg.RoomRate, "room: the voucher's admit_per_second")
 	fs.Float64Var(&cfg.RoomPrequeue, "room-prequeue", cfg.RoomPrequeue, "room: share (0..1) of the shoppers who join in the pre-queue, before begin_at (-open-in must leave them time)")
@@ -452,6 +461,7 @@ func ParseFlags(args []string, env func(string) string) (Config, error) {
 		cfg.DataDir = v
 	}
 	cfg.RedisURL = env(EnvRedisURL)
+	cfg.MetricsURL = env(EnvMetricsURL)
 	fs := flagSet(&cfg)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {

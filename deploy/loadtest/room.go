@@ -496,10 +496,13 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	if minGap != time.Duration(math.MaxInt64) {
 		rep.MinFrameGapMS = ms(minGap)
 	}
-	if m, err := scrapeMetrics(ctx, client, base); err == nil {
-		rep.Moves, rep.Frames = m.sum("seckill_queue_moves_total", ""), m.sum("seckill_queue_frames_total", "")
-		rep.PlacePushP50MS = 1000 * m.quantile("seckill_queue_push_delay_seconds", `kind="place"`, 0.5)
-		rep.PlacePushP99MS = 1000 * m.quantile("seckill_queue_push_delay_seconds", `kind="place"`, 0.99)
+	// The gateway's own figures, from its ops listener when given (else 0).
+	if cfg.MetricsURL != "" {
+		if m, err := scrapeMetrics(ctx, client, cfg.MetricsURL); err == nil {
+			rep.Moves, rep.Frames = m.sum("seckill_queue_moves_total", ""), m.sum("seckill_queue_frames_total", "")
+			rep.PlacePushP50MS = 1000 * m.quantile("seckill_queue_push_delay_seconds", `kind="place"`, 0.5)
+			rep.PlacePushP99MS = 1000 * m.quantile("seckill_queue_push_delay_seconds", `kind="place"`, 0.99)
+		}
 	}
 
 	// The invariants, through the API.

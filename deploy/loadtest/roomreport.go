@@ -224,6 +224,9 @@ func scrapeMetrics(ctx context.Context, c *http.Client, base string) (metricsTex
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", base, resp.Status)
+	}
 	var lines metricsText
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -24,7 +24,7 @@ const addrSweepEvery = 5 * time.Second
 
 // AddrLimit is a per-client-address GCRA kept in this instance's memory:
 // rate per second with a burst, for each key (gateway.Server.clientKey: the
-// address for IPv4, the /64 for IPv6). It costs a hash and a mutex, no Redis
+// address for IPv4, the /56 for IPv6). It costs a hash and a mutex, no Redis
 // round trip, so it can stand in front of routes that must stay nearly as
 // fast as /healthz (the catalog) and in front of the buy without adding a
 // round trip.
@@ -90,7 +90,7 @@ func (l *AddrLimit) Allow(_ context.Context, key string) error {
 }
 
 // Pass implements gateway.Gate on the buying path, keyed on
-// Attempt.ClientKey: an address (or an IPv6 /64) can use only its own
+// Attempt.ClientKey: an address (or an IPv6 /56) can use only its own
 // budget, whatever number of accounts it sends from, and a request refused
 // here charges no limit behind it.
 func (l *AddrLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {

@@ -17,7 +17,7 @@ func TestAddrLimitPerKey(t *testing.T) {
 	r := l.decide("9.9.9.9", t0)
 	require.False(t, r.allowed, "the fourth at once is over the burst")
 	require.Equal(t, 100*time.Millisecond, r.retryAfter)
-	require.True(t, l.decide("2001:db8::/64", t0).allowed, "another key has its own budget")
+	require.True(t, l.decide("2001:db8::/56", t0).allowed, "another key has its own budget")
 	require.True(t, l.decide("9.9.9.9", t0.Add(100*time.Millisecond)).allowed, "Retry-After honoured is in time")
 	require.False(t, l.decide("9.9.9.9", t0.Add(100*time.Millisecond)).allowed)
 

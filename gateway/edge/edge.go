@@ -109,7 +109,7 @@ type Config struct {
 	CredentialLimit redis_rate.Limit
 	// AddressRate and AddressBurst bound every anonymous route (catalog,
 	// captcha, registration, login, WebSocket handshake) per client
-	// address, an IPv6 /64 counting as one, in this instance's memory
+	// address, an IPv6 /56 counting as one, in this instance's memory
 	// (default 50/s, burst 200: a shopper's page makes a handful of such
 	// requests when it opens, a script thousands).
 	AddressRate, AddressBurst int

@@ -285,7 +285,7 @@ func TestAddressBudgetComesFirst(t *testing.T) {
 	refused := 0
 	for i := range 300 {
 		a := attempt(1, base+int64(i)) // a new account every time
-		a.ClientKey = "2001:db8:6:6::/64"
+		a.ClientKey = "2001:db8:6:600::/56"
 		if _, err := buy(ctx, a); err != nil {
 			require.ErrorIs(t, err, seckill.ErrRateLimited)
 			require.Positive(t, retryAfter(err))
@@ -300,9 +300,9 @@ func TestAddressBudgetComesFirst(t *testing.T) {
 	require.EqualValues(t, addrPassed, sold.Load())
 
 	a := attempt(1, base+1000)
-	a.ClientKey = "2001:db8:7:7::/64"
+	a.ClientKey = "2001:db8:7:700::/56"
 	_, err := buy(ctx, a)
-	require.NoError(t, err, "another /64 has its own budget")
+	require.NoError(t, err, "another /56 has its own budget")
 }
 
 // Failed logins are counted per username, wherever they come from; the
