@@ -146,13 +146,17 @@ type Gates struct {
 	LoginName NameLimiter
 }
 
-// NameLimiter bounds the failed logins of one username.
+// NameLimiter bounds the failed logins of one username. A login takes one
+// unit of the username's budget before its password is checked, atomically,
+// so concurrent guesses cannot all pass a check made before any of them is
+// charged; a login that did not fail on its password gives the unit back.
 type NameLimiter interface {
-	// Check refuses (ErrRateLimited) when the username has no failed
-	// login left in its budget; it charges nothing.
-	Check(ctx context.Context, username string) error
-	// Failed charges one failed login to the username.
-	Failed(ctx context.Context, username string)
+	// Take charges one login to the username, or refuses it
+	// (ErrRateLimited, charging nothing) when its budget is spent.
+	Take(ctx context.Context, username string) error
+	// Refund gives back the unit Take charged, for a login that was not a
+	// wrong password.
+	Refund(ctx context.Context, username string)
 }
 
 // IPLimiter admits or refuses one request from a client address. The key is
