@@ -144,6 +144,18 @@ type Gates struct {
 	// addresses they come from (429): a credential-stuffing bot rotating
 	// addresses still meets it.
 	LoginName NameLimiter
+	// Shopper bounds the signed-in routes other than the buy (a shopper's
+	// orders, one order, pay, cancel, the waiting room's join and read) by
+	// user and by client address, after the token is verified and before the
+	// route does any work (429; see Server.perShopper).
+	Shopper ShopperLimiter
+}
+
+// ShopperLimiter admits or refuses one request of a signed-in shopper from a
+// client address (Server.clientKey's key). set receives the RateLimit
+// headers of the answer, whatever it turns out to be.
+type ShopperLimiter interface {
+	Allow(ctx context.Context, userID int64, clientKey string, set func(key, value string)) error
 }
 
 // NameLimiter bounds the failed logins of one username. A login takes one

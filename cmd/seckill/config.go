@@ -48,6 +48,10 @@ type Config struct {
 	IPBurst           int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
 	BuyIPRate         int           `env:"SECKILL_BUY_IP_RATE" default:"50" help:"buy requests per second allowed per client address (an IPv6 /64 is one), whatever accounts they are for; per gateway instance, charged before the per-user and global limits"`
 	BuyIPBurst        int           `env:"SECKILL_BUY_IP_BURST" default:"100" help:"burst of SECKILL_BUY_IP_RATE (shoppers behind one address pressing buy at the opening second)"`
+	ShopperRate       int           `env:"SECKILL_SHOPPER_RATE" default:"10" help:"requests per second allowed per shopper on the signed-in routes other than the buy (orders, one order, pay, cancel, the waiting room's join and read); per gateway instance"`
+	ShopperBurst      int           `env:"SECKILL_SHOPPER_BURST" default:"30" help:"burst of SECKILL_SHOPPER_RATE (the page makes a few such requests when it opens, then listens on its socket)"`
+	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /64 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
+	ShopperIPBurst    int           `env:"SECKILL_SHOPPER_IP_BURST" default:"300" help:"burst of SECKILL_SHOPPER_IP_RATE (many shoppers may share one address)"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
 	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
@@ -161,6 +165,8 @@ func (c Config) validate() error {
 		"SECKILL_USER_RATE": c.UserRate, "SECKILL_USER_BURST": c.UserBurst,
 		"SECKILL_IP_RATE": c.IPRate, "SECKILL_IP_BURST": c.IPBurst,
 		"SECKILL_BUY_IP_RATE": c.BuyIPRate, "SECKILL_BUY_IP_BURST": c.BuyIPBurst,
+		"SECKILL_SHOPPER_RATE": c.ShopperRate, "SECKILL_SHOPPER_BURST": c.ShopperBurst,
+		"SECKILL_SHOPPER_IP_RATE": c.ShopperIPRate, "SECKILL_SHOPPER_IP_BURST": c.ShopperIPBurst,
 	} {
 		if n <= 0 {
 			return fmt.Errorf("config: %s must be positive, got %d", name, n)

@@ -202,6 +202,7 @@ func run(ctx context.Context, o options) error {
 			// browser: limits per address are lifted so that the catalog
 			// is measured, not the limiter.
 			"SECKILL_IP_RATE=1000000", "SECKILL_IP_BURST=1000000",
+			"SECKILL_SHOPPER_IP_RATE=1000000", "SECKILL_SHOPPER_IP_BURST=1000000",
 		)
 	} else {
 		env = append(env,
@@ -211,6 +212,8 @@ func run(ctx context.Context, o options) error {
 			// One load tool on loopback is one address.
 			"SECKILL_IP_RATE=100000000", "SECKILL_IP_BURST=100000000",
 			"SECKILL_BUY_IP_RATE=100000000", "SECKILL_BUY_IP_BURST=100000000",
+			"SECKILL_SHOPPER_RATE=1000000", "SECKILL_SHOPPER_BURST=1000000",
+			"SECKILL_SHOPPER_IP_RATE=100000000", "SECKILL_SHOPPER_IP_BURST=100000000",
 		)
 	}
 	// The dev process's own variables win over the caller's: unset what

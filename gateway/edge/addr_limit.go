@@ -79,14 +79,21 @@ func (l *AddrLimit) decide(key string, now time.Time) gcraResult {
 
 // Allow implements gateway.IPLimiter.
 func (l *AddrLimit) Allow(_ context.Context, key string) error {
-	res := l.decide(key, time.Now())
+	_, err := l.charge(key, time.Now())
+	return err
+}
+
+// charge decides one request of key at now; a refusal carries its
+// Retry-After.
+func (l *AddrLimit) charge(key string, now time.Time) (gcraResult, error) {
+	res := l.decide(key, now)
 	if !res.allowed {
 		l.m.reject(l.name, "rate_limited")
-		return gateway.WithRetryAfter(
-			fmt.Errorf("%w: too many requests from this address", seckill.ErrRateLimited), res.retryAfter)
+		return res, gateway.WithRetryAfter(
+			fmt.Errorf("%w: %s: too many requests", seckill.ErrRateLimited, l.name), res.retryAfter)
 	}
 	l.m.allow(l.name)
-	return nil
+	return res, nil
 }
 
 // Pass implements gateway.Gate on the buying path, keyed on

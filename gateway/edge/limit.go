@@ -24,6 +24,8 @@ const (
 	gateCredentials = "credentials_limit"
 	gateCaptchaIPs  = "captcha_issue_limit"
 	gateLoginName   = "login_name_limit"
+	gateShopper     = "shopper_limit"
+	gateShopperAddr = "shopper_address_limit"
 	gateAnonymous   = "address_limit"
 	gateBuyAddress  = "buy_address_limit"
 	gateCaptcha     = "captcha"
@@ -62,7 +64,7 @@ func (g *globalLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway
 	}
 	res := g.gcra.allow(time.Now())
 	if !res.allowed {
-		setRateHeaders(a, g.rate, 0, res.resetAfter)
+		setRateHeaders(a.SetHeader, g.rate, 0, res.resetAfter)
 		g.m.reject(gateGlobal, "rate_limited")
 		return gateway.Purchase{}, gateway.WithRetryAfter(
 			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateGlobal), res.retryAfter)
@@ -105,7 +107,7 @@ func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.B
 		g.log.WarnContext(ctx, "rate limit not checked; letting the attempt through", "gate", gateUser, "err", err)
 		return next(ctx, a)
 	}
-	setRateHeaders(a, g.rate, res.Remaining, res.ResetAfter)
+	setRateHeaders(a.SetHeader, g.rate, res.Remaining, res.ResetAfter)
 	if res.Allowed == 0 {
 		g.m.reject(gateUser, "rate_limited")
 		return gateway.Purchase{}, gateway.WithRetryAfter(
@@ -117,13 +119,13 @@ func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.B
 
 // setRateHeaders writes the IETF draft RateLimit-* headers and the older
 // X-RateLimit-* ones that many clients still read.
-func setRateHeaders(a *gateway.Attempt, rate, remaining int, resetAfter time.Duration) {
+func setRateHeaders(set func(key, value string), rate, remaining int, resetAfter time.Duration) {
 	limit, left := strconv.Itoa(rate), strconv.Itoa(max(remaining, 0))
 	reset := strconv.Itoa(ceilSeconds(resetAfter))
 	for _, p := range []string{"RateLimit-", "X-RateLimit-"} {
-		a.SetHeader(p+"Limit", limit)
-		a.SetHeader(p+"Remaining", left)
-		a.SetHeader(p+"Reset", reset)
+		set(p+"Limit", limit)
+		set(p+"Remaining", left)
+		set(p+"Reset", reset)
 	}
 }
 
