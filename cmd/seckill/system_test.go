@@ -52,27 +52,27 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 
 	addr := freeAddr(t)
 	vars := map[string]string{
-		"SECKILL_HTTP_ADDR":        addr,
-		"SECKILL_REDIS_URL":        stack.RedisURL,
-		"SECKILL_DATABASE_URL":     dbURL,
-		"SECKILL_KAFKA_BROKERS":    stack.KafkaBrokers[0],
-		"SECKILL_KAFKA_TOPIC":      stack.NewTopic(t, 6),
-		"SECKILL_KAFKA_GROUP":      "g-" + strconv.FormatInt(rand.Int64(), 36),
-		"SECKILL_JWT_SECRET":       "test-secret-0123456789abcdefghijklmnopqrstuvwxyz-" + strconv.FormatInt(rand.Int64(), 36),
-		"SECKILL_ADMIN_TOKEN":      "admin-" + strconv.FormatInt(rand.Int64(), 36),
-		"SECKILL_USER_RATE":        "1000",
-		"SECKILL_USER_BURST":       "1000",
-		"SECKILL_GLOBAL_RATE":      "1000000",
-		"SECKILL_GLOBAL_BURST":     "1000000",
-		"SECKILL_IP_RATE":          "1000000",
-		"SECKILL_IP_BURST":         "1000000",
-		"SECKILL_BUY_IP_RATE":      "1000000",
-		"SECKILL_BUY_IP_BURST":     "1000000",
-		"SECKILL_SHOPPER_RATE":     "1000",
-		"SECKILL_SHOPPER_BURST":    "1000",
-		"SECKILL_SHOPPER_IP_RATE":  "1000000",
-		"SECKILL_SHOPPER_IP_BURST": "1000000",
-		"SECKILL_LOG_LEVEL":        "warn",
+		"SECKILL_HTTP_ADDR":     addr,
+		"SECKILL_REDIS_URL":     stack.RedisURL,
+		"SECKILL_DATABASE_URL":  dbURL,
+		"SECKILL_KAFKA_BROKERS": stack.KafkaBrokers[0],
+		"SECKILL_KAFKA_TOPIC":   stack.NewTopic(t, 6),
+		"SECKILL_KAFKA_GROUP":   "g-" + strconv.FormatInt(rand.Int64(), 36),
+		"SECKILL_JWT_SECRET":    "test-secret-0123456789abcdefghijklmnopqrstuvwxyz-" + strconv.FormatInt(rand.Int64(), 36),
+		"SECKILL_ADMIN_TOKEN":   "admin-" + strconv.FormatInt(rand.Int64(), 36),
+		"SECKILL_USER_RATE":     "1000",
+		"SECKILL_USER_BURST":    "1000",
+		"SECKILL_GLOBAL_RATE":   "1000000",
+		"SECKILL_GLOBAL_BURST":  "1000000",
+		"SECKILL_IP_RATE":       "1000000",
+		"SECKILL_IP_BURST":      "1000000",
+		"SECKILL_BUY_IP_RATE":   "1000000",
+		"SECKILL_BUY_IP_BURST":  "1000000",
+		"SECKILL_LOG_LEVEL":     "warn",
+
+		// The signed-in routes' budgets: tests poll orders and places.
+		"SECKILL_SHOPPER_RATE": "1000", "SECKILL_SHOPPER_BURST": "1000",
+		"SECKILL_SHOPPER_IP_RATE": "1000000", "SECKILL_SHOPPER_IP_BURST": "1000000",
 	}
 	for k, v := range env {
 		vars[k] = v

@@ -192,12 +192,12 @@ func BaseEnv(adminToken, jwtSecret string) map[string]string {
 		// A crowd on this machine comes from 127.0.0.1, one address: the
 		// per-address budgets would make it a crowd of one. The per-user
 		// and global limits stay as shipped unless Options.Env says.
-		"SECKILL_IP_RATE":          "1000000",
-		"SECKILL_IP_BURST":         "1000000",
-		"SECKILL_BUY_IP_RATE":      "1000000",
-		"SECKILL_BUY_IP_BURST":     "1000000",
-		"SECKILL_SHOPPER_IP_RATE":  "1000000",
-		"SECKILL_SHOPPER_IP_BURST": "1000000",
+		"SECKILL_IP_RATE":      "1000000",
+		"SECKILL_IP_BURST":     "1000000",
+		"SECKILL_BUY_IP_RATE":  "1000000",
+		"SECKILL_BUY_IP_BURST": "1000000",
+
+		"SECKILL_SHOPPER_IP_RATE": "1000000", "SECKILL_SHOPPER_IP_BURST": "1000000",
 	}
 }
 
