@@ -24,7 +24,8 @@ const addrSweepEvery = 5 * time.Second
 
 // AddrLimit is a per-client-address GCRA kept in this instance's memory:
 // rate per second with a burst, for each key (gateway.Server.clientKey: the
-// address for IPv4, the /64 for IPv6). It costs a hash and a mutex, no Redis
+// address for IPv4, the /64 for IPv6; the signed-in routes' shopper limit
+// keys one of them by user id instead). It costs a hash and a mutex, no Redis
 // round trip, so it can stand in front of routes that must stay nearly as
 // fast as /healthz (the catalog) and in front of the buy without adding a
 // round trip.
