@@ -16,3 +16,17 @@ func (s *Server) perAddress(c *fiber.Ctx) error {
 	}
 	return c.Next()
 }
+
+// perShopper is the middleware of the signed-in routes other than the buy
+// (which has its own gates): Gates.Shopper by user, then by client address,
+// before the route does any work. Each of these routes costs PostgreSQL or
+// Redis work, a lookup of an unknown order id more than one query. Put it
+// right after requireShopper.
+func (s *Server) perShopper(c *fiber.Ctx) error {
+	if l := s.deps.Gates.Shopper; l != nil {
+		if err := l.Allow(c.UserContext(), userIDOf(c), s.clientKey(c), func(k, v string) { c.Set(k, v) }); err != nil {
+			return err
+		}
+	}
+	return c.Next()
+}

@@ -72,32 +72,32 @@ func TestEveryAnonymousRouteIsLimitedPerAddress(t *testing.T) {
 }
 
 // recordingNames is a NameLimiter that refuses the names in refuse and
-// records the failures it is told about.
+// records what it charges and gives back.
 type recordingNames struct {
-	mu     sync.Mutex
-	refuse map[string]bool
-	failed []string
-	checks int
+	mu       sync.Mutex
+	refuse   map[string]bool
+	taken    []string
+	refunded []string
 }
 
-func (r *recordingNames) Check(_ context.Context, name string) error {
+func (r *recordingNames) Take(_ context.Context, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.checks++
 	if r.refuse[name] {
 		return WithRetryAfter(seckill.ErrRateLimited, time.Minute)
 	}
+	r.taken = append(r.taken, name)
 	return nil
 }
 
-func (r *recordingNames) Failed(_ context.Context, name string) {
+func (r *recordingNames) Refund(_ context.Context, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.failed = append(r.failed, name)
+	r.refunded = append(r.refunded, name)
 }
 
-// Login asks the username's budget before checking the password and charges
-// it only for a wrong password.
+// Login takes a unit of the username's budget before checking the password
+// and gives it back unless the password was wrong.
 func TestLoginChargesTheUsernameOnlyForFailures(t *testing.T) {
 	t.Parallel()
 	names := &recordingNames{refuse: map[string]bool{"locked": true}}
@@ -115,6 +115,6 @@ func TestLoginChargesTheUsernameOnlyForFailures(t *testing.T) {
 	require.Equal(t, "60", resp.Header.Get("Retry-After"))
 	names.mu.Lock()
 	defer names.mu.Unlock()
-	require.Equal(t, []string{"alice"}, names.failed, "only the wrong password is charged")
-	require.Equal(t, 3, names.checks)
+	require.Equal(t, []string{"alice", "alice"}, names.taken, "every login is charged before bcrypt")
+	require.Equal(t, []string{"alice"}, names.refunded, "only the right password is given back")
 }

@@ -144,15 +144,31 @@ type Gates struct {
 	// addresses they come from (429): a credential-stuffing bot rotating
 	// addresses still meets it.
 	LoginName NameLimiter
+	// Shopper bounds the signed-in routes other than the buy (a shopper's
+	// orders, one order, pay, cancel, the waiting room's join and read) by
+	// user and by client address, after the token is verified and before the
+	// route does any work (429; see Server.perShopper).
+	Shopper ShopperLimiter
 }
 
-// NameLimiter bounds the failed logins of one username.
+// ShopperLimiter admits or refuses one request of a signed-in shopper from a
+// client address (Server.clientKey's key). set receives the RateLimit
+// headers of the answer, whatever it turns out to be.
+type ShopperLimiter interface {
+	Allow(ctx context.Context, userID int64, clientKey string, set func(key, value string)) error
+}
+
+// NameLimiter bounds the failed logins of one username. A login takes one
+// unit of the username's budget before its password is checked, atomically,
+// so concurrent guesses cannot all pass a check made before any of them is
+// charged; a login that did not fail on its password gives the unit back.
 type NameLimiter interface {
-	// Check refuses (ErrRateLimited) when the username has no failed
-	// login left in its budget; it charges nothing.
-	Check(ctx context.Context, username string) error
-	// Failed charges one failed login to the username.
-	Failed(ctx context.Context, username string)
+	// Take charges one login to the username, or refuses it
+	// (ErrRateLimited, charging nothing) when its budget is spent.
+	Take(ctx context.Context, username string) error
+	// Refund gives back the unit Take charged, for a login that was not a
+	// wrong password.
+	Refund(ctx context.Context, username string)
 }
 
 // IPLimiter admits or refuses one request from a client address. The key is

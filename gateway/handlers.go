@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -196,16 +197,19 @@ func (s *Server) login(c *fiber.Ctx) error {
 		return err
 	}
 	names := s.deps.Gates.LoginName
-	if names != nil && in.Username != "" {
-		if err := names.Check(c.UserContext(), in.Username); err != nil {
+	charged := names != nil && in.Username != ""
+	if charged {
+		if err := names.Take(c.UserContext(), in.Username); err != nil {
 			return err
 		}
 	}
 	token, uid, exp, err := s.deps.Accounts.Login(c.UserContext(), in.Username, in.Password)
+	if charged && !errors.Is(err, seckill.ErrUnauthenticated) {
+		// Only wrong credentials spend the budget: the owner's successes
+		// (and our own failures) leave it to the owner.
+		names.Refund(context.WithoutCancel(c.UserContext()), in.Username)
+	}
 	if err != nil {
-		if names != nil && in.Username != "" && errors.Is(err, seckill.ErrUnauthenticated) {
-			names.Failed(c.UserContext(), in.Username)
-		}
 		return err
 	}
 	return c.JSON(sessionOut{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})

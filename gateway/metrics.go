@@ -30,6 +30,21 @@ const OutcomeAccepted = "accepted"
 // router), so that scanners cannot mint a label value per path.
 const routeUnmatched = "unmatched"
 
+// routeUnrouted labels answers given before the router ran (a body over the
+// limit, refused while it was read): the path is the client's, not a route.
+const routeUnrouted = "unrouted"
+
+// unroutedKey marks, in a request's locals, an answer given before routing.
+type unroutedKey struct{}
+
+// routeOf is the route pattern that answered c, or routeUnrouted.
+func routeOf(c *fiber.Ctx) string {
+	if c.Locals(unroutedKey{}) != nil {
+		return routeUnrouted
+	}
+	return c.Route().Path
+}
+
 // httpBuckets are the latency buckets, in seconds: dense below 50 ms, where
 // the buying path's p99 target is, and up to the request timeout.
 var httpBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -105,12 +120,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // middleware counts and times every request. It wraps observe, so it sees
 // the answer observe wrote for an error, and its clock includes the access
 // log. c.Route() after Next is the route that answered.
-func (m *metrics) middleware(c *fiber.Ctx) error {
+func (m *metrics) middleware(c *fiber.Ctx) error { return m.measure(c, c.Next) }
+
+// measure counts and times run, which writes c's answer.
+func (m *metrics) measure(c *fiber.Ctx, run func() error) error {
 	start := time.Now()
-	err := c.Next()
-	r := c.Route()
+	err := run()
 	status := c.Response().StatusCode()
-	s := m.lookup(r.Path, r.Method, status)
+	route, method := routeOf(c), c.Route().Method
+	if route == routeUnrouted {
+		method = c.Method()
+	}
+	s := m.lookup(route, method, status)
 	s.requests.Inc()
 	s.duration.Observe(time.Since(start).Seconds())
 	return err

@@ -37,7 +37,12 @@ type (
 // observe is the outermost middleware: it names the request, gives it a
 // deadline, turns panics and errors into the API's error answers, and writes one
 // access log line. It returns nil: the answer is already written.
-func (s *Server) observe(c *fiber.Ctx) error {
+func (s *Server) observe(c *fiber.Ctx) error { return s.observed(c, s.nextRecovering) }
+
+// observed is observe around run, which produces the answer: the rest of
+// the chain, or for an answer given before the router (answerTooLarge) the
+// error itself.
+func (s *Server) observed(c *fiber.Ctx, run func(*fiber.Ctx) error) error {
 	start := time.Now()
 	rid := clientRequestID(c.Get(HeaderRequestID))
 	if rid == "" {
@@ -54,25 +59,27 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	defer cancel()
 	c.SetUserContext(ctx)
 
-	if err := s.nextRecovering(c); err != nil {
+	if err := run(c); err != nil {
 		s.writeError(c, err)
 	}
 
 	status := c.Response().StatusCode()
+	route := routeOf(c)
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("request_id", rid),
 		slog.String("method", c.Method()),
-		slog.String("route", c.Route().Path),
+		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(start)),
 	)
 	if uid, ok := c.Locals(userIDKey{}).(int64); ok {
 		attrs = append(attrs, slog.Int64("user_id", uid))
 	}
-	if c.Route().Path == "/" || status == fiber.StatusNotFound || status == fiber.StatusMethodNotAllowed {
-		// The route says little for static files and unknown paths; the path
-		// says more. Copied and bounded: it points into fasthttp's buffer.
+	if route == "/" || route == routeUnrouted || status == fiber.StatusNotFound || status == fiber.StatusMethodNotAllowed {
+		// The route says little for static files, unknown paths and answers
+		// given before routing; the path says more. Copied and bounded: it
+		// points into fasthttp's buffer.
 		attrs = append(attrs, slog.String("path", truncate(c.Path(), 200)))
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "http request", attrs...)

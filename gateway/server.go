@@ -238,6 +238,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	})
 	s.wrapUnknownMethods()
 	s.closeUnusedConnsQuietly()
+	s.answerOversizedBodies()
 	if err := s.openSockets(); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,10 @@ type Config struct {
 	WSPerAddr         int           `env:"SECKILL_WS_PER_ADDR" default:"32" help:"open WebSockets without a sign-in per client address (behind SECKILL_TRUSTED_PROXIES, the forwarded client's), and as many signed-in ones; one more is 429"`
 	WSSignedInPercent int           `env:"SECKILL_WS_SIGNED_IN_PERCENT" default:"25" help:"share of the instance's WebSockets (sized from the open-file limit) that only signed-in shoppers may take, so that sockets without a token cannot lock them out of their order pushes (0 to 90)"`
 	WSAnonMaxAge      time.Duration `env:"SECKILL_WS_ANON_MAX_AGE" default:"10m" help:"how long a WebSocket without a token stays open before it is closed with 1000 and the page opens a new one (at least 10s)"`
+	ShopperRate       int           `env:"SECKILL_SHOPPER_RATE" default:"10" help:"requests per second allowed per shopper on the signed-in routes other than the buy (orders, one order, pay, cancel, the waiting room's join and read); per gateway instance"`
+	ShopperBurst      int           `env:"SECKILL_SHOPPER_BURST" default:"30" help:"burst of SECKILL_SHOPPER_RATE (the page makes a few such requests when it opens, then listens on its socket)"`
+	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /56 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
+	ShopperIPBurst    int           `env:"SECKILL_SHOPPER_IP_BURST" default:"300" help:"burst of SECKILL_SHOPPER_IP_RATE (many shoppers may share one address)"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
 	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
@@ -178,6 +182,8 @@ func (c Config) validate() error {
 		"SECKILL_USER_RATE": c.UserRate, "SECKILL_USER_BURST": c.UserBurst,
 		"SECKILL_IP_RATE": c.IPRate, "SECKILL_IP_BURST": c.IPBurst,
 		"SECKILL_BUY_IP_RATE": c.BuyIPRate, "SECKILL_BUY_IP_BURST": c.BuyIPBurst,
+		"SECKILL_SHOPPER_RATE": c.ShopperRate, "SECKILL_SHOPPER_BURST": c.ShopperBurst,
+		"SECKILL_SHOPPER_IP_RATE": c.ShopperIPRate, "SECKILL_SHOPPER_IP_BURST": c.ShopperIPBurst,
 	} {
 		if n <= 0 {
 			return fmt.Errorf("config: %s must be positive, got %d", name, n)

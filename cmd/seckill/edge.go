@@ -27,6 +27,11 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 		AddressBurst:    s.cfg.IPBurst,
 		BuyAddressRate:  s.cfg.BuyIPRate,
 		BuyAddressBurst: s.cfg.BuyIPBurst,
+
+		ShopperRate:         s.cfg.ShopperRate,
+		ShopperBurst:        s.cfg.ShopperBurst,
+		ShopperAddressRate:  s.cfg.ShopperIPRate,
+		ShopperAddressBurst: s.cfg.ShopperIPBurst,
 		// A replayed Idempotency-Key of a limit or common voucher needs no
 		// new captcha, as for a seckill voucher.
 		SyncRequests: s.store,

@@ -73,6 +73,10 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		"SECKILL_CONNS_PER_ADDR": "1000000",
 		"SECKILL_WS_PER_ADDR":    "1000000",
 		"SECKILL_LOG_LEVEL":      "warn",
+
+		// The signed-in routes' budgets: tests poll orders and places.
+		"SECKILL_SHOPPER_RATE": "1000", "SECKILL_SHOPPER_BURST": "1000",
+		"SECKILL_SHOPPER_IP_RATE": "1000000", "SECKILL_SHOPPER_IP_BURST": "1000000",
 	}
 	for k, v := range env {
 		vars[k] = v

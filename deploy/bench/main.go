@@ -209,6 +209,7 @@ func run(ctx context.Context, o options) error {
 			// is measured, not the limiter.
 			"SECKILL_IP_RATE=1000000", "SECKILL_IP_BURST=1000000",
 			"SECKILL_CONNS_PER_ADDR=1000000", "SECKILL_WS_PER_ADDR=1000000",
+			"SECKILL_SHOPPER_IP_RATE=1000000", "SECKILL_SHOPPER_IP_BURST=1000000",
 		)
 	} else {
 		env = append(env,
@@ -219,6 +220,8 @@ func run(ctx context.Context, o options) error {
 			"SECKILL_IP_RATE=100000000", "SECKILL_IP_BURST=100000000",
 			"SECKILL_BUY_IP_RATE=100000000", "SECKILL_BUY_IP_BURST=100000000",
 			"SECKILL_CONNS_PER_ADDR=1000000", "SECKILL_WS_PER_ADDR=1000000",
+			"SECKILL_SHOPPER_RATE=1000000", "SECKILL_SHOPPER_BURST=1000000",
+			"SECKILL_SHOPPER_IP_RATE=100000000", "SECKILL_SHOPPER_IP_BURST=100000000",
 		)
 	}
 	// The dev process's own variables win over the caller's: unset what

@@ -92,6 +92,7 @@ func runShapes(ctx context.Context, o options) error {
 		// The limiter must not hide the path being measured.
 		"SECKILL_USER_RATE": "1000000", "SECKILL_USER_BURST": "1000000",
 		"SECKILL_GLOBAL_RATE": "100000000", "SECKILL_GLOBAL_BURST": "100000000",
+		"SECKILL_SHOPPER_RATE": "1000000", "SECKILL_SHOPPER_BURST": "1000000",
 	}
 	start := func(name string, masters int) (*shapeFleet, error) {
 		f, err := fleet.Start(ctx, fleet.Options{

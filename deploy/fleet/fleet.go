@@ -199,6 +199,8 @@ func BaseEnv(adminToken, jwtSecret string) map[string]string {
 		// And the caps on connections and sockets per address.
 		"SECKILL_CONNS_PER_ADDR": "1000000",
 		"SECKILL_WS_PER_ADDR":    "1000000",
+
+		"SECKILL_SHOPPER_IP_RATE": "1000000", "SECKILL_SHOPPER_IP_BURST": "1000000",
 	}
 }
 

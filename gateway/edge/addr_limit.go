@@ -24,7 +24,8 @@ const addrSweepEvery = 5 * time.Second
 
 // AddrLimit is a per-client-address GCRA kept in this instance's memory:
 // rate per second with a burst, for each key (gateway.Server.clientKey: the
-// address for IPv4, the /56 for IPv6). It costs a hash and a mutex, no Redis
+// address for IPv4, the /56 for IPv6; the signed-in routes' shopper limit
+// keys one of them by user id instead). It costs a hash and a mutex, no Redis
 // round trip, so it can stand in front of routes that must stay nearly as
 // fast as /healthz (the catalog) and in front of the buy without adding a
 // round trip.
@@ -79,14 +80,21 @@ func (l *AddrLimit) decide(key string, now time.Time) gcraResult {
 
 // Allow implements gateway.IPLimiter.
 func (l *AddrLimit) Allow(_ context.Context, key string) error {
-	res := l.decide(key, time.Now())
+	_, err := l.charge(key, time.Now())
+	return err
+}
+
+// charge decides one request of key at now; a refusal carries its
+// Retry-After.
+func (l *AddrLimit) charge(key string, now time.Time) (gcraResult, error) {
+	res := l.decide(key, now)
 	if !res.allowed {
 		l.m.reject(l.name, "rate_limited")
-		return gateway.WithRetryAfter(
-			fmt.Errorf("%w: too many requests from this address", seckill.ErrRateLimited), res.retryAfter)
+		return res, gateway.WithRetryAfter(
+			fmt.Errorf("%w: %s: too many requests", seckill.ErrRateLimited, l.name), res.retryAfter)
 	}
 	l.m.allow(l.name)
-	return nil
+	return res, nil
 }
 
 // Pass implements gateway.Gate on the buying path, keyed on

@@ -1,7 +1,8 @@
 // Package edge holds the gates in front of the buying path.
 //
 // They are the per-address, per-user and global rate limits, the per-address limit of the
-// anonymous routes, the per-username limit of failed logins, the single-use
+// anonymous routes, the per-user and per-address limits of the other signed-in routes, the
+// per-username limit of failed logins, the single-use
 // captcha, the circuit breaker with its fleet-wide ops switch, and the
 // sold-out flag. It implements gateway.Gate and gateway.IPLimiter and knows
 // nothing of HTTP: every refusal is an error wrapping a seckill sentinel,
@@ -118,6 +119,17 @@ type Config struct {
 	// memory, before the per-user and global limits (default 50/s, burst
 	// 100: ten shoppers behind one address, each at the per-user limit).
 	BuyAddressRate, BuyAddressBurst int
+	// ShopperRate and ShopperBurst bound one shopper's requests to the
+	// signed-in routes other than the buy (orders, one order, pay, cancel,
+	// the waiting room's join and read), in this instance's memory (default
+	// 10/s, burst 30: the page makes a few such requests when it opens and
+	// then listens on its socket).
+	ShopperRate, ShopperBurst int
+	// ShopperAddressRate and ShopperAddressBurst bound the same routes per
+	// client address, an IPv6 /64 counting as one, whatever accounts the
+	// requests are for, after the per-user limit (default 100/s, burst 300:
+	// many shoppers may share one address).
+	ShopperAddressRate, ShopperAddressBurst int
 	// LoginNameLimit bounds the failed logins of one username, fleet-wide
 	// in Redis, whatever addresses they come from (default 10 per minute,
 	// burst 5): credential stuffing from rotating addresses.
@@ -186,6 +198,10 @@ func (c *Config) defaults() error {
 	defInt(&c.AddressBurst, 200)
 	defInt(&c.BuyAddressRate, 50)
 	defInt(&c.BuyAddressBurst, 100)
+	defInt(&c.ShopperRate, 10)
+	defInt(&c.ShopperBurst, 30)
+	defInt(&c.ShopperAddressRate, 100)
+	defInt(&c.ShopperAddressBurst, 300)
 	if c.CaptchaLimit.IsZero() {
 		c.CaptchaLimit = redis_rate.Limit{Rate: 120, Burst: 30, Period: time.Minute}
 	}
@@ -250,6 +266,7 @@ type Edge struct {
 	anonymous    *AddrLimit
 	buyAddress   *AddrLimit
 	loginName    *nameLimit
+	shopper      *shopperLimit
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -292,6 +309,10 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	e.anonymous = newAddrLimit(gateAnonymous, cfg.AddressRate, cfg.AddressBurst, m)
 	e.buyAddress = newAddrLimit(gateBuyAddress, cfg.BuyAddressRate, cfg.BuyAddressBurst, m)
 	e.loginName = &nameLimit{lim: lim, limit: cfg.LoginNameLimit, m: m, log: log}
+	e.shopper = &shopperLimit{
+		user: newAddrLimit(gateShopper, cfg.ShopperRate, cfg.ShopperBurst, m),
+		addr: newAddrLimit(gateShopperAddr, cfg.ShopperAddressRate, cfg.ShopperAddressBurst, m),
+	}
 	return e, nil
 }
 
@@ -309,6 +330,8 @@ func (e *Edge) Start(ctx context.Context) {
 	e.wg.Go(func() { e.Breaker.poll(ctx) })
 	e.wg.Go(func() { e.anonymous.run(ctx) })
 	e.wg.Go(func() { e.buyAddress.run(ctx) })
+	e.wg.Go(func() { e.shopper.user.run(ctx) })
+	e.wg.Go(func() { e.shopper.addr.run(ctx) })
 	e.SoldOut.start(ctx, &e.wg)
 }
 
@@ -338,6 +361,7 @@ func (e *Edge) Gates() gateway.Gates {
 		CaptchaIssue: e.captchaIssue,
 		Anonymous:    e.anonymous,
 		LoginName:    e.loginName,
+		Shopper:      e.shopper,
 	}
 }
 
@@ -362,13 +386,14 @@ func (e *Edge) front(gate string, a *gateway.Attempt) error {
 }
 
 var (
-	_ gateway.Captchas     = (*Captchas)(nil)
-	_ gateway.BreakerAdmin = (*Breaker)(nil)
-	_ gateway.BreakerPaths = (*Breaker)(nil)
-	_ gateway.Gate         = (*Breaker)(nil)
-	_ gateway.Gate         = (*SoldOut)(nil)
-	_ gateway.IPLimiter    = (*IPLimit)(nil)
-	_ gateway.IPLimiter    = (*AddrLimit)(nil)
-	_ gateway.Gate         = (*AddrLimit)(nil)
-	_ gateway.NameLimiter  = (*nameLimit)(nil)
+	_ gateway.Captchas       = (*Captchas)(nil)
+	_ gateway.BreakerAdmin   = (*Breaker)(nil)
+	_ gateway.BreakerPaths   = (*Breaker)(nil)
+	_ gateway.Gate           = (*Breaker)(nil)
+	_ gateway.Gate           = (*SoldOut)(nil)
+	_ gateway.IPLimiter      = (*IPLimit)(nil)
+	_ gateway.IPLimiter      = (*AddrLimit)(nil)
+	_ gateway.Gate           = (*AddrLimit)(nil)
+	_ gateway.NameLimiter    = (*nameLimit)(nil)
+	_ gateway.ShopperLimiter = (*shopperLimit)(nil)
 )

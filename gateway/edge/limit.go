@@ -24,6 +24,8 @@ const (
 	gateCredentials = "credentials_limit"
 	gateCaptchaIPs  = "captcha_issue_limit"
 	gateLoginName   = "login_name_limit"
+	gateShopper     = "shopper_limit"
+	gateShopperAddr = "shopper_address_limit"
 	gateAnonymous   = "address_limit"
 	gateBuyAddress  = "buy_address_limit"
 	gateCaptcha     = "captcha"
@@ -62,7 +64,7 @@ func (g *globalLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway
 	}
 	res := g.gcra.allow(time.Now())
 	if !res.allowed {
-		setRateHeaders(a, g.rate, 0, res.resetAfter)
+		setRateHeaders(a.SetHeader, g.rate, 0, res.resetAfter)
 		g.m.reject(gateGlobal, "rate_limited")
 		return gateway.Purchase{}, gateway.WithRetryAfter(
 			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateGlobal), res.retryAfter)
@@ -105,7 +107,7 @@ func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.B
 		g.log.WarnContext(ctx, "rate limit not checked; letting the attempt through", "gate", gateUser, "err", err)
 		return next(ctx, a)
 	}
-	setRateHeaders(a, g.rate, res.Remaining, res.ResetAfter)
+	setRateHeaders(a.SetHeader, g.rate, res.Remaining, res.ResetAfter)
 	if res.Allowed == 0 {
 		g.m.reject(gateUser, "rate_limited")
 		return gateway.Purchase{}, gateway.WithRetryAfter(
@@ -117,13 +119,13 @@ func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.B
 
 // setRateHeaders writes the IETF draft RateLimit-* headers and the older
 // X-RateLimit-* ones that many clients still read.
-func setRateHeaders(a *gateway.Attempt, rate, remaining int, resetAfter time.Duration) {
+func setRateHeaders(set func(key, value string), rate, remaining int, resetAfter time.Duration) {
 	limit, left := strconv.Itoa(rate), strconv.Itoa(max(remaining, 0))
 	reset := strconv.Itoa(ceilSeconds(resetAfter))
 	for _, p := range []string{"RateLimit-", "X-RateLimit-"} {
-		a.SetHeader(p+"Limit", limit)
-		a.SetHeader(p+"Remaining", left)
-		a.SetHeader(p+"Reset", reset)
+		set(p+"Limit", limit)
+		set(p+"Remaining", left)
+		set(p+"Reset", reset)
 	}
 }
 
@@ -169,9 +171,11 @@ func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 // nameLimit bounds the failed logins of one username, in Redis so that it is
 // exact across the fleet whatever instance or address a guess comes from: a
 // credential-stuffing bot rotating addresses passes every per-address limit
-// but still meets this one. Only failures are charged, so the owner who
-// types the right password is never refused by someone else's successes,
-// and is locked out by a guesser only while the guesser keeps failing.
+// but still meets this one. Every login takes its unit before bcrypt, in one
+// script call (redis_rate's GCRA), so a hundred concurrent guesses get at
+// most the burst through, not as many as start before the first fails; a
+// login that was not a wrong password gives the unit back, so the owner who
+// types the right password is refused only while a guesser keeps failing.
 type nameLimit struct {
 	lim   *redis_rate.Limiter
 	limit redis_rate.Limit
@@ -187,36 +191,36 @@ func nameKey(username string) string {
 	return "seckill:rl:" + gateLoginName + ":" + hex.EncodeToString(sum[:12])
 }
 
-// Check implements gateway.NameLimiter. It asks redis_rate for a cost of 0,
-// which charges nothing and reports how many failures are left. A Redis
-// failure lets the login through: bcrypt still makes each guess slow.
-func (l *nameLimit) Check(ctx context.Context, username string) error {
+// Take implements gateway.NameLimiter. A Redis failure lets the login
+// through: bcrypt still makes each guess slow.
+func (l *nameLimit) Take(ctx context.Context, username string) error {
 	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
-	res, err := l.lim.AllowN(lctx, nameKey(username), l.limit, 0)
+	res, err := l.lim.Allow(lctx, nameKey(username), l.limit)
 	cancel()
 	if err != nil {
 		l.m.reject(gateLoginName, "error")
 		l.log.WarnContext(ctx, "per-username login limit not checked", "err", err)
 		return nil
 	}
-	if res.Remaining < 1 {
+	if res.Allowed == 0 {
 		l.m.reject(gateLoginName, "rate_limited")
-		// One more failure fits when the tat has come back by one interval.
-		interval := l.limit.Period / time.Duration(l.limit.Rate)
-		retry := res.ResetAfter + interval - time.Duration(l.limit.Burst)*interval
 		return gateway.WithRetryAfter(fmt.Errorf(
-			"%w: too many failed logins for this username; wait before trying again", seckill.ErrRateLimited), max(retry, time.Second))
+			"%w: too many failed logins for this username; wait before trying again", seckill.ErrRateLimited), max(res.RetryAfter, time.Second))
 	}
 	l.m.allow(gateLoginName)
 	return nil
 }
 
-// Failed implements gateway.NameLimiter.
-func (l *nameLimit) Failed(ctx context.Context, username string) {
+// Refund implements gateway.NameLimiter: a charge of -1 moves the GCRA's
+// arrival time back by one interval. redis_rate does not store an arrival
+// time that is not ahead of now, so a refund into a rested budget leaves
+// its unit charged until it decays, within one interval: the owner's
+// successes never hold more than one unit of their own budget.
+func (l *nameLimit) Refund(ctx context.Context, username string) {
 	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
-	_, err := l.lim.Allow(lctx, nameKey(username), l.limit)
+	_, err := l.lim.AllowN(lctx, nameKey(username), l.limit, -1)
 	cancel()
 	if err != nil {
-		l.log.WarnContext(ctx, "failed login not counted for its username", "err", err)
+		l.log.WarnContext(ctx, "a login's unit of its username's budget was not given back; it decays on its own", "err", err)
 	}
 }

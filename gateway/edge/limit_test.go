@@ -305,9 +305,9 @@ func TestAddressBudgetComesFirst(t *testing.T) {
 	require.NoError(t, err, "another /56 has its own budget")
 }
 
-// Failed logins are counted per username, wherever they come from; the
-// check before a login charges nothing, so a right password is never
-// refused by successes.
+// Failed logins are counted per username, wherever they come from: each
+// Take charges a unit, a Refund gives it back, so successes do not spend
+// the budget.
 func TestLoginNameLimit(t *testing.T) {
 	t.Parallel()
 	rdb := stack.Redis(t)
@@ -315,16 +315,17 @@ func TestLoginNameLimit(t *testing.T) {
 	names := e.Gates().LoginName
 	ctx := context.Background()
 	victim := "victim_" + strconv.FormatInt(rand.Int64N(1<<40), 36)
+	require.NoError(t, names.Take(ctx, victim)) // a failure, never refunded
 	for range 10 {
-		require.NoError(t, names.Check(ctx, victim), "checks alone charge nothing")
+		require.NoError(t, names.Take(ctx, victim), "refunded takes cost nothing")
+		names.Refund(ctx, victim)
 	}
-	for range 3 {
-		require.NoError(t, names.Check(ctx, victim))
-		names.Failed(ctx, victim)
+	for range 2 {
+		require.NoError(t, names.Take(ctx, victim))
 	}
-	err := names.Check(ctx, victim)
+	err := names.Take(ctx, victim)
 	require.ErrorIs(t, err, seckill.ErrRateLimited)
 	require.GreaterOrEqual(t, retryAfter(err), time.Second)
-	require.ErrorIs(t, names.Check(ctx, strings.ToUpper(victim)), seckill.ErrRateLimited, "case does not make a new budget")
-	require.NoError(t, names.Check(ctx, victim+"_other"))
+	require.ErrorIs(t, names.Take(ctx, strings.ToUpper(victim)), seckill.ErrRateLimited, "case does not make a new budget")
+	require.NoError(t, names.Take(ctx, victim+"_other"))
 }

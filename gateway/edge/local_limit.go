@@ -34,6 +34,9 @@ type gcraResult struct {
 	// resetAfter is how long until the limiter is fully rested (the whole
 	// burst available again).
 	resetAfter time.Duration
+	// remaining is how many more requests would be admitted right now (0
+	// when refused).
+	remaining int
 }
 
 // newLocalGCRA returns a limiter of rate per second with a burst of burst
@@ -77,5 +80,6 @@ func gcraStep(tat, t, interval, offset float64) (float64, gcraResult) {
 			resetAfter: time.Duration(tat - t),
 		}
 	}
-	return next, gcraResult{allowed: true, resetAfter: time.Duration(next - t)}
+	left := int((offset + gcraSlack - (next - t)) / interval)
+	return next, gcraResult{allowed: true, resetAfter: time.Duration(next - t), remaining: max(left, 0)}
 }

@@ -96,7 +96,59 @@ func (r *Room) announce(ctx context.Context, l Line, st Status) {
 		m.X = st.PassExpiresAt.UnixMilli()
 	}
 	m.setLine(l)
+	if !r.watched.fresh(m, time.Now()) {
+		return
+	}
 	r.publish(ctx, &m)
+}
+
+// watchMemo is what this instance published lately of shoppers' places, so
+// that a place read again unchanged is not published again within every: a
+// read costs a script, but its publish reaches every gateway of the fleet,
+// and a page (or a script) reading in a loop would make one per read. Two
+// generations, swapped every interval, bound it to the places published in
+// the last two intervals. The price: a socket opened on another instance
+// within the interval after its place was published, whose page reads the
+// unchanged place, gets its pushes from the next change (or the next read
+// after the interval), not at once.
+type watchMemo struct {
+	every time.Duration
+
+	mu        sync.Mutex
+	cur, prev map[watchKey]watchSeen
+	swapped   time.Time
+}
+
+type watchKey struct{ voucher, user int64 }
+
+// watchSeen is a published watch without its moment (A, H): the place, the
+// state, the pass's expiry and the line.
+type watchSeen struct {
+	m  wire
+	at time.Time
+}
+
+// fresh reports whether m must be published at now, and remembers it when so.
+func (w *watchMemo) fresh(m wire, now time.Time) bool {
+	if w.every <= 0 {
+		return true
+	}
+	m.A, m.H = 0, 0
+	k := watchKey{m.V, m.U}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now.Sub(w.swapped) >= w.every {
+		w.prev, w.cur, w.swapped = w.cur, make(map[watchKey]watchSeen), now
+	}
+	last, ok := w.cur[k]
+	if !ok {
+		last, ok = w.prev[k]
+	}
+	if ok && last.m == m && now.Sub(last.at) < w.every {
+		return false
+	}
+	w.cur[k] = watchSeen{m: m, at: now}
+	return true
 }
 
 // announceStep tells the feeds that a step moved l's line.

@@ -114,6 +114,7 @@ type Room struct {
 	passTTL, grace    time.Duration
 	maxStep           int64
 	now               func() time.Time
+	watched           watchMemo
 }
 
 // Option configures a Room.
@@ -126,10 +127,18 @@ const (
 	// DefaultMaxStep bounds how many one admission step admits (the rest
 	// goes in the next step), so a step never blocks Redis for long.
 	DefaultMaxStep = 1000
+	// DefaultWatchEvery is how long an unchanged place, once published, is
+	// not published again by the same instance: the feed's own pace (at
+	// most a frame a second).
+	DefaultWatchEvery = time.Second
 )
 
 // WithPassTTL sets how long a pass is valid after admission (default 2 minutes).
 func WithPassTTL(d time.Duration) Option { return func(r *Room) { r.passTTL = d } }
+
+// WithWatchEvery sets how long this instance keeps from publishing again a
+// place it published unchanged (default DefaultWatchEvery).
+func WithWatchEvery(d time.Duration) Option { return func(r *Room) { r.watched.every = d } }
 
 // WithGrace sets how long after the sale's end the room's keys live.
 func WithGrace(d time.Duration) Option { return func(r *Room) { r.grace = d } }
@@ -142,6 +151,7 @@ func New(rdb redis.UniversalClient, secret []byte, opts ...Option) *Room {
 		join: redis.NewScript(lua.QueueJoin), admit: redis.NewScript(lua.QueueAdmit),
 		pass:    redis.NewScript(lua.QueuePass),
 		passTTL: DefaultPassTTL, grace: DefaultGrace, maxStep: DefaultMaxStep, now: time.Now,
+		watched: watchMemo{every: DefaultWatchEvery},
 	}
 	for _, o := range opts {
 		o(r)

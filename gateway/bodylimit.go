@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/flashsale/seckill/seckill"
+)
+
+// drainLimit bounds how much of an oversized body is read and thrown away
+// before its connection is closed.
+const drainLimit = 1 << 20
+
+// drainFor bounds how long an oversized body's connection is read after its
+// answer: a client that got its 413 closes at once (the answer says
+// Connection: close); one that does not is not waited for longer.
+const drainFor = 5 * time.Second
+
+// answerOversizedBodies answers a body over Config.BodyLimit like any other
+// API error, so that the client gets it.
+//
+// fasthttp refuses such a body while reading the request, before the
+// router, and hands ErrBodyTooLarge to the server's error handler; it then
+// writes the answer and closes the connection at once. The client is
+// usually still writing its body then (net/http writes it all before it
+// reads), and closing a socket with unread bytes makes the kernel send a
+// reset, which can discard the answer on the client's side before it is
+// read: a 200 KB body sometimes got "connection reset" instead of 413. And
+// that answer went around the middleware, so it lacked the headers of every
+// API answer and was neither logged nor counted.
+//
+// So the answer is built by the same middleware as every answer (request
+// id, headers, access log, seckill_http_requests_total, route "unrouted"),
+// written here, and then what the client still sends is read and thrown
+// away, up to drainLimit bytes or drainFor, before the connection is closed.
+// fasthttp's own write of the answer then fails quietly on the closed
+// connection.
+func (s *Server) answerOversizedBodies() {
+	srv := s.app.Server()
+	next := srv.ErrorHandler
+	srv.ErrorHandler = func(rctx *fasthttp.RequestCtx, err error) {
+		if !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			next(rctx, err)
+			return
+		}
+		s.answerTooLarge(rctx)
+	}
+}
+
+// answerTooLarge writes the 413 of rctx, drains and closes its connection.
+func (s *Server) answerTooLarge(rctx *fasthttp.RequestCtx) {
+	c := s.app.AcquireCtx(rctx)
+	defer s.app.ReleaseCtx(c)
+	c.Locals(unroutedKey{}, true)
+	refuse := func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return seckill.Public(seckill.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit))
+	}
+	observed := func() error { return s.observed(c, refuse) }
+	if s.metrics != nil {
+		_ = s.metrics.measure(c, observed)
+	} else {
+		_ = observed()
+	}
+	rctx.Response.SetConnectionClose()
+
+	conn := rctx.Conn()
+	_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	bw := bufio.NewWriter(conn)
+	if rctx.Response.Write(bw) == nil && bw.Flush() == nil {
+		drain(conn, rctx.Request.Header.ContentLength())
+	}
+	_ = conn.Close()
+}
+
+// drain reads and throws away what the client still sends of a body it
+// declared as declared bytes (negative: chunked, or not said), within the
+// bounds above. Part of the body may already be in fasthttp's buffer, so
+// reading stops at the first of: the declared length, drainLimit, the
+// client closing, drainFor.
+func drain(conn net.Conn, declared int) {
+	limit := int64(drainLimit)
+	if declared >= 0 && declared < drainLimit {
+		limit = int64(declared)
+	}
+	if conn.SetReadDeadline(time.Now().Add(drainFor)) != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, conn, limit)
+}

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+// A real client sending a body far over the limit (net/http writes the
+// whole body while the server has already answered) gets the 413 every
+// time, not a connection reset that discards it; the answer carries the
+// headers of every API answer, and it is in the access log and the
+// request counter like any other.
+func TestOversizedBodyIsAnsweredLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	b := setup(t, func(_ *Config, d *Deps) { d.Registerer = reg })
+	body := bytes.Repeat([]byte("x"), 200<<10)
+	const sends = 50
+	for i := range sends {
+		path := "/api/v1/users"
+		if i%2 == 1 {
+			path = fmt.Sprintf("/api/v1/vouchers/%d/orders", b.onSale.ID)
+		}
+		req, err := http.NewRequest(http.MethodPost, b.base+path, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", bearerOf(b.shopper))
+		req.Header.Set(HeaderRequestID, "big-"+strconv.Itoa(i))
+		resp, err := b.client.Do(req)
+		require.NoError(t, err, "send %d: the answer must reach the client", i)
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		requireAPIError(t, resp, raw, http.StatusRequestEntityTooLarge, "too_large")
+		require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "send %d", i)
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "send %d", i)
+		require.NotEmpty(t, resp.Header.Get(HeaderServerTime), "send %d", i)
+		require.Equal(t, "big-"+strconv.Itoa(i), resp.Header.Get(HeaderRequestID), "send %d", i)
+	}
+
+	logged := 0
+	for _, l := range b.logs.JSONLines(t) {
+		if l["msg"] == "http request" && l["status"] == float64(http.StatusRequestEntityTooLarge) {
+			logged++
+			require.Contains(t, fmt.Sprint(l["request_id"]), "big-")
+			require.Equal(t, "POST", l["method"])
+		}
+	}
+	require.Equal(t, sends, logged, "every 413 is in the access log")
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	counted := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != metricHTTPRequests {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "status" && lp.GetValue() == "413" {
+					counted += m.GetCounter().GetValue()
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "route" {
+							require.Equal(t, routeUnrouted, l.GetValue(), "no label value per path")
+						}
+					}
+				}
+			}
+		}
+	}
+	require.EqualValues(t, sends, counted, "every 413 is counted")
+}
