@@ -3,8 +3,8 @@
 #
 #   make deps    install what running needs and a fresh Debian machine
 #                lacks (redis-server, postgresql), only what is missing
-#   make test-deps  deps plus what only the tests need (chromium, and
-#                prometheus for promtool)
+#   make test-deps  deps plus what only the tests need (chromium,
+#                prometheus for promtool, maven and java for Apache Kafka)
 #   make build   bin/seckill
 #   make run     deps + build, then `bin/seckill dev`
 #   make test    test-deps, go vet, every test, then a short fuzz pass
@@ -75,7 +75,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps build run test vet lint test-race fuzz bench chaos fleet crowd capacity clean
+.PHONY: deps test-deps kafka-jars build run test vet lint test-race fuzz bench chaos fleet crowd capacity clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -88,8 +88,15 @@ RACE_TIMEOUT ?= 10m
 # install runs under a policy-rc.d that forbids starting services, and the
 # unit is disabled. SECKILL_APT_UPDATED=1 skips `apt-get update` (.ci/run has
 # just done it).
-RUN_DEPS := redis-server postgresql
-TEST_DEPS := $(RUN_DEPS) chromium prometheus
+#
+# maven and default-jre-headless run Apache Kafka (deploy/localstack's
+# StartApacheKafka: Maven fetches the broker's jars once, Java runs it). The
+# tests always need them; `make run` only with SECKILL_DEV_KAFKA=apache, its
+# default being the in-process broker, so deps installs them only then and a
+# machine that never runs real Kafka is spared some 200 MB.
+KAFKA_DEPS := maven default-jre-headless
+RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
+TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus
 
 deps:
 	@$(call install_deps,$(RUN_DEPS))
@@ -104,6 +111,8 @@ define install_deps
 	if has postgresql; then compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v postgres && command -v initdb; } >/dev/null 2>&1 || missing+=(postgresql); fi; \
 	if has chromium; then command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); fi; \
 	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
+	if has maven; then command -v mvn >/dev/null 2>&1 || missing+=(maven); fi; \
+	if has default-jre-headless; then command -v java >/dev/null 2>&1 || [ -x /usr/lib/jvm/default-java/bin/java ] || missing+=(default-jre-headless); fi; \
 	if [ $${#missing[@]} -eq 0 ]; then echo "deps: $(strip $(1)) installed"; exit 0; fi; \
 	echo "deps: missing: $${missing[*]}"; \
 	if ! command -v apt-get >/dev/null 2>&1; then \
@@ -164,9 +173,16 @@ lint:
 test-race: deps
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
 
-test: test-deps vet
+test: test-deps vet kafka-jars
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 	@$(MAKE) --no-print-directory fuzz
+
+# kafka-jars fetches Apache Kafka's broker jars with Maven into the cache
+# folder the tests start brokers from (~/.cache/seckill/kafka-<version>-*;
+# once per machine, about 45 jars, 43 MB), so no test spends its time on
+# the download. A program that finds no cache fetches by itself all the same.
+kafka-jars:
+	@$(GO) run ./deploy/localstack/kafkajars >/dev/null
 
 # fuzz runs every Fuzz target in the tree for FUZZTIME, one at a time (go
 # test fuzzes one target of one package per run). `go test -list` prints a

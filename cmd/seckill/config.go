@@ -26,6 +26,8 @@ type Config struct {
 	DBGatewayConns    int32         `env:"SECKILL_DB_GATEWAY_CONNS" default:"16" help:"PostgreSQL connections of the gateway's pool: catalog refreshes, logins, order reads, synchronous buys, pay and cancel"`
 	DBWorkerConns     int32         `env:"SECKILL_DB_WORKER_CONNS" default:"8" help:"PostgreSQL connections of the workers' own pool: persisting orders, the sweeper, the reconciler; a flood on the gateway never takes them"`
 	KafkaBrokers      []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
+	DevKafka          string        `env:"SECKILL_DEV_KAFKA" default:"embedded" help:"dev mode, SECKILL_KAFKA_BROKERS unset: embedded runs the in-process broker; apache runs private Apache Kafka 4.4 brokers (needs java and maven: make deps SECKILL_DEV_KAFKA=apache; data under SECKILL_DATA_DIR)"`
+	DevKafkaBrokers   int           `env:"SECKILL_DEV_KAFKA_BROKERS" default:"1" help:"dev mode with SECKILL_DEV_KAFKA=apache: 1 broker, or 3 (every topic replicated 3 times, min.insync.replicas 2)"`
 	KafkaTopic        string        `env:"SECKILL_KAFKA_TOPIC" default:"seckill.orders" help:"topic of accepted reservations"`
 	KafkaDeadLetter   string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
 	KafkaGroup        string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
@@ -164,6 +166,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_KAFKA_PARTITIONS must be positive")
 	case c.DevRedisShards < 1 || c.DevRedisShards == 2:
 		return fmt.Errorf("config: SECKILL_DEV_REDIS_SHARDS must be 1 (one redis-server) or at least 3 (a Redis Cluster needs 3 masters), got %d", c.DevRedisShards)
+	case c.DevKafka != devKafkaEmbedded && c.DevKafka != devKafkaApache:
+		return fmt.Errorf("config: SECKILL_DEV_KAFKA must be embedded or apache, got %q", c.DevKafka)
+	case c.DevKafkaBrokers != 1 && c.DevKafkaBrokers != 3:
+		return fmt.Errorf("config: SECKILL_DEV_KAFKA_BROKERS must be 1 or 3 (three survive the loss of one), got %d", c.DevKafkaBrokers)
+	case c.DevKafkaBrokers != 1 && c.DevKafka != devKafkaApache:
+		return fmt.Errorf("config: SECKILL_DEV_KAFKA_BROKERS=%d needs SECKILL_DEV_KAFKA=apache (the in-process broker is one broker)", c.DevKafkaBrokers)
 	case c.DBGatewayConns <= 0 || c.DBWorkerConns <= 0:
 		return fmt.Errorf("config: SECKILL_DB_GATEWAY_CONNS and SECKILL_DB_WORKER_CONNS must be positive, got %d and %d", c.DBGatewayConns, c.DBWorkerConns)
 	case c.WorkerBatch < 1 || c.WorkerBatch > maxWorkerBatch:
@@ -206,6 +214,12 @@ func (c Config) hasRole(role string) bool {
 	}
 	return false
 }
+
+// Brokers dev mode can run (SECKILL_DEV_KAFKA).
+const (
+	devKafkaEmbedded = "embedded" // the in-process kfake broker
+	devKafkaApache   = "apache"   // private Apache Kafka brokers, child processes
+)
 
 // Roles a process can play.
 const (

@@ -115,6 +115,36 @@ func TestRedisClusterConfig(t *testing.T) {
 	}
 }
 
+// TestDevKafkaConfig: dev mode's broker is the in-process one unless
+// SECKILL_DEV_KAFKA=apache, which takes 1 or 3 brokers; anything else is
+// refused with an error naming the variable and what to set.
+func TestDevKafkaConfig(t *testing.T) {
+	cfg, err := loadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, "embedded", cfg.DevKafka)
+	require.Equal(t, 1, cfg.DevKafkaBrokers)
+	for _, c := range []struct {
+		kind, brokers, wantErr string
+	}{
+		{"apache", "1", ""},
+		{"apache", "3", ""},
+		{"embedded", "1", ""},
+		{"apache", "2", "SECKILL_DEV_KAFKA_BROKERS must be 1 or 3"},
+		{"apache", "0", "SECKILL_DEV_KAFKA_BROKERS must be 1 or 3"},
+		{"embedded", "3", "SECKILL_DEV_KAFKA_BROKERS=3 needs SECKILL_DEV_KAFKA=apache"},
+		{"kafka", "1", "SECKILL_DEV_KAFKA must be embedded or apache"},
+	} {
+		env := map[string]string{"SECKILL_DEV_KAFKA": c.kind, "SECKILL_DEV_KAFKA_BROKERS": c.brokers}
+		cfg, err := loadConfig(func(k string) string { return env[k] })
+		if c.wantErr == "" {
+			require.NoError(t, err, "%v", env)
+			require.Equal(t, c.kind, cfg.DevKafka)
+		} else {
+			require.ErrorContains(t, err, c.wantErr, "%v", env)
+		}
+	}
+}
+
 // TestWorkerBatchConfig: the workers' batch size and linger default to 100
 // and 50ms, take any value in their bounds, and refuse the rest with an
 // error that names the variable and says what to set.

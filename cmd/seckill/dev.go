@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/flashsale/seckill/deploy/localstack"
@@ -20,7 +21,8 @@ import (
 const profileRole = "role"
 
 // runDev starts whatever services are not configured as private child
-// processes (Redis, PostgreSQL) or in-process (Kafka), then every role.
+// processes (Redis, PostgreSQL, Apache Kafka with SECKILL_DEV_KAFKA=apache)
+// or in-process (Kafka by default), then every role.
 func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -63,7 +65,25 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		defer p.Stop(stopCtx)
 		cfg.DatabaseURL = p.URL
 	}
-	if len(cfg.KafkaBrokers) == 0 {
+	kafkaBanner := "SECKILL_KAFKA_BROKERS " + strings.Join(cfg.KafkaBrokers, ",")
+	switch {
+	case len(cfg.KafkaBrokers) > 0:
+		// Configured: use it.
+	case cfg.DevKafka == devKafkaApache:
+		k, err := localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{
+			Brokers: cfg.DevKafkaBrokers,
+			Topics:  map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions},
+			Dir:     filepath.Join(dataDir, "kafka-apache"),
+			Log:     log,
+		})
+		if err != nil {
+			return fmt.Errorf("dev kafka (SECKILL_DEV_KAFKA=apache, SECKILL_DEV_KAFKA_BROKERS=%d): %w", cfg.DevKafkaBrokers, err)
+		}
+		defer k.Close()
+		cfg.KafkaBrokers = k.Brokers
+		kafkaBanner = fmt.Sprintf("Apache Kafka %s, %d broker(s) at %s (data in %s)",
+			localstack.ApacheKafkaVersion, len(k.Brokers), strings.Join(k.Brokers, ","), k.Dir)
+	default:
 		var k *localstack.Kafka
 		var err error
 		// The broker's goroutines carry the label role=broker, so that a CPU
@@ -80,6 +100,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		}
 		defer k.Close()
 		cfg.KafkaBrokers = k.Brokers
+		kafkaBanner = "in-process broker (kfake) at " + strings.Join(k.Brokers, ",") + "; SECKILL_DEV_KAFKA=apache runs Apache Kafka"
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
 		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
@@ -98,6 +119,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 	}
 	sys.onListen = func(addr, opsAddr string) {
 		fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin  metrics http://%s/metrics\n", addr, addr, opsAddr)
+		fmt.Fprintf(stdout, "kafka: %s\n", kafkaBanner)
 		if generatedAdmin {
 			fmt.Fprintf(stdout, "admin token (generated for this run; set SECKILL_ADMIN_TOKEN to choose one): %s\n", cfg.AdminToken)
 		}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,19 +26,28 @@ import (
 // private Redis Cluster of three masters.
 func TestDevMode(t *testing.T) {
 	for _, shards := range []string{"1", "3"} {
-		t.Run("shards="+shards, func(t *testing.T) { testDevMode(t, shards) })
+		t.Run("shards="+shards, func(t *testing.T) { testDevMode(t, map[string]string{"SECKILL_DEV_REDIS_SHARDS": shards}) })
 	}
 }
 
-func testDevMode(t *testing.T, shards string) {
+// TestDevModeOnApacheKafka is `SECKILL_DEV_KAFKA=apache
+// SECKILL_DEV_KAFKA_BROKERS=3 make run`: the same sale on three real Apache
+// Kafka brokers, their data under the data folder.
+func TestDevModeOnApacheKafka(t *testing.T) {
+	testDevMode(t, map[string]string{"SECKILL_DEV_KAFKA": "apache", "SECKILL_DEV_KAFKA_BROKERS": "3"})
+}
+
+func testDevMode(t *testing.T, extra map[string]string) {
 	dataDir := t.TempDir()
 	addr := freeAddr(t)
 	env := map[string]string{
-		"SECKILL_HTTP_ADDR":        addr,
-		"SECKILL_DATA_DIR":         dataDir,
-		"SECKILL_LOG_LEVEL":        "warn",
-		"SECKILL_DEV_REDIS_SHARDS": shards,
+		"SECKILL_HTTP_ADDR": addr,
+		"SECKILL_DATA_DIR":  dataDir,
+		"SECKILL_LOG_LEVEL": "warn",
 	}
+	maps.Copy(env, extra)
+	shards := cmp.Or(env["SECKILL_DEV_REDIS_SHARDS"], "1")
+	apache := env["SECKILL_DEV_KAFKA"] == "apache"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr testlog.Buffer
@@ -96,6 +107,16 @@ func testDevMode(t *testing.T, shards string) {
 	} else {
 		require.Len(t, nodes, 3, "a cluster of three masters, its files under the data folder")
 		require.NoDirExists(t, filepath.Join(dataDir, "redis"))
+	}
+
+	kafkaLogs, err := filepath.Glob(filepath.Join(dataDir, "kafka-apache", "node-*", "kafka.log"))
+	require.NoError(t, err)
+	if apache {
+		require.Contains(t, stdout.String(), "kafka: Apache Kafka", "the banner says which broker runs")
+		require.Len(t, kafkaLogs, 3, "three brokers, their files under the data folder")
+	} else {
+		require.Contains(t, stdout.String(), "kafka: in-process broker", "the banner says which broker runs")
+		require.Empty(t, kafkaLogs)
 	}
 
 	for _, path := range []string{"/", "/admin"} {
