@@ -278,7 +278,7 @@ func (h *Healer) Heal(ctx context.Context, id int64, reason, why string) error {
 		_ = lease.Unlock(uctx)
 	}()
 	if h.cfg.Room != nil {
-		stock = roomFirst{RepairStock: stock, room: h.cfg.Room}
+		stock = WithRoomRecovery(stock, h.cfg.Room)
 	}
 	// Another healer may have finished just before this one took the lease.
 	if still, err := h.stillNeeded(ctx, id, reason); err != nil || !still {

@@ -15,7 +15,14 @@ type RoomRecovery interface {
 	RecoverRoom(ctx context.Context, v seckill.Voucher, used []int64) error
 }
 
-// roomFirst is a heal's repair stock that recovers the voucher's waiting
+// WithRoomRecovery is stock seen by Repair with the voucher's waiting room
+// recovered by room just before the stock goes back on sale (see
+// roomFirst): the healer's repairs and the operator's.
+func WithRoomRecovery(stock RepairStock, room RoomRecovery) RepairStock {
+	return roomFirst{RepairStock: stock, room: room}
+}
+
+// roomFirst is a repair's stock that recovers the voucher's waiting
 // room just before the stock goes back on sale: the room's scripts answer
 // "being restored" while the stock is missing, so nobody joins, is admitted
 // or spends a pass in a room about to be replaced, and every order the heal
