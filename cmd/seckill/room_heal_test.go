@@ -70,8 +70,12 @@ func TestRoomSurvivesRedisDataLoss(t *testing.T) {
 
 	require.NoError(t, rdb.FlushDB(ctx).Err(), "Redis loses its data")
 
-	// Until the healer is done the room says it is being restored, never
-	// that A is not in line.
+	// Until the healer is done (it waits for the messages in flight first)
+	// the room says it is being restored, never that A is not in line or
+	// that A's pass is not valid.
+	gap := ts.buyWithPass(t, vid, toks["a"], passA, "a-gap")
+	require.Equal(t, http.StatusServiceUnavailable, gap.status, "%s", gap.raw)
+	require.NotEmpty(t, gap.header.Get("Retry-After"))
 	var lostAnswers int
 	require.Eventually(t, func() bool {
 		q := queue(toks["a"])
@@ -83,6 +87,7 @@ func TestRoomSurvivesRedisDataLoss(t *testing.T) {
 		require.Equal(t, http.StatusOK, q.status, "A's place is known again, or being restored: %s", q.raw)
 		return true
 	}, 90*time.Second, 100*time.Millisecond)
+	require.Positive(t, lostAnswers, "the room was being restored for a while")
 	t.Logf("the room answered 503 %d times while it was restored", lostAnswers)
 
 	q := queue(toks["a"])

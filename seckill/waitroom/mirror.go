@@ -25,7 +25,7 @@ type Copy interface {
 const DefaultMirrorInterval = 200 * time.Millisecond
 
 // mirrorBatch bounds the journal entries one copy reads of one room.
-const mirrorBatch = 5000
+const mirrorBatch = 1000
 
 // Mirror copies the journal of every room (see WithRecovery) to a Copy.
 // Every gateway runs one: each entry is taken from Redis by exactly one of
