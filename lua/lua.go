@@ -29,6 +29,12 @@ var Snapshot string
 //go:embed warm.lua
 var Warm string
 
+// HealLock is heal_lock.lua: take a voucher's heal lease with a fencing
+// number greater than any given before (see the script).
+//
+//go:embed heal_lock.lua
+var HealLock string
+
 // LeaseRenew is lease_renew.lua: compare-and-pexpire of an owned lease key.
 //
 //go:embed lease_renew.lua

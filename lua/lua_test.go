@@ -19,6 +19,7 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 	for name, src := range map[string]string{
 		"reserve": lua.Reserve, "release": lua.Release, "snapshot": lua.Snapshot,
 		"warm": lua.Warm, "lease_renew": lua.LeaseRenew, "lease_release": lua.LeaseRelease,
+		"heal_lock":  lua.HealLock,
 		"queue_join": lua.QueueJoin, "queue_admit": lua.QueueAdmit, "queue_pass": lua.QueuePass,
 		"move_out": lua.MoveOut, "move_in": lua.MoveIn,
 	} {

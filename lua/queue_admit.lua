@@ -1,11 +1,12 @@
 -- queue_admit.lua: one admission step of a voucher's waiting room, run by any instance at any
 -- time: the room's admission clock (room.t) makes several instances together admit the rate,
 -- not the rate times the instances.
--- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome.
+-- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome, [5] journal, [6] stock meta.
 -- ARGV[1] begin_ms, ARGV[2] admit per second, ARGV[3] pass lifetime ms, ARGV[4] at most this
 -- many unexpired, unused passes at once (-1: no bound), ARGV[5] at most this many admitted by
 -- this call, ARGV[6] '1' closes the room for good, ARGV[7] expire_at_ms.
--- Returns {head, now_ms, waiting, admitted_now, expired_now, closed}.
+-- Returns {head, now_ms, waiting, admitted_now, expired_now, closed}; head is -1 while the room
+-- is lost (queue_join.lua, KEYS[6]): nothing is admitted until it is restored.
 --
 -- head counts the admitted: the first head members of the line by rank. Places never move once
 -- admission began (later joiners score above every earlier one), so a waiter's position is
@@ -17,6 +18,7 @@
 -- reached, no step run) is kept for at most one second, so an idle room does not release a burst later.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return {-1, now, 0, 0, 0, 0} end
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'closed', '1') end
 local closed = redis.call('HGET', KEYS[2], 'closed') == '1'
 local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
@@ -55,11 +57,12 @@ if k > 0 then
     args[2 * i] = u
   end
   redis.call('ZADD', KEYS[3], unpack(args))
+  if KEYS[5] then redis.call('RPUSH', KEYS[5], 'a:' .. exp .. ':' .. table.concat(who, ',')) end
   head = head + k
   redis.call('HSET', KEYS[2], 'head', head)
 end
 clock = clock + k * step
 if k < n and clock < now - 1000 then clock = now - 1000 end
 redis.call('HSET', KEYS[2], 't', string.format('%.3f', clock))
-for i = 1, 4 do redis.call('PEXPIREAT', KEYS[i], ARGV[7]) end
+for i = 1, math.min(#KEYS, 5) do redis.call('PEXPIREAT', KEYS[i], ARGV[7]) end
 return {head, now, size - head, k, #gone, 0}

@@ -1,17 +1,21 @@
 -- queue_pass.lua: use an admission pass once (claim), or give back a claim whose buy never
 -- reached the stock (restore: a 429 or 503 further down the chain must not cost the shopper
 -- their turn).
--- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome.
+-- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome, [5] journal, [6] stock meta.
 -- ARGV[1] 'claim' or 'restore', ARGV[2] userID, ARGV[3] the pass's expiry ms, as signed in it,
 -- ARGV[4] the buy's Idempotency-Key ('' for none).
 -- claim returns 1 claimed now (or claimed before with the same Idempotency-Key: the retry of a
 -- buy whose answer was lost goes on to the reservation, which replays its first order), 2 used
--- before, 3 expired, 4 not admitted (or another pass); restore returns 1 restored, 0 nothing to
--- restore.
+-- before, 3 expired, 4 not admitted (or another pass), 5 lost (queue_join.lua, KEYS[6]); restore
+-- returns 1 restored, 0 nothing to restore (or lost: the room's restore rebuilds it).
 -- outcome holds 'u' (used) or 'u:<key>' (used by the buy of that key), 'x' (expired).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local user = ARGV[2]
+if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then
+  if ARGV[1] == 'claim' then return 5 end
+  return 0
+end
 if ARGV[1] == 'claim' then
   local exp = redis.call('ZSCORE', KEYS[3], user)
   if not exp then

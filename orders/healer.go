@@ -84,7 +84,10 @@ type HealerConfig struct {
 	ProducerTimeout time.Duration
 	// Grace is how long after a voucher's end its Redis state is kept: past
 	// it the state expires on purpose and is not healed (1 h).
-	Grace   time.Duration
+	Grace time.Duration
+	// Room, when set, recovers a voucher's waiting room from its durable
+	// copy before the heal puts the stock back on sale.
+	Room    RoomRecovery
 	Log     *slog.Logger
 	Metrics *Metrics
 }
@@ -274,6 +277,9 @@ func (h *Healer) Heal(ctx context.Context, id int64, reason, why string) error {
 		defer cancel()
 		_ = lease.Unlock(uctx)
 	}()
+	if h.cfg.Room != nil {
+		stock = WithRoomRecovery(stock, h.cfg.Room)
+	}
 	// Another healer may have finished just before this one took the lease.
 	if still, err := h.stillNeeded(ctx, id, reason); err != nil || !still {
 		return err

@@ -46,11 +46,12 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.room = waitroom.New(s.rdb, roomSecret(s.cfg.JWTSecret), waitroom.WithGrace(s.cfg.StateGrace))
+	s.room = s.newRoom()
 	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
 		return err
 	}
 	s.admitter = waitroom.NewAdmitter(s.room, s.roomTargets, 0, s.log)
+	s.mirror = s.room.NewMirror(s.store, s.roomLines, 0, s.log)
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge(ctx)
 	if err != nil {

@@ -16,6 +16,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// startSystemOnRedisDB runs the system on a Redis database only this test
+// uses (db), so it may wipe it, and returns a client of that database.
+func startSystemOnRedisDB(t *testing.T, db int) (*testSystem, *redis.Client) {
+	t.Helper()
+	opts, err := redis.ParseURL(stack.RedisURL)
+	require.NoError(t, err)
+	opts.DB = db
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	ts := startSystem(t, map[string]string{"SECKILL_REDIS_URL": fmt.Sprintf("redis://%s/%d", opts.Addr, opts.DB)})
+	ts.rdb = rdb
+	return ts, rdb
+}
+
 // Redis loses its data in the middle of a crowd (FLUSHDB of a database only
 // this test's process uses). Nobody calls repair: the healer notices, takes
 // the voucher off sale while the messages in flight land, rebuilds it from
@@ -23,14 +37,7 @@ import (
 // Retry-After, never 404; afterwards nothing is oversold, every per-user
 // limit held and Redis agrees with PostgreSQL.
 func TestHealAfterRedisDataLost(t *testing.T) {
-	opts, err := redis.ParseURL(stack.RedisURL)
-	require.NoError(t, err)
-	opts.DB = 11
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	url := fmt.Sprintf("redis://%s/%d", opts.Addr, opts.DB)
-	ts := startSystem(t, map[string]string{"SECKILL_REDIS_URL": url})
-	ts.rdb = rdb
+	ts, rdb := startSystemOnRedisDB(t, 11)
 
 	const total, shoppers = 150, 400
 	vid := ts.createVoucher(t, total, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))

@@ -53,6 +53,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 	})
 	healer := orders.NewHealer(s.workStore, redisrepair.New(s.stock), drain, s.countedEvents(), orders.HealerConfig{
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
+		Room: roomRecovery{room: s.newRoom(), store: s.workStore},
 	})
 	var both sync.WaitGroup
 	both.Go(func() { fail("reconciler", rec.Run(ctx)) })

@@ -92,7 +92,8 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	rctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	for _, id := range drifted {
-		res, err := orders.Repair(rctx, id, s.store, redisrepair.New(s.stock), drain, producerTimeout)
+		stock := orders.WithRoomRecovery(redisrepair.New(s.stock), roomRecovery{room: s.newRoom(), store: s.store})
+		res, err := orders.Repair(rctx, id, s.store, stock, drain, producerTimeout)
 		if err != nil {
 			return fmt.Errorf("repair voucher %d: %w", id, err)
 		}

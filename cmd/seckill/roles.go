@@ -97,6 +97,7 @@ func (s *system) run(ctx context.Context) error {
 		}
 		wg.Go(func() { s.feed.Run(ctx, ps) })
 		wg.Go(func() { s.admitter.Run(ctx) })
+		wg.Go(func() { s.mirror.Run(ctx) })
 		if s.onListen != nil {
 			s.onListen(ln.Addr().String(), opsLn.Addr().String())
 		}

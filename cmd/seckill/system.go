@@ -57,6 +57,8 @@ type system struct {
 	room     *waitroom.Room
 	feed     *waitroom.Feed
 	admitter *waitroom.Admitter
+	// mirror copies the rooms' journals to PostgreSQL (cmd/seckill/roomcopy.go).
+	mirror *waitroom.Mirror
 
 	// onListen, when set, is told the gateway's and the ops listener's
 	// addresses once the process listens (dev mode prints its banner then,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,9 +130,11 @@ func (s *Store) Missing(ctx context.Context, ids []int64) ([]int64, error) {
 
 // HealLock is one healer's lease on one voucher's heal: while it holds, no
 // other healer rebuilds the voucher, and Rebuild with Truth.Fence set to its
-// Token commits only if the lease is still this one (fencing: a healer that
-// paused past its lease cannot overwrite the work of the next one). A dead
-// healer's lease simply expires.
+// Token commits only while no later lease has written (fencing: a healer that
+// paused past its lease cannot overwrite the work of the next one). Each
+// lease carries a fencing number greater than every earlier lease's of the
+// voucher (lua/heal_lock.lua), which Rebuild compares in every bucket's own
+// slot. A dead healer's lease simply expires.
 type HealLock struct {
 	s     *Store
 	key   string
@@ -139,23 +142,30 @@ type HealLock struct {
 	ttl   time.Duration
 }
 
+// healFenceKeep is how long the voucher's last fencing number is kept after
+// a lease is taken. Losing it is harmless (lua/heal_lock.lua falls back on
+// the server's clock); keeping it guards against a clock that repeats.
+const healFenceKeep = 7 * 24 * time.Hour
+
 // LockHeal takes the heal lease of voucherID for ttl. ok is false when
 // another healer holds it.
 func (s *Store) LockHeal(ctx context.Context, voucherID int64, ttl time.Duration) (_ *HealLock, ok bool, err error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	l := &HealLock{s: s, key: VoucherKeys(voucherID).Heal, token: hex.EncodeToString(b[:]), ttl: ttl}
-	ok, err = s.rdb.SetNX(ctx, l.key, l.token, ttl).Result()
+	k := VoucherKeys(voucherID)
+	tok, err := redis.NewScript(lua.HealLock).Run(ctx, s.rdb, []string{k.Heal, k.HealFence},
+		hex.EncodeToString(b[:]), ttl.Milliseconds(), healFenceKeep.Milliseconds()).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
 	if err != nil {
 		return nil, false, unavailable("heal lock", err)
 	}
-	if !ok {
-		return nil, false, nil
-	}
-	return l, true, nil
+	return &HealLock{s: s, key: k.Heal, token: tok, ttl: ttl}, true, nil
 }
 
-// Token is the lease's fencing token, for Truth.Fence.
+// Token is the lease's fencing token, for Truth.Fence: its fencing number,
+// ':' and a random part.
 func (l *HealLock) Token() string { return l.token }
 
 // Renew extends the lease by its ttl if it is still ours; false when it was
@@ -178,3 +188,17 @@ func (l *HealLock) Unlock(ctx context.Context) error {
 
 // errFenceLost is Rebuild's answer when Truth.Fence no longer holds the lease.
 var errFenceLost = fmt.Errorf("%w: the heal lease was lost before the rebuild committed; another healer owns the voucher now", seckill.ErrConflict)
+
+// fenceNumber is the fencing number of a HealLock's token ("" is unfenced:
+// 0).
+func fenceNumber(token string) (int64, error) {
+	if token == "" {
+		return 0, nil
+	}
+	num, _, _ := strings.Cut(token, ":")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: the fence %q is not a heal lease's token", seckill.ErrInvalidInput, token)
+	}
+	return n, nil
+}

@@ -30,6 +30,14 @@ type Keys struct {
 	// lease. It is not state of the sale, so Unwarm and Rebuild leave it.
 	// It is bucket 0's (every bucket's Heal names the same key).
 	Heal string
+	// HealFence is the last fencing number a heal lease was given (bucket
+	// 0's slot, next to Heal); see lua/heal_lock.lua.
+	HealFence string
+	// Fence is the highest fencing number of a healer that rebuilt this
+	// bucket, in the bucket's own slot: a fenced rebuild with a lower one
+	// is refused here (see Rebuild). Like Heal it outlives Unwarm and
+	// Rebuild.
+	Fence string
 	// Shards holds the voucher's bucket count, in bucket 0's slot. It is
 	// outside the seckill:{v<ID>}: names on purpose: TakeOffSale leaves it,
 	// so release, repair and the reconciler still find every bucket.
@@ -52,20 +60,27 @@ func BucketKeys(id int64, b int) Keys {
 	}
 	p += "}:"
 	return Keys{
-		Meta:     p + "meta",
-		Buyers:   p + "buyers",
-		Reqs:     p + "reqs",
-		Orders:   p + "orders",
-		Pending:  p + "pending",
-		Released: p + "released",
-		Moves:    p + "moves",
-		Credited: p + "credited",
-		Heal:     "seckill:{" + tag + "}:heal",
-		Shards:   "seckill:shards:{" + tag + "}",
-		Bucket:   b,
-		prefix:   p,
+		Meta:      p + "meta",
+		Buyers:    p + "buyers",
+		Reqs:      p + "reqs",
+		Orders:    p + "orders",
+		Pending:   p + "pending",
+		Released:  p + "released",
+		Moves:     p + "moves",
+		Credited:  p + "credited",
+		Heal:      "seckill:{" + tag + "}:heal",
+		HealFence: "seckill:{" + tag + "}:healfence",
+		Fence:     p + "fence",
+		Shards:    "seckill:shards:{" + tag + "}",
+		Bucket:    b,
+		prefix:    p,
 	}
 }
+
+// OnSaleKey is the key that exists exactly while voucher id's stock is in
+// Redis (its first bucket's meta): a waiting room in the same slot checks it
+// to know its own state was not lost (seckill/waitroom, WithRecovery).
+func OnSaleKey(id int64) string { return VoucherKeys(id).Meta }
 
 // SlotKey is a key in the hash slot of voucher id's (first) bucket, for
 // tools and tests that ask a Redis Cluster which node serves the voucher.
@@ -96,7 +111,7 @@ func (k Keys) releaseScript(userID int64) []string {
 }
 
 // fixed is every key of the bucket's sale except the per-user sets (and
-// the heal lock and the shard count, which outlive a rebuild).
+// the heal lock, the fences and the shard count, which outlive a rebuild).
 func (k Keys) fixed() []string {
 	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released, k.Moves, k.Credited}
 }

@@ -58,9 +58,11 @@ const rebuildChunk = 1000
 // bucket (a transaction cannot span two slots): each hold, tombstone and
 // request key goes to its user's home bucket, the stock left is split evenly,
 // and each bucket's total is its stock plus its holds. Buckets are written
-// from the last to bucket 0, each under its own WATCH; the fence is checked
-// before each, and watched with bucket 0 (the heal lock's slot). Every bucket
-// gets a new epoch, so a move begun before the rebuild can never be credited
+// from the last to bucket 0, each under its own WATCH. A fenced rebuild is
+// checked inside every bucket's own transaction against the fencing number
+// that bucket last saw (see rebuildBucket): a healer that stalled past its
+// lease is refused in every bucket the next healer wrote. Every bucket gets
+// a new epoch, so a move begun before the rebuild can never be credited
 // after it.
 func (s *Store) Rebuild(ctx context.Context, t Truth) error {
 	if err := t.check(); err != nil {
@@ -119,21 +121,43 @@ func (t Truth) buckets(n int) []Truth {
 
 // rebuildBucket replaces one bucket's keys with t (already checked), in one
 // MULTI/EXEC under WATCH; extra are more meta fields.
+//
+// The fence rule, for a fenced t: the bucket's Fence key (in the bucket's
+// own slot) holds the highest fencing number that rebuilt the bucket; the
+// write is refused when that number is above t's, and the transaction sets
+// it to t's. Fence is watched, so the comparison and the write are one
+// atomic step: a later healer writing the bucket in between aborts the EXEC,
+// and the retry sees its number. Numbers only grow (lua/heal_lock.lua), so
+// once a later lease has written a bucket no earlier lease ever writes it
+// again, however long it stalled, and the later healer, which writes every
+// bucket, overwrites whatever an earlier one wrote before it stalled.
+// Bucket 0 also checks the lease itself under WATCH (the heal lock's slot):
+// a healer whose lease was taken commits nothing there, even before the new
+// owner wrote. The plain look at the lease before the other buckets only
+// spares a doomed write; it is not the guarantee (it cannot be atomic with a
+// write to another slot).
 func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any) error {
-	watched := k.fixed()
-	fenceWatched := t.Fence != "" && k.Bucket == 0
-	if fenceWatched {
-		watched = append(watched, k.Heal)
+	fence, err := fenceNumber(t.Fence)
+	if err != nil {
+		return err
 	}
+	watched := k.fixed()
+	if fence > 0 {
+		watched = append(watched, k.Fence)
+		if k.Bucket == 0 {
+			watched = append(watched, k.Heal)
+		}
+	}
+	expire := s.expireAt(t.Voucher)
 	for range rebuildAttempts {
-		if t.Fence != "" && !fenceWatched {
+		if fence > 0 && k.Bucket != 0 {
 			if err := s.checkFence(ctx, s.rdb, k, t.Fence); err != nil {
 				return err
 			}
 		}
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			if fenceWatched {
-				if err := s.checkFence(ctx, tx, k, t.Fence); err != nil {
+			if fence > 0 {
+				if err := s.checkBucketFence(ctx, tx, k, t.Fence, fence); err != nil {
 					return err
 				}
 			}
@@ -142,7 +166,11 @@ func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any)
 				return err
 			}
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				writeTruth(ctx, p, k, t, old, s.expireAt(t.Voucher), extra)
+				writeTruth(ctx, p, k, t, old, expire, extra)
+				if fence > 0 {
+					p.Set(ctx, k.Fence, fence, 0)
+					p.PExpireAt(ctx, k.Fence, expire)
+				}
 				return nil
 			})
 			return err
@@ -160,6 +188,25 @@ func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any)
 	}
 	return fmt.Errorf("%w: voucher %d changed under %d rebuild attempts; take it off sale first",
 		seckill.ErrConflict, t.Voucher.ID, rebuildAttempts)
+}
+
+// checkBucketFence returns errFenceLost when a later lease than fence (token
+// in full) rebuilt bucket k, or, in bucket 0, when the lease is no longer
+// token. c is the transaction watching both keys.
+func (s *Store) checkBucketFence(ctx context.Context, c redis.Cmdable, k Keys, token string, fence int64) error {
+	if k.Bucket == 0 {
+		if err := s.checkFence(ctx, c, k, token); err != nil {
+			return err
+		}
+	}
+	cur, err := c.Get(ctx, k.Fence).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable("rebuild fence", err)
+	}
+	if cur > fence {
+		return errFenceLost
+	}
+	return nil
 }
 
 // checkFence returns errFenceLost unless the heal lock still holds fence.

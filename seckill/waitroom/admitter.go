@@ -58,15 +58,18 @@ func Admitting(l Line, now time.Time) bool {
 }
 
 // Run steps every room each interval until ctx ends.
-func (a *Admitter) Run(ctx context.Context) {
-	t := time.NewTicker(a.interval)
+func (a *Admitter) Run(ctx context.Context) { every(ctx, a.interval, a.Tick) }
+
+// every runs tick each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, tick func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			a.Tick(ctx)
+			tick(ctx)
 		}
 	}
 }

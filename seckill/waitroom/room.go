@@ -115,6 +115,8 @@ type Room struct {
 	maxStep           int64
 	now               func() time.Time
 	watched           watchMemo
+	// onSale names the voucher's stock meta key, with WithRecovery.
+	onSale func(voucherID int64) string
 }
 
 // Option configures a Room.
@@ -172,6 +174,7 @@ const (
 	codeClosed
 	codeNotOpen
 	codeUsed
+	codeLost
 )
 
 // Join puts userID in l's line, or leaves the place they have. A line not
@@ -201,7 +204,7 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 	if l.AdmitPerSecond <= 0 {
 		return Status{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, seckill.ErrInvalidInput)
 	}
-	res, err := r.join.Run(ctx, r.rdb, keysOf(l.VoucherID).list(), mode, userID,
+	res, err := r.join.Run(ctx, r.rdb, r.keys(l.VoucherID), mode, userID,
 		r.sig.place(l.VoucherID, userID), l.Opens().UnixMilli(), l.BeginAt.UnixMilli(),
 		l.EndAt.UnixMilli(), r.expireAt(l)).Int64Slice()
 	if err != nil {
@@ -233,6 +236,8 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 		st.State = StateExpired
 	case codeClosed:
 		st.State = StateClosed
+	case codeLost:
+		return Status{}, errLost(l.VoucherID)
 	default:
 		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered code %d", code)
 	}
@@ -288,13 +293,16 @@ func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (St
 	if closing {
 		cl = "1"
 	}
-	res, err := r.admit.Run(ctx, r.rdb, keysOf(l.VoucherID).list(), l.BeginAt.UnixMilli(),
+	res, err := r.admit.Run(ctx, r.rdb, r.keys(l.VoucherID), l.BeginAt.UnixMilli(),
 		l.AdmitPerSecond, r.passTTL.Milliseconds(), passes, r.maxStep, cl, r.expireAt(l)).Int64Slice()
 	if err != nil {
 		return Step{}, unavailable("admit", err)
 	}
 	if len(res) != 6 {
 		return Step{}, fmt.Errorf("waitroom: queue_admit.lua answered %v", res)
+	}
+	if res[0] < 0 {
+		return Step{}, errLost(l.VoucherID)
 	}
 	return Step{Head: res[0], At: time.UnixMilli(res[1]), Waiting: res[2], Admitted: res[3],
 		Expired: res[4], Closed: res[5] == 1}, nil
@@ -306,6 +314,7 @@ const (
 	claimUsed
 	claimExpired
 	claimNotAdmitted
+	claimLost
 )
 
 // Check judges pass for a buy of voucherID by userID without any I/O: a
@@ -338,7 +347,7 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, request
 	if err != nil {
 		return Pass{}, err
 	}
-	code, err := r.pass.Run(ctx, r.rdb, keysOf(voucherID).list(), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey).Int()
+	code, err := r.pass.Run(ctx, r.rdb, r.keys(voucherID), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey).Int()
 	if err != nil {
 		return Pass{}, unavailable("claim pass", err)
 	}
@@ -349,6 +358,8 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, request
 		return Pass{}, notAdmitted("this admission pass was used already")
 	case claimExpired:
 		return Pass{}, notAdmitted("this admission pass has expired")
+	case claimLost:
+		return Pass{}, errLost(voucherID)
 	default:
 		return Pass{}, notAdmitted("this admission pass is not valid for you and this voucher")
 	}
@@ -358,7 +369,7 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, request
 // rate limit or an outage further on), so the shopper may try again with
 // it until it expires.
 func (r *Room) Restore(ctx context.Context, p Pass) error {
-	err := r.pass.Run(ctx, r.rdb, keysOf(p.VoucherID).list(), "restore", p.UserID, p.ExpiresAt.UnixMilli(), "").Err()
+	err := r.pass.Run(ctx, r.rdb, r.keys(p.VoucherID), "restore", p.UserID, p.ExpiresAt.UnixMilli(), "").Err()
 	if err != nil {
 		return unavailable("restore pass", err)
 	}
