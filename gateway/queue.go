@@ -9,8 +9,10 @@ package gateway
 // without a pass costs the fleet nothing. Then, as the last step before the
 // buyer, after every limit, the pass is claimed in Redis (single use); if
 // the buy fails for a reason that is not the shopper's (a dependency down,
-// the sale paused), the claim is given back so the pass can be used again
-// until it expires.
+// the sale paused) and surely made no order, the claim is given back so the
+// pass can be used again until it expires. A buy whose order may still be
+// made (seckill.ErrOutcomeUnknown) keeps its pass: only the retry of its
+// Idempotency-Key, which replays that order, may use it again.
 
 import (
 	"context"
@@ -172,12 +174,14 @@ func (s *Server) admitThenBuy(ctx context.Context, a *Attempt) (Purchase, error)
 }
 
 // passSpent says whether a failed buy used its pass up: the answer is final
-// for this shopper (sold out, over the limit, the sale over, a bad request).
-// Anything else (a dependency down, a timeout, a pause) was not the
-// shopper's doing, and the pass is given back.
+// for this shopper (sold out, over the limit, the sale over, a bad request),
+// or the order may still be made (its hold is kept while the queue's
+// acknowledgement is missing: giving the pass back would let it buy twice).
+// Anything else (a dependency down, a pause) was not the shopper's doing
+// and made no order, and the pass is given back.
 func passSpent(err error) bool {
 	for _, final := range []error{seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrEnded,
-		seckill.ErrNotStarted, seckill.ErrInvalidInput, seckill.ErrConflict} {
+		seckill.ErrNotStarted, seckill.ErrInvalidInput, seckill.ErrConflict, seckill.ErrOutcomeUnknown} {
 		if errors.Is(err, final) {
 			return true
 		}
