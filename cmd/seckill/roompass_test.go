@@ -29,6 +29,17 @@ func (ts *testSystem) admittedPass(t *testing.T, voucherID, token string) string
 	return pass
 }
 
+// startRoomShopper starts a system with a waiting-room voucher on sale
+// (stock 5, two a shopper) and one shopper admitted with its pass.
+func startRoomShopper(t *testing.T) (ts *testSystem, voucherID string, userID int64, token, pass string) {
+	t.Helper()
+	ts = startSystem(t, nil)
+	voucherID = ts.createRoomVoucher(t, 5, 2, 5, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	userID = testUser()
+	token = ts.shopper(t, userID)
+	return ts, voucherID, userID, token, ts.admittedPass(t, voucherID, token)
+}
+
 // userOrders counts the user's orders of the voucher in PostgreSQL, by status.
 func (ts *testSystem) userOrders(t *testing.T, voucherID string, userID int64) map[string]int {
 	t.Helper()
@@ -84,11 +95,7 @@ func holdProduce(t *testing.T, topic string) (held <-chan struct{}, release func
 // (another Idempotency-Key) is refused, and only the retry of the first key
 // gets the order back. Giving the pass back there sold twice on one pass.
 func TestRoomPassOfAnUnconfirmedBuyStaysUsed(t *testing.T) {
-	ts := startSystem(t, nil)
-	vid := ts.createRoomVoucher(t, 5, 2, 5, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
-	uid := testUser()
-	tok := ts.shopper(t, uid)
-	pass := ts.admittedPass(t, vid, tok)
+	ts, vid, uid, tok, pass := startRoomShopper(t)
 
 	held, release := holdProduce(t, ts.cfg.KafkaTopic)
 	slow := ts.buyWithPass(t, vid, tok, pass, "k1")
@@ -113,4 +120,34 @@ func TestRoomPassOfAnUnconfirmedBuyStaysUsed(t *testing.T) {
 	st := ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", ts.cfg.AdminToken, nil, nil)
 	require.Equal(t, http.StatusOK, st.status, "%s", st.raw)
 	require.EqualValues(t, 1, st.body["queue"].(map[string]any)["passes_used"])
+}
+
+// TestRoomReplayNeedsNoPass: the retry of a waiting-room buy with its
+// Idempotency-Key gets its order back whatever pass it carries (none, a
+// forged one, the used one), as every replay does; the pass judged first
+// refused it 403. A key that made no order is still refused, and nothing is
+// sold twice.
+func TestRoomReplayNeedsNoPass(t *testing.T) {
+	ts, vid, uid, tok, pass := startRoomShopper(t)
+
+	bought := ts.buyWithPass(t, vid, tok, pass, "k1")
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	order := bought.body["order_id"]
+	forged := "p1." + vid + "." + strconv.FormatInt(uid, 10) + ".99999999999999.forged"
+	for name, p := range map[string]string{"no pass": "", "a forged pass": forged, "the used pass": pass} {
+		r := ts.buyWithPass(t, vid, tok, p, "k1")
+		require.Equal(t, http.StatusAccepted, r.status, "replay with %s: %s", name, r.raw)
+		require.Equal(t, order, r.body["order_id"], "replay with %s", name)
+	}
+	for name, p := range map[string]string{"no pass": "", "the used pass": pass} {
+		r := ts.buyWithPass(t, vid, tok, p, "k2")
+		require.Equal(t, http.StatusForbidden, r.status, "a new key with %s: %s", name, r.raw)
+		require.Equal(t, "not_admitted", r.errorCode())
+	}
+	ts.waitPersisted(t, vid, 1)
+	late := ts.buyWithPass(t, vid, tok, "", "k1")
+	require.Equal(t, http.StatusAccepted, late.status, "%s", late.raw)
+	require.Equal(t, order, late.body["order_id"])
+	require.Equal(t, "created", late.body["status"], "the replay tells the order's status now")
+	require.Equal(t, map[string]int{"created": 1}, ts.userOrders(t, vid, uid))
 }
