@@ -9,8 +9,10 @@ package gateway
 // without a pass costs the fleet nothing. Then, as the last step before the
 // buyer, after every limit, the pass is claimed in Redis (single use); if
 // the buy fails for a reason that is not the shopper's (a dependency down,
-// the sale paused), the claim is given back so the pass can be used again
-// until it expires.
+// the sale paused) and surely made no order, the claim is given back so the
+// pass can be used again until it expires. A buy whose order may still be
+// made (seckill.ErrOutcomeUnknown) keeps its pass: only the retry of its
+// Idempotency-Key, which replays that order, may use it again.
 
 import (
 	"context"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
@@ -41,6 +44,14 @@ type WaitingRoom interface {
 	Restore(ctx context.Context, p waitroom.Pass) error
 	// Stats are a room's figures.
 	Stats(ctx context.Context, voucherID int64) (waitroom.Stats, error)
+}
+
+// RequestOrders finds the order a shopper's Idempotency-Key made of a
+// voucher (cmd/seckill wires the stock's record of accepted requests, then
+// PostgreSQL's). A keyed buy whose pass is refused is answered with it: a
+// replay gets its order back whatever pass it carries.
+type RequestOrders interface {
+	RequestOrder(ctx context.Context, voucherID, userID int64, key string) (orderID int64, found bool, err error)
 }
 
 type queueIn struct {
@@ -145,6 +156,13 @@ func (s *Server) checkPass(a *Attempt) error {
 		return seckill.Public(seckill.ErrUnavailable, "the waiting room is not available on this server")
 	}
 	_, err := s.deps.Room.Check(a.Request.VoucherID, a.Request.UserID, a.Pass)
+	if err != nil && a.Request.RequestKey != "" && s.deps.Replays != nil {
+		// Maybe the replay of an order this key made (its pass since used
+		// or expired, or not sent again): the last step looks it up, after
+		// the limits, so that a flood of keyed buys without a pass costs
+		// each sender its own budget and not a free lookup each.
+		return nil
+	}
 	return err
 }
 
@@ -158,6 +176,9 @@ func (s *Server) admitThenBuy(ctx context.Context, a *Attempt) (Purchase, error)
 		return Purchase{}, seckill.Public(seckill.ErrUnavailable, "the waiting room is not available on this server")
 	}
 	pass, err := s.deps.Room.Claim(ctx, a.Request.VoucherID, a.Request.UserID, a.Pass, a.Request.RequestKey)
+	if errors.Is(err, seckill.ErrNotAdmitted) {
+		return s.replayWithoutPass(ctx, a, err)
+	}
 	if err != nil {
 		return Purchase{}, err
 	}
@@ -171,13 +192,33 @@ func (s *Server) admitThenBuy(ctx context.Context, a *Attempt) (Purchase, error)
 	return p, err
 }
 
+// replayWithoutPass answers a keyed buy whose pass was refused with the
+// order its Idempotency-Key made before, as any replay is answered;
+// refused stands when the key made none. It never sells: the order is the
+// one the record names, and nothing reaches the buyer.
+func (s *Server) replayWithoutPass(ctx context.Context, a *Attempt, refused error) (Purchase, error) {
+	if a.Request.RequestKey == "" || s.deps.Replays == nil {
+		return Purchase{}, refused
+	}
+	id, found, err := s.deps.Replays.RequestOrder(ctx, a.Request.VoucherID, a.Request.UserID, a.Request.RequestKey)
+	if err != nil {
+		return Purchase{}, err
+	}
+	if !found {
+		return Purchase{}, refused
+	}
+	return Purchase{OrderID: id, Status: orders.StatusReserved, Replayed: true}, nil
+}
+
 // passSpent says whether a failed buy used its pass up: the answer is final
-// for this shopper (sold out, over the limit, the sale over, a bad request).
-// Anything else (a dependency down, a timeout, a pause) was not the
-// shopper's doing, and the pass is given back.
+// for this shopper (sold out, over the limit, the sale over, a bad request),
+// or the order may still be made (its hold is kept while the queue's
+// acknowledgement is missing: giving the pass back would let it buy twice).
+// Anything else (a dependency down, a pause) was not the shopper's doing
+// and made no order, and the pass is given back.
 func passSpent(err error) bool {
 	for _, final := range []error{seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrEnded,
-		seckill.ErrNotStarted, seckill.ErrInvalidInput, seckill.ErrConflict} {
+		seckill.ErrNotStarted, seckill.ErrInvalidInput, seckill.ErrConflict, seckill.ErrOutcomeUnknown} {
 		if errors.Is(err, final) {
 			return true
 		}

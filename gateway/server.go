@@ -138,6 +138,9 @@ type Deps struct {
 	// Room is the waiting rooms (queue.go). Nil: the queue routes and the
 	// buys of vouchers with a waiting room answer 503.
 	Room WaitingRoom
+	// Replays answers a keyed waiting-room buy whose pass is refused with
+	// the order its key made (queue.go). Nil: such a buy is refused 403.
+	Replays RequestOrders
 }
 
 // Server is one gateway instance.

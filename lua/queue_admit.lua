@@ -25,6 +25,18 @@ local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
 local size = redis.call('ZCARD', KEYS[1])
 local begin = tonumber(ARGV[1])
 if now < begin then return {head, now, size - head, 0, 0, 0} end
+-- A room nobody stepped for over a second (its voucher paused: the admitters skip it; or every
+-- gateway down) stood still: its passes' lifetimes move on by the stop, so nobody admitted loses
+-- the turn to a wait in which they could not buy. room.at is the last step's time;
+-- queue_join.lua and queue_pass.lua read an expiry the same way until this step writes it.
+local last = tonumber(redis.call('HGET', KEYS[2], 'at') or '0')
+if not closed and last > 0 and now - last > 1000 then
+  local out = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+  for i = 1, #out, 2 do
+    redis.call('ZADD', KEYS[3], string.format('%.0f', tonumber(out[i + 1]) + now - last), out[i])
+  end
+end
+redis.call('HSET', KEYS[2], 'at', now)
 local max = tonumber(ARGV[5])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, max)
 if #gone > 0 then

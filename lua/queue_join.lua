@@ -1,6 +1,7 @@
 -- queue_join.lua: join a voucher's waiting room, or read one's place in it.
 -- KEYS[1] line     zset  userID -> place (random below 2^52 in the pre-queue, 2^52+arrival after begin)
--- KEYS[2] room     hash  head (admitted so far), t (admission clock, ms), seq, closed, expired, used
+-- KEYS[2] room     hash  head (admitted so far), t (admission clock, ms), at (the last step, ms), seq,
+--                        closed, expired, used
 -- KEYS[3] passes   zset  userID -> pass expiry ms, for admitted shoppers whose pass is neither used nor expired
 -- KEYS[4] outcome  hash  userID -> 'u' or 'u:<Idempotency-Key>' (pass used) | 'x' (pass expired)
 -- KEYS[5] (optional, with KEYS[6]) journal  list  changes not yet copied to PostgreSQL ('j:<user>:<place>', 'a:<expiry ms>:<u1>,<u2>...')
@@ -42,8 +43,12 @@ if rank < head then
   local o = redis.call('HGET', KEYS[4], user)
   if o == 'x' then return {3, rank, head, 0, now} end
   if o and string.sub(o, 1, 1) == 'u' then return {6, rank, head, 0, now} end
-  local exp = redis.call('ZSCORE', KEYS[3], user)
-  return {2, rank, head, tonumber(exp or '0'), now}
+  local exp = tonumber(redis.call('ZSCORE', KEYS[3], user) or '0')
+  -- A room not stepped for over a second stands still (see queue_admit.lua): the pass lives on
+  -- by the stop, which the next step writes.
+  local last = tonumber(redis.call('HGET', KEYS[2], 'at') or '0')
+  if exp > 0 and not closed and last > 0 and now - last > 1000 then exp = exp + now - last end
+  return {2, rank, head, exp, now}
 end
 if closed then return {4, rank, head, 0, now} end
 return {1, rank, head, 0, now}

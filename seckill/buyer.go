@@ -146,10 +146,12 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 			// The message may still land: keep the hold. A worker persists
 			// it if it does; the reconciler releases it once the workers are
 			// past every message that could carry it. A retry of the same
-			// Idempotency-Key is answered with this order meanwhile.
+			// Idempotency-Key is answered with this order meanwhile. The
+			// caller is told the outcome is unknown, not that nothing was
+			// bought: it must not give back what the attempt spent.
 			b.log.WarnContext(ctx, "reservation queued without acknowledgement; keeping the hold for the workers or the reconciler",
 				"order_id", r.OrderID, "voucher_id", r.VoucherID, "err", err)
-			return ReserveResult{}, fmt.Errorf("%w: the order could not be confirmed yet: %w", ErrUnavailable, err)
+			return ReserveResult{}, fmt.Errorf("%w: %w: the order could not be confirmed yet: %w", ErrUnavailable, ErrOutcomeUnknown, err)
 		}
 		// The message does not exist, so the hold must not outlive this
 		// call. A context that is already done must not stop the release.

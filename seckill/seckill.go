@@ -53,6 +53,15 @@ var ErrStockMissing = errors.New("stock state missing")
 // until a worker persists it or the reconciler decides it never came.
 var ErrNotQueued = errors.New("not queued")
 
+// ErrOutcomeUnknown marks a failed buy whose reservation stays held because
+// its order may still be made: the queue was handed the message but did not
+// acknowledge it in time (see ErrNotQueued for the failures that hold
+// nothing). It is wrapped together with ErrUnavailable, so the shopper is
+// answered 503; what the attempt spent (a waiting room's pass) must stay
+// spent, because the message may land: only a retry with the same
+// Idempotency-Key, which replays that order, may use it again.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
 // Kind is how a voucher is sold.
 type Kind string
 

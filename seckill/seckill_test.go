@@ -191,6 +191,7 @@ func TestBuyReleasesWhatTheQueueRefused(t *testing.T) {
 	defer cancel()
 	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 7, Quantity: 2, RequestKey: "k1"})
 	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.NotErrorIs(t, err, seckill.ErrOutcomeUnknown, "nothing is held: the caller may give back what the attempt spent")
 	snap, err := stock.Snapshot(t.Context(), v.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), snap.Left, "the refused reservation gave its stock back")
@@ -267,6 +268,7 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	_, err = buyer.Buy(ctx, req)
 	require.ErrorIs(t, err, seckill.ErrUnavailable)
 	require.NotErrorIs(t, err, seckill.ErrNotQueued)
+	require.ErrorIs(t, err, seckill.ErrOutcomeUnknown, "the caller is told the order may still be made")
 
 	snap, err := stock.Snapshot(t.Context(), v.ID)
 	require.NoError(t, err)

@@ -95,9 +95,36 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
 			SignedInReserve:   caps.liveReserve(),
 			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
-		Room: s.room,
+		Room:    s.room,
+		Replays: requestOrders{stock: s.stock, store: s.store},
 	})
 	return err
+}
+
+// requestOrders finds a request key's order in the stock's record of
+// accepted requests, then in PostgreSQL (a key the stock no longer has:
+// its sale state expired or is being restored).
+type requestOrders struct {
+	stock *redisstock.Store
+	store *pgstore.Store
+}
+
+// RequestOrder implements gateway.RequestOrders.
+func (r requestOrders) RequestOrder(ctx context.Context, voucherID, userID int64, key string) (int64, bool, error) {
+	id, found, err := r.stock.RequestOrder(ctx, voucherID, redisstock.Request{UserID: userID, Key: key})
+	if err == nil && found {
+		return id, true, nil
+	}
+	pid, pfound, perr := r.store.OrderIDByRequestKey(ctx, userID, voucherID, key)
+	switch {
+	case perr == nil && pfound:
+		return pid, true, nil
+	case perr != nil:
+		return 0, false, perr
+	}
+	// PostgreSQL has no such order; the stock's failure (if any) stays
+	// the answer, since it may have known one.
+	return 0, false, err
 }
 
 // roomSecret keys the waiting rooms' HMACs (passes, pre-queue places). It is

@@ -2,6 +2,7 @@ package redisstock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,18 +28,33 @@ func (r Request) reqField() string {
 // window): a retry of it is a replay, which reserve.lua answers without
 // selling anything.
 func (s *Store) RequestKnown(ctx context.Context, voucherID int64, r Request) (bool, error) {
+	_, known, err := s.RequestOrder(ctx, voucherID, r)
+	return known, err
+}
+
+// RequestOrder is the order the voucher's sale accepted for this request,
+// found false for a request it does not know (see RequestKnown). It reads,
+// never sells: a replay answered from it cannot buy anything.
+func (s *Store) RequestOrder(ctx context.Context, voucherID int64, r Request) (orderID int64, found bool, err error) {
 	if r.Key == "" {
-		return false, nil
+		return 0, false, nil
 	}
 	n, err := s.shardCount(ctx, voucherID)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	known, err := s.rdb.HExists(ctx, BucketKeys(voucherID, homeBucket(r.UserID, n)).Reqs, r.reqField()).Result()
+	v, err := s.rdb.HGet(ctx, BucketKeys(voucherID, homeBucket(r.UserID, n)).Reqs, r.reqField()).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
 	if err != nil {
-		return false, unavailable("request known", err)
+		return 0, false, unavailable("request order", err)
 	}
-	return known, nil
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", r.reqField(), v, voucherID)
+	}
+	return id, true, nil
 }
 
 // RequestKeys returns every accepted request of a voucher (of every bucket)

@@ -6,7 +6,7 @@
 // Redis Cluster slot; the layout is this package's alone):
 //
 //	waitroom:{v42}:line     zset  userID -> place
-//	waitroom:{v42}:room     hash  head, t, seq, closed, expired, used
+//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, expired, used
 //	waitroom:{v42}:passes   zset  userID -> pass expiry ms (admitted, pass unused and unexpired)
 //	waitroom:{v42}:outcome  hash  userID -> "u" or "u:<Idempotency-Key>" pass used | "x" pass expired
 //
@@ -275,6 +275,12 @@ type Step struct {
 // admit up to the room's rate since the last step, whoever runs it. Passes
 // out at once are held to at most passes (the stock left, say; -1 for no
 // bound), so the room never lets in more buyers than it could serve.
+//
+// A room no step reached for over a second (its voucher paused, which the
+// admitters skip, or no gateway up) stood still: the step moves every
+// unused pass's expiry on by the stop, and until then reads and claims
+// count it so too. Nobody admitted loses the turn to a wait in which they
+// could not buy; their place reads admitted with a new pass.
 func (r *Room) Admit(ctx context.Context, l Line, passes int64) (Step, error) {
 	return r.step(ctx, l, passes, false)
 }
@@ -347,12 +353,20 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, request
 	if err != nil {
 		return Pass{}, err
 	}
-	code, err := r.pass.Run(ctx, r.rdb, r.keys(voucherID), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey).Int()
+	res, err := r.pass.Run(ctx, r.rdb, r.keys(voucherID), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey).Int64Slice()
 	if err != nil {
 		return Pass{}, unavailable("claim pass", err)
 	}
-	switch code {
+	if len(res) != 2 {
+		return Pass{}, fmt.Errorf("waitroom: queue_pass.lua answered %v", res)
+	}
+	switch res[0] {
 	case claimOK:
+		if res[1] > 0 {
+			// Restore puts back the expiry as the room keeps it, which a
+			// stop of the room moved past the one signed in the pass.
+			p.ExpiresAt = time.UnixMilli(res[1])
+		}
 		return p, nil
 	case claimUsed:
 		return Pass{}, notAdmitted("this admission pass was used already")

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// admittedPass joins voucherID's line as token's shopper and waits for the
+// pass.
+func (ts *testSystem) admittedPass(t *testing.T, voucherID, token string) string {
+	t.Helper()
+	path := "/api/v1/vouchers/" + voucherID + "/queue"
+	j := ts.do(t, http.MethodPost, path, token, nil, nil)
+	require.Equal(t, http.StatusOK, j.status, "join: %s", j.raw)
+	var pass string
+	require.Eventually(t, func() bool {
+		q := ts.do(t, http.MethodGet, path, token, nil, nil)
+		p, _ := q.body["pass"].(string)
+		pass = p
+		return q.body["state"] == "admitted" && p != ""
+	}, 30*time.Second, 50*time.Millisecond, "never admitted")
+	return pass
+}
+
+// startRoomShopper starts a system with a waiting-room voucher on sale
+// (stock 5, two a shopper) and one shopper admitted with its pass.
+func startRoomShopper(t *testing.T) (ts *testSystem, voucherID string, userID int64, token, pass string) {
+	t.Helper()
+	ts = startSystem(t, nil)
+	voucherID = ts.createRoomVoucher(t, 5, 2, 5, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	userID = testUser()
+	token = ts.shopper(t, userID)
+	return ts, voucherID, userID, token, ts.admittedPass(t, voucherID, token)
+}
+
+// userOrders counts the user's orders of the voucher in PostgreSQL, by status.
+func (ts *testSystem) userOrders(t *testing.T, voucherID string, userID int64) map[string]int {
+	t.Helper()
+	vid, err := strconv.ParseInt(voucherID, 10, 64)
+	require.NoError(t, err)
+	rows, err := ts.pool.Query(context.Background(),
+		`SELECT status, count(*) FROM orders WHERE voucher_id = $1 AND user_id = $2 GROUP BY status`, vid, userID)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		require.NoError(t, rows.Scan(&st, &n))
+		out[st] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// holdProduce makes the package's broker sit on the next produce request
+// to topic until release is called: the producer's caller gives up
+// waiting, and the message is written after all once released.
+func holdProduce(t *testing.T, topic string) (held <-chan struct{}, release func()) {
+	t.Helper()
+	cluster := stack.Kafka.Cluster()
+	reached, freed := make(chan struct{}), make(chan struct{})
+	var once, reachedOnce sync.Once
+	release = func() { once.Do(func() { close(freed) }) }
+	t.Cleanup(release)
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case <-freed: // done (or the test ended): let everything through
+			cluster.DropControl()
+			return nil, nil, false
+		default:
+		}
+		p, ok := req.(*kmsg.ProduceRequest)
+		if !ok || len(p.Topics) == 0 || p.Topics[0].Topic != topic {
+			return nil, nil, false // another test's: kept for ours
+		}
+		cluster.DropControl()
+		reachedOnce.Do(func() { close(reached) })
+		cluster.SleepControl(func() { <-freed })
+		return nil, nil, false
+	})
+	return reached, release
+}
+
+// TestRoomPassOfAnUnconfirmedBuyStaysUsed: the broker acknowledges a buy's
+// message too late, so the buy answers 503 while its hold stays and the
+// message lands afterwards. The pass must stay used: a new buy with it
+// (another Idempotency-Key) is refused, and only the retry of the first key
+// gets the order back. Giving the pass back there sold twice on one pass.
+func TestRoomPassOfAnUnconfirmedBuyStaysUsed(t *testing.T) {
+	ts, vid, uid, tok, pass := startRoomShopper(t)
+
+	held, release := holdProduce(t, ts.cfg.KafkaTopic)
+	slow := ts.buyWithPass(t, vid, tok, pass, "k1")
+	require.Equal(t, http.StatusServiceUnavailable, slow.status, "%s", slow.raw)
+	select {
+	case <-held:
+	default:
+		t.Fatal("the 503 did not come from the held produce")
+	}
+	release()
+	require.Eventually(t, func() bool { return ts.userOrders(t, vid, uid)["created"] == 1 },
+		30*time.Second, 50*time.Millisecond, "the late message never became an order")
+
+	again := ts.buyWithPass(t, vid, tok, pass, "k2")
+	require.Equal(t, http.StatusForbidden, again.status, "a second buy on one pass: %s", again.raw)
+	require.Equal(t, "not_admitted", again.errorCode())
+	replay := ts.buyWithPass(t, vid, tok, pass, "k1")
+	require.Equal(t, http.StatusAccepted, replay.status, "the first key is replayed: %s", replay.raw)
+	require.Equal(t, "created", replay.body["status"])
+
+	require.Equal(t, map[string]int{"created": 1}, ts.userOrders(t, vid, uid))
+	st := ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", ts.cfg.AdminToken, nil, nil)
+	require.Equal(t, http.StatusOK, st.status, "%s", st.raw)
+	require.EqualValues(t, 1, st.body["queue"].(map[string]any)["passes_used"])
+}
+
+// TestRoomReplayNeedsNoPass: the retry of a waiting-room buy with its
+// Idempotency-Key gets its order back whatever pass it carries (none, a
+// forged one, the used one), as every replay does; the pass judged first
+// refused it 403. A key that made no order is still refused, and nothing is
+// sold twice.
+func TestRoomReplayNeedsNoPass(t *testing.T) {
+	ts, vid, uid, tok, pass := startRoomShopper(t)
+
+	bought := ts.buyWithPass(t, vid, tok, pass, "k1")
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	order := bought.body["order_id"]
+	forged := "p1." + vid + "." + strconv.FormatInt(uid, 10) + ".99999999999999.forged"
+	for name, p := range map[string]string{"no pass": "", "a forged pass": forged, "the used pass": pass} {
+		r := ts.buyWithPass(t, vid, tok, p, "k1")
+		require.Equal(t, http.StatusAccepted, r.status, "replay with %s: %s", name, r.raw)
+		require.Equal(t, order, r.body["order_id"], "replay with %s", name)
+	}
+	for name, p := range map[string]string{"no pass": "", "the used pass": pass} {
+		r := ts.buyWithPass(t, vid, tok, p, "k2")
+		require.Equal(t, http.StatusForbidden, r.status, "a new key with %s: %s", name, r.raw)
+		require.Equal(t, "not_admitted", r.errorCode())
+	}
+	ts.waitPersisted(t, vid, 1)
+	late := ts.buyWithPass(t, vid, tok, "", "k1")
+	require.Equal(t, http.StatusAccepted, late.status, "%s", late.raw)
+	require.Equal(t, order, late.body["order_id"])
+	require.Equal(t, "created", late.body["status"], "the replay tells the order's status now")
+	require.Equal(t, map[string]int{"created": 1}, ts.userOrders(t, vid, uid))
+}
