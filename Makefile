@@ -23,8 +23,8 @@
 #                checks and the table (deploy/chaos; about six minutes).
 #                `make test` runs the same suite with a small crowd.
 #   make fleet   the system as a fleet of separate processes (3 gateways, 2
-#                workers, 2 sweepers, the broker, PostgreSQL, a Redis Cluster
-#                of 3 masters): a crowd
+#                workers, 2 sweepers, Apache Kafka as 3 nodes, PostgreSQL,
+#                a Redis Cluster of 3 masters): a crowd
 #                of 6,000 shoppers spread over the gateways while one gateway
 #                and one worker are killed -9, then every check (deploy/chaos
 #                TestFleet; a few minutes). `make test` runs it with 240.

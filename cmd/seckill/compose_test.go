@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/flashsale/seckill/deploy/localstack"
 )
 
 // composeFile is docker-compose.yml as far as these tests read it.
@@ -290,4 +292,37 @@ func TestPrometheusScrapesTheOpsPorts(t *testing.T) {
 		require.Equal(t, port, fmt.Sprint(sc.DNS[0].Port), "job %s scrapes the port its processes serve /metrics on", sc.Job)
 	}
 	require.Equal(t, len(want), found)
+}
+
+// TestComposeKafkaMatchesLocalstack: the tests' three-node Apache Kafka
+// (deploy/localstack) is the production cluster of docker-compose.yml in
+// every setting that decides durability and roles, so what the end-to-end
+// tests and the fleet prove of acknowledged writes holds for the compose
+// shape too. The image takes server.properties keys as KAFKA_ variables
+// (dots become underscores).
+func TestComposeKafkaMatchesLocalstack(t *testing.T) {
+	f, _ := readCompose(t)
+	local := localstack.ApacheKafkaSettings(3)
+	brokers := strings.Split(f.Services["gateway"].Environment["SECKILL_KAFKA_BROKERS"], ",")
+	require.Len(t, brokers, 3)
+	for _, key := range []string{
+		"process.roles",
+		"default.replication.factor",
+		"min.insync.replicas",
+		"offsets.topic.replication.factor",
+		"transaction.state.log.replication.factor",
+		"transaction.state.log.min.isr",
+		"auto.create.topics.enable",
+	} {
+		want, ok := local[key]
+		require.True(t, ok, "localstack's three-node cluster sets %s", key)
+		env := "KAFKA_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		for _, b := range brokers {
+			host, _, err := net.SplitHostPort(b)
+			require.NoError(t, err, b)
+			got, ok := f.Services[host].Environment[env]
+			require.True(t, ok, "docker-compose.yml's %s sets %s (%s)", host, env, key)
+			require.Equal(t, want, got, "%s on %s: docker-compose.yml and localstack's three-node cluster differ", key, host)
+		}
+	}
 }

@@ -23,7 +23,6 @@ import (
 // the letter and replay it with `seckill deadletters`.
 func TestPoisonMessageIsDeadLetteredAndItsHoldEnds(t *testing.T) {
 	ts := startSystem(t, nil)
-	t.Cleanup(func() { _ = stack.Kafka.DeleteTopic(context.Background(), ts.cfg.deadLetterTopic()) })
 	ctx := context.Background()
 	vid := ts.createVoucher(t, 5, 5, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	v, err := strconv.ParseInt(vid, 10, 64)
@@ -67,6 +66,11 @@ func TestPoisonMessageIsDeadLetteredAndItsHoldEnds(t *testing.T) {
 	require.Contains(t, list, "1 dead letters")
 	require.Contains(t, deadletters("--json", "list"), `"quantity\":\"two\"`)
 
+	// The workers made the dead-letter topic themselves, with the cluster's
+	// replication: three copies, and a write needs two of them, as for the
+	// orders topic (docker-compose.yml creates only that one).
+	requireReplicated(t, ts.cfg.KafkaBrokers, ts.cfg.deadLetterTopic(), 3, "2")
+
 	// Every reservation ends: the hold is failed in PostgreSQL and its
 	// stock is back in Redis, without anybody acting.
 	require.Eventually(t, func() bool {
@@ -88,4 +92,25 @@ func TestPoisonMessageIsDeadLetteredAndItsHoldEnds(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Error(t, run(ctx, []string{"deadletters", "replay", "zero"}, getenv, &out, &errOut))
 	ts.checkInvariants(t, vid, 5)
+}
+
+// requireReplicated checks that every partition of topic has replicas
+// copies, all in sync, and that the topic's min.insync.replicas is minISR.
+func requireReplicated(t *testing.T, brokers []string, topic string, replicas int, minISR string) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaq.ConsumerGroupConfig())
+	require.NoError(t, err)
+	defer admin.Close()
+	metas, err := admin.DescribeTopics([]string{topic})
+	require.NoError(t, err)
+	require.Len(t, metas, 1)
+	require.NotEmpty(t, metas[0].Partitions, "topic %s", topic)
+	for _, p := range metas[0].Partitions {
+		require.Len(t, p.Replicas, replicas, "topic %s partition %d's replicas", topic, p.ID)
+		require.ElementsMatch(t, p.Replicas, p.Isr, "topic %s partition %d: every replica in sync", topic, p.ID)
+	}
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}})
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "topic %s's min.insync.replicas", topic)
+	require.Equal(t, minISR, entries[0].Value, "topic %s's min.insync.replicas", topic)
 }

@@ -19,10 +19,11 @@ import (
 // variables: with every connection of the gateway's pool taken (a read
 // flood), a worker still persists a reservation at once.
 func TestWorkersKeepTheirConnectionsUnderAReadFlood(t *testing.T) {
+	brokers, topic := newKafkaTopic(t, 1)
 	cfg, err := loadConfig(func(k string) string {
 		return map[string]string{
 			"SECKILL_REDIS_URL": stack.RedisURL, "SECKILL_DATABASE_URL": stack.NewDatabaseURL(t),
-			"SECKILL_KAFKA_BROKERS": stack.KafkaBrokers[0], "SECKILL_ROLES": "worker",
+			"SECKILL_KAFKA_BROKERS": brokers, "SECKILL_KAFKA_TOPIC": topic, "SECKILL_ROLES": "worker",
 			"SECKILL_DB_GATEWAY_CONNS": "3", "SECKILL_DB_WORKER_CONNS": "2",
 		}[k]
 	})

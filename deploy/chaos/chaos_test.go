@@ -62,7 +62,8 @@ var (
 )
 
 // TestFleet runs the system as a fleet of separate processes (3 gateways,
-// 2 workers, 2 sweepers, the broker, PostgreSQL, Redis), spreads a crowd
+// 2 workers, 2 sweepers, Apache Kafka as 3 nodes, PostgreSQL, a Redis
+// Cluster of 3 masters: docker-compose.yml's topology), spreads a crowd
 // over the gateways, kills one gateway and one worker with SIGKILL mid-crowd
 // and checks every invariant of the sale. SECKILL_FLEET=full runs the bigger
 // crowd of make fleet; SECKILL_FLEET_TABLE writes its table there too.
@@ -76,6 +77,7 @@ func TestFleet(t *testing.T) {
 	results := run(t, opts, os.Getenv("SECKILL_FLEET_TABLE"))
 	require.Len(t, results, 1)
 	require.NotEmpty(t, results[0].Notes, "the kill says what it killed")
+	require.Contains(t, results[0].Notes, "on Apache Kafka, 3 nodes", "the fleet runs on docker-compose.yml's brokers")
 }
 
 // run runs opts' faults on a scratch folder with the binary of

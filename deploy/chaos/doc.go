@@ -35,8 +35,11 @@
 // stats route) is clean again, with nothing pending. The waits are generous
 // deadlines, never assertions on time: the seconds measured are reported.
 //
-// FaultFleet is the same crowd on a fleet of its own (3 gateways, 2 workers,
-// 2 sweepers on a Redis Cluster of 3 masters), spread over every gateway, while one gateway and one worker
+// These faults run on the in-process broker, whose request hooks catch the
+// worker and the gateway mid-write. FaultFleet is the same crowd on a fleet
+// of its own (3 gateways, 2 workers, 2 sweepers on a Redis Cluster of 3
+// masters and Apache Kafka as 3 nodes: docker-compose.yml's topology),
+// spread over every gateway, while one gateway and one worker
 // are killed with SIGKILL and stay dead; shoppers whose gateway gives no
 // answer retry on the next one.
 //

@@ -36,6 +36,10 @@ type served struct {
 }
 
 func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
+	// The in-process broker (the fleet's default): the worker and gateway
+	// kills strike while it leaves a kind of request unanswered (withhold,
+	// through its request hooks), and the broker restart is its Stop and
+	// Start; Apache Kafka has neither hook.
 	f, err := fleet.Start(ctx, fleet.Options{
 		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "served"),
 		Shape:        fleet.Shape{Gateways: 1, Workers: 1, Sweepers: 1},
@@ -186,8 +190,10 @@ func (r *runner) startFleet(ctx context.Context) (*fleetRun, error) {
 	if shape.Gateways < 2 || shape.Workers < 2 {
 		return nil, fmt.Errorf("chaos: a fleet that loses a gateway and a worker needs two of each at least (shape %+v)", shape)
 	}
+	// Apache Kafka, three nodes: the topology of docker-compose.yml, and
+	// this fault needs no hook into the broker.
 	f, err := fleet.Start(ctx, fleet.Options{
-		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "fleet"), Shape: shape,
+		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "fleet"), Shape: shape, Broker: fleet.BrokerApache3,
 		AdminToken: r.admin, JWTSecret: r.secret, Logf: r.opts.Logf,
 	})
 	if err != nil {
@@ -216,6 +222,11 @@ func (f *fleetRun) killGatewayAndWorker(_ context.Context, c *crowd, res *Result
 	w.Kill()
 	res.Notes = append(res.Notes, fmt.Sprintf("%s (%s) and %s killed with %d buys in flight across the fleet; %d gateways and %d workers left",
 		gw.Name, gw.Addr, w.Name, caught, len(f.Gateways)-1, len(f.Workers)-1))
+	kafka := "the in-process broker"
+	if f.ApacheKafka != nil {
+		kafka = fmt.Sprintf("Apache Kafka, %d nodes", len(f.ApacheKafka.Brokers))
+	}
+	res.Notes = append(res.Notes, "on "+kafka)
 	return nil
 }
 

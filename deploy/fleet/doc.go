@@ -4,8 +4,9 @@
 // A fleet is any number of
 // gateways, workers and sweepers (`seckill serve` with SECKILL_ROLES), each
 // its own process with its own log, on the private services of
-// deploy/localstack: a redis-server or a Redis Cluster, PostgreSQL and the
-// Kafka-protocol broker.
+// deploy/localstack: a redis-server or a Redis Cluster, PostgreSQL, and the
+// in-process Kafka-protocol broker or Apache Kafka as three nodes
+// (Options.Broker).
 //
 // Process is the runner of one seckill process: start it and wait for its
 // /readyz, kill it with SIGKILL as a crash would, stop it with SIGTERM.

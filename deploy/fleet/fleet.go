@@ -37,6 +37,32 @@ type Shape struct {
 // gateways, two workers, two sweepers, on a Redis Cluster of three masters.
 var Fleet3x2x2 = Shape{Gateways: 3, Workers: 2, Sweepers: 2, RedisMasters: 3}
 
+// Broker is the Kafka a fleet's processes write to and read from.
+type Broker int
+
+const (
+	// BrokerInProcess is the in-process Kafka-protocol broker (kfake, one
+	// node, deploy/localstack.StartKafka): it starts at once, and a test can
+	// leave a kind of request unanswered through its Cluster (the fault
+	// suite strikes a worker and a gateway that way). The zero value.
+	BrokerInProcess Broker = iota
+	// BrokerApache3 is Apache Kafka as three KRaft nodes, each its own
+	// process (deploy/localstack.StartApacheKafka): the brokers of
+	// docker-compose.yml, replication factor 3 and min.insync.replicas 2.
+	BrokerApache3
+)
+
+// String names the broker in progress messages.
+func (b Broker) String() string {
+	switch b {
+	case BrokerInProcess:
+		return "the in-process broker"
+	case BrokerApache3:
+		return "Apache Kafka as 3 nodes"
+	}
+	return fmt.Sprintf("broker %d", int(b))
+}
+
 // Options configures Start.
 type Options struct {
 	// Bin is the seckill binary (see Build).
@@ -44,6 +70,8 @@ type Options struct {
 	// Dir is where the services keep their data and the processes their logs.
 	Dir   string
 	Shape Shape
+	// Broker chooses the Kafka; the zero value is the in-process broker.
+	Broker Broker
 	// RedisPersist turns redis-server's append-only file on (the fault suite
 	// kills it and wants the data back).
 	RedisPersist bool
@@ -62,7 +90,10 @@ type Fleet struct {
 	Redis        *localstack.Redis
 	RedisCluster *localstack.RedisCluster
 	Postgres     *localstack.Postgres
-	Kafka        *localstack.Kafka
+	// Kafka is the in-process broker (BrokerInProcess), ApacheKafka the
+	// three-node cluster (BrokerApache3); the other is nil.
+	Kafka       *localstack.Kafka
+	ApacheKafka *localstack.ApacheKafka
 	// Pool is a PostgreSQL pool on the fleet's database, for checks.
 	Pool *pgxpool.Pool
 
@@ -91,6 +122,9 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if s.RedisMasters > 1 && opts.RedisPersist {
 		return nil, errors.New("fleet: RedisPersist is for the plain redis-server only")
 	}
+	if opts.Broker != BrokerInProcess && opts.Broker != BrokerApache3 {
+		return nil, fmt.Errorf("fleet: unknown Options.Broker %d: use BrokerInProcess or BrokerApache3", opts.Broker)
+	}
 	if s.Partitions == 0 {
 		s.Partitions = 6
 	}
@@ -110,27 +144,32 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}()
 
+	redisKind := "redis-server"
 	if s.RedisMasters > 1 {
-		opts.Logf("fleet: starting a Redis Cluster of %d masters, PostgreSQL and the broker in %s", s.RedisMasters, opts.Dir)
-		if f.RedisCluster, err = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
-			Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters,
-		}); err != nil {
-			return nil, err
+		redisKind = fmt.Sprintf("a Redis Cluster of %d masters", s.RedisMasters)
+	}
+	opts.Logf("fleet: starting %s, PostgreSQL and %s in %s", redisKind, opts.Broker, opts.Dir)
+	// The three start side by side: each mostly waits (initdb, the cluster
+	// handshake, the JVMs), and three Kafka nodes take the longest.
+	var redisErr, pgErr, kafkaErr error
+	var services sync.WaitGroup
+	services.Go(func() {
+		if s.RedisMasters > 1 {
+			f.RedisCluster, redisErr = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
+				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters,
+			})
+			return
 		}
-	} else {
-		opts.Logf("fleet: starting redis-server, PostgreSQL and the broker in %s", opts.Dir)
-		if f.Redis, err = localstack.StartRedis(ctx, localstack.RedisOptions{
+		f.Redis, redisErr = localstack.StartRedis(ctx, localstack.RedisOptions{
 			Dir: filepath.Join(opts.Dir, "redis"), Persist: opts.RedisPersist,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if f.Postgres, err = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(opts.Dir, "postgres")}); err != nil {
-		return nil, err
-	}
-	if f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{
-		Topics: map[string]int32{Topic: s.Partitions}, Dir: filepath.Join(opts.Dir, "kafka"),
-	}); err != nil {
+		})
+	})
+	services.Go(func() {
+		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(opts.Dir, "postgres")})
+	})
+	services.Go(func() { kafkaErr = f.startKafka(ctx, s.Partitions) })
+	services.Wait()
+	if err = errors.Join(redisErr, pgErr, kafkaErr); err != nil {
 		return nil, err
 	}
 	// Once, before any process: as `seckill migrate` once per release.
@@ -166,11 +205,14 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err = errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if s.Workers > 0 {
+	if s.Workers > 0 && f.Kafka != nil {
 		// A worker killed while its first join to the consumer group is still
 		// pending can stay in the group as a member that never expires on the
 		// in-process broker, holding its partitions; so the fleet is ready
-		// only once every worker holds its share.
+		// only once every worker holds its share. Apache Kafka expires a
+		// member that stops heartbeating, joined or not (at the latest after
+		// the rebalance and session timeouts), so a fleet on it is ready as
+		// soon as its processes are.
 		if err := waitForWorkers(ctx, f.Kafka.Brokers, s.Workers, time.Minute); err != nil {
 			return nil, err
 		}
@@ -178,6 +220,27 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	opts.Logf("fleet: %d gateways %v, %d workers, %d sweepers ready; logs in %s",
 		len(f.Gateways), f.GatewayAddrs(), len(f.Workers), len(f.Sweepers), opts.Dir)
 	return f, nil
+}
+
+// startKafka starts the broker opts.Broker names with the orders topic.
+func (f *Fleet) startKafka(ctx context.Context, partitions int32) (err error) {
+	topics := map[string]int32{Topic: partitions}
+	dir := filepath.Join(f.opts.Dir, "kafka")
+	if f.opts.Broker == BrokerApache3 {
+		f.ApacheKafka, err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: 3, Topics: topics, Dir: dir})
+		return err
+	}
+	f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir})
+	return err
+}
+
+// Brokers are the Kafka brokers' host:port addresses, as every process has
+// them in SECKILL_KAFKA_BROKERS.
+func (f *Fleet) Brokers() []string {
+	if f.ApacheKafka != nil {
+		return f.ApacheKafka.Brokers
+	}
+	return f.Kafka.Brokers
 }
 
 // BaseEnv is the configuration of a seckill process on this machine,
@@ -208,7 +271,7 @@ func BaseEnv(adminToken, jwtSecret string) map[string]string {
 func (f *Fleet) baseEnv() map[string]string {
 	env := BaseEnv(f.AdminToken, f.JWTSecret)
 	env["SECKILL_DATABASE_URL"] = f.Postgres.URL
-	env["SECKILL_KAFKA_BROKERS"] = f.Kafka.Brokers[0]
+	env["SECKILL_KAFKA_BROKERS"] = strings.Join(f.Brokers(), ",")
 	if f.RedisCluster != nil {
 		env["SECKILL_REDIS_CLUSTER_ADDRS"] = strings.Join(f.RedisCluster.Addrs, ",")
 	} else {
@@ -276,6 +339,9 @@ func (f *Fleet) Close() {
 	defer cancel()
 	if f.Kafka != nil {
 		f.Kafka.Close()
+	}
+	if f.ApacheKafka != nil {
+		_ = f.ApacheKafka.Close()
 	}
 	if f.Redis != nil {
 		_ = f.Redis.Stop(ctx)

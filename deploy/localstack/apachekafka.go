@@ -250,12 +250,12 @@ func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clu
 	return errors.Join(errs...)
 }
 
-// kafkaProperties is node id's server.properties in a cluster of n nodes.
+// kafkaProperties is node id's server.properties in a cluster of n nodes:
+// its own addresses and folder, then the settings every node shares
+// (ApacheKafkaSettings).
 func kafkaProperties(id, n int, addr string, controllerPort int, voters, dataDir string) string {
-	minISR := min(2, n)
 	lines := []string{
 		"node.id=" + strconv.Itoa(id),
-		"process.roles=broker,controller",
 		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(controllerPort),
 		"advertised.listeners=PLAINTEXT://" + addr,
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -263,28 +263,45 @@ func kafkaProperties(id, n int, addr string, controllerPort int, voters, dataDir
 		"controller.listener.names=CONTROLLER",
 		"controller.quorum.voters=" + voters,
 		"log.dirs=" + dataDir,
+	}
+	settings := ApacheKafkaSettings(n)
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		lines = append(lines, k+"="+settings[k])
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// ApacheKafkaSettings returns the broker settings (server.properties keys
+// and values) every node of a StartApacheKafka cluster of the given number
+// of nodes shares, addresses and folders aside: what a test compares with
+// another deployment of the same shape, such as docker-compose.yml's.
+func ApacheKafkaSettings(brokers int) map[string]string {
+	n := max(brokers, 1)
+	minISR := strconv.Itoa(min(2, n))
+	rf := strconv.Itoa(n)
+	return map[string]string{
+		"process.roles": "broker,controller",
 		// Every topic, those the platform creates included, gets the
 		// cluster's replication and so survives one node's loss with three.
-		fmt.Sprintf("default.replication.factor=%d", n),
-		fmt.Sprintf("min.insync.replicas=%d", minISR),
-		fmt.Sprintf("offsets.topic.replication.factor=%d", n),
-		fmt.Sprintf("transaction.state.log.replication.factor=%d", n),
-		fmt.Sprintf("transaction.state.log.min.isr=%d", minISR),
-		fmt.Sprintf("share.coordinator.state.topic.replication.factor=%d", n),
-		fmt.Sprintf("share.coordinator.state.topic.min.isr=%d", minISR),
+		"default.replication.factor":                       rf,
+		"min.insync.replicas":                              minISR,
+		"offsets.topic.replication.factor":                 rf,
+		"transaction.state.log.replication.factor":         rf,
+		"transaction.state.log.min.isr":                    minISR,
+		"share.coordinator.state.topic.replication.factor": rf,
+		"share.coordinator.state.topic.min.isr":            minISR,
 		// Fewer internal partitions than the default 50: they are made at
 		// the first consumer group, and 150 replicas take seconds on a
 		// busy machine.
-		"offsets.topic.num.partitions=10",
-		"transaction.state.log.num.partitions=10",
-		"num.partitions=1",
+		"offsets.topic.num.partitions":         "10",
+		"transaction.state.log.num.partitions": "10",
+		"num.partitions":                       "1",
 		// As the in-process broker: a topic exists only once created, so a
 		// misspelt name fails instead of making a topic.
-		"auto.create.topics.enable=false",
+		"auto.create.topics.enable": "false",
 		// A group starts consuming as soon as its first member joins.
-		"group.initial.rebalance.delay.ms=0",
+		"group.initial.rebalance.delay.ms": "0",
 	}
-	return strings.Join(lines, "\n") + "\n"
 }
 
 // kafkaClusterID reads the cluster id Dir's data was formatted with, or
