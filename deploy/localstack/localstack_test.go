@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
 		os.Exit(helper(dir))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	closeThreeNodes()
+	os.Exit(code)
 }
 
 // scratch is a folder for service data, on tmpfs when there is room (see

@@ -181,6 +181,14 @@ func (s *server) thawLocked() {
 	s.frozen = false
 }
 
+// isFrozen reports whether freeze stopped the child and thaw has not
+// continued it yet.
+func (s *server) isFrozen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.frozen
+}
+
 // restart starts the child again with the same arguments, killing it first
 // if it still runs.
 func (s *server) restart(ctx context.Context) error {

@@ -76,6 +76,16 @@ type Stack struct {
 	clusterMu  sync.Mutex
 	cluster    *localstack.RedisCluster // started by the first RedisShapes call
 	clusterErr error
+
+	apacheMu sync.Mutex
+	apache   map[int]*apacheStart // by node count, started by the first ApacheKafka call
+}
+
+// apacheStart is one Apache Kafka cluster of the package, or why it did not
+// start.
+type apacheStart struct {
+	kafka *localstack.ApacheKafka
+	err   error
 }
 
 // RedisShape is one way of running Redis: one plain server (URL set) or a
@@ -118,6 +128,49 @@ func (s *Stack) RedisCluster(t testing.TB) *localstack.RedisCluster {
 		t.Fatalf("stacktest: %v", s.clusterErr)
 	}
 	return s.cluster
+}
+
+// ApacheKafka is the package's private Apache Kafka cluster of the given
+// number of nodes (1, or 3 with replication factor 3 and
+// min.insync.replicas 2), started on the first call for that size (the
+// broker's jars are fetched with Maven once per machine) and shared by every
+// test of the package; Stop stops it. Tests that stop, kill or freeze one
+// of its nodes must not run in parallel with others using it, and must
+// leave every node running (WaitInSync) when they end.
+func (s *Stack) ApacheKafka(t testing.TB, nodes int) *localstack.ApacheKafka {
+	t.Helper()
+	s.apacheMu.Lock()
+	defer s.apacheMu.Unlock()
+	if s.apache == nil {
+		s.apache = make(map[int]*apacheStart)
+	}
+	st := s.apache[nodes]
+	if st == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		st = &apacheStart{}
+		// A temporary folder of its own: Close kills the nodes and removes
+		// it, with no graceful shutdown to wait for.
+		st.kafka, st.err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: nodes})
+		s.apache[nodes] = st
+	}
+	if st.err != nil {
+		t.Fatalf("stacktest: %v", st.err)
+	}
+	return st.kafka
+}
+
+// NewApacheTopic creates a topic of the given partitions on k for this test
+// only and returns its name.
+func (s *Stack) NewApacheTopic(t testing.TB, k *localstack.ApacheKafka, partitions int32) string {
+	t.Helper()
+	name := "t." + topicSafe(t.Name()) + "." + randomHex(4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := k.CreateTopic(ctx, name, partitions); err != nil {
+		t.Fatalf("stacktest: %v", err)
+	}
+	return name
 }
 
 // Client returns a client of the shape (a cluster client for the cluster,
@@ -277,6 +330,13 @@ func (s *Stack) Stop(ctx context.Context) error {
 		errs = append(errs, s.cluster.Stop(ctx))
 	}
 	s.clusterMu.Unlock()
+	s.apacheMu.Lock()
+	for _, st := range s.apache {
+		if st.kafka != nil {
+			errs = append(errs, st.kafka.Close())
+		}
+	}
+	s.apacheMu.Unlock()
 	if s.Postgres != nil {
 		errs = append(errs, s.Postgres.Stop(ctx))
 	}
