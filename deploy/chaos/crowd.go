@@ -85,7 +85,7 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 		c.inFlight.Add(1)
 		status, retryAfter, err := c.apis[gw].call(ctx, http.MethodPost, path, token, key, map[string]any{"quantity": 1}, &out)
 		c.inFlight.Add(-1)
-		label := answerLabel(status, err)
+		label := answerLabel(status, retryAfter, err)
 		c.count(label, false)
 		if err == nil {
 			id, perr := strconv.ParseInt(out.OrderID, 10, 64)
@@ -120,10 +120,17 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 	}
 }
 
+// label503NoRetryAfter counts the 503 answers without a Retry-After, which
+// the contract gives every 503.
+const label503NoRetryAfter = "503 without Retry-After"
+
 // answerLabel names an answer for the counts: "202", "409", "no answer".
-func answerLabel(status int, err error) string {
+func answerLabel(status, retryAfter int, err error) string {
 	if status == 0 && err != nil {
 		return "no answer"
+	}
+	if status == http.StatusServiceUnavailable && retryAfter <= 0 {
+		return label503NoRetryAfter
 	}
 	return strconv.Itoa(status)
 }
