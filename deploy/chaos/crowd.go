@@ -33,6 +33,10 @@ type crowd struct {
 	patience  time.Duration
 
 	inFlight atomic.Int64 // buy requests sent and not answered
+	// firstAccepts counts the 202s that were a shopper's first answer: a
+	// 202 after a 503 may be the replay of a hold the gateway kept when
+	// its Kafka write was unclear.
+	firstAccepts atomic.Int64
 
 	mu       sync.Mutex
 	accepted map[int64]int64 // order id -> user id, every 202
@@ -78,7 +82,7 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 	key := rand.Text()
 	giveUp := time.Now().Add(c.patience)
 	path := "/api/v1/vouchers/" + strconv.FormatInt(c.voucherID, 10) + "/orders"
-	for {
+	for attempt := 0; ; attempt++ {
 		var out struct {
 			OrderID string `json:"order_id"`
 		}
@@ -88,6 +92,9 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 		label := answerLabel(status, retryAfter, err)
 		c.count(label, false)
 		if err == nil {
+			if attempt == 0 {
+				c.firstAccepts.Add(1)
+			}
 			id, perr := strconv.ParseInt(out.OrderID, 10, 64)
 			if perr != nil {
 				c.problem("user %d: 2xx without an order id: %q", user, out.OrderID)
