@@ -15,8 +15,9 @@
 #   make test-race  the race detector over the packages where goroutines
 #                share state (RACE_PKGS), bounded by RACE_TIMEOUT
 #   make bench   the Go benchmarks, then a standard flash sale against
-#                `bin/seckill dev` beside this machine's two ceilings
-#                (deploy/bench; about two minutes)
+#                `bin/seckill dev` beside this machine's two ceilings, then
+#                the accepted path on the in-process broker and on 1 and 3
+#                Apache Kafka nodes (deploy/bench; about six minutes)
 #   make chaos   the fault suite in full: a crowd of 4,000 shoppers per
 #                fault while PostgreSQL, Redis, the broker, a worker, a
 #                gateway and the whole process fail one at a time, then the

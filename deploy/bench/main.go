@@ -248,7 +248,7 @@ func run(ctx context.Context, o options) error {
 	env = append(env, o.env...)
 
 	var res results
-	if !o.crowd {
+	if !o.crowd && !o.brokersOnly {
 		fmt.Fprintln(os.Stderr, "bench: allocations per buy: go test -bench BenchmarkHandlerBuy ./gateway/")
 		if res.allocs, err = allocsPerBuy(ctx); err != nil {
 			res.allocsErr = err.Error()
