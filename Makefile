@@ -15,8 +15,9 @@
 #   make test-race  the race detector over the packages where goroutines
 #                share state (RACE_PKGS), bounded by RACE_TIMEOUT
 #   make bench   the Go benchmarks, then a standard flash sale against
-#                `bin/seckill dev` beside this machine's two ceilings
-#                (deploy/bench; about two minutes)
+#                `bin/seckill dev` beside this machine's two ceilings, then
+#                the accepted path on the in-process broker and on 1 and 3
+#                Apache Kafka nodes (deploy/bench; about six minutes)
 #   make chaos   the fault suite in full: a crowd of 4,000 shoppers per
 #                fault while PostgreSQL, Redis, the broker, a worker, a
 #                gateway and the whole process fail one at a time, then the
@@ -207,14 +208,16 @@ bench: deps build
 	$(GO) run ./deploy/bench -bin $(BIN) $(BENCH_FLAGS)
 
 # chaos runs deploy/chaos's TestFaults in its full form against bin/seckill
-# and prints the table (also kept in .run/chaos.md). CHAOS_FAULTS picks
-# faults by name, comma separated (see deploy/chaos.Faults).
+# and prints the table (also kept in .run/chaos.md), then TestFaultsApacheKafka
+# (the served system on a 3-node Apache Kafka cluster; .run/chaos.apache.md).
+# CHAOS_FAULTS picks faults by name, comma separated (see deploy/chaos.Faults
+# and deploy/chaos.ApacheFaults).
 CHAOS_FAULTS ?=
 chaos: deps build
 	@mkdir -p .run; rm -f .run/chaos.md; status=0; \
 	SECKILL_CHAOS=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_CHAOS_TABLE=$(CURDIR)/.run/chaos.md \
-		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) test -count=1 -v -timeout 40m -run '^TestFaults$$' ./deploy/chaos || status=$$?; \
-	if [ -f .run/chaos.md ]; then echo; cat .run/chaos.md; fi; exit $$status
+		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) test -count=1 -v -timeout 60m -run '^(TestFaults|TestFaultsApacheKafka)$$' ./deploy/chaos || status=$$?; \
+	for t in .run/chaos.md .run/chaos.apache.md; do if [ -f $$t ]; then echo; cat $$t; fi; done; exit $$status
 
 # fleet runs deploy/chaos's TestFleet in its full form against bin/seckill
 # and prints the table (also kept in .run/fleet.md).

@@ -109,8 +109,11 @@ func requireReplicated(t *testing.T, brokers []string, topic string, replicas in
 		require.Len(t, p.Replicas, replicas, "topic %s partition %d's replicas", topic, p.ID)
 		require.ElementsMatch(t, p.Replicas, p.Isr, "topic %s partition %d: every replica in sync", topic, p.ID)
 	}
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}})
+	res, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
 	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Equal(t, sarama.ErrNoError, res[0].ErrorCode, "topic %s: %s", topic, res[0].ErrorMsg)
+	entries := res[0].Configs
 	require.Len(t, entries, 1, "topic %s's min.insync.replicas", topic)
 	require.Equal(t, minISR, entries[0].Value, "topic %s's min.insync.replicas", topic)
 }

@@ -33,6 +33,15 @@
 // after the bench's own settings so that it wins: GOGC, GOMEMLIMIT, any
 // SECKILL_ variable of `seckill env`.
 //
+// Then (-brokers, on by default) the broker comparison: the accepted path
+// again on a new dev process on each of its in-process broker, one Apache
+// Kafka node and three (replication factor 3, min.insync.replicas 2), with
+// accepted buys/s, p99, the produce wait from the gateway's metrics, and the
+// CPU per accepted buy of each process, the Kafka JVMs included, read from
+// /proc before and after the crowd; and with three nodes the producer alone
+// under a few settings (-producer-settings), two rounds, the settings in
+// turn. -brokers-only runs just that.
+//
 // With -crowd (`make crowd`) it runs the real crowd instead: `seckill dev`
 // with SECKILL_GLOBAL_RATE=2000, then `seckill loadtest -crowd` (the catalog
 // beside /healthz, PostgreSQL's transactions, sockets, 100 honest shoppers
@@ -113,6 +122,13 @@ type options struct {
 	shapes      shapesOptions
 	shapesOn    bool
 	env         envFlags // more environment for seckill dev, last so it wins
+	// The broker comparison: brokers to run the accepted path on, its
+	// shoppers, the producer settings tried on three nodes, and whether it
+	// runs alone.
+	brokers          string
+	brokerShoppers   int
+	producerSettings bool
+	brokersOnly      bool
 }
 
 func main() {
@@ -133,6 +149,10 @@ func main() {
 	flag.IntVar(&o.shapes.gateways, "gateways", 2, "shapes: gateways of each fleet (the load tool spreads over them)")
 	flag.IntVar(&o.shapes.hotShards, "hot-shards", 8, "shapes: shards of the hot voucher of the third shape")
 	flag.Var(&o.env, "env", "KEY=VALUE for the system under test (seckill dev), e.g. -env GOGC=200; repeatable, wins over the bench's own settings")
+	flag.StringVar(&o.brokers, "brokers", "inproc,apache-1,apache-3", `the accepted path again on each broker: "inproc" (dev mode's own), "apache-1", "apache-3" (Apache Kafka nodes); "" skips it`)
+	flag.IntVar(&o.brokerShoppers, "broker-shoppers", 10000, "shoppers of each broker's accepted run")
+	flag.BoolVar(&o.producerSettings, "producer-settings", true, "with apache-3: the producer alone with a few settings (linger, Flush.Bytes, lz4, snappy)")
+	flag.BoolVar(&o.brokersOnly, "brokers-only", false, "run only the broker comparison")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -237,7 +257,7 @@ func run(ctx context.Context, o options) error {
 	env = append(env, o.env...)
 
 	var res results
-	if !o.crowd {
+	if !o.crowd && !o.brokersOnly {
 		fmt.Fprintln(os.Stderr, "bench: allocations per buy: go test -bench BenchmarkHandlerBuy ./gateway/")
 		if res.allocs, err = allocsPerBuy(ctx); err != nil {
 			res.allocsErr = err.Error()
@@ -246,7 +266,10 @@ func run(ctx context.Context, o options) error {
 	}
 
 	logPath := filepath.Join(work, "seckill.log")
-	stopDev, err := startDev(ctx, bin, env, logPath)
+	if o.brokersOnly {
+		return runBrokers(ctx, o, bin, env, work)
+	}
+	stopDev, _, err := startDev(ctx, bin, env, logPath)
 	if err != nil {
 		return err
 	}
@@ -324,6 +347,11 @@ func run(ctx context.Context, o options) error {
 	}
 
 	printTable(os.Stdout, o, res)
+	if o.brokers != "" {
+		if err := runBrokers(ctx, o, bin, env, work); err != nil {
+			return err
+		}
+	}
 	if !res.accepted.Passed || !res.soldOut.Passed {
 		return errors.New("a load test's invariant checks failed (see its report above)")
 	}

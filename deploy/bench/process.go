@@ -22,11 +22,12 @@ import (
 )
 
 // startDev starts `seckill dev` in its own process group and returns a stop
-// function (SIGTERM, then SIGKILL after 20 s) that is safe to call twice.
-func startDev(ctx context.Context, bin string, env []string, logPath string) (func(), error) {
+// function (SIGTERM, then SIGKILL after 20 s) that is safe to call twice,
+// and its pid.
+func startDev(ctx context.Context, bin string, env []string, logPath string) (func(), int, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cmd := exec.Command(bin, "dev")
 	cmd.Env = env
@@ -34,7 +35,7 @@ func startDev(ctx context.Context, bin string, env []string, logPath string) (fu
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start %s dev: %w", bin, err)
+		return nil, 0, fmt.Errorf("start %s dev: %w", bin, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
@@ -51,7 +52,7 @@ func startDev(ctx context.Context, bin string, env []string, logPath string) (fu
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-	}, nil
+	}, cmd.Process.Pid, nil
 }
 
 func waitReady(ctx context.Context, base string, within time.Duration) error {

@@ -69,6 +69,13 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Fleet is the shape FaultFleet runs on; zero means fleet.Fleet3x2x2.
 	Fleet fleet.Shape
+	// ApacheKafka runs the served system on a three-node Apache Kafka
+	// cluster (replication factor 3, min.insync.replicas 2) instead of the
+	// in-process broker, with the faults of ApacheFaults.
+	ApacheKafka bool
+	// KafkaDown is how long a Kafka node stays killed, frozen or stopped;
+	// zero means 10 s.
+	KafkaDown time.Duration
 }
 
 // Result is what one fault did to one crowd.
@@ -135,10 +142,11 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if len(names) == 0 {
 		names = Faults()
 	}
-	for _, n := range names {
-		if !slices.Contains(Faults(), n) && n != FaultFleet {
-			return nil, fmt.Errorf("chaos: unknown fault %q", n)
-		}
+	if len(opts.Faults) == 0 && opts.ApacheKafka {
+		names = ApacheFaults()
+	}
+	if err := checkFaults(opts, names); err != nil {
+		return nil, err
 	}
 	r := &runner{opts: opts, admin: randomHex(16), secret: randomHex(32), next: 1_000_000}
 	var err error

@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,13 +40,89 @@ func TestFaults(t *testing.T) {
 	if os.Getenv("SECKILL_CHAOS") == "full" {
 		opts = full
 	}
-	if list := os.Getenv("SECKILL_CHAOS_FAULTS"); list != "" {
-		for _, f := range strings.Split(list, ",") {
-			opts.Faults = append(opts.Faults, strings.TrimSpace(f))
-		}
+	var picked bool
+	if opts.Faults, picked = pickFaults(t, chaos.Faults()); picked && len(opts.Faults) == 0 {
+		t.Log("SECKILL_CHAOS_FAULTS names none of the in-process broker's faults")
+		return
 	}
 	results := run(t, opts, os.Getenv("SECKILL_CHAOS_TABLE"))
 	require.Len(t, results, max(len(opts.Faults), len(chaos.Faults())*boolInt(len(opts.Faults) == 0)))
+}
+
+// Sizes of the Apache Kafka run's two forms. The short one (make test) is
+// two faults with a small crowd, on one start of the three nodes; the full
+// one (make chaos) is every fault of chaos.ApacheFaults with the crowd of
+// the full form.
+var (
+	apacheShort = chaos.Options{
+		Shoppers: 200, Arrive: 15 * time.Second, FaultAt: 1500 * time.Millisecond,
+		Freeze: 5 * time.Second, Down: 2 * time.Second, KafkaDown: 4 * time.Second,
+		Patience: 30 * time.Second, SettleWithin: 2 * time.Minute,
+		Faults: []string{chaos.FaultLeaderKilled, chaos.FaultTwoBrokersDown},
+	}
+	apacheFull = chaos.Options{
+		Shoppers: 4000, Arrive: 40 * time.Second, FaultAt: 10 * time.Second,
+		Freeze: 10 * time.Second, Down: 2 * time.Second, KafkaDown: 10 * time.Second,
+		Patience: time.Minute, SettleWithin: 3 * time.Minute,
+	}
+)
+
+// TestFaultsApacheKafka runs the served system on a three-node Apache Kafka
+// cluster and injects the cluster's faults (a leader killed, a broker
+// frozen, two of three down, the controller killed, the whole cluster
+// restarted) and the other faults' Apache forms, each into its own crowd,
+// with the same checks as TestFaults. SECKILL_CHAOS=full runs every fault
+// with the full crowd; SECKILL_CHAOS_FAULTS and SECKILL_CHAOS_TABLE as
+// TestFaults (the table is written beside it, with .apache before .md).
+func TestFaultsApacheKafka(t *testing.T) {
+	opts := apacheShort
+	if os.Getenv("SECKILL_CHAOS") == "full" {
+		opts = apacheFull
+	}
+	opts.ApacheKafka = true
+	if names, picked := pickFaults(t, chaos.ApacheFaults()); picked {
+		if len(names) == 0 {
+			t.Log("SECKILL_CHAOS_FAULTS names none of the Apache Kafka run's faults")
+			return
+		}
+		opts.Faults = names
+	}
+	table := os.Getenv("SECKILL_CHAOS_TABLE")
+	if table != "" {
+		table = strings.TrimSuffix(table, ".md") + ".apache.md"
+	}
+	results := run(t, opts, table)
+	want := len(opts.Faults)
+	if want == 0 {
+		want = len(chaos.ApacheFaults())
+	}
+	require.Len(t, results, want)
+	for _, res := range results {
+		if strings.HasPrefix(res.Fault, "kafka:") {
+			require.NotEmpty(t, res.Notes, "%s says what it struck", res.Fault)
+		}
+	}
+}
+
+// pickFaults returns the faults of SECKILL_CHAOS_FAULTS (comma separated)
+// that are among of, and whether the variable names any. A name no run
+// knows fails the test.
+func pickFaults(t *testing.T, of []string) ([]string, bool) {
+	t.Helper()
+	list := os.Getenv("SECKILL_CHAOS_FAULTS")
+	if strings.TrimSpace(list) == "" {
+		return nil, false
+	}
+	var names []string
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		require.True(t, slices.Contains(chaos.Faults(), f) || slices.Contains(chaos.ApacheFaults(), f) || f == chaos.FaultFleet,
+			"SECKILL_CHAOS_FAULTS: unknown fault %q", f)
+		if slices.Contains(of, f) {
+			names = append(names, f)
+		}
+	}
+	return names, true
 }
 
 // Sizes of the fleet test's two forms: make test (a small crowd) and make

@@ -33,6 +33,10 @@ type crowd struct {
 	patience  time.Duration
 
 	inFlight atomic.Int64 // buy requests sent and not answered
+	// firstAccepts counts the 202s that were a shopper's first answer: a
+	// 202 after a 503 may be the replay of a hold the gateway kept when
+	// its Kafka write was unclear.
+	firstAccepts atomic.Int64
 
 	mu       sync.Mutex
 	accepted map[int64]int64 // order id -> user id, every 202
@@ -78,16 +82,19 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 	key := rand.Text()
 	giveUp := time.Now().Add(c.patience)
 	path := "/api/v1/vouchers/" + strconv.FormatInt(c.voucherID, 10) + "/orders"
-	for {
+	for attempt := 0; ; attempt++ {
 		var out struct {
 			OrderID string `json:"order_id"`
 		}
 		c.inFlight.Add(1)
 		status, retryAfter, err := c.apis[gw].call(ctx, http.MethodPost, path, token, key, map[string]any{"quantity": 1}, &out)
 		c.inFlight.Add(-1)
-		label := answerLabel(status, err)
+		label := answerLabel(status, retryAfter, err)
 		c.count(label, false)
 		if err == nil {
+			if attempt == 0 {
+				c.firstAccepts.Add(1)
+			}
 			id, perr := strconv.ParseInt(out.OrderID, 10, 64)
 			if perr != nil {
 				c.problem("user %d: 2xx without an order id: %q", user, out.OrderID)
@@ -120,10 +127,17 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 	}
 }
 
+// label503NoRetryAfter counts the 503 answers without a Retry-After, which
+// the contract gives every 503.
+const label503NoRetryAfter = "503 without Retry-After"
+
 // answerLabel names an answer for the counts: "202", "409", "no answer".
-func answerLabel(status int, err error) string {
+func answerLabel(status, retryAfter int, err error) string {
 	if status == 0 && err != nil {
 		return "no answer"
+	}
+	if status == http.StatusServiceUnavailable && retryAfter <= 0 {
+		return label503NoRetryAfter
 	}
 	return strconv.Itoa(status)
 }

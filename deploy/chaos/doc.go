@@ -43,6 +43,17 @@
 // are killed with SIGKILL and stay dead; shoppers whose gateway gives no
 // answer retry on the next one.
 //
+// With Options.ApacheKafka the served system runs on a three-node Apache
+// Kafka cluster (replication factor 3, min.insync.replicas 2) instead, with
+// the faults of ApacheFaults: the busiest partition's leader killed -9 and
+// started again, a broker frozen, two of three brokers down (buys answered
+// 503 with a Retry-After, never 202), the active controller killed, the whole
+// cluster restarted; a frozen node keeps the answers away where the
+// in-process broker withholds them (the group coordinator for the worker
+// killed mid-batch, every leader of the topic for the gateway killed before
+// its Kafka write). TestFaultsApacheKafka runs two of them in make test and
+// all of them in make chaos.
+//
 // Run drives one or all faults and returns a Result per fault; WriteTable
 // prints them. The package's test runs every fault with a small crowd (make
 // test) or with the full crowd (make chaos, which sets SECKILL_CHAOS=full);

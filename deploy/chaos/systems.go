@@ -33,44 +33,77 @@ type served struct {
 
 	gateway, worker *fleet.Process // what the faults strike
 	api             *api
+	// apache is the Apache Kafka cluster the processes use instead of the
+	// fleet's in-process broker (Options.ApacheKafka); nil otherwise.
+	apache *apacheServed
+}
+
+// servedEnv is the served system's settings over the fleet's.
+func servedEnv() map[string]string {
+	// The crowd buys without sockets: the socket flood meets the shipped
+	// cap per address.
+	return map[string]string{"SECKILL_WS_PER_ADDR": strconv.Itoa(floodSocketsPerAddr)}
 }
 
 func (r *runner) startServed(ctx context.Context) (_ *served, err error) {
-	// The in-process broker (the fleet's default): the worker and gateway
+	// The in-process broker (the fleet's default, unless Options.ApacheKafka): the worker and gateway
 	// kills strike while it leaves a kind of request unanswered (withhold,
 	// through its request hooks), and the broker restart is its Stop and
 	// Start; Apache Kafka has neither hook.
+	dir := filepath.Join(r.opts.Dir, "served")
+	if r.opts.ApacheKafka {
+		return r.startApacheServed(ctx, dir)
+	}
 	f, err := fleet.Start(ctx, fleet.Options{
-		Bin: r.opts.Bin, Dir: filepath.Join(r.opts.Dir, "served"),
+		Bin: r.opts.Bin, Dir: dir,
 		Shape:        fleet.Shape{Gateways: 1, Workers: 1, Sweepers: 1},
 		RedisPersist: true, AdminToken: r.admin, JWTSecret: r.secret, Logf: r.opts.Logf,
-		// The crowd buys without sockets: the socket flood meets the
-		// shipped cap per address.
-		Env: map[string]string{"SECKILL_WS_PER_ADDR": strconv.Itoa(floodSocketsPerAddr)},
+		Env: servedEnv(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	s := &served{r: r, Fleet: f, gateway: f.Gateways[0], worker: f.Workers[0]}
-	ropts, err := redis.ParseURL(f.Redis.URL)
-	if err != nil {
+	if err := s.finish(); err != nil {
 		f.Close()
 		return nil, err
 	}
-	s.rdb = redis.NewClient(ropts)
-	s.api = newAPI(s.gateway.Addr, r.admin)
 	return s, nil
 }
 
+// finish opens the suite's clients of the started system.
+func (s *served) finish() error {
+	ropts, err := redis.ParseURL(s.Redis.URL)
+	if err != nil {
+		return err
+	}
+	s.rdb = redis.NewClient(ropts)
+	s.api = newAPI(s.gateway.Addr, s.r.admin)
+	return nil
+}
+
 func (s *served) close() {
-	_ = s.rdb.Close()
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.apache != nil && s.worker != nil {
+		s.worker.Stop(10 * time.Second)
+	}
 	s.Fleet.Close()
+	if s.apache != nil {
+		s.apache.close()
+	}
 }
 
 // fault returns the injection of a fault on the served system. It returns
 // once the fault is over: the service or process is back.
 func (s *served) fault(name string) func(ctx context.Context, c *crowd, res *Result) error {
 	o := s.r.opts
+	if s.apache != nil {
+		if f := s.apacheFault(name); f != nil {
+			return f
+		}
+	}
 	switch name {
 	case FaultPostgresFrozen:
 		return func(ctx context.Context, _ *crowd, _ *Result) error {

@@ -163,8 +163,13 @@ func TestApacheKafkaThreeNodesReplicateTopics(t *testing.T) {
 		}
 		var entries []sarama.ConfigEntry
 		require.Eventually(t, func() bool {
-			entries, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}})
-			return err == nil
+			var res []*sarama.ConfigResourceResult
+			res, err = admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"min.insync.replicas"}}}, sarama.DescribeConfigsOptions{})
+			if err != nil || len(res) != 1 || res[0].ErrorCode != sarama.ErrNoError {
+				return false
+			}
+			entries = res[0].Configs
+			return true
 		}, 30*time.Second, 100*time.Millisecond, "topic %s: %v", topic, err)
 		require.Len(t, entries, 1)
 		require.Equal(t, "2", entries[0].Value, "topic %s", topic)
