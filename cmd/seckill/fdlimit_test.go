@@ -20,17 +20,19 @@ import (
 
 // startProcess runs `seckill serve` (every role) as a process of its own on
 // the package's services, with the shipped per-address caps, so that its
-// open-file limit can be lowered without touching the test's.
-func startProcess(t *testing.T) *fleet.Process {
+// open-file limit can be lowered without touching the test's. It returns
+// the process and its ops listener's address, where /metrics is served.
+func startProcess(t *testing.T) (*fleet.Process, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	bin, err := fleet.Build(ctx, dir)
 	require.NoError(t, err)
-	addr := freeAddr(t)
+	addr, opsAddr := freeAddr(t), freeAddr(t)
 	env := map[string]string{
 		"SECKILL_HTTP_ADDR":     addr,
+		"SECKILL_OPS_ADDR":      opsAddr,
 		"SECKILL_REDIS_URL":     stack.RedisURL,
 		"SECKILL_DATABASE_URL":  stack.NewDatabaseURL(t),
 		"SECKILL_KAFKA_BROKERS": stack.KafkaBrokers[0],
@@ -47,7 +49,7 @@ func startProcess(t *testing.T) *fleet.Process {
 			t.Logf("%s ends with:\n%s", p.LogPath, fleet.Tail(p.LogPath))
 		}
 	})
-	return p
+	return p, opsAddr
 }
 
 // metricSum is the sum of every series of a metric family on /metrics.
@@ -77,7 +79,7 @@ func metricSum(t *testing.T, addr, name string) float64 {
 // the dependencies are ready again. The process used to exit with
 // `accept4: too many open files`.
 func TestDescriptorExhaustionKeepsTheProcess(t *testing.T) {
-	p := startProcess(t)
+	p, opsAddr := startProcess(t)
 	ctx := t.Context()
 	log, err := os.ReadFile(p.LogPath)
 	require.NoError(t, err)
@@ -99,10 +101,10 @@ func TestDescriptorExhaustionKeepsTheProcess(t *testing.T) {
 		}
 	})
 	require.Eventually(t, func() bool {
-		return metricSum(t, p.Addr, "seckill_gateway_connections_refused_total") >= float64(900-gatewayDefaultPerAddr(t))
+		return metricSum(t, opsAddr, "seckill_gateway_connections_refused_total") >= float64(900-gatewayDefaultPerAddr(t))
 	}, 30*time.Second, 100*time.Millisecond, "the connections past the cap are closed (%d dials failed)", flood.Failed)
 	t.Logf("127.0.0.2: %d dials completed, %d reset; refused so far %v", len(flood.Open), flood.Failed,
-		metricSum(t, p.Addr, "seckill_gateway_connections_refused_total"))
+		metricSum(t, opsAddr, "seckill_gateway_connections_refused_total"))
 	flood.Close()
 
 	// Several addresses, each within its cap: every descriptor is used.
@@ -124,9 +126,9 @@ func TestDescriptorExhaustionKeepsTheProcess(t *testing.T) {
 	require.Eventually(t, func() bool { return fleet.Ready(ctx, p.Addr) },
 		30*time.Second, 100*time.Millisecond, "Redis, PostgreSQL and Kafka are ready again")
 	require.False(t, p.Exited())
-	require.Positive(t, metricSum(t, p.Addr, "seckill_gateway_accept_errors_total"), "accept errors were waited out")
+	require.Positive(t, metricSum(t, opsAddr, "seckill_gateway_accept_errors_total"), "accept errors were waited out")
 	t.Logf("five addresses: %d connections; accept errors waited out: %v", 5*250,
-		metricSum(t, p.Addr, "seckill_gateway_accept_errors_total"))
+		metricSum(t, opsAddr, "seckill_gateway_accept_errors_total"))
 	log, err = os.ReadFile(p.LogPath)
 	require.NoError(t, err)
 	require.Contains(t, string(log), "ulimit -n", "the log says what to do")

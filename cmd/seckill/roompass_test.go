@@ -30,10 +30,15 @@ func (ts *testSystem) admittedPass(t *testing.T, voucherID, token string) string
 }
 
 // startRoomShopper starts a system with a waiting-room voucher on sale
-// (stock 5, two a shopper) and one shopper admitted with its pass.
+// (stock 5, two a shopper) and one shopper admitted with its pass. Its
+// topic is on the in-process broker, whose request hooks let a test hold a
+// produce (holdProduce); Apache Kafka has none.
 func startRoomShopper(t *testing.T) (ts *testSystem, voucherID string, userID int64, token, pass string) {
 	t.Helper()
-	ts = startSystem(t, nil)
+	ts = startSystem(t, map[string]string{
+		"SECKILL_KAFKA_BROKERS": stack.KafkaBrokers[0],
+		"SECKILL_KAFKA_TOPIC":   stack.NewTopic(t, 6),
+	})
 	voucherID = ts.createRoomVoucher(t, 5, 2, 5, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	userID = testUser()
 	token = ts.shopper(t, userID)

@@ -111,9 +111,10 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 // min.insync.replicas 2, so an order is accepted only once two brokers hold
 // it, and the consumer group, its offsets and the dead-letter topic the
 // workers create are the real broker's. It returns the brokers as
-// SECKILL_KAFKA_BROKERS takes them, and the topic. No test of this package
-// injects a fault into the broker; the faults that need the in-process
-// broker's request hooks are deploy/chaos's.
+// SECKILL_KAFKA_BROKERS takes them, and the topic. The tests that hold a
+// produce request through the in-process broker's hooks set
+// SECKILL_KAFKA_BROKERS and SECKILL_KAFKA_TOPIC to it instead (the room pass
+// tests); the faults of the brokers themselves are deploy/chaos's.
 func newKafkaTopic(t testing.TB, partitions int32) (brokers, topic string) {
 	t.Helper()
 	k := stack.ApacheKafka(t, 3)
