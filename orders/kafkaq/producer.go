@@ -44,12 +44,18 @@ type Producer struct {
 	routed chan struct{}
 }
 
+// protocolVersion is the protocol level sarama speaks: its newest, 4.3.1,
+// which Apache Kafka 4.4 (production's broker) and kfake both serve. Kafka 4
+// removed the old request versions, so the level must not fall back to
+// sarama's 2.8 default.
+func protocolVersion() sarama.KafkaVersion { return sarama.V4_3_1_0 }
+
 // ProducerConfig returns the sarama configuration the Producer uses:
 // acknowledged by all in-sync replicas, idempotent (a retried write is not
 // duplicated by the broker), results returned per message.
 func ProducerConfig() *sarama.Config {
 	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V2_8_0_0 // kfake and Kafka 2.8+ speak it
+	cfg.Version = protocolVersion()
 	cfg.ClientID = "seckill-producer"
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Idempotent = true
