@@ -32,13 +32,10 @@ func restoreAll(t *testing.T, k *localstack.ApacheKafka) {
 	})
 }
 
-// With two of three nodes down the partition cannot reach
-// min.insync.replicas: the producer gives up by itself, before the
-// caller's deadline, with NOT_ENOUGH_REPLICAS. That answer is refused
-// before the append, but it is only the last of sarama's attempts: an
-// earlier one may have been appended (the ISR check comes before the
-// idempotent duplicate check), so it must not read as "not queued".
-func TestPublishTwoNodesDown(t *testing.T) {
+// faultSetup returns the cluster, a one-partition topic holding one
+// published reservation, its producer and the partition's leader.
+func faultSetup(t *testing.T) (*localstack.ApacheKafka, kafka, string, *kafkaq.Producer, int) {
+	t.Helper()
 	k := stack.ApacheKafka(t, 3)
 	restoreAll(t, k)
 	b := apache(t)
@@ -48,6 +45,18 @@ func TestPublishTwoNodesDown(t *testing.T) {
 	require.NoError(t, p.Publish(ctx, reservation(1, 1)))
 	leader, err := k.Leader(ctx, topic, 0)
 	require.NoError(t, err)
+	return k, b, topic, p, leader
+}
+
+// With two of three nodes down the partition cannot reach
+// min.insync.replicas: the producer gives up by itself, before the
+// caller's deadline, with NOT_ENOUGH_REPLICAS. That answer is refused
+// before the append, but it is only the last of sarama's attempts: an
+// earlier one may have been appended (the ISR check comes before the
+// idempotent duplicate check), so it must not read as "not queued".
+func TestPublishTwoNodesDown(t *testing.T) {
+	k, _, _, p, leader := faultSetup(t)
+	ctx := context.Background()
 	for i := range k.Brokers {
 		if i != leader {
 			require.NoError(t, k.Stop(ctx, i))
@@ -56,7 +65,7 @@ func TestPublishTwoNodesDown(t *testing.T) {
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	began := time.Now()
-	err = p.Publish(pctx, reservation(2, 1))
+	err := p.Publish(pctx, reservation(2, 1))
 	t.Logf("publish with two nodes down: %v after %v", err, time.Since(began))
 	require.ErrorIs(t, err, sarama.ErrNotEnoughReplicas)
 	require.False(t, errors.Is(err, seckill.ErrNotQueued), "an earlier attempt may have been appended: %v", err)
@@ -66,20 +75,13 @@ func TestPublishTwoNodesDown(t *testing.T) {
 // A killed leader: sarama retries on the new leader and the write
 // succeeds; the idempotent producer writes it once.
 func TestPublishLeaderKilled(t *testing.T) {
-	k := stack.ApacheKafka(t, 3)
-	restoreAll(t, k)
-	b := apache(t)
-	topic := b.newTopic(t, 1)
-	p := newProducer(t, b, topic)
+	k, b, topic, p, leader := faultSetup(t)
 	ctx := context.Background()
-	require.NoError(t, p.Publish(ctx, reservation(1, 1)))
-	leader, err := k.Leader(ctx, topic, 0)
-	require.NoError(t, err)
 	k.Kill(leader)
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	began := time.Now()
-	err = p.Publish(pctx, reservation(2, 1))
+	err := p.Publish(pctx, reservation(2, 1))
 	t.Logf("publish with the leader (node %d) killed: %v after %v", leader, err, time.Since(began))
 	require.NoError(t, err)
 
@@ -96,20 +98,13 @@ func TestPublishLeaderKilled(t *testing.T) {
 // A frozen leader answers nothing: the outcome is unclear, and Publish must
 // not say "not queued" (the hold stays for the worker or the reconciler).
 func TestPublishLeaderFrozen(t *testing.T) {
-	k := stack.ApacheKafka(t, 3)
-	restoreAll(t, k)
-	b := apache(t)
-	topic := b.newTopic(t, 1)
-	p := newProducer(t, b, topic)
+	k, _, _, p, leader := faultSetup(t)
 	ctx := context.Background()
-	require.NoError(t, p.Publish(ctx, reservation(1, 1)))
-	leader, err := k.Leader(ctx, topic, 0)
-	require.NoError(t, err)
 	require.NoError(t, k.Freeze(leader))
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	began := time.Now()
-	err = p.Publish(pctx, reservation(2, 1))
+	err := p.Publish(pctx, reservation(2, 1))
 	t.Logf("publish with the leader (node %d) frozen: %v after %v", leader, err, time.Since(began))
 	k.Thaw(leader)
 	if err != nil {
