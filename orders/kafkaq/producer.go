@@ -83,11 +83,11 @@ func ProducerConfig() *sarama.Config {
 	// A killed leader keeps its partitions until the controller's session
 	// with it expires (broker.session.timeout.ms, 9 s) and elects another:
 	// meanwhile sarama meets "connection refused" and stale metadata. The
-	// retries span about 17 s (100 ms doubling to 1 s, 20 times), so such
-	// a write lands on the new leader instead of failing after half a
-	// second (5 retries of 100 ms did on Kafka 4.4). The caller's context
-	// bounds the wait.
-	cfg.Producer.Retry.Max = 20
+	// retries span about 27 s (100 ms doubling to 1 s, 30 times; the
+	// failover took 9.5-13 s on a loaded machine), so such a write lands on
+	// the new leader instead of failing after half a second (5 retries of
+	// 100 ms did on Kafka 4.4). The caller's context bounds the wait.
+	cfg.Producer.Retry.Max = 30
 	cfg.Producer.Retry.BackoffFunc = func(retries, _ int) time.Duration {
 		return min(100*time.Millisecond<<min(retries, 4), time.Second)
 	}
