@@ -110,10 +110,14 @@ type Consumer struct {
 // the handler persisted the batch.
 func ConsumerGroupConfig() *sarama.Config {
 	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V2_8_0_0 // kfake and Kafka 2.8+ speak it
+	cfg.Version = protocolVersion()
 	cfg.ClientID = "seckill-worker"
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = false
+	// Only OffsetCommit v2-v4 carry a retention, and with a zero one sarama
+	// sends v1, which Kafka 4 refuses: keep it set should the version level
+	// ever be lowered (v5+ leave retention to the broker).
+	cfg.Consumer.Offsets.Retention = 7 * 24 * time.Hour
 	cfg.Consumer.Return.Errors = true
 	// The broker answers one request per connection at a time, so an offset
 	// commit waits behind the fetch long-poll on the same connection: with

@@ -1,6 +1,7 @@
 package kafkaq_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
@@ -8,4 +9,11 @@ import (
 
 var stack *stacktest.Stack
 
-func TestMain(m *testing.M) { stacktest.Main(m, &stack) }
+func TestMain(m *testing.M) {
+	// A worker process started by a test (see startWorker) runs only its
+	// consumer, on the parent's services.
+	if spec := os.Getenv(workerEnv); spec != "" {
+		os.Exit(workerMain(spec))
+	}
+	stacktest.Main(m, &stack)
+}

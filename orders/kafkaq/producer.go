@@ -6,6 +6,11 @@
 // workers said they are persisted. It sits under orders because its
 // consumer is the workers' input, though it imports only seckill.
 //
+// A write the broker cannot take (a partition below min.insync.replicas, a
+// frozen leader) ends as an unclear outcome: the buyer keeps the hold and a
+// worker or the reconciler ends it. A killed leader costs a write about 9 s
+// of retries, not a failure. See Producer.
+//
 // Messages: key = user id (decimal), so one user's reservations stay in one
 // partition and in order; value = JSON of seckill.Reservation.
 package kafkaq
@@ -31,6 +36,21 @@ var ErrClosed = errors.New("kafkaq: producer closed")
 // Producer publishes reservations. Many goroutines may call Publish at once:
 // their messages are batched by one async producer, and each caller waits for
 // its own message's acknowledgement by every in-sync replica.
+//
+// On a three-node Apache Kafka 4.4 (min.insync.replicas 2) the faults end
+// so (faults_test.go):
+//   - leader killed: connection refused until the controller moves the
+//     leadership (about 9 s); sarama retries and the write succeeds, once.
+//   - two nodes down: NOT_ENOUGH_REPLICAS after the retries. It is not
+//     ErrNotQueued: only the last attempt's answer is known, and an earlier
+//     attempt may have been appended. The buyer keeps the hold for the
+//     worker or the reconciler, as for any unclear outcome.
+//   - leader frozen, or a connection broken mid-request: no answer; Publish
+//     ends with the caller's context, unclear likewise.
+//
+// Only a refusal before any broker was asked (unknown topic, message too
+// large, producer closed, context done before the hand-over) is
+// ErrNotQueued, and the buyer gives the hold back at once.
 type Producer struct {
 	producer sarama.AsyncProducer
 	topic    string
@@ -44,17 +64,33 @@ type Producer struct {
 	routed chan struct{}
 }
 
+// protocolVersion is the protocol level sarama speaks: its newest, 4.3.1,
+// which Apache Kafka 4.4 (production's broker) and kfake both serve. Kafka 4
+// removed the old request versions, so the level must not fall back to
+// sarama's 2.8 default.
+func protocolVersion() sarama.KafkaVersion { return sarama.V4_3_1_0 }
+
 // ProducerConfig returns the sarama configuration the Producer uses:
 // acknowledged by all in-sync replicas, idempotent (a retried write is not
 // duplicated by the broker), results returned per message.
 func ProducerConfig() *sarama.Config {
 	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V2_8_0_0 // kfake and Kafka 2.8+ speak it
+	cfg.Version = protocolVersion()
 	cfg.ClientID = "seckill-producer"
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Idempotent = true
 	cfg.Net.MaxOpenRequests = 1 // required by the idempotent producer
-	cfg.Producer.Retry.Max = 5
+	// A killed leader keeps its partitions until the controller's session
+	// with it expires (broker.session.timeout.ms, 9 s) and elects another:
+	// meanwhile sarama meets "connection refused" and stale metadata. The
+	// retries span about 27 s (100 ms doubling to 1 s, 30 times; the
+	// failover took 9.5-13 s on a loaded machine), so such a write lands on
+	// the new leader instead of failing after half a second (5 retries of
+	// 100 ms did on Kafka 4.4). The caller's context bounds the wait.
+	cfg.Producer.Retry.Max = 30
+	cfg.Producer.Retry.BackoffFunc = func(retries, _ int) time.Duration {
+		return min(100*time.Millisecond<<min(retries, 4), time.Second)
+	}
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
 	cfg.Producer.Partitioner = sarama.NewHashPartitioner
@@ -173,7 +209,9 @@ func (p *Producer) Close() error {
 // refusedBeforeWriting reports whether sarama gave up on a message without
 // any broker having been asked to write it: the topic or partition does not
 // exist, or the message is too large to send. Any other failure (a timeout,
-// a lost connection, an unclear answer) may have left it written.
+// a lost connection, an unclear answer) may have left it written; so may
+// NOT_ENOUGH_REPLICAS, which sarama retries and reports for the last
+// attempt only.
 func refusedBeforeWriting(err error) bool {
 	return errors.Is(err, sarama.ErrUnknownTopicOrPartition) ||
 		errors.Is(err, sarama.ErrInvalidTopic) ||

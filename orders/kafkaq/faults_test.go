@@ -1,0 +1,113 @@
+package kafkaq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// The tests of this file take nodes of the package's three-node cluster
+// down, so they are not parallel; each brings every node back and waits for
+// the replicas to be in sync before it ends.
+
+// restoreAll starts every node again and waits until all replicas are in
+// sync, when the test ends.
+func restoreAll(t *testing.T, k *localstack.ApacheKafka) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for i := range k.Brokers {
+			k.Thaw(i)
+			require.NoError(t, k.Start(ctx, i))
+		}
+		require.NoError(t, k.WaitInSync(ctx))
+	})
+}
+
+// faultSetup returns the cluster, a one-partition topic holding one
+// published reservation, its producer and the partition's leader.
+func faultSetup(t *testing.T) (*localstack.ApacheKafka, kafka, string, *kafkaq.Producer, int) {
+	t.Helper()
+	k := stack.ApacheKafka(t, 3)
+	restoreAll(t, k)
+	b := apache(t)
+	topic := b.newTopic(t, 1)
+	p := newProducer(t, b, topic)
+	ctx := context.Background()
+	require.NoError(t, p.Publish(ctx, reservation(1, 1)))
+	leader, err := k.Leader(ctx, topic, 0)
+	require.NoError(t, err)
+	return k, b, topic, p, leader
+}
+
+// With two of three nodes down the partition cannot reach
+// min.insync.replicas: the producer gives up by itself, before the
+// caller's deadline, with NOT_ENOUGH_REPLICAS. That answer is refused
+// before the append, but it is only the last of sarama's attempts: an
+// earlier one may have been appended (the ISR check comes before the
+// idempotent duplicate check), so it must not read as "not queued".
+func TestPublishTwoNodesDown(t *testing.T) {
+	k, _, _, p, leader := faultSetup(t)
+	ctx := context.Background()
+	for i := range k.Brokers {
+		if i != leader {
+			require.NoError(t, k.Stop(ctx, i))
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	began := time.Now()
+	err := p.Publish(pctx, reservation(2, 1))
+	t.Logf("publish with two nodes down: %v after %v", err, time.Since(began))
+	require.ErrorIs(t, err, sarama.ErrNotEnoughReplicas)
+	require.False(t, errors.Is(err, seckill.ErrNotQueued), "an earlier attempt may have been appended: %v", err)
+	require.NoError(t, pctx.Err(), "the producer gave up before the caller's deadline")
+}
+
+// A killed leader: sarama retries on the new leader and the write
+// succeeds; the idempotent producer writes it once.
+func TestPublishLeaderKilled(t *testing.T) {
+	k, b, topic, p, leader := faultSetup(t)
+	ctx := context.Background()
+	k.Kill(leader)
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	began := time.Now()
+	err := p.Publish(pctx, reservation(2, 1))
+	t.Logf("publish with the leader (node %d) killed: %v after %v", leader, err, time.Since(began))
+	require.NoError(t, err)
+
+	var c collector
+	_, stop := run(t, b, kafkaq.ConsumerConfig{Topic: topic, Group: "g-" + topic}, c.handle)
+	require.Eventually(t, func() bool { return c.count() >= 2 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return committed(t, b, "g-"+topic, topic, 1)[0] == 2 }, 30*time.Second, 50*time.Millisecond)
+	stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Len(t, c.seen, 2, "each message once")
+}
+
+// A frozen leader answers nothing: the outcome is unclear, and Publish must
+// not say "not queued" (the hold stays for the worker or the reconciler).
+func TestPublishLeaderFrozen(t *testing.T) {
+	k, _, _, p, leader := faultSetup(t)
+	ctx := context.Background()
+	require.NoError(t, k.Freeze(leader))
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	began := time.Now()
+	err := p.Publish(pctx, reservation(2, 1))
+	t.Logf("publish with the leader (node %d) frozen: %v after %v", leader, err, time.Since(began))
+	k.Thaw(leader)
+	if err != nil {
+		require.False(t, errors.Is(err, seckill.ErrNotQueued), "a frozen leader may have written it: %v", err)
+	}
+}
