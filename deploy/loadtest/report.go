@@ -23,7 +23,7 @@ func (r *runner) summarize(rep *Report) {
 	var all []time.Duration
 	first, last := time.Duration(math.MaxInt64), time.Duration(0)
 	lastAccepted := time.Duration(0)
-	firstAccept := make(map[string]time.Duration) // order id -> its first 202
+	firstAccept := make(map[string]time.Duration) // order id -> when its first 202's request was sent
 	for i, res := range r.results {
 		if !res.sent {
 			continue
@@ -50,13 +50,13 @@ func (r *runner) summarize(rep *Report) {
 		if res.outcome == OutcomeAccepted {
 			// Only the first 202 of an order took stock: a replay's 202
 			// after the sell-out is no sale.
-			if e, ok := firstAccept[res.orderID]; !ok || end < e {
-				firstAccept[res.orderID] = end
+			if e, ok := firstAccept[res.orderID]; !ok || res.start < e {
+				firstAccept[res.orderID] = res.start
 			}
 		}
 	}
-	for _, end := range firstAccept {
-		lastAccepted = max(lastAccepted, end)
+	for _, sent := range firstAccept {
+		lastAccepted = max(lastAccepted, sent)
 	}
 	if rep.Sent == 0 {
 		return
@@ -69,8 +69,12 @@ func (r *runner) summarize(rep *Report) {
 	if last > first {
 		rep.RequestsPerSecond = math.Round(float64(rep.Sent)/(last-first).Seconds()*10) / 10
 	}
-	// Sold out: the first sold_out answer after the last accepted one. An
-	// earlier sold_out can be a quantity-2 ask against the last unit.
+	// Sold out: the first sold_out answer that ended after the last sale's
+	// request was sent. Its unit was reserved after that send, while its
+	// 202 may come back much later (it waits for Kafka's acknowledgement,
+	// which sold_out answers never do), so the 202's own arrival is no
+	// bound. A sold_out that ended before that send can be a quantity-2 ask
+	// against the last unit.
 	soldOut := time.Duration(-1)
 	for _, res := range r.results {
 		if res.sent && res.outcome == OutcomeSoldOut {
