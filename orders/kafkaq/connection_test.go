@@ -188,9 +188,9 @@ func readFrame(r io.Reader) ([]byte, error) {
 	return frame, err
 }
 
-// readAll returns every order id in topic's first partitions, read from
-// the oldest message to the end, with how many times each appears.
-func readAll(t testing.TB, brokers []string, topic string, partitions int32) map[int64]int {
+// readLog returns the order ids of each of topic's first partitions in
+// offset order, read from the oldest message to the end.
+func readLog(t testing.TB, brokers []string, topic string, partitions int32) [][]int64 {
 	t.Helper()
 	client, err := sarama.NewClient(brokers, kafkaq.ConsumerGroupConfig())
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func readAll(t testing.TB, brokers []string, topic string, partitions int32) map
 	consumer, err := sarama.NewConsumerFromClient(client)
 	require.NoError(t, err)
 	defer consumer.Close()
-	seen := map[int64]int{}
+	log := make([][]int64, partitions)
 	for part := range partitions {
 		end, err := client.GetOffset(topic, part, sarama.OffsetNewest)
 		require.NoError(t, err)
@@ -213,13 +213,26 @@ func readAll(t testing.TB, brokers []string, topic string, partitions int32) map
 			case msg := <-pc.Messages():
 				r, err := kafkaq.Decode(msg.Value)
 				require.NoError(t, err)
-				seen[r.OrderID]++
+				log[part] = append(log[part], r.OrderID)
 				done = msg.Offset+1 >= end
 			case <-timeout:
 				require.FailNow(t, "partition not read to its end", "topic %s partition %d end %d", topic, part, end)
 			}
 		}
 		require.NoError(t, pc.Close())
+	}
+	return log
+}
+
+// readAll returns every order id in topic's first partitions with how
+// many times it appears.
+func readAll(t testing.TB, brokers []string, topic string, partitions int32) map[int64]int {
+	t.Helper()
+	seen := map[int64]int{}
+	for _, ids := range readLog(t, brokers, topic, partitions) {
+		for _, id := range ids {
+			seen[id]++
+		}
 	}
 	return seen
 }
