@@ -162,31 +162,48 @@ func startWorker(t *testing.T, s workerSpec) *exec.Cmd {
 	return cmd
 }
 
+// effects is a worker test's set-up: a topic on the package's Apache Kafka
+// holding n reservations of the given number of users, a group name for it
+// and a database with the effects tables.
+type effects struct {
+	b                 kafka
+	topic, group, url string
+	pool              *pgxpool.Pool
+	count             func(query string) int // runs a count(*) query
+}
+
+func newEffects(t *testing.T, partitions int32, n, users int64) effects {
+	t.Helper()
+	ctx := context.Background()
+	e := effects{b: apache(t), url: stack.NewDatabaseURL(t)}
+	e.topic = e.b.newTopic(t, partitions)
+	e.group = "g-" + e.topic
+	pool, err := pgxpool.New(ctx, e.url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e.pool = pool
+	_, err = pool.Exec(ctx, effectsTable)
+	require.NoError(t, err)
+	p := newProducer(t, e.b, e.topic)
+	for i := range n {
+		require.NoError(t, p.Publish(ctx, reservation(i+1, i%users+1)))
+	}
+	e.count = func(q string) int {
+		var c int
+		require.NoError(t, pool.QueryRow(ctx, q).Scan(&c))
+		return c
+	}
+	return e
+}
+
 // A worker process of the group is killed (SIGKILL) mid-batch, its
 // connections torn down with it. No message is lost, every durable effect
 // happens once, and the group's offsets reach the end only once every
 // effect is committed in PostgreSQL.
 func TestWorkerProcessKilled(t *testing.T) {
-	ctx := context.Background()
-	b := apache(t)
-	topic := b.newTopic(t, 2)
-	group := "g-" + topic
-	url := stack.NewDatabaseURL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pool.Exec(ctx, effectsTable)
-	require.NoError(t, err)
 	const n = 300
-	p := newProducer(t, b, topic)
-	for i := range int64(n) {
-		require.NoError(t, p.Publish(ctx, reservation(i+1, i%30+1)))
-	}
-	count := func(q string) int {
-		var c int
-		require.NoError(t, pool.QueryRow(ctx, q).Scan(&c))
-		return c
-	}
+	e := newEffects(t, 2, n, 30)
+	b, topic, group, url, pool, count := e.b, e.topic, e.group, e.url, e.pool, e.count
 	committedSum := func() int64 {
 		var s int64
 		for _, off := range committed(t, b, group, topic, 2) {
@@ -240,28 +257,10 @@ func TestWorkerFrozen(t *testing.T) {
 }
 
 func workerFrozen(t *testing.T, hold string) {
-	ctx := context.Background()
-	b := apache(t)
-	const partitions = 2
-	topic := b.newTopic(t, partitions)
-	group := "g-" + topic
-	url := stack.NewDatabaseURL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pool.Exec(ctx, effectsTable)
-	require.NoError(t, err)
-	const n = 100
-	p := newProducer(t, b, topic)
-	for i := range int64(n) {
-		require.NoError(t, p.Publish(ctx, reservation(i+1, i%20+1)))
-	}
+	const partitions, n = 2, 100
+	e := newEffects(t, partitions, n, 20)
+	b, topic, group, url, pool, count := e.b, e.topic, e.group, e.url, e.pool, e.count
 	log := readLog(t, b.brokers, topic, partitions)
-	count := func(q string) int {
-		var c int
-		require.NoError(t, pool.QueryRow(ctx, q).Scan(&c))
-		return c
-	}
 	atEnd := func() bool {
 		offs := committed(t, b, group, topic, partitions)
 		for part, ids := range log {
