@@ -52,8 +52,11 @@ var ErrClosed = errors.New("kafkaq: producer closed")
 //     (connection_test.go).
 //   - leader frozen (or a connection that goes silent without a reset): no
 //     answer; Publish ends with the caller's context, unclear likewise.
-//     sarama's own read timeout (30 s) later sends it again to the new
-//     leader, still once.
+//     The batch stays in sarama's hands: the thawed node, fenced meanwhile,
+//     answers NOT_LEADER (or sarama's 30 s read timeout ends the wait) and
+//     it goes to the new leader with the same sequence number, so it is
+//     written at most once. Closing the producer while it retries drops it
+//     unwritten; the hold then ends by the reconciler.
 //
 // Only a refusal before any broker was asked (unknown topic, message too
 // large, producer closed, context done before the hand-over) is
