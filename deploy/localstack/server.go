@@ -4,10 +4,14 @@ package localstack
 // frozen and restarted on the same arguments (and so the same port).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,11 +159,50 @@ func (s *server) freeze() error {
 	}
 	// The parent first, so it forks nobody after its children are listed.
 	s.proc.signalGroup(syscall.SIGSTOP)
-	for _, kid := range ChildrenOf(s.proc.pid()) {
+	kids := ChildrenOf(s.proc.pid())
+	for _, kid := range kids {
 		_ = syscall.Kill(kid, syscall.SIGSTOP)
 	}
 	s.frozen = true
+	// The signal is only queued: a thread busy on another core stops at its
+	// next kernel entry, and a busy JVM can answer one more request first.
+	// Return once every thread is stopped, so nothing is answered after.
+	waitStopped(append(kids, s.proc.pid()), 5*time.Second)
 	return nil
+}
+
+// waitStopped waits until every thread of every pid is stopped (state T in
+// /proc/<pid>/task/<tid>/stat), or timeout passes.
+func waitStopped(pids []int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && !allStopped(pids) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func allStopped(pids []int) bool {
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue // gone
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			i := bytes.LastIndexByte(stat, ')')
+			if i < 0 || i+2 >= len(stat) {
+				continue
+			}
+			if st := stat[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // thaw continues what freeze stopped; it does nothing when nothing is frozen.

@@ -1,6 +1,7 @@
 package kafkaq
 
 import (
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -69,6 +70,18 @@ type ProducerOption func(*Producer)
 // WithMetrics times the producer's writes on m.
 func WithMetrics(m *Metrics) ProducerOption {
 	return func(p *Producer) { p.metrics = m }
+}
+
+// Dialer opens the producer's connections to the brokers.
+type Dialer interface {
+	Dial(network, addr string) (net.Conn, error)
+}
+
+// WithDialer makes the producer reach every broker through d (a SOCKS
+// proxy, a tunnel) rather than dialing the address itself. The fault tests
+// put a TCP proxy there that breaks connections mid-request.
+func WithDialer(d Dialer) ProducerOption {
+	return func(p *Producer) { p.dialer = d }
 }
 
 // produced records one Publish that began at start.

@@ -45,8 +45,18 @@ var ErrClosed = errors.New("kafkaq: producer closed")
 //     ErrNotQueued: only the last attempt's answer is known, and an earlier
 //     attempt may have been appended. The buyer keeps the hold for the
 //     worker or the reconciler, as for any unclear outcome.
-//   - leader frozen, or a connection broken mid-request: no answer; Publish
-//     ends with the caller's context, unclear likewise.
+//   - a connection broken mid-request (reset, the request or its answer
+//     lost): sarama sends the batch again on a new connection with the same
+//     producer id and sequence numbers, and the broker answers a batch it
+//     already appended without appending it again: success, written once
+//     (connection_test.go).
+//   - leader frozen (or a connection that goes silent without a reset): no
+//     answer; Publish ends with the caller's context, unclear likewise.
+//     The batch stays in sarama's hands: the thawed node, fenced meanwhile,
+//     answers NOT_LEADER (or sarama's 30 s read timeout ends the wait) and
+//     it goes to the new leader with the same sequence number, so it is
+//     written at most once. Closing the producer while it retries drops it
+//     unwritten; the hold then ends by the reconciler.
 //
 // Only a refusal before any broker was asked (unknown topic, message too
 // large, producer closed, context done before the hand-over) is
@@ -56,6 +66,7 @@ type Producer struct {
 	topic    string
 	log      *slog.Logger
 	metrics  *Metrics
+	dialer   Dialer
 
 	// mu guards closed, so no Publish sends on Input after Close began
 	// (sarama panics on that).
@@ -107,14 +118,19 @@ func NewProducer(brokers []string, topic string, log *slog.Logger, opts ...Produ
 	if log == nil {
 		log = slog.Default()
 	}
-	ap, err := sarama.NewAsyncProducer(brokers, ProducerConfig())
-	if err != nil {
-		return nil, fmt.Errorf("kafkaq: producer: %w", err)
-	}
-	p := &Producer{producer: ap, topic: topic, log: log, routed: make(chan struct{})}
+	p := &Producer{topic: topic, log: log, routed: make(chan struct{})}
 	for _, o := range opts {
 		o(p)
 	}
+	cfg := ProducerConfig()
+	if p.dialer != nil {
+		cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, p.dialer
+	}
+	ap, err := sarama.NewAsyncProducer(brokers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaq: producer: %w", err)
+	}
+	p.producer = ap
 	go p.route()
 	return p, nil
 }
