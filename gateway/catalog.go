@@ -258,7 +258,7 @@ func (s *Server) catalogGate(ctx context.Context, a *Attempt, next BuyFunc) (Pur
 	}
 	if err := seckill.CertainRefusal(v, time.Now(), a.Request.RequestKey != ""); err != nil {
 		if v.Paused {
-			err = WithRetryAfter(err, pausedRetryAfter)
+			err = seckill.WithRetryAfter(err, pausedRetryAfter)
 		}
 		return Purchase{}, err
 	}

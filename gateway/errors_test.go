@@ -85,7 +85,7 @@ func (*leaky) PublicMessage() string { return "secret" }
 
 func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	t.Parallel()
-	e := classify(WithRetryAfter(fmt.Errorf("limit: %w", seckill.ErrRateLimited), 2500*time.Millisecond))
+	e := classify(seckill.WithRetryAfter(fmt.Errorf("limit: %w", seckill.ErrRateLimited), 2500*time.Millisecond))
 	require.Equal(t, 429, e.row.status)
 	require.Equal(t, "3", retryAfterSeconds(e.retryAfter), "rounded up")
 	require.Equal(t, "1", retryAfterSeconds(10*time.Millisecond), "never 0")
@@ -121,7 +121,7 @@ func TestErrorRowsOverHTTP(t *testing.T) {
 	limitGate := GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
 		if a.Request.RequestKey == "flood" {
 			a.SetHeader("RateLimit-Remaining", "0")
-			return Purchase{}, WithRetryAfter(seckill.ErrRateLimited, 3*time.Second)
+			return Purchase{}, seckill.WithRetryAfter(seckill.ErrRateLimited, 3*time.Second)
 		}
 		return next(ctx, a)
 	})

@@ -98,7 +98,7 @@ type BuyFunc func(ctx context.Context, a *Attempt) (Purchase, error)
 // may wrap next (a circuit breaker runs it and counts the outcome); it may
 // look at next's answer (the sold-out flag learns from ErrSoldOut). An error
 // that has a method RetryAfter() time.Duration sets the Retry-After header
-// (see [WithRetryAfter]); one with PublicMessage() string sets the message.
+// (see [seckill.WithRetryAfter]); one with PublicMessage() string sets the message.
 type Gate interface {
 	Pass(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error)
 }

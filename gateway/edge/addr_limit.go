@@ -90,7 +90,7 @@ func (l *AddrLimit) charge(key string, now time.Time) (gcraResult, error) {
 	res := l.decide(key, now)
 	if !res.allowed {
 		l.m.reject(l.name, "rate_limited")
-		return res, gateway.WithRetryAfter(
+		return res, seckill.WithRetryAfter(
 			fmt.Errorf("%w: %s: too many requests", seckill.ErrRateLimited, l.name), res.retryAfter)
 	}
 	l.m.allow(l.name)

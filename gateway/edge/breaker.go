@@ -209,7 +209,7 @@ func (b *Breaker) Refuse(a *gateway.Attempt) error {
 }
 
 func (b *Breaker) refusal(why string, retry time.Duration) error {
-	return gateway.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
+	return seckill.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
 }
 
 // untilHalfOpen is when the open breaker of path lets probes through.

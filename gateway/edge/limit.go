@@ -66,7 +66,7 @@ func (g *globalLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway
 	if !res.allowed {
 		setRateHeaders(a.SetHeader, g.rate, 0, res.resetAfter)
 		g.m.reject(gateGlobal, "rate_limited")
-		return gateway.Purchase{}, gateway.WithRetryAfter(
+		return gateway.Purchase{}, seckill.WithRetryAfter(
 			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateGlobal), res.retryAfter)
 	}
 	g.m.allow(gateGlobal)
@@ -110,7 +110,7 @@ func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.B
 	setRateHeaders(a.SetHeader, g.rate, res.Remaining, res.ResetAfter)
 	if res.Allowed == 0 {
 		g.m.reject(gateUser, "rate_limited")
-		return gateway.Purchase{}, gateway.WithRetryAfter(
+		return gateway.Purchase{}, seckill.WithRetryAfter(
 			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateUser), res.RetryAfter)
 	}
 	g.m.allow(gateUser)
@@ -162,7 +162,7 @@ func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 	}
 	if res.Allowed == 0 {
 		l.metrics.reject(l.gate, "rate_limited")
-		return gateway.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", seckill.ErrRateLimited), res.RetryAfter)
+		return seckill.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", seckill.ErrRateLimited), res.RetryAfter)
 	}
 	l.metrics.allow(l.gate)
 	return nil
@@ -204,7 +204,7 @@ func (l *nameLimit) Take(ctx context.Context, username string) error {
 	}
 	if res.Allowed == 0 {
 		l.m.reject(gateLoginName, "rate_limited")
-		return gateway.WithRetryAfter(fmt.Errorf(
+		return seckill.WithRetryAfter(fmt.Errorf(
 			"%w: too many failed logins for this username; wait before trying again", seckill.ErrRateLimited), max(res.RetryAfter, time.Second))
 	}
 	l.m.allow(gateLoginName)
