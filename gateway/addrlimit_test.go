@@ -26,7 +26,7 @@ func (r *refusingIPs) Allow(ctx context.Context, key string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.ips) > r.limit {
-		return WithRetryAfter(seckill.ErrRateLimited, 2*time.Second)
+		return seckill.WithRetryAfter(seckill.ErrRateLimited, 2*time.Second)
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ func (r *recordingNames) Take(_ context.Context, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refuse[name] {
-		return WithRetryAfter(seckill.ErrRateLimited, time.Minute)
+		return seckill.WithRetryAfter(seckill.ErrRateLimited, time.Minute)
 	}
 	r.taken = append(r.taken, name)
 	return nil

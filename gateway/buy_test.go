@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 )
@@ -52,106 +53,184 @@ func TestBuy(t *testing.T) {
 	require.Equal(t, 202, resp.StatusCode)
 }
 
-// TestGateChain checks the order of the README's purchase path (the
-// narrowest budget first), that nil gates pass,
-// that a refusing gate stops the chain, and what each gate sees.
-func TestGateChain(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var trail []string
-	refuse := map[string]error{}
-	gate := func(name string) Gate {
-		return GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
-			mu.Lock()
-			trail = append(trail, fmt.Sprintf("%s(voucher=%d)", name, a.Voucher.ID))
-			err := refuse[name]
-			mu.Unlock()
-			if err != nil {
-				return Purchase{}, err
-			}
-			p, err := next(ctx, a)
-			mu.Lock()
-			trail = append(trail, fmt.Sprintf("%s<-%v", name, err))
-			mu.Unlock()
-			return p, err
+// limitFunc is a test's limit step.
+type limitFunc func(ctx context.Context, a *pipe.Attempt) error
+
+func (f limitFunc) Take(ctx context.Context, a *pipe.Attempt) error { return f(ctx, a) }
+
+// captchaFunc is a test's captcha step.
+type captchaFunc func(ctx context.Context, a *pipe.Attempt, known bool) error
+
+func (f captchaFunc) Check(ctx context.Context, a *pipe.Attempt, known bool) error {
+	return f(ctx, a, known)
+}
+
+// trail records the steps of the buy, as a test's every step.
+type trail struct {
+	mu     sync.Mutex
+	steps  []string
+	refuse map[string]error
+	seen   []*pipe.Attempt
+}
+
+func (r *trail) add(step string, a *pipe.Attempt) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.steps = append(r.steps, step)
+	if a != nil {
+		r.seen = append(r.seen, a)
+	}
+	return r.refuse[step]
+}
+
+func (r *trail) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.steps...)
+}
+
+func (r *trail) reset(refuse map[string]error) {
+	r.mu.Lock()
+	r.steps, r.refuse, r.seen = nil, refuse, nil
+	r.mu.Unlock()
+}
+
+// steps are every step of the buy, each recording itself in r.
+func (r *trail) buySteps() pipe.Steps {
+	lim := func(name string) pipe.Limit {
+		return limitFunc(func(_ context.Context, a *pipe.Attempt) error {
+			return r.add(fmt.Sprintf("%s(voucher=%d)", name, a.Voucher.ID), a)
 		})
 	}
-	b := setup(t, func(_ *Config, d *Deps) {
-		d.Gates = Gates{
-			BuyAddress: gate("address"), GlobalLimit: gate("global"), UserLimit: gate("user"), Captcha: gate("captcha"),
-			Breaker: gate("breaker"), SoldOut: gate("soldout"),
-		}
-	})
-	id := b.onSale.ID
+	return pipe.Steps{
+		Address: lim("address"), User: lim("user"), Global: lim("global"),
+		Fast: fastFunc(func(step, path string, a *pipe.Attempt) error {
+			return r.add("fast("+step+","+path+")", nil)
+		}),
+		Captcha: captchaFunc(func(_ context.Context, a *pipe.Attempt, known bool) error {
+			return r.add(fmt.Sprintf("captcha(known=%v)", known), a)
+		}),
+		Breaker: breakerFunc(func(ctx context.Context, path string, call func(context.Context) (pipe.Purchase, error)) (pipe.Purchase, error) {
+			if err := r.add("breaker("+path+")", nil); err != nil {
+				return pipe.Purchase{}, err
+			}
+			p, err := call(ctx)
+			r.add(fmt.Sprintf("breaker<-%v", err), nil)
+			return p, err
+		}),
+		SoldOut: soldOutSteps{r},
+	}
+}
+
+type fastFunc func(step, path string, a *pipe.Attempt) error
+
+func (f fastFunc) Refuse(step, path string, a *pipe.Attempt) error { return f(step, path, a) }
+
+type breakerFunc func(ctx context.Context, path string, call func(context.Context) (pipe.Purchase, error)) (pipe.Purchase, error)
+
+func (f breakerFunc) Run(ctx context.Context, path string, call func(context.Context) (pipe.Purchase, error)) (pipe.Purchase, error) {
+	return f(ctx, path, call)
+}
+
+type soldOutSteps struct{ r *trail }
+
+func (s soldOutSteps) Replay(a *pipe.Attempt) (int64, bool) { s.r.add("replay", a); return 0, false }
+func (s soldOutSteps) Refuse(*pipe.Attempt) error           { return s.r.add("soldout", nil) }
+func (s soldOutSteps) Saw(_ int64, _ pipe.Sale, err error)  { s.r.add(fmt.Sprintf("saw(%v)", err), nil) }
+
+// TestPipelineOrder checks the order written on buy.Pipeline (the
+// narrowest budget first, the fast refusal in front of each step that costs
+// something), that a refusing step stops the buy, and what each step sees.
+func TestPipelineOrder(t *testing.T) {
+	t.Parallel()
+	r := &trail{}
+	syncBuyer := &fakeSyncBuyer{}
+	b := setup(t, func(_ *Config, d *Deps) { d.Buy = r.buySteps(); d.SyncBuyer = syncBuyer })
+	v := b.catalog.put(seckill.Voucher{Title: "c", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, CaptchaRequired: true})
+	id := v.ID
 	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", id)
-	reset := func() { mu.Lock(); trail = nil; mu.Unlock() }
-	got := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), trail...) }
 
 	resp, _ := b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 202, resp.StatusCode)
 	require.Equal(t, []string{
-		// The catalog gate comes first: every gate sees the voucher.
-		fmt.Sprintf("address(voucher=%d)", id), fmt.Sprintf("user(voucher=%d)", id), fmt.Sprintf("global(voucher=%d)", id),
-		fmt.Sprintf("captcha(voucher=%d)", id), fmt.Sprintf("breaker(voucher=%d)", id), fmt.Sprintf("soldout(voucher=%d)", id),
-		"soldout<-<nil>", "breaker<-<nil>", "captcha<-<nil>", "global<-<nil>", "user<-<nil>", "address<-<nil>",
-	}, got())
+		// The catalog step comes first: every step sees the voucher.
+		fmt.Sprintf("address(voucher=%d)", id),
+		"fast(user_limit,redis)", fmt.Sprintf("user(voucher=%d)", id),
+		"fast(global_limit,redis)", fmt.Sprintf("global(voucher=%d)", id),
+		"fast(captcha,redis)", "captcha(known=false)",
+		"breaker(redis)", "replay", "soldout", "saw(<nil>)", "breaker<-<nil>",
+	}, r.got())
 
-	// The outer gates see the buyer's answer (a breaker counts it, the
-	// sold-out flag learns from it).
-	reset()
+	// The sold-out flag and the breaker see the seller's answer.
+	r.reset(nil)
 	b.buyer.setFn(func(seckill.BuyRequest) (seckill.ReserveResult, error) {
 		return seckill.ReserveResult{}, seckill.ErrSoldOut
 	})
 	resp, _ = b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 409, resp.StatusCode)
-	require.Contains(t, got(), "soldout<-sold out")
+	require.Contains(t, r.got(), "saw(sold out)")
+	require.Contains(t, r.got(), "breaker<-sold out")
 	b.buyer.setFn(nil)
 
 	// A refusal stops everything behind it: no global limit charged, no
-	// buyer (the catalog was read once, first, from memory).
-	reset()
-	mu.Lock()
-	refuse["user"] = seckill.ErrRateLimited
-	mu.Unlock()
+	// seller (the catalog was read once, first, from memory).
+	r.reset(map[string]error{fmt.Sprintf("user(voucher=%d)", id): seckill.ErrRateLimited})
 	catalogCalls, buyerCalls := b.catalog.calls.Load(), b.buyer.calls.Load()
 	resp, _ = b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 429, resp.StatusCode)
-	require.Equal(t, []string{fmt.Sprintf("address(voucher=%d)", id), fmt.Sprintf("user(voucher=%d)", id), "address<-rate limited"}, got())
+	require.Equal(t, []string{fmt.Sprintf("address(voucher=%d)", id), "fast(user_limit,redis)", fmt.Sprintf("user(voucher=%d)", id)}, r.got())
 	require.Equal(t, catalogCalls+1, b.catalog.calls.Load())
 	require.Equal(t, buyerCalls, b.buyer.calls.Load())
 
+	// The fast refusal stops the buy before the limit it stands in front of.
+	r.reset(map[string]error{"fast(global_limit,redis)": seckill.ErrSoldOut})
+	resp, _ = b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
+	require.Equal(t, 409, resp.StatusCode)
+	require.Equal(t, []string{fmt.Sprintf("address(voucher=%d)", id), "fast(user_limit,redis)", fmt.Sprintf("user(voucher=%d)", id),
+		"fast(global_limit,redis)"}, r.got())
+
+	// A limit voucher runs behind the PostgreSQL path, without a captcha.
+	r.reset(nil)
+	limit := b.catalog.put(seckill.Voucher{Title: "l", Kind: seckill.KindLimit, StockTotal: 5, PerUserLimit: 1})
+	resp, _ = b.do(t, "POST", fmt.Sprintf("/api/v1/vouchers/%d/orders", limit.ID), "", "Authorization", bearerOf(b.shopper))
+	require.Equal(t, 202, resp.StatusCode)
+	require.Equal(t, []string{
+		fmt.Sprintf("address(voucher=%d)", limit.ID),
+		"fast(user_limit,postgresql)", fmt.Sprintf("user(voucher=%d)", limit.ID),
+		"fast(global_limit,postgresql)", fmt.Sprintf("global(voucher=%d)", limit.ID),
+		"breaker(postgresql)", "replay", "soldout", "saw(<nil>)", "breaker<-<nil>",
+	}, r.got())
+
 	// An unknown voucher ends at the catalog step, before any limiter.
-	reset()
-	mu.Lock()
-	delete(refuse, "user")
-	mu.Unlock()
+	r.reset(nil)
 	resp, _ = b.do(t, "POST", "/api/v1/vouchers/424242/orders", "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 404, resp.StatusCode)
-	require.Empty(t, got(), "no gate charged for an unknown voucher")
+	require.Empty(t, r.got(), "no step charged for an unknown voucher")
 }
 
 func TestAttemptCarriesCaptchaAndHeaders(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var seen Attempt
+	var seen pipe.Attempt
 	b := setup(t, func(_ *Config, d *Deps) {
-		d.Gates.Captcha = GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
+		d.Buy.Captcha = captchaFunc(func(_ context.Context, a *pipe.Attempt, _ bool) error {
 			mu.Lock()
 			seen = *a
 			mu.Unlock()
 			a.SetHeader("X-Captcha", "checked")
-			return next(ctx, a)
+			return nil
 		})
 	})
-	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", b.onSale.ID)
+	v := b.catalog.put(seckill.Voucher{Title: "c", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, CaptchaRequired: true})
+	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", v.ID)
 	resp, _ := b.do(t, "POST", path, `{"captcha_id":"c-1","captcha_answer":" 7Xq2 "}`, "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 202, resp.StatusCode)
 	require.Equal(t, "checked", resp.Header.Get("X-Captcha"))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, "c-1", seen.CaptchaID)
-	require.Equal(t, " 7Xq2 ", seen.CaptchaAnswer, "the gate judges the answer as sent")
-	require.Equal(t, b.onSale.ID, seen.Voucher.ID)
+	require.Equal(t, " 7Xq2 ", seen.CaptchaAnswer, "the step judges the answer as sent")
+	require.Equal(t, v.ID, seen.Voucher.ID)
 	require.Equal(t, seckill.KindSeckill, seen.Voucher.Kind)
 }
 
@@ -192,16 +271,8 @@ func TestSyncBuyerByKind(t *testing.T) {
 // overwritten by the requests after it.
 func TestStringsOutliveTheRequest(t *testing.T) {
 	t.Parallel()
-	var kept []*Attempt
-	var mu sync.Mutex
-	b := setup(t, func(_ *Config, d *Deps) {
-		d.Gates.SoldOut = GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
-			mu.Lock()
-			kept = append(kept, a)
-			mu.Unlock()
-			return next(ctx, a)
-		})
-	})
+	r := &trail{}
+	b := setup(t, func(_ *Config, d *Deps) { d.Buy.SoldOut = soldOutSteps{r} })
 	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", b.onSale.ID)
 	const n = 200
 	for i := range n {
@@ -212,8 +283,9 @@ func TestStringsOutliveTheRequest(t *testing.T) {
 	}
 	reqs := b.buyer.requests()
 	require.Len(t, reqs, n)
-	mu.Lock()
-	defer mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.seen
 	for i, r := range reqs {
 		require.Equal(t, fmt.Sprintf("key-%03d-%s", i, strings.Repeat(string(rune('a'+i%26)), 40)), r.RequestKey)
 		require.Equal(t, fmt.Sprintf("id-%03d-%s", i, strings.Repeat("z", i%50)), kept[i].CaptchaID)

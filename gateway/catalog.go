@@ -1,7 +1,7 @@
 package gateway
 
-// The catalog routes and the catalog gate of the buying path. Both read the
-// catalog from memory (Catalog.Snapshot: no database query per request); the
+// The catalog routes. They read the catalog from memory (Catalog.Snapshot:
+// no database query per request), as the buy's catalog step does; the
 // routes answer with JSON encoded once per change of a voucher, shared by
 // every request and every socket until the next change.
 
@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,10 +31,6 @@ import (
 // in the background: a crowd of a hundred thousand pages costs the origin
 // about one request a second per CDN node, not one per page.
 const CatalogCacheControl = "public, max-age=1, stale-while-revalidate=2"
-
-// pausedRetryAfter is the Retry-After of 503 sale_paused: an operator's pause
-// lasts a while, and an open page learns its end from the socket.
-const pausedRetryAfter = 5 * time.Second
 
 // encodedVoucher is one voucher's JSON, encoded once per change.
 type encodedVoucher struct {
@@ -243,29 +238,4 @@ func (s *Server) setVoucherState(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(voucherJSON(v))
-}
-
-// catalogGate is the first step of the buying path, before any limiter: it
-// loads the voucher from memory into Attempt.Voucher and refuses, without
-// charging any shared budget, what is certainly useless: an unknown voucher
-// (404), a paused one (503 sale_paused), one whose sale has not begun or has
-// ended, and a seckill voucher with no stock left (409); see
-// seckill.CertainRefusal for what stays the reservation's to judge.
-func (s *Server) catalogGate(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
-	v, err := s.deps.Catalog.Voucher(ctx, a.Request.VoucherID)
-	if err != nil {
-		return Purchase{}, err
-	}
-	if err := seckill.CertainRefusal(v, time.Now(), a.Request.RequestKey != ""); err != nil {
-		if v.Paused {
-			err = WithRetryAfter(err, pausedRetryAfter)
-		}
-		return Purchase{}, err
-	}
-	a.Voucher = v
-	a.Request.EndsAt = v.EndAt
-	if err := s.checkPass(a); err != nil {
-		return Purchase{}, err
-	}
-	return next(ctx, a)
 }

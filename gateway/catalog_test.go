@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -84,13 +85,13 @@ func TestCatalogGateRefusesBeforeAnyLimiter(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	charged := 0
-	limiter := GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
+	limiter := limitFunc(func(context.Context, *pipe.Attempt) error {
 		mu.Lock()
 		charged++
 		mu.Unlock()
-		return next(ctx, a)
+		return nil
 	})
-	b := setup(t, func(_ *Config, d *Deps) { d.Gates = Gates{GlobalLimit: limiter, UserLimit: limiter} })
+	b := setup(t, func(_ *Config, d *Deps) { d.Buy = pipe.Steps{Global: limiter, User: limiter} })
 	now := time.Now()
 	paused := b.catalog.put(seckill.Voucher{Title: "p", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, Paused: true})
 	later := b.catalog.put(seckill.Voucher{Title: "l", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour)})

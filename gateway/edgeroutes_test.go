@@ -74,7 +74,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 			defer mu.Unlock()
 			seen = append(seen, ip)
 			if len(seen) > 1 {
-				return WithRetryAfter(seckill.ErrRateLimited, 20*time.Second)
+				return seckill.WithRetryAfter(seckill.ErrRateLimited, 20*time.Second)
 			}
 			return nil
 		})

@@ -143,22 +143,6 @@ func fiberRow(status int) (errorRow, bool) {
 
 func invalid(msg string) error { return seckill.Public(seckill.ErrInvalidInput, msg) }
 
-// retryAfterError carries how long a client should wait.
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
-
-func (e *retryAfterError) Error() string             { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error             { return e.err }
-func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
-
-// WithRetryAfter returns err carrying a Retry-After of d, for gates that know
-// when the client may come back (a rate limiter's reset, a breaker's timeout).
-func WithRetryAfter(err error, d time.Duration) error {
-	return &retryAfterError{err: err, after: d}
-}
-
 // retryAfterSeconds is the header's value: whole seconds, rounded up, at
 // least one (a client told "0" retries at once, which is the flood we refuse).
 func retryAfterSeconds(d time.Duration) string {

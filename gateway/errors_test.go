@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -85,7 +86,7 @@ func (*leaky) PublicMessage() string { return "secret" }
 
 func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	t.Parallel()
-	e := classify(WithRetryAfter(fmt.Errorf("limit: %w", seckill.ErrRateLimited), 2500*time.Millisecond))
+	e := classify(seckill.WithRetryAfter(fmt.Errorf("limit: %w", seckill.ErrRateLimited), 2500*time.Millisecond))
 	require.Equal(t, 429, e.row.status)
 	require.Equal(t, "3", retryAfterSeconds(e.retryAfter), "rounded up")
 	require.Equal(t, "1", retryAfterSeconds(10*time.Millisecond), "never 0")
@@ -112,22 +113,22 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 // gateway's own routes can produce, through HTTP.
 func TestErrorRowsOverHTTP(t *testing.T) {
 	t.Parallel()
-	captchaGate := GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
-		if a.Voucher.CaptchaRequired && a.CaptchaAnswer != "right" {
-			return Purchase{}, fmt.Errorf("captcha: %w", seckill.ErrCaptchaInvalid)
+	captchaGate := captchaFunc(func(_ context.Context, a *pipe.Attempt, _ bool) error {
+		if a.CaptchaAnswer != "right" {
+			return fmt.Errorf("captcha: %w", seckill.ErrCaptchaInvalid)
 		}
-		return next(ctx, a)
+		return nil
 	})
-	limitGate := GateFunc(func(ctx context.Context, a *Attempt, next BuyFunc) (Purchase, error) {
+	limitGate := limitFunc(func(_ context.Context, a *pipe.Attempt) error {
 		if a.Request.RequestKey == "flood" {
 			a.SetHeader("RateLimit-Remaining", "0")
-			return Purchase{}, WithRetryAfter(seckill.ErrRateLimited, 3*time.Second)
+			return seckill.WithRetryAfter(seckill.ErrRateLimited, 3*time.Second)
 		}
-		return next(ctx, a)
+		return nil
 	})
 	b := setup(t, func(_ *Config, d *Deps) {
-		d.Gates.Captcha = captchaGate
-		d.Gates.UserLimit = limitGate
+		d.Buy.Captcha = captchaGate
+		d.Buy.User = limitGate
 	})
 	captchaVoucher := b.catalog.put(seckill.Voucher{Title: "c", Kind: seckill.KindSeckill, StockTotal: 1, PerUserLimit: 1, CaptchaRequired: true})
 	buyerErr := map[string]error{

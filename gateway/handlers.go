@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
@@ -333,6 +334,30 @@ func idempotencyKey(h string) (string, error) {
 	return strings.Clone(h), nil
 }
 
+// newPipeline builds the buy from the dependencies: the kind's sellers, the
+// steps, the waiting rooms and the replays (gateway/buy).
+func (s *Server) newPipeline() (*buy.Pipeline, error) {
+	d := buy.Deps{
+		Catalog: s.deps.Catalog,
+		Steps:   s.deps.Buy,
+		Seckill: buy.SeckillSeller{Buyer: s.deps.Buyer, Keys: s.deps.BuyerRequests},
+		Replays: s.deps.Replays,
+		Orders:  s.deps.Orders,
+		Logger:  s.log,
+	}
+	if s.deps.SyncBuyer != nil {
+		d.Sync = buy.SyncSeller{Buyer: s.deps.SyncBuyer, Keys: s.deps.SyncRequests}
+	}
+	if s.deps.Room != nil {
+		d.Room = s.deps.Room
+	}
+	if s.metrics != nil {
+		d.Outcome = s.metrics.countBuy
+	}
+	return buy.New(d)
+}
+
+// buy is POST /api/v1/vouchers/{id}/orders: decode, buy, encode.
 func (s *Server) buy(c *fiber.Ctx) error {
 	vid, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
@@ -350,7 +375,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if in.Quantity != nil {
 		qty = *in.Quantity
 	}
-	a := &Attempt{
+	a := &buy.Attempt{
 		Request:       seckill.BuyRequest{VoucherID: vid, UserID: userIDOf(c), Quantity: qty, RequestKey: key},
 		ClientKey:     s.clientKey(c),
 		CaptchaID:     in.CaptchaID,
@@ -360,8 +385,8 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err := a.Request.Validate(); err != nil {
 		return err
 	}
-	p, err := s.buyChain(c.UserContext(), a)
-	for k, vs := range a.header {
+	p, err := s.pipeline.Buy(c.UserContext(), a)
+	for k, vs := range a.Header() {
 		for _, v := range vs {
 			c.Response().Header.Add(k, v)
 		}
@@ -369,11 +394,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	status, err := s.replayStatus(c.UserContext(), a.Request.UserID, p)
-	if err != nil {
-		return err
-	}
-	return writePurchase(c, p.OrderID, status)
+	return writePurchase(c, p.OrderID, p.Status)
 }
 
 // --- orders

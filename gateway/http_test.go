@@ -304,7 +304,7 @@ func TestCredentialsGate(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, ip)
-			return WithRetryAfter(seckill.ErrRateLimited, 30*time.Second)
+			return seckill.WithRetryAfter(seckill.ErrRateLimited, 30*time.Second)
 		})
 	})
 	resp, body := b.do(t, "POST", "/api/v1/sessions", `{"username":"carol","password":"carol-pass"}`)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,15 +169,8 @@ func (m *metrics) lookup(route, method string, status int) series {
 	return s
 }
 
-// countBuys wraps the buying chain: each attempt that reaches it is counted
-// once, by the answer it gets.
-func (m *metrics) countBuys(next BuyFunc) BuyFunc {
-	return func(ctx context.Context, a *Attempt) (Purchase, error) {
-		p, err := next(ctx, a)
-		m.buyOutcome(err).Inc()
-		return p, err
-	}
-}
+// countBuy counts an attempt once, by the answer it gets (buy.Deps.Outcome).
+func (m *metrics) countBuy(err error) { m.buyOutcome(err).Inc() }
 
 // buyOutcome is the counter of an attempt's answer: the code of the error
 // table's row, as the client reads it.

@@ -1,14 +1,14 @@
 // Package gateway is the platform's HTTP face.
 //
 // It serves the routes of gateway/openapi.yaml (the WebSocket among them),
-// runs the gates in front of the buying path, and holds the one table that
+// hands each buy to the pipeline of gateway/buy, and holds the one table that
 // maps the platform's errors to HTTP. It is the only package that imports Fiber and
 // the only one that knows status codes.
 //
 // Everything it needs comes through [Deps] as small interfaces declared here;
-// cmd wires the real implementations. The buying route's gates (rate limits,
-// captcha, breaker, sold-out flag) are the optional steps of [Gates], run in
-// the order of the README's purchase path.
+// cmd wires the real implementations. The buy's steps (rate limits,
+// captcha, breaker, sold-out flag) are the optional buy.Steps of Deps.Buy,
+// run in the order written on buy.Pipeline.
 package gateway
 
 import (
@@ -29,6 +29,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashsale/seckill/gateway/buy"
 )
 
 // Config is how the gateway serves. The zero value of a field means its
@@ -117,8 +119,14 @@ type Deps struct {
 	SyncBuyer SyncBuyer
 	// Lifecycle pays and cancels orders. Nil: those routes answer 503.
 	Lifecycle OrderLifecycle
-	// Gates are the optional steps in front of the buy.
+	// Gates are the optional limits of the routes other than the buy.
 	Gates Gates
+	// Buy are the optional steps of the buy (buy.Pipeline runs them).
+	Buy buy.Steps
+	// BuyerRequests and SyncRequests know the Idempotency-Keys that made
+	// orders of seckill vouchers and of the other kinds, so that a replay
+	// of a captcha voucher needs no new captcha. Nil: none is known.
+	BuyerRequests, SyncRequests buy.RequestKeys
 	// Captchas serves GET /api/v1/captcha. Nil: that route answers 503.
 	Captchas Captchas
 	// Breaker serves GET/PUT /api/v1/admin/breaker. Nil: those answer 503.
@@ -139,8 +147,9 @@ type Deps struct {
 	// buys of vouchers with a waiting room answer 503.
 	Room WaitingRoom
 	// Replays answers a keyed waiting-room buy whose pass is refused with
-	// the order its key made (queue.go). Nil: such a buy is refused 403.
-	Replays RequestOrders
+	// the order its key made (gateway/buy/pass.go). Nil: such a buy is
+	// refused 403.
+	Replays buy.RequestOrders
 }
 
 // Server is one gateway instance.
@@ -151,7 +160,7 @@ type Server struct {
 	app         *fiber.App
 	adminDigest [sha256.Size]byte
 	proxies     []netip.Prefix // Config.TrustedProxies, parsed
-	buyChain    BuyFunc
+	pipeline    *buy.Pipeline
 	ready       *Readiness
 	draining    atomic.Bool
 	ws          *sockets // open WebSockets (ws.go)
@@ -223,11 +232,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := s.registerCatalogMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	s.buyChain = s.chain()
-	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
-	if s.metrics != nil {
-		s.buyChain = s.metrics.countBuys(s.buyChain)
+	if s.pipeline, err = s.newPipeline(); err != nil {
+		return nil, err
 	}
+	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seckill",
 		BodyLimit:             cfg.BodyLimit,

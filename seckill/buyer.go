@@ -118,7 +118,8 @@ func (b *Buyer) stockMissing(ctx context.Context, req BuyRequest, err error) (Re
 
 // Buy reserves and enqueues. On success the reservation is on its way to the
 // workers; a replayed request key returns the first reservation's order id
-// without holding anything again.
+// without holding anything again. A refusal of the stock still carries its
+// StockLeft.
 func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) {
 	if err := req.Validate(); err != nil {
 		return ReserveResult{}, err
@@ -136,7 +137,9 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		return b.stockMissing(ctx, req, err)
 	}
 	if err != nil {
-		return ReserveResult{}, err
+		// A refusal keeps the stock's count: a sold-out answer says
+		// whether none is left or too few (the gateway's sold-out flag).
+		return ReserveResult{StockLeft: res.StockLeft}, err
 	}
 	if res.Replayed {
 		return res, nil

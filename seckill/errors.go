@@ -1,6 +1,9 @@
 package seckill
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // PublicError is an error of a known kind (one of the sentinels above) that
 // carries a sentence the caller may read: what was wrong with what they sent,
@@ -43,3 +46,19 @@ func (e *PublicError) Unwrap() []error {
 
 // PublicMessage is the sentence the gateway shows the caller.
 func (e *PublicError) PublicMessage() string { return e.Message }
+
+// retryAfterError carries how long a client should wait.
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string             { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error             { return e.err }
+func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
+
+// WithRetryAfter returns err carrying a Retry-After of d, for the steps that know
+// when the client may come back (a rate limiter's reset, a breaker's timeout).
+func WithRetryAfter(err error, d time.Duration) error {
+	return &retryAfterError{err: err, after: d}
+}

@@ -32,9 +32,6 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 		ShopperBurst:        s.cfg.ShopperBurst,
 		ShopperAddressRate:  s.cfg.ShopperIPRate,
 		ShopperAddressBurst: s.cfg.ShopperIPBurst,
-		// A replayed Idempotency-Key of a limit or common voucher needs no
-		// new captcha, as for a seckill voucher.
-		SyncRequests: s.store,
 	}, s.registry, s.log)
 	if err != nil {
 		return nil, err

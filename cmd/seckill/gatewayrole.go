@@ -72,18 +72,22 @@ func (s *system) buildGateway(ctx context.Context) error {
 		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
 	}, gateway.Deps{
 		Catalog: s.catalog,
-		Buyer: seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log,
+		Buyer: seckill.NewBuyer(s.stock, s.producer, ids, s.log,
 			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store)),
-		Gates:    gates.Gates(),
-		Captchas: gates.Captchas,
-		Breaker:  gates.Breaker,
-		Orders:   orders.NewReader(s.store, s.stock, active.IDs),
-		Stats:    s.statsService(),
-		Accounts: auth.NewAccounts(userStore{s.store}, tokens),
-		Tokens:   tokens,
-		Checks:   s.checks(),
-		Static:   web.FS(),
-		Logger:   s.log,
+		Gates: gates.Gates(),
+		Buy:   gates.Steps(),
+		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
+		BuyerRequests: stockRequests{s.stock},
+		SyncRequests:  s.store,
+		Captchas:      gates.Captchas,
+		Breaker:       gates.Breaker,
+		Orders:        orders.NewReader(s.store, s.stock, active.IDs),
+		Stats:         s.statsService(),
+		Accounts:      auth.NewAccounts(userStore{s.store}, tokens),
+		Tokens:        tokens,
+		Checks:        s.checks(),
+		Static:        web.FS(),
+		Logger:        s.log,
 
 		// The gateway's collectors: requests, latency by route, buy outcomes.
 		Registerer: s.registry,
@@ -109,7 +113,7 @@ type requestOrders struct {
 	store *pgstore.Store
 }
 
-// RequestOrder implements gateway.RequestOrders.
+// RequestOrder implements buy.RequestOrders.
 func (r requestOrders) RequestOrder(ctx context.Context, voucherID, userID int64, key string) (int64, bool, error) {
 	id, found, err := r.stock.RequestOrder(ctx, voucherID, redisstock.Request{UserID: userID, Key: key})
 	if err == nil && found {
@@ -125,6 +129,14 @@ func (r requestOrders) RequestOrder(ctx context.Context, voucherID, userID int64
 	// PostgreSQL has no such order; the stock's failure (if any) stays
 	// the answer, since it may have known one.
 	return 0, false, err
+}
+
+// stockRequests are the requests the stock accepted (buy.RequestKeys).
+type stockRequests struct{ stock *redisstock.Store }
+
+// RequestKnown implements buy.RequestKeys.
+func (r stockRequests) RequestKnown(ctx context.Context, voucherID, userID int64, key string) (bool, error) {
+	return r.stock.RequestKnown(ctx, voucherID, redisstock.Request{UserID: userID, Key: key})
 }
 
 // roomSecret keys the waiting rooms' HMACs (passes, pre-queue places). It is

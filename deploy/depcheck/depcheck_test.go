@@ -90,6 +90,23 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
+// The packages of Below link none of the packages named beside them.
+func TestBelowTheFace(t *testing.T) {
+	for pkg, banned := range Below {
+		deps := goList(t, "-deps", "./"+pkg)
+		if len(deps) == 0 {
+			t.Errorf("depcheck.Below names %s, which is no package", pkg)
+		}
+		for _, dep := range deps {
+			for _, b := range banned {
+				if dep == b || dep == module+"/"+b {
+					t.Errorf("%s links %s (depcheck.Below)", pkg, dep)
+				}
+			}
+		}
+	}
+}
+
 // The binaries link no test helper. (cmd/seckill does link the in-process
 // Kafka broker of deploy/localstack, on purpose: `seckill dev` runs on it.)
 func TestBinariesLinkNoTestHelper(t *testing.T) {

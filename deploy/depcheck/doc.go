@@ -17,3 +17,12 @@ var Layers = [][]string{
 	{"deploy"},                   // local services, load tool, fleet, chaos, bench
 	{"cmd"},                      // the binaries
 }
+
+// Below are the packages of the gateway's folder that stand beneath its HTTP
+// face: they import neither Fiber nor the packages named beside them, at
+// any depth, so the buy and its steps can be read, and tested, without HTTP.
+var Below = map[string][]string{
+	// The buy's pipeline: the gateway calls it; it calls nothing of the
+	// gateway or of its steps' implementation.
+	"gateway/buy": {"gateway", "gateway/edge", "github.com/gofiber/fiber/v2"},
+}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -90,25 +90,22 @@ func (l *AddrLimit) charge(key string, now time.Time) (gcraResult, error) {
 	res := l.decide(key, now)
 	if !res.allowed {
 		l.m.reject(l.name, "rate_limited")
-		return res, gateway.WithRetryAfter(
+		return res, seckill.WithRetryAfter(
 			fmt.Errorf("%w: %s: too many requests", seckill.ErrRateLimited, l.name), res.retryAfter)
 	}
 	l.m.allow(l.name)
 	return res, nil
 }
 
-// Pass implements gateway.Gate on the buying path, keyed on
+// Take implements buy.Limit on the buying path, keyed on
 // Attempt.ClientKey: an address (or an IPv6 /56) can use only its own
 // budget, whatever number of accounts it sends from, and a request refused
 // here charges no limit behind it.
-func (l *AddrLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
+func (l *AddrLimit) Take(ctx context.Context, a *buy.Attempt) error {
 	if a.ClientKey == "" {
-		return next(ctx, a) // no address known (a test's direct call): nothing to key on
+		return nil // no address known (a test's direct call): nothing to key on
 	}
-	if err := l.Allow(ctx, a.ClientKey); err != nil {
-		return gateway.Purchase{}, err
-	}
-	return next(ctx, a)
+	return l.Allow(ctx, a.ClientKey)
 }
 
 // sweep forgets every key whose tat is in the past: fully rested.

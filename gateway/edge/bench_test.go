@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -21,15 +21,15 @@ func BenchmarkLimiters(b *testing.B) {
 	rdb := stack.Redis(b)
 	e, _ := newEdge(b, rdb, edge.Config{})
 	var n atomic.Int64
-	with := e.Gates()
+	with := e.Steps()
 	without, global, user := with, with, with
-	without.GlobalLimit, without.UserLimit = nil, nil
-	global.UserLimit = nil
-	user.GlobalLimit = nil
+	without.Global, without.User = nil, nil
+	global.User = nil
+	user.Global = nil
 	for _, bc := range []struct {
 		name  string
-		gates gateway.Gates
-	}{{"none", nilGates(without)}, {"global", nilGates(global)}, {"user", nilGates(user)}, {"global+user", with}} {
+		gates pipe.Steps
+	}{{"none", without}, {"global", global}, {"user", user}, {"global+user", with}} {
 		buy := chain(bc.gates, seckill.Voucher{ID: 1}, accept(&n))
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetParallelism(16) // 32 goroutines: throughput, not one round trip's latency
@@ -46,33 +46,17 @@ func BenchmarkLimiters(b *testing.B) {
 	}
 }
 
-// nilGates makes nil Gate fields pass (the test chain, unlike the
-// gateway's, does not skip them).
-func nilGates(g gateway.Gates) gateway.Gates {
-	pass := gateway.GateFunc(func(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-		return next(ctx, a)
-	})
-	if g.GlobalLimit == nil {
-		g.GlobalLimit = pass
-	}
-	if g.UserLimit == nil {
-		g.UserLimit = pass
-	}
-	return g
-}
-
 // Sold-out answers from memory against the accepted path (reserve.lua and a
 // Kafka write), both through every gate with generous limits.
 func BenchmarkBuyPath(b *testing.B) {
 	rdb := stack.Redis(b)
 	e, _ := newEdge(b, rdb, edge.Config{})
-	stock := e.ObserveStock(redisstock.New(rdb))
-	buyer := realBuyer(b, stock)
+	buyer := realBuyer(b, redisstock.New(rdb))
 	ctx := context.Background()
 
 	b.Run("accepted", func(b *testing.B) {
 		v := warm(b, rdb, 10_000_000)
-		buy := chain(e.Gates(), v, buyWith(buyer))
+		buy := chain(e.Steps(), v, buyWith(buyer))
 		var user atomic.Int64
 		b.SetParallelism(16)
 		b.RunParallel(func(pb *testing.PB) {
@@ -85,7 +69,7 @@ func BenchmarkBuyPath(b *testing.B) {
 	})
 	b.Run("sold_out_from_memory", func(b *testing.B) {
 		v := warm(b, rdb, 1)
-		buy := chain(e.Gates(), v, buyWith(buyer))
+		buy := chain(e.Steps(), v, buyWith(buyer))
 		_, err := buy(ctx, attempt(v.ID, 1))
 		require.NoError(b, err)
 		require.True(b, e.SoldOut.IsFlagged(v.ID))
@@ -106,7 +90,7 @@ func BenchmarkBreakerOpen(b *testing.B) {
 	e, _ := newEdge(b, rdb, edge.Config{})
 	require.NoError(b, e.Breaker.SetMode(context.Background(), edge.ModeOpen))
 	var n atomic.Int64
-	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&n))
+	buy := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&n))
 	for b.Loop() {
 		if _, err := buy(context.Background(), attempt(1, 1)); err == nil {
 			b.Fatal("passed an open breaker")

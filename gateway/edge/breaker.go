@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -47,21 +47,17 @@ const (
 	StateForcedClosed = "forced-closed"
 )
 
-// Paths of the breaker: the kinds of dependency a buy runs on. Each has a
-// breaker of its own, so that one failing does not refuse buys that never
-// touch it.
+// Paths of the breaker: the kinds of dependency a buy runs on, as each
+// seller names its own (buy.Seller.Path). Each has a breaker of its own, so
+// that one failing does not refuse buys that never touch it.
 const (
-	// PathRedis is a seckill voucher's buy: reserve.lua in Redis, then the
-	// Kafka write.
-	PathRedis = "redis"
-	// PathPostgreSQL is a limit or common voucher's buy: one PostgreSQL
-	// transaction on the voucher's row (the synchronous buyer).
-	PathPostgreSQL = "postgresql"
+	PathRedis      = buy.PathRedis
+	PathPostgreSQL = buy.PathPostgreSQL
 )
 
 // Breaker is this instance's circuit breakers around the buys, one per
 // dependency path (PathRedis, PathPostgreSQL), obeying the ops switch. It
-// implements gateway.Gate.
+// implements buy.Breaker.
 //
 // One breaker for every buy let contention on one common voucher's row
 // (synchronous PostgreSQL buys timing out behind its lock) open the door of
@@ -93,7 +89,7 @@ type Breaker struct {
 type pathBreaker struct {
 	name     string
 	why      string // the refusal's reason, for the shopper and the log
-	cb       *gobreaker.CircuitBreaker[gateway.Purchase]
+	cb       *gobreaker.CircuitBreaker[buy.Purchase]
 	openedAt atomic.Int64 // unix nanoseconds of the last transition to open
 }
 
@@ -109,7 +105,7 @@ func newBreaker(rdb redis.UniversalClient, cfg Config, m *metrics, log *slog.Log
 func (b *Breaker) newPath(name, why string, cfg Config) *pathBreaker {
 	p := &pathBreaker{name: name, why: why}
 	threshold := cfg.BreakerFailures
-	p.cb = gobreaker.NewCircuitBreaker[gateway.Purchase](gobreaker.Settings{
+	p.cb = gobreaker.NewCircuitBreaker[buy.Purchase](gobreaker.Settings{
 		Name:        name,
 		MaxRequests: cfg.BreakerProbes,
 		Timeout:     cfg.BreakerOpenFor,
@@ -134,11 +130,9 @@ func (b *Breaker) newPath(name, why string, cfg Config) *pathBreaker {
 	return p
 }
 
-// pathOf is the path of an attempt: its voucher's kind (the gateway's
-// catalog step loads the voucher before any gate). Without a voucher it is
-// the Redis path, the one the per-user limit's own Redis call depends on.
-func (b *Breaker) pathOf(a *gateway.Attempt) *pathBreaker {
-	if a != nil && a.Voucher.ID != 0 && a.Voucher.Kind != seckill.KindSeckill {
+// path is the breaker of a path's name; an unknown name is the Redis path.
+func (b *Breaker) path(name string) *pathBreaker {
+	if name == PathPostgreSQL {
 		return b.pg
 	}
 	return b.redis
@@ -167,49 +161,48 @@ func isDependencyFailure(err error) bool {
 	return true
 }
 
-// Pass implements gateway.Gate: the attempt runs behind its path's breaker.
-func (b *Breaker) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
+// Run implements buy.Breaker: call runs behind the breaker of pathName.
+func (b *Breaker) Run(ctx context.Context, pathName string, call func(context.Context) (buy.Purchase, error)) (buy.Purchase, error) {
 	switch *b.mode.Load() {
 	case ModeOpen:
 		b.m.reject(gateBreaker, "forced_open")
-		return gateway.Purchase{}, b.refusal("forced open by the operator: the sale is paused", b.every)
+		return buy.Purchase{}, b.refusal("forced open by the operator: the sale is paused", b.every)
 	case ModeClosed:
 		b.m.allow(gateBreaker)
-		return next(ctx, a)
+		return call(ctx)
 	}
-	path := b.pathOf(a)
-	p, err := path.cb.Execute(func() (gateway.Purchase, error) {
+	path := b.path(pathName)
+	p, err := path.cb.Execute(func() (buy.Purchase, error) {
 		cctx, cancel := context.WithTimeout(ctx, b.timeout)
 		defer cancel()
-		return next(cctx, a)
+		return call(cctx)
 	})
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		b.m.reject(gateBreaker, "open_"+path.name)
-		return gateway.Purchase{}, b.refusal(path.why, b.untilHalfOpen(path))
+		return buy.Purchase{}, b.refusal(path.why, b.untilHalfOpen(path))
 	}
 	b.m.allow(gateBreaker)
 	return p, err
 }
 
-// Refuse returns the 503 the breaker would give attempt a right now
-// without running anything, or nil when it would let it try. It is the
-// front check of the gates that touch Redis before the breaker; a is read
-// for its path (see pathOf) and may be nil.
-func (b *Breaker) Refuse(a *gateway.Attempt) error {
+// Refuse returns the 503 the breaker of pathName would give an attempt
+// right now without running anything, or nil when it would let it try: the
+// breaker's half of the buy's fast refusal.
+func (b *Breaker) Refuse(pathName string) error {
 	switch *b.mode.Load() {
 	case ModeOpen:
 		return b.refusal("forced open by the operator: the sale is paused", b.every)
 	case ModeClosed:
 		return nil
 	}
-	if path := b.pathOf(a); path.cb.State() == gobreaker.StateOpen {
+	if path := b.path(pathName); path.cb.State() == gobreaker.StateOpen {
 		return b.refusal(path.why, b.untilHalfOpen(path))
 	}
 	return nil
 }
 
 func (b *Breaker) refusal(why string, retry time.Duration) error {
-	return gateway.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
+	return seckill.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
 }
 
 // untilHalfOpen is when the open breaker of path lets probes through.

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -36,7 +36,7 @@ func TestBreakerOpensOnDeadRedisAndClosesByItself(t *testing.T) {
 	// slow machine such a dial lands inside a refusal being counted below.
 	e, reg := newEdge(t, rdb, edge.Config{BreakerFailures: 5, BreakerOpenFor: openFor, BreakerProbes: 2,
 		ModePoll: time.Hour, FleetBeat: time.Hour})
-	buy := chain(e.Gates(), v, buyWith(realBuyer(t, redisstock.New(rdb))))
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, redisstock.New(rdb))))
 	ctx := context.Background()
 	user := int64(1)
 	try := func() error {
@@ -108,7 +108,7 @@ func TestBreakerIgnoresShopperAnswers(t *testing.T) {
 	v := warm(t, rdb, 1)
 	e, _ := newEdge(t, rdb, edge.Config{BreakerFailures: 2})
 	stock := redisstock.New(rdb)
-	buy := chain(e.Gates(), v, buyWith(realBuyer(t, stock)))
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, stock)))
 	ctx := context.Background()
 	_, err := buy(ctx, attempt(v.ID, 1))
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestOpsSwitchFleetWide(t *testing.T) {
 	var sold atomic.Int64
 	ctx := context.Background()
 	buyOn := func(e *edge.Edge) error {
-		_, err := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))(ctx, attempt(1, 1))
+		_, err := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&sold))(ctx, attempt(1, 1))
 		return err
 	}
 	require.NoError(t, buyOn(a))
@@ -161,11 +161,11 @@ func TestOpsSwitchFleetWide(t *testing.T) {
 	// closed never trips, whatever the failures.
 	require.NoError(t, a.Breaker.SetMode(ctx, edge.ModeClosed))
 	require.Eventually(t, func() bool { return c.Breaker.Mode() == edge.ModeClosed }, time.Second, 10*time.Millisecond)
-	fail := func(context.Context, *gateway.Attempt) (gateway.Purchase, error) {
-		return gateway.Purchase{}, errors.New("kafka down")
+	fail := func(context.Context, *pipe.Attempt) (pipe.Sale, error) {
+		return pipe.Sale{}, errors.New("kafka down")
 	}
 	for range 20 {
-		_, err := chain(c.Gates(), seckill.Voucher{ID: 1}, fail)(ctx, attempt(1, 1))
+		_, err := chain(c.Steps(), seckill.Voucher{ID: 1}, fail)(ctx, attempt(1, 1))
 		require.NotErrorIs(t, err, seckill.ErrUnavailable)
 	}
 	require.Equal(t, edge.StateForcedClosed, c.Breaker.State())
@@ -188,7 +188,7 @@ func TestOpsSwitchKeepsLastModeWithoutRedis(t *testing.T) {
 	proxy.down()
 	time.Sleep(600 * time.Millisecond)
 	require.Equal(t, edge.ModeOpen, e.Breaker.Mode())
-	require.Error(t, e.Breaker.Refuse(nil))
+	require.Error(t, e.Breaker.Refuse(edge.PathRedis))
 }
 
 // Contention on a common voucher's row (synchronous PostgreSQL buys failing)
@@ -202,25 +202,25 @@ func TestBreakerPerPath(t *testing.T) {
 	ctx := context.Background()
 	common := seckill.Voucher{ID: 11, Kind: seckill.KindCommon}
 	flash := seckill.Voucher{ID: 12, Kind: seckill.KindSeckill}
-	contended := func(context.Context, *gateway.Attempt) (gateway.Purchase, error) {
-		return gateway.Purchase{}, fmt.Errorf("%w: deadlocked 4 times on the voucher's row", seckill.ErrUnavailable)
+	contended := func(context.Context, *pipe.Attempt) (pipe.Sale, error) {
+		return pipe.Sale{}, fmt.Errorf("%w: deadlocked 4 times on the voucher's row", seckill.ErrUnavailable)
 	}
 	var sold atomic.Int64
 	for u := range int64(3) {
-		_, err := chain(e.Gates(), common, contended)(ctx, attempt(common.ID, u+1))
+		_, err := chain(e.Steps(), common, contended)(ctx, attempt(common.ID, u+1))
 		require.ErrorIs(t, err, seckill.ErrUnavailable)
 	}
-	_, err := chain(e.Gates(), common, accept(&sold))(ctx, attempt(common.ID, 9))
+	_, err := chain(e.Steps(), common, accept(&sold))(ctx, attempt(common.ID, 9))
 	require.ErrorIs(t, err, seckill.ErrUnavailable, "the PostgreSQL path is open")
 	require.Contains(t, err.Error(), "PostgreSQL")
 	require.Zero(t, sold.Load())
 
 	for u := range int64(20) {
-		_, err := chain(e.Gates(), flash, accept(&sold))(ctx, attempt(flash.ID, u+100))
+		_, err := chain(e.Steps(), flash, accept(&sold))(ctx, attempt(flash.ID, u+100))
 		require.NoError(t, err, "flash-sale buys never touch PostgreSQL and are not refused")
 	}
 	require.EqualValues(t, 20, sold.Load())
-	require.NoError(t, e.Breaker.Refuse(nil), "the gates in front of the voucher step (Redis) are not refused either")
+	require.NoError(t, e.Breaker.Refuse(edge.PathRedis), "the gates in front of the voucher step (Redis) are not refused either")
 	require.Equal(t, map[string]string{edge.PathRedis: "closed", edge.PathPostgreSQL: "open"}, e.Breaker.Paths())
 	require.Equal(t, "open", e.Breaker.State(), "the one-word state is the worst path's")
 	require.Equal(t, 2.0, gaugeValue(t, reg, "seckill_breaker_state", "path", edge.PathPostgreSQL))
@@ -228,11 +228,11 @@ func TestBreakerPerPath(t *testing.T) {
 
 	// The operator's switch is for the whole sale: both paths.
 	require.NoError(t, e.Breaker.SetMode(ctx, edge.ModeOpen))
-	_, err = chain(e.Gates(), flash, accept(&sold))(ctx, attempt(flash.ID, 1000))
+	_, err = chain(e.Steps(), flash, accept(&sold))(ctx, attempt(flash.ID, 1000))
 	require.ErrorIs(t, err, seckill.ErrUnavailable)
 	require.Equal(t, map[string]string{edge.PathRedis: edge.StateForcedOpen, edge.PathPostgreSQL: edge.StateForcedOpen}, e.Breaker.Paths())
 	require.NoError(t, e.Breaker.SetMode(ctx, edge.ModeClosed))
-	_, err = chain(e.Gates(), common, accept(&sold))(ctx, attempt(common.ID, 1001))
+	_, err = chain(e.Steps(), common, accept(&sold))(ctx, attempt(common.ID, 1001))
 	require.NoError(t, err, "forced closed lets the open path's buys through")
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/mojocn/base64Captcha"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -166,24 +166,19 @@ func (c *Captchas) Check(ctx context.Context, id, answer string) error {
 	return nil
 }
 
-// captchaGate demands the captcha of vouchers that require one.
+// captchaGate demands the captcha of vouchers that require one (the buy's
+// step 6; the pipeline asks only for those, after its fast refusal).
 type captchaGate struct{ e *Edge }
 
-// Pass implements gateway.Gate.
-func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-	if !a.Voucher.CaptchaRequired {
-		return next(ctx, a)
-	}
-	if err := g.e.front(gateCaptcha, a); err != nil {
-		return gateway.Purchase{}, err
-	}
-	if g.knownRequest(ctx, a) {
+// Check implements buy.Captcha.
+func (g captchaGate) Check(ctx context.Context, a *buy.Attempt, known bool) error {
+	if known {
 		// A retry of a request the voucher already accepted: its captcha
 		// was burned by the first attempt, and reserve.lua (or the sold-out
 		// flag) replays the first order without selling anything, as the contract
 		// promises for a repeated Idempotency-Key.
 		g.e.metrics.allow(gateCaptcha)
-		return next(ctx, a)
+		return nil
 	}
 	if err := g.e.Captchas.Check(ctx, a.CaptchaID, a.CaptchaAnswer); err != nil {
 		reason := "invalid"
@@ -191,31 +186,8 @@ func (g captchaGate) Pass(ctx context.Context, a *gateway.Attempt, next gateway.
 			reason = "error"
 		}
 		g.e.metrics.reject(gateCaptcha, reason)
-		return gateway.Purchase{}, err
+		return err
 	}
 	g.e.metrics.allow(gateCaptcha)
-	return next(ctx, a)
-}
-
-// knownRequest reports whether the attempt's Idempotency-Key already made an
-// order of the voucher: for a seckill voucher, whether the stock accepted it
-// (redisstock.Store.RequestKnown); for the kinds sold
-// in PostgreSQL, whether an order row carries it. Only keyed attempts on
-// captcha vouchers pay this look-up. A failure counts as unknown: the captcha
-// check then answers for itself.
-func (g captchaGate) knownRequest(ctx context.Context, a *gateway.Attempt) bool {
-	if a.Request.RequestKey == "" {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	if a.Voucher.Kind != seckill.KindSeckill {
-		if g.e.cfg.SyncRequests == nil {
-			return false
-		}
-		known, err := g.e.cfg.SyncRequests.RequestKnown(ctx, a.Request.VoucherID, a.Request.UserID, a.Request.RequestKey)
-		return err == nil && known
-	}
-	known, err := g.e.stock.RequestKnown(ctx, a.Request.VoucherID, request(a))
-	return err == nil && known
+	return nil
 }

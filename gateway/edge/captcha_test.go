@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -77,11 +77,11 @@ func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
 	var sold atomic.Int64
 	ctx := context.Background()
 
-	free := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	free := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&sold))
 	_, err := free(ctx, attempt(1, 7))
 	require.NoError(t, err)
 
-	guarded := chain(e.Gates(), seckill.Voucher{ID: 2, CaptchaRequired: true}, accept(&sold))
+	guarded := chain(e.Steps(), seckill.Voucher{ID: 2, CaptchaRequired: true}, accept(&sold))
 	_, err = guarded(ctx, attempt(2, 7))
 	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid)
 
@@ -106,11 +106,11 @@ func TestCaptchaSkippedForIdempotentRetry(t *testing.T) {
 	e, _ := newEdge(t, rdb, edge.Config{})
 	v := warm(t, rdb, 10)
 	v.CaptchaRequired = true
-	buy := chain(e.Gates(), v, buyWith(realBuyer(t, redisstock.New(rdb))))
+	buy := chainKnown(e.Steps(), v, buyWith(realBuyer(t, redisstock.New(rdb))), stockKeys{redisstock.New(rdb)})
 	ctx := context.Background()
 
 	id, answer := newCaptcha(t, e.Captchas)
-	keyed := func(userID int64, key string) *gateway.Attempt {
+	keyed := func(userID int64, key string) *pipe.Attempt {
 		a := attempt(v.ID, userID)
 		a.Request.RequestKey = key
 		a.CaptchaID, a.CaptchaAnswer = id, answer

@@ -4,34 +4,16 @@
 // anonymous routes, the per-user and per-address limits of the other signed-in routes, the
 // per-username limit of failed logins, the single-use
 // captcha, the circuit breaker with its fleet-wide ops switch, and the
-// sold-out flag. It implements gateway.Gate and gateway.IPLimiter and knows
+// sold-out flag. It implements buy.Steps and gateway.Gates and knows
 // nothing of HTTP: every refusal is an error wrapping a seckill sentinel,
 // the gateway turns it into a status code.
 //
-// # Order: the narrowest budget first
+// # Order
 //
-// The gateway runs catalog → BuyAddress → UserLimit → GlobalLimit → Captcha
-// → Breaker → SoldOut → buy (the catalog step, the gateway's own, refuses
-// from memory what is certainly useless before any limit). A limit charges only the requests that the
-// limits in front of it let through, so each client spends its own budget
-// first: one account flooding the buy button is cut to its per-user rate by
-// the per-user limit and never reaches the global limit with the rest, and
-// one address sending for many accounts is cut by its address's budget
-// before any of them reaches Redis. The global limit, the one budget all
-// shoppers share, sees only what every narrower limit admitted; with the
-// global limit first (as before), a single account sending 1,600 buys a
-// second kept its own 5/s and took the whole fleet's share from everybody
-// else. The per-address limit is in memory and costs no round trip; the
-// per-user limit is the buy's only round trip before the reservation.
-//
-// The per-user limit and the captcha touch Redis, so each of them, and the
-// global limit behind the per-user one, starts with a check that costs no
-// I/O: when the breaker refuses (open, or forced open by ops) the attempt
-// gets 503 at once, and when this instance knows the voucher is sold out it
-// gets 409 at once. An open breaker therefore answers without any Redis or
-// Kafka call (a dead Redis would otherwise make the per-user limiter wait on
-// it before the breaker is even asked), and a sold-out voucher costs a map
-// lookup, not a rate-limit script, and takes nothing from the global limit.
+// The buy runs its steps in the order written once, on buy.Pipeline
+// (gateway/buy/pipeline.go): this package gives it the limits, the fast
+// refusal (the breaker's and the sold-out flag's answer without I/O), the
+// captcha, the breaker and the sold-out flag, through Steps.
 //
 // # The global limit without a hot key or a round trip
 //
@@ -88,7 +70,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -166,17 +148,6 @@ type Config struct {
 	// is read again, in one pipelined round trip (default 500ms; the flag
 	// must not outlive returned stock by more than 1s).
 	SoldOutRecheck time.Duration
-
-	// SyncRequests knows the Idempotency-Keys of the vouchers sold in
-	// PostgreSQL (limit and common), so that a replay of one needs no new
-	// captcha. Nil: such a replay must pass the captcha again.
-	SyncRequests RequestKeys
-}
-
-// RequestKeys tells whether a shopper's Idempotency-Key already made an order
-// of a voucher sold in PostgreSQL (orders/pgstore implements it).
-type RequestKeys interface {
-	RequestKnown(ctx context.Context, voucherID, userID int64, key string) (bool, error)
 }
 
 func (c *Config) defaults() error {
@@ -231,14 +202,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// StockReader is what the gates read of the stock (redisstock.Store
+// StockReader is what the sold-out flag reads of the stock (redisstock.Store
 // implements it): the live stock of vouchers in one round trip, and the
-// requests a voucher accepted, for replays of a sold-out voucher and for the
-// captcha a replay does not need again.
+// requests a voucher accepted, for replays of a sold-out voucher.
 type StockReader interface {
 	StockLeft(ctx context.Context, voucherIDs ...int64) (map[int64]int64, error)
 	RequestKeys(ctx context.Context, voucherID int64, max int) (map[redisstock.Request]int64, bool, error)
-	RequestKnown(ctx context.Context, voucherID int64, r redisstock.Request) (bool, error)
 }
 
 // Edge owns every gate of one instance. Build it with New, run its
@@ -293,7 +262,7 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	// concurrent buys (redisstock.GroupCommit): the per-user limit is the
 	// buy's other Redis call.
 	lim := redis_rate.NewLimiter(redisstock.GroupCommit(rdb))
-	e.global = newGlobalLimit(cfg.GlobalRate, cfg.GlobalBurst, e.front, m)
+	e.global = newGlobalLimit(cfg.GlobalRate, cfg.GlobalBurst, m)
 	e.fleet = newFleet(rdb, cfg.FleetKey, cfg.FleetBeat, log, e.global.resize)
 	if reg != nil {
 		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -303,7 +272,7 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 			return nil, err
 		}
 	}
-	e.user = newUserLimit(lim, cfg.UserRate, cfg.UserBurst, e.front, m, log)
+	e.user = newUserLimit(lim, cfg.UserRate, cfg.UserBurst, m, log)
 	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, gate: gateCredentials, metrics: m, log: log}
 	e.captchaIssue = &IPLimit{lim: lim, limit: cfg.CaptchaLimit, gate: gateCaptchaIPs, metrics: m, log: log}
 	e.anonymous = newAddrLimit(gateAnonymous, cfg.AddressRate, cfg.AddressBurst, m)
@@ -348,15 +317,10 @@ func (e *Edge) Stop() {
 // 1/Instances of the rate and of the burst.
 func (e *Edge) Instances() int { return e.fleet.n() }
 
-// Gates returns the gates for gateway.Deps.Gates.
+// Gates returns the limits of the routes other than the buy, for
+// gateway.Deps.Gates.
 func (e *Edge) Gates() gateway.Gates {
 	return gateway.Gates{
-		BuyAddress:   e.buyAddress,
-		GlobalLimit:  e.global,
-		UserLimit:    e.user,
-		Captcha:      captchaGate{e},
-		Breaker:      e.Breaker,
-		SoldOut:      e.SoldOut,
 		Credentials:  e.credentials,
 		CaptchaIssue: e.captchaIssue,
 		Anonymous:    e.anonymous,
@@ -365,21 +329,32 @@ func (e *Edge) Gates() gateway.Gates {
 	}
 }
 
-// ObserveStock wraps the stock the buyer reserves in, so the sold-out flag
-// learns from every answer's StockLeft (the buyer drops it on a refusal) and
-// from every release. Pass the result to seckill.NewBuyer.
-func (e *Edge) ObserveStock(s seckill.Stock) seckill.Stock {
-	return &observedStock{Stock: s, soldOut: e.SoldOut}
+// Steps returns the buy's steps, for gateway.Deps.Buy.
+func (e *Edge) Steps() buy.Steps {
+	return buy.Steps{
+		Address: e.buyAddress,
+		User:    e.user,
+		Global:  e.global,
+		Fast:    fastRefusal{e},
+		Captcha: captchaGate{e},
+		Breaker: e.Breaker,
+		SoldOut: e.SoldOut,
+	}
 }
 
-// front is the check without I/O that every Redis-touching gate makes first.
-func (e *Edge) front(gate string, a *gateway.Attempt) error {
-	if err := e.Breaker.Refuse(a); err != nil {
-		e.metrics.reject(gate, "breaker_open")
+// fastRefusal is the buy's check without I/O in front of each step that
+// costs something: the breaker's refusal, then the sold-out flag's.
+type fastRefusal struct{ e *Edge }
+
+// Refuse implements buy.Fast. The refusal is counted under the step it
+// stands in front of.
+func (f fastRefusal) Refuse(step, path string, a *buy.Attempt) error {
+	if err := f.e.Breaker.Refuse(path); err != nil {
+		f.e.metrics.reject(step, "breaker_open")
 		return err
 	}
-	if err := e.SoldOut.refuseAttempt(a); err != nil {
-		e.metrics.reject(gate, "sold_out")
+	if err := f.e.SoldOut.refuseAttempt(a); err != nil {
+		f.e.metrics.reject(step, "sold_out")
 		return err
 	}
 	return nil
@@ -389,11 +364,11 @@ var (
 	_ gateway.Captchas       = (*Captchas)(nil)
 	_ gateway.BreakerAdmin   = (*Breaker)(nil)
 	_ gateway.BreakerPaths   = (*Breaker)(nil)
-	_ gateway.Gate           = (*Breaker)(nil)
-	_ gateway.Gate           = (*SoldOut)(nil)
+	_ buy.Breaker            = (*Breaker)(nil)
+	_ buy.SoldOut            = (*SoldOut)(nil)
 	_ gateway.IPLimiter      = (*IPLimit)(nil)
 	_ gateway.IPLimiter      = (*AddrLimit)(nil)
-	_ gateway.Gate           = (*AddrLimit)(nil)
+	_ buy.Limit              = (*AddrLimit)(nil)
 	_ gateway.NameLimiter    = (*nameLimit)(nil)
 	_ gateway.ShopperLimiter = (*shopperLimit)(nil)
 )

@@ -13,14 +13,14 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
-	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 )
 
 // Gate names in metrics.
 const (
-	gateGlobal      = "global_limit"
-	gateUser        = "user_limit"
+	gateGlobal      = buy.StepGlobalLimit
+	gateUser        = buy.StepUserLimit
 	gateCredentials = "credentials_limit"
 	gateCaptchaIPs  = "captcha_issue_limit"
 	gateLoginName   = "login_name_limit"
@@ -28,7 +28,7 @@ const (
 	gateShopperAddr = "shopper_address_limit"
 	gateAnonymous   = "address_limit"
 	gateBuyAddress  = "buy_address_limit"
-	gateCaptcha     = "captcha"
+	gateCaptcha     = buy.StepCaptcha
 	gateBreaker     = "breaker"
 	gateSoldOut     = "sold_out"
 )
@@ -43,12 +43,11 @@ const limitTimeout = 500 * time.Millisecond
 type globalLimit struct {
 	rate, burst int // the fleet's total, as configured
 	gcra        *localGCRA
-	front       func(string, *gateway.Attempt) error
 	m           *metrics
 }
 
-func newGlobalLimit(rate, burst int, front func(string, *gateway.Attempt) error, m *metrics) *globalLimit {
-	return &globalLimit{rate: rate, burst: burst, gcra: newLocalGCRA(float64(rate), float64(burst)), front: front, m: m}
+func newGlobalLimit(rate, burst int, m *metrics) *globalLimit {
+	return &globalLimit{rate: rate, burst: burst, gcra: newLocalGCRA(float64(rate), float64(burst)), m: m}
 }
 
 // resize sets the share for a fleet of n instances. A burst share below one
@@ -57,20 +56,17 @@ func (g *globalLimit) resize(n int) {
 	g.gcra.set(float64(g.rate)/float64(n), max(float64(g.burst)/float64(n), 1))
 }
 
-// Pass implements gateway.Gate.
-func (g *globalLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-	if err := g.front(gateGlobal, a); err != nil {
-		return gateway.Purchase{}, err
-	}
+// Take implements buy.Limit.
+func (g *globalLimit) Take(_ context.Context, a *buy.Attempt) error {
 	res := g.gcra.allow(time.Now())
 	if !res.allowed {
 		setRateHeaders(a.SetHeader, g.rate, 0, res.resetAfter)
 		g.m.reject(gateGlobal, "rate_limited")
-		return gateway.Purchase{}, gateway.WithRetryAfter(
+		return seckill.WithRetryAfter(
 			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateGlobal), res.retryAfter)
 	}
 	g.m.allow(gateGlobal)
-	return next(ctx, a)
+	return nil
 }
 
 // userLimit is the per-user GCRA limit, in Redis through redis_rate (keys
@@ -79,23 +75,19 @@ type userLimit struct {
 	lim   *redis_rate.Limiter
 	limit redis_rate.Limit
 	rate  int // advertised in RateLimit-Limit, per second
-	front func(string, *gateway.Attempt) error
 	m     *metrics
 	log   *slog.Logger
 }
 
-func newUserLimit(lim *redis_rate.Limiter, rate, burst int, front func(string, *gateway.Attempt) error, m *metrics, log *slog.Logger) *userLimit {
+func newUserLimit(lim *redis_rate.Limiter, rate, burst int, m *metrics, log *slog.Logger) *userLimit {
 	return &userLimit{
-		lim: lim, rate: rate, front: front, m: m, log: log,
+		lim: lim, rate: rate, m: m, log: log,
 		limit: redis_rate.Limit{Rate: rate, Burst: burst, Period: time.Second},
 	}
 }
 
-// Pass implements gateway.Gate.
-func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-	if err := g.front(gateUser, a); err != nil {
-		return gateway.Purchase{}, err
-	}
+// Take implements buy.Limit.
+func (g *userLimit) Take(ctx context.Context, a *buy.Attempt) error {
 	key := "seckill:rl:user:" + strconv.FormatInt(a.Request.UserID, 10)
 	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
 	res, err := g.lim.Allow(lctx, key, g.limit)
@@ -105,16 +97,16 @@ func (g *userLimit) Pass(ctx context.Context, a *gateway.Attempt, next gateway.B
 		// Redis hiccup into 429s that lie about the reason.
 		g.m.reject(gateUser, "error")
 		g.log.WarnContext(ctx, "rate limit not checked; letting the attempt through", "gate", gateUser, "err", err)
-		return next(ctx, a)
+		return nil
 	}
 	setRateHeaders(a.SetHeader, g.rate, res.Remaining, res.ResetAfter)
 	if res.Allowed == 0 {
 		g.m.reject(gateUser, "rate_limited")
-		return gateway.Purchase{}, gateway.WithRetryAfter(
+		return seckill.WithRetryAfter(
 			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateUser), res.RetryAfter)
 	}
 	g.m.allow(gateUser)
-	return next(ctx, a)
+	return nil
 }
 
 // setRateHeaders writes the IETF draft RateLimit-* headers and the older
@@ -162,7 +154,7 @@ func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 	}
 	if res.Allowed == 0 {
 		l.metrics.reject(l.gate, "rate_limited")
-		return gateway.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", seckill.ErrRateLimited), res.RetryAfter)
+		return seckill.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", seckill.ErrRateLimited), res.RetryAfter)
 	}
 	l.metrics.allow(l.gate)
 	return nil
@@ -204,7 +196,7 @@ func (l *nameLimit) Take(ctx context.Context, username string) error {
 	}
 	if res.Allowed == 0 {
 		l.m.reject(gateLoginName, "rate_limited")
-		return gateway.WithRetryAfter(fmt.Errorf(
+		return seckill.WithRetryAfter(fmt.Errorf(
 			"%w: too many failed logins for this username; wait before trying again", seckill.ErrRateLimited), max(res.RetryAfter, time.Second))
 	}
 	l.m.allow(gateLoginName)

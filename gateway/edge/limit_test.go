@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
 )
@@ -25,7 +25,7 @@ func TestUserLimitRetryAfterLetsTheNextOneThrough(t *testing.T) {
 	rdb := stack.Redis(t)
 	e, _ := newEdge(t, rdb, edge.Config{UserRate: 2, UserBurst: 2})
 	var sold atomic.Int64
-	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	buy := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&sold))
 	ctx := context.Background()
 	alice, bob := rand.Int64N(1<<40)+1, rand.Int64N(1<<40)+1
 
@@ -71,9 +71,9 @@ func TestGlobalLimitAcrossInstances(t *testing.T) {
 		"the first instance learns of the second at its next heartbeat")
 
 	var sold atomic.Int64
-	buys := []gateway.BuyFunc{
-		chain(a.Gates(), seckill.Voucher{ID: 1}, accept(&sold)),
-		chain(b.Gates(), seckill.Voucher{ID: 1}, accept(&sold)),
+	buys := []buyFunc{
+		chain(a.Steps(), seckill.Voucher{ID: 1}, accept(&sold)),
+		chain(b.Steps(), seckill.Voucher{ID: 1}, accept(&sold)),
 	}
 	start := time.Now()
 	limited := 0
@@ -102,7 +102,7 @@ func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
 	e, reg := newEdge(t, rdb, edge.Config{GlobalRate: rate, GlobalBurst: burst})
 	require.Equal(t, 1, e.Instances())
 	var sold atomic.Int64
-	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	buy := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&sold))
 
 	// The burst at once, then a refusal that says when to come back. The
 	// limit refills one token every 1/rate, and how many refill while the
@@ -110,7 +110,7 @@ func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
 	// is waited for and what came before it is bounded by the elapsed time.
 	began := time.Now()
 	var allowed int
-	var a *gateway.Attempt
+	var a *pipe.Attempt
 	var err error
 	for {
 		a = attempt(1, int64(allowed+1))
@@ -242,7 +242,7 @@ func TestFloodingAccountDoesNotSpendTheGlobalBudget(t *testing.T) {
 	// most its own 3 + 5/s of it, so 17 + 15/s stay for the others.
 	e, reg := newEdge(t, rdb, edge.Config{GlobalRate: 20, GlobalBurst: 20, UserRate: 5, UserBurst: 3})
 	var sold atomic.Int64
-	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	buy := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&sold))
 	ctx := context.Background()
 	bot := rand.Int64N(1<<40) + 1
 	const flood = 500
@@ -279,7 +279,7 @@ func TestAddressBudgetComesFirst(t *testing.T) {
 	rdb := stack.Redis(t)
 	e, reg := newEdge(t, rdb, edge.Config{BuyAddressRate: 10, BuyAddressBurst: 10})
 	var sold atomic.Int64
-	buy := chain(e.Gates(), seckill.Voucher{ID: 1}, accept(&sold))
+	buy := chain(e.Steps(), seckill.Voucher{ID: 1}, accept(&sold))
 	ctx := context.Background()
 	base := rand.Int64N(1<<40) + 1
 	refused := 0

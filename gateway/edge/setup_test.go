@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill"
@@ -52,26 +52,79 @@ func newEdge(t testing.TB, rdb redis.UniversalClient, cfg edge.Config) (*edge.Ed
 	return e, reg
 }
 
-// chain runs the gates in the gateway's order (gateway/gates.go) in front of
-// last; the voucher step sets Attempt.Voucher.
-func chain(g gateway.Gates, v seckill.Voucher, last gateway.BuyFunc) gateway.BuyFunc {
-	voucher := gateway.GateFunc(func(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-		a.Voucher = v
-		return next(ctx, a)
+// sellFunc is a test's seller: what the buy's pipeline calls last.
+type sellFunc func(ctx context.Context, a *pipe.Attempt) (pipe.Sale, error)
+
+// buyFunc is one buy through the pipeline.
+type buyFunc func(ctx context.Context, a *pipe.Attempt) (pipe.Purchase, error)
+
+// chain is the buy's pipeline (gateway/buy) over steps, whose catalog
+// answers v (on sale for the next hour when it has no end, with stock when
+// it has none) and whose seller of every kind is last.
+func chain(steps pipe.Steps, v seckill.Voucher, last sellFunc) buyFunc {
+	return chainKnown(steps, v, last, nil)
+}
+
+// chainKnown is chain whose sellers know the request keys of keys.
+func chainKnown(steps pipe.Steps, v seckill.Voucher, last sellFunc, keys pipe.RequestKeys) buyFunc {
+	if v.EndAt.IsZero() {
+		v.EndAt = time.Now().Add(time.Hour)
+	}
+	if v.StockTotal == 0 {
+		v.StockTotal, v.StockLeft = 1<<40, 1<<40
+	}
+	p, err := pipe.New(pipe.Deps{
+		Catalog: oneVoucher{v}, Steps: steps, Logger: quiet,
+		Seckill: testSeller{last, keys, pipe.PathRedis}, Sync: testSeller{last, keys, pipe.PathPostgreSQL},
 	})
-	return g.Chain(voucher, last)
+	if err != nil {
+		panic(err)
+	}
+	return p.Buy
+}
+
+// oneVoucher is a catalog that answers one voucher for every id.
+type oneVoucher struct{ v seckill.Voucher }
+
+func (o oneVoucher) Voucher(context.Context, int64) (seckill.Voucher, error) { return o.v, nil }
+
+// testSeller sells with a test's function.
+type testSeller struct {
+	sell sellFunc
+	keys pipe.RequestKeys
+	path string
+}
+
+func (s testSeller) Sell(ctx context.Context, req seckill.BuyRequest) (pipe.Sale, error) {
+	return s.sell(ctx, &pipe.Attempt{Request: req})
+}
+
+func (s testSeller) RequestKnown(ctx context.Context, voucherID, userID int64, key string) (bool, error) {
+	if s.keys == nil {
+		return false, nil
+	}
+	return s.keys.RequestKnown(ctx, voucherID, userID, key)
+}
+
+func (s testSeller) Path() string { return s.path }
+
+// stockKeys are the requests a real stock accepted.
+type stockKeys struct{ stock *redisstock.Store }
+
+func (k stockKeys) RequestKnown(ctx context.Context, voucherID, userID int64, key string) (bool, error) {
+	return k.stock.RequestKnown(ctx, voucherID, redisstock.Request{UserID: userID, Key: key})
 }
 
 // accept is a last step that sells without touching anything, for tests of
-// the gates in front; it counts its calls.
-func accept(n *atomic.Int64) gateway.BuyFunc {
-	return func(context.Context, *gateway.Attempt) (gateway.Purchase, error) {
-		return gateway.Purchase{OrderID: n.Add(1)}, nil
+// the steps in front; it counts its calls.
+func accept(n *atomic.Int64) sellFunc {
+	return func(context.Context, *pipe.Attempt) (pipe.Sale, error) {
+		return pipe.Sale{Purchase: pipe.Purchase{OrderID: n.Add(1)}}, nil
 	}
 }
 
-func attempt(voucherID, userID int64) *gateway.Attempt {
-	return &gateway.Attempt{Request: seckill.BuyRequest{VoucherID: voucherID, UserID: userID, Quantity: 1}}
+func attempt(voucherID, userID int64) *pipe.Attempt {
+	return &pipe.Attempt{Request: seckill.BuyRequest{VoucherID: voucherID, UserID: userID, Quantity: 1}}
 }
 
 func retryAfter(err error) time.Duration {
@@ -116,10 +169,10 @@ func realBuyer(t testing.TB, stock seckill.Stock) *seckill.Buyer {
 	return seckill.NewBuyer(stock, p, ids, quiet)
 }
 
-func buyWith(b *seckill.Buyer) gateway.BuyFunc {
-	return func(ctx context.Context, a *gateway.Attempt) (gateway.Purchase, error) {
-		res, err := b.Buy(ctx, a.Request)
-		return gateway.Purchase{OrderID: res.OrderID}, err
+// buyWith sells with the production seckill seller over b.
+func buyWith(b *seckill.Buyer) sellFunc {
+	return func(ctx context.Context, a *pipe.Attempt) (pipe.Sale, error) {
+		return pipe.SeckillSeller{Buyer: b}.Sell(ctx, a.Request)
 	}
 }
 

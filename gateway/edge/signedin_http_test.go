@@ -97,6 +97,7 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 		Catalog:  seckill.NewCatalog(store, stock, time.Second),
 		Buyer:    nopBuyer{},
 		Gates:    e.Gates(),
+		Buy:      e.Steps(),
 		Orders:   orders.NewReader(reads, stock, active.IDs),
 		Stats:    nopStats{},
 		Accounts: auth.NewAccounts(pgUsers{store}, tokens),

@@ -10,14 +10,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/gateway"
-	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // SoldOut answers 409 sold_out from memory for vouchers this instance saw
-// run out, without a Redis call. It implements gateway.Gate.
+// run out, without a Redis call. It implements buy.SoldOut.
 //
 // A sold-out voucher still owes every accepted Idempotency-Key its first
 // order (seckill/RULES.md: idempotent everywhere). So once a voucher is flagged, the re-check loop copies its
@@ -26,10 +25,10 @@ import (
 // copy is there, or when it would be too large, keyed attempts go on to the
 // reservation script, which replays them.
 //
-// It learns "sold out" from the stock's answers (see Edge.ObserveStock: a
-// reservation that left 0, or a refusal that says 0 are left) and, when the
-// stock is not observed, from the buyer's ErrSoldOut, which it confirms with
-// its next re-check. It unlearns it within one re-check interval: the stock
+// The pipeline tells it every seller's answer (Saw): it learns "sold out"
+// from a reservation that left 0, or a refusal that says 0 are left, and
+// from a seller's ErrSoldOut without a count, which it confirms with its
+// next re-check. It unlearns it within one re-check interval: the stock
 // of every flagged voucher is read again in one pipelined round trip, so a
 // cancel or a timeout anywhere in the fleet puts the voucher back on sale
 // here within about half a second, the stock's announcement
@@ -72,21 +71,40 @@ func newSoldOut(rdb redis.UniversalClient, stock StockReader, every time.Duratio
 	}
 }
 
-// Pass implements gateway.Gate.
-func (s *SoldOut) Pass(ctx context.Context, a *gateway.Attempt, next gateway.BuyFunc) (gateway.Purchase, error) {
-	if id, ok := s.replay(a); ok {
+// Replay implements buy.SoldOut: the first order of a flagged voucher's
+// known request key, from memory.
+func (s *SoldOut) Replay(a *buy.Attempt) (int64, bool) {
+	id, ok := s.replay(a)
+	if ok {
 		s.m.allow(gateSoldOut)
-		return gateway.Purchase{OrderID: id, Status: orders.StatusReserved, Replayed: true}, nil
 	}
+	return id, ok
+}
+
+// Refuse implements buy.SoldOut.
+func (s *SoldOut) Refuse(a *buy.Attempt) error {
 	if err := s.refuseAttempt(a); err != nil {
 		s.m.reject(gateSoldOut, "sold_out")
-		return gateway.Purchase{}, err
+		return err
 	}
-	p, err := next(ctx, a)
-	if errors.Is(err, seckill.ErrSoldOut) {
-		s.suspect(a.Request.VoucherID)
+	return nil
+}
+
+// Saw implements buy.SoldOut. A sale that took the last unit, or a refusal
+// that says none is left, flags the voucher; a sold-out refusal without a
+// count makes it a suspect the re-check confirms; a reservation given back
+// because it could not be queued puts it back on sale here at once (the
+// stock announces the release to the fleet, redisstock.StockChannel).
+func (s *SoldOut) Saw(voucherID int64, sale buy.Sale, err error) {
+	if sale.StockKnown && sale.StockLeft == 0 {
+		s.flag(voucherID)
 	}
-	return p, err
+	switch {
+	case errors.Is(err, seckill.ErrSoldOut):
+		s.suspect(voucherID)
+	case errors.Is(err, seckill.ErrNotQueued):
+		s.Forget(voucherID)
+	}
 }
 
 // IsFlagged reports whether this instance answers sold out for the voucher.
@@ -99,7 +117,7 @@ func (s *SoldOut) IsFlagged(voucherID int64) bool {
 
 // refuseAttempt says sold out, from memory, unless the voucher has stock or
 // the attempt may be a replay this instance cannot answer itself.
-func (s *SoldOut) refuseAttempt(a *gateway.Attempt) error {
+func (s *SoldOut) refuseAttempt(a *buy.Attempt) error {
 	v := a.Request.VoucherID
 	s.mu.RLock()
 	_, flagged := s.flagged[v]
@@ -120,7 +138,7 @@ func (s *SoldOut) refuseAttempt(a *gateway.Attempt) error {
 }
 
 // replay returns the first order of a sold-out voucher's known request key.
-func (s *SoldOut) replay(a *gateway.Attempt) (int64, bool) {
+func (s *SoldOut) replay(a *buy.Attempt) (int64, bool) {
 	if a.Request.RequestKey == "" {
 		return 0, false
 	}
@@ -134,7 +152,7 @@ func (s *SoldOut) replay(a *gateway.Attempt) (int64, bool) {
 }
 
 // request names the attempt's Idempotency-Key for the stock.
-func request(a *gateway.Attempt) redisstock.Request {
+func request(a *buy.Attempt) redisstock.Request {
 	return redisstock.Request{UserID: a.Request.UserID, Key: a.Request.RequestKey}
 }
 
@@ -288,30 +306,4 @@ func (s *SoldOut) readReplays(ctx context.Context, voucherID int64) (replaySet, 
 		return replaySet{}, err
 	}
 	return replaySet{orders: orders, complete: complete}, nil
-}
-
-// observedStock is the stock the buyer reserves in, seen by the sold-out flag.
-type observedStock struct {
-	seckill.Stock
-	soldOut *SoldOut
-}
-
-// Reserve flags the voucher when this reservation took the last item or a
-// refusal says none is left: the refusal carries StockLeft, the buyer drops it.
-func (o *observedStock) Reserve(ctx context.Context, r seckill.Reservation) (seckill.ReserveResult, error) {
-	res, err := o.Stock.Reserve(ctx, r)
-	if (err == nil && !res.Replayed || errors.Is(err, seckill.ErrSoldOut)) && res.StockLeft == 0 {
-		o.soldOut.flag(r.VoucherID)
-	}
-	return res, err
-}
-
-// Release forgets the flag here at once; the stock itself announces the
-// release to the fleet (redisstock.StockChannel).
-func (o *observedStock) Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error) {
-	ok, err := o.Stock.Release(ctx, voucherID, orderID, mode)
-	if ok {
-		o.soldOut.Forget(voucherID)
-	}
-	return ok, err
 }

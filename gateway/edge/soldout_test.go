@@ -2,12 +2,14 @@ package edge_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -30,7 +32,7 @@ func TestSoldOutFromMemoryAndBackOnSale(t *testing.T) {
 	start := func() *instance {
 		e, _ := newEdge(t, rdb, edge.Config{})
 		cs := &countingStock{Store: redisstock.New(rdb)}
-		buy := chain(e.Gates(), v, buyWith(realBuyer(t, e.ObserveStock(cs))))
+		buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 		return &instance{e: e, stock: cs, buy: func(u int64) (int64, error) {
 			p, err := buy(ctx, attempt(v.ID, u))
 			return p.OrderID, err
@@ -88,7 +90,7 @@ func TestSoldOutLearnsWithoutObservedStock(t *testing.T) {
 	e, _ := newEdge(t, rdb, edge.Config{})
 	var reserves atomic.Int64
 	cs := &countingStock{Store: redisstock.New(rdb)}
-	buy := chain(e.Gates(), v, buyWith(realBuyer(t, cs)))
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 	ctx := context.Background()
 	_, err := buy(ctx, attempt(v.ID, 1))
 	require.NoError(t, err)
@@ -105,7 +107,7 @@ func TestSoldOutLearnsWithoutObservedStock(t *testing.T) {
 
 	// A voucher sold out only for a bigger quantity is not flagged.
 	w := warm(t, rdb, 2)
-	buyW := chain(e.Gates(), w, buyWith(realBuyer(t, e.ObserveStock(cs))))
+	buyW := chain(e.Steps(), w, buyWith(realBuyer(t, cs)))
 	a := attempt(w.ID, 1)
 	a.Request.Quantity = 3
 	_, err = buyW(ctx, a)
@@ -121,7 +123,7 @@ func TestSoldOutAnnouncement(t *testing.T) {
 	v := warm(t, rdb, 1)
 	e, _ := newEdge(t, rdb, edge.Config{SoldOutRecheck: time.Hour})
 	cs := &countingStock{Store: redisstock.New(rdb)}
-	buy := chain(e.Gates(), v, buyWith(realBuyer(t, e.ObserveStock(cs))))
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 	ctx := context.Background()
 	p, err := buy(ctx, attempt(v.ID, 1))
 	require.NoError(t, err)
@@ -144,7 +146,7 @@ func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
 	ctx := context.Background()
 	e, _ := newEdge(t, rdb, edge.Config{})
 	cs := &countingStock{Store: redisstock.New(rdb)}
-	buy := chain(e.Gates(), v, buyWith(realBuyer(t, e.ObserveStock(cs))))
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 	keyed := func(user int64, key string) (int64, error) {
 		a := attempt(v.ID, user)
 		a.Request.RequestKey = key
@@ -189,4 +191,21 @@ func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
 	third, err := keyed(3, "k-three")
 	require.NoError(t, err)
 	require.NotZero(t, third)
+}
+
+// The pipeline tells the flag every seller's answer: a reservation that
+// took the last unit flags the voucher, and the same reservation given back
+// because it could not be queued puts the voucher back on sale here at once,
+// before any announcement or re-check.
+func TestSoldOutSawReleaseOfUnqueued(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{SoldOutRecheck: time.Hour})
+	const v = 77
+	e.SoldOut.Saw(v, pipe.Sale{StockKnown: true, StockLeft: 0}, nil)
+	require.True(t, e.SoldOut.IsFlagged(v), "the last unit was taken")
+	e.SoldOut.Saw(v, pipe.Sale{}, fmt.Errorf("%w: queue: %w", seckill.ErrUnavailable, seckill.ErrNotQueued))
+	require.False(t, e.SoldOut.IsFlagged(v), "the unqueued reservation was given back")
+	e.SoldOut.Saw(v, pipe.Sale{StockKnown: true, StockLeft: 2}, nil)
+	require.False(t, e.SoldOut.IsFlagged(v), "units are left")
 }

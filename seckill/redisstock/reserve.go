@@ -1,6 +1,9 @@
 package redisstock
 
 // The buy path: reserve.lua and release.lua, and what their answers mean.
+// Reserve is the one reserve path, top to bottom: the home bucket, then (for
+// a voucher of several buckets) the fallback, whose stock moves are in
+// shards.go.
 
 import (
 	"context"
@@ -54,14 +57,114 @@ func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.Res
 	if err != nil {
 		return seckill.ReserveResult{}, err
 	}
-	if n > 1 {
-		return s.reserveSharded(ctx, r, n)
-	}
-	code, orderID, left, err := s.reserveIn(ctx, r, VoucherKeys(r.VoucherID))
+	home := BucketKeys(r.VoucherID, homeBucket(r.UserID, n))
+	code, orderID, left, err := s.reserveIn(ctx, r, home)
 	if err != nil {
 		return seckill.ReserveResult{}, err
 	}
+	if n == 1 {
+		return reserveOutcome(r, code, orderID, left)
+	}
+	return s.fallback(ctx, r, n, home, code, orderID, left)
+}
+
+// homeBucket is the bucket a user buys in.
+func homeBucket(userID int64, n int) int { return int(userID % int64(n)) }
+
+// fallback is the rest of Reserve for a voucher of n > 1 buckets, after the
+// home bucket answered code: while the home bucket lacks stock, stock moves
+// into it from the others (shards.go) and the buy is tried there again,
+// until the buy is decided or ctx ends. Every script runs on one bucket.
+func (s *Store) fallback(ctx context.Context, r seckill.Reservation, n int, home Keys, code, orderID, left int64) (seckill.ReserveResult, error) {
+	for attempt := 0; code == codeSoldOut; attempt++ {
+		if attempt > 2 {
+			// Many shoppers of one bucket chase the same stock: back off a
+			// little, so the moves and reads do not spin.
+			t := time.NewTimer(time.Duration(min(attempt, 20)) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if err := ctx.Err(); err != nil {
+			return seckill.ReserveResult{}, unavailable("reserve (moving stock between buckets)", err)
+		}
+		st, err := s.readBuckets(ctx, r.VoucherID, n)
+		if err != nil {
+			return seckill.ReserveResult{}, err
+		}
+		for _, b := range st {
+			if !b.onSale {
+				return reserveOutcome(r, codeNotOnSale, 0, 0)
+			}
+		}
+		stock, moving := sums(st)
+		switch {
+		case stock >= r.Quantity:
+			if err := s.pullAndReserve(ctx, r, st, home, &code, &orderID, &left); err != nil {
+				return seckill.ReserveResult{}, err
+			}
+			continue
+		case moving > 0:
+			// Stock is on its way between buckets (another buyer's move,
+			// or one whose process died): finish it, then look again.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+			_, err := s.finishMoves(wctx, r.VoucherID, n)
+			cancel()
+			if err != nil {
+				return seckill.ReserveResult{}, err
+			}
+			continue
+		}
+		again, err := s.readBuckets(ctx, r.VoucherID, n)
+		if err != nil {
+			return seckill.ReserveResult{}, err
+		}
+		if quiet(st, again) {
+			// No bucket gained stock between the two reads, so at the
+			// moment the first one ended every bucket together held less
+			// than asked: sold out for this request.
+			left, _ = sums(again)
+			return reserveOutcome(r, codeSoldOut, 0, left)
+		}
+	}
+	if code == codeHeld && left == 0 {
+		// The home bucket is empty; the gateway takes StockLeft 0 for sold
+		// out, so tell it the voucher's figure.
+		if all, err := s.readBuckets(ctx, r.VoucherID, n); err == nil {
+			stock, moving := sums(all)
+			left = stock + moving
+		} else {
+			left = -1 // unknown; not 0, which would say sold out
+		}
+	}
 	return reserveOutcome(r, code, orderID, left)
+}
+
+// scriptWait bounds the wait for a script of the fallback once it is sent.
+// Those calls do not stop when the buyer's context ends: a reservation that
+// Redis made must be answered to the buyer (else a retry of its key replays
+// an order that was never queued), and a move once begun should complete.
+const scriptWait = 5 * time.Second
+
+// pullAndReserve moves stock into the home bucket when it lacks some, then
+// tries the reservation there again, writing reserve.lua's answer.
+func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []bucketState, home Keys, code, orderID, left *int64) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+	defer cancel()
+	if have := st[home.Bucket].stock; have < r.Quantity {
+		if err := s.pull(wctx, r.VoucherID, st, home.Bucket, r.Quantity-have); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing reserved yet: the buyer is gone, so do not start.
+		return unavailable("reserve (moving stock between buckets)", err)
+	}
+	var err error
+	*code, *orderID, *left, err = s.reserveIn(wctx, r, home)
+	return err
 }
 
 // reserveIn runs reserve.lua on one bucket.

@@ -1,0 +1,67 @@
+package buy
+
+import (
+	"net/http"
+
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+)
+
+// Attempt is one shopper's buy request as it travels through the pipeline.
+// Every string in it is the caller's own copy, safe to keep after the
+// request.
+type Attempt struct {
+	// Request is what the seller gets: voucher, user (from the token),
+	// quantity and Idempotency-Key, already validated.
+	Request seckill.BuyRequest
+	// CaptchaID and CaptchaAnswer are as the shopper sent them (possibly
+	// empty); the captcha step judges them.
+	CaptchaID     string
+	CaptchaAnswer string
+	// ClientKey is the client's address as the per-address limits key it:
+	// the address for IPv4, its /56 for IPv6.
+	ClientKey string
+	// Voucher is the catalog's copy of the voucher, set by the catalog
+	// step. Its StockLeft is at most a moment old: the reservation is the
+	// only judge of stock.
+	Voucher seckill.Voucher
+	// Pass is the Seckill-Pass header as the shopper sent it (possibly
+	// empty); a voucher with a waiting room takes one (pass.go).
+	Pass string
+
+	header http.Header
+}
+
+// SetHeader adds a header to the answer, whatever it turns out to be: a rate
+// limiter's RateLimit-* headers on a 202 as on a 429.
+func (a *Attempt) SetHeader(key, value string) {
+	if a.header == nil {
+		a.header = make(http.Header, 4)
+	}
+	a.header.Set(key, value)
+}
+
+// Header returns the headers set so far (nil when none).
+func (a *Attempt) Header() http.Header { return a.header }
+
+// Purchase is what a successful attempt produced.
+type Purchase struct {
+	OrderID int64
+	// Status is orders.StatusReserved for a seckill voucher (persisted
+	// later by the workers) and orders.StatusCreated for the synchronous
+	// kinds. For a replay, Pipeline.Buy answers the order's current status.
+	Status orders.Status
+	// Replayed is true when the attempt's Idempotency-Key named an order
+	// made before: nothing was sold now, and Status is only what the step
+	// that answered knew.
+	Replayed bool
+}
+
+// Sale is a seller's answer: the purchase, and what the stock said was left.
+type Sale struct {
+	Purchase
+	// StockLeft is what the stock said was left after this attempt, a
+	// refusal included, when StockKnown; the sold-out flag learns from it.
+	StockLeft  int64
+	StockKnown bool
+}
