@@ -17,3 +17,8 @@ var Layers = [][]string{
 	{"deploy"},                   // local services, load tool, fleet, chaos, bench
 	{"cmd"},                      // the binaries
 }
+
+// TestOnly are the packages, besides the …test helpers, that only tests may
+// import and no binary may link: the client generated from
+// gateway/openapi.yaml, which the end-to-end tests drive the system with.
+var TestOnly = []string{"gateway/apiclient"}
