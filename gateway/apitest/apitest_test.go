@@ -29,6 +29,10 @@ func TestCheckFindsMismatches(t *testing.T) {
 	require.NoError(t, s.Check(unknown, 404, json, []byte(`{"error":{"code":"not_found","message":"m"}}`)))
 	require.Error(t, s.Check(unknown, 200, json, []byte(`{}`)))
 
+	page := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+	require.NoError(t, s.Check(page, 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, []byte("<html>")))
+	require.Error(t, s.Check(page, 200, http.Header{"Content-Type": {"text/plain"}}, []byte("hi")), "undeclared type")
+
 	require.NoError(t, s.CheckFrame([]byte(`{"type":"pong"}`)))
 	require.NoError(t, s.CheckFrame([]byte(`{"type":"voucher","voucher":`+voucher+`}`)))
 	require.Error(t, s.CheckFrame([]byte(`{"type":"voucher","voucher":{"id":"1"}}`)))
