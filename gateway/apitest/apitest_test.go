@@ -27,7 +27,8 @@ func TestCheckFindsMismatches(t *testing.T) {
 	require.Error(t, s.Check(get, 200, h, []byte(voucher)), "undeclared header")
 	unknown := httptest.NewRequest(http.MethodGet, "http://x/nowhere", nil)
 	require.NoError(t, s.Check(unknown, 404, json, []byte(`{"error":{"code":"not_found","message":"m"}}`)))
-	require.Error(t, s.Check(unknown, 200, json, []byte(`{}`)))
+	require.Error(t, s.Check(httptest.NewRequest(http.MethodGet, "http://x/api/v1/nowhere", nil), 200, json, []byte(`{}`)))
+	require.NoError(t, s.Check(httptest.NewRequest(http.MethodGet, "http://x/app.js", nil), 200, nil, []byte(`1`)), "a static file")
 
 	page := httptest.NewRequest(http.MethodGet, "http://x/", nil)
 	require.NoError(t, s.Check(page, 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, []byte("<html>")))
