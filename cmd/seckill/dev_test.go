@@ -54,7 +54,7 @@ func testDevMode(t *testing.T, extra map[string]string) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr) }()
 
-	ts := &testSystem{base: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}}
+	ts := &testSystem{base: "http://" + addr, client: apiClient(t, "http://"+addr, 2)}
 	require.Eventually(t, func() bool {
 		select {
 		case err := <-done:

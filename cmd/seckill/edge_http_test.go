@@ -176,7 +176,7 @@ func TestFairEdgeUnderAFloodingAccount(t *testing.T) {
 	}
 
 	botToken := ts.shopper(t, testUser())
-	botClient := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	botClient := apiClient(t, ts.base, 64) // its answers are checked against the spec too
 	t.Cleanup(botClient.CloseIdleConnections)
 	stop := make(chan struct{})
 	var botSent, bot429 atomic.Int64

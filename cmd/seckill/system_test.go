@@ -23,6 +23,7 @@ import (
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/deploy/testlog"
+	"github.com/flashsale/seckill/gateway/apitest"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill/pause"
@@ -96,13 +97,21 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		pool:   pool,
 		rdb:    stack.Client(t, stacktest.RedisShape{ClusterAddrs: cfg.RedisCluster}),
 		tokens: tokens,
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
+		client: apiClient(t, "http://"+addr, 256),
 	}
 	// Cleanups run last-in first-out: the client lets go of its idle
 	// connections before the server shuts down under them.
 	t.Cleanup(ts.client.CloseIdleConnections)
 	ts.waitReady(t)
 	return ts
+}
+
+// apiClient is the client of the tests for the API at base: every answer it
+// gets is checked against gateway/openapi.yaml (gateway/apitest), failing the
+// test on a mismatch, so a test that passes cannot hide a contract break.
+func apiClient(t testing.TB, base string, idle int) *http.Client {
+	t.Helper()
+	return apitest.Wrap(t, &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: idle}}, base)
 }
 
 // newKafkaTopic creates a topic of its own for the test on the package's

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/apitest"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 )
@@ -45,7 +48,7 @@ func (ts *testSystem) startPeer(t *testing.T, mutate func(*Config)) *peer {
 	t.Cleanup(stop)
 	p := &peer{testSystem: &testSystem{
 		base: "http://" + addr, ops: opsBase(cfg), cfg: cfg, pool: ts.pool, rdb: ts.rdb, tokens: ts.tokens,
-		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		client: apiClient(t, "http://"+addr, 64),
 	}, stop: stop}
 	p.waitReady(t)
 	return p
@@ -89,7 +92,26 @@ func (ts *testSystem) dialWS(t *testing.T, query string, protocols []string, hea
 	if conn != nil {
 		t.Cleanup(func() { _ = conn.Close() })
 	}
+	if resp != nil && conn == nil {
+		checkRefusedHandshake(t, ts.base+"/api/v1/ws", resp)
+	}
 	return conn, resp, err
+}
+
+// checkRefusedHandshake checks a handshake refused before the upgrade
+// against gateway/openapi.yaml, as the tests' HTTP client checks every
+// answer, and leaves its body for the caller to read.
+func checkRefusedHandshake(t *testing.T, u string, resp *http.Response) {
+	t.Helper()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	require.NoError(t, err)
+	if err := apitest.MustLoad(t).Check(req, resp.StatusCode, resp.Header, body); err != nil {
+		t.Errorf("contract: the handshake of GET /api/v1/ws answered %d, which gateway/openapi.yaml does not allow: %v\nbody: %s",
+			resp.StatusCode, err, body)
+	}
 }
 
 // openWS connects token's socket on ts and starts reading it.
@@ -98,16 +120,40 @@ func (ts *testSystem) openWS(t *testing.T, token string) *wsClient {
 	conn, resp, err := ts.dialWS(t, "", []string{"bearer", token})
 	require.NoError(t, err)
 	require.Equal(t, "bearer", resp.Header.Get("Sec-WebSocket-Protocol"))
-	return readWS(conn)
+	return readWS(t, conn)
 }
 
-func readWS(conn *websocket.Conn) *wsClient {
+// readWS starts reading conn's frames, checking each against its schema
+// (gateway/wsframes.yaml): a frame off its schema fails t once the socket is
+// closed at cleanup (the reader outlives no test, so it reports in time).
+func readWS(t *testing.T, conn *websocket.Conn) *wsClient {
+	t.Helper()
+	spec := apitest.MustLoad(t)
 	c := &wsClient{conn: conn, frames: make(chan wsFrame, 4096), vouchers: make(chan wsFrame, 4096), closed: make(chan int, 1)}
+	var bad []string
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = conn.Close()
+		select {
+		case <-done:
+			for _, b := range bad {
+				t.Errorf("contract: %s", b)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the socket's reader did not stop")
+		}
+	})
 	go func() {
+		defer close(done)
 		defer close(c.frames)
 		for {
 			_, msg, err := conn.ReadMessage()
 			at := time.Now()
+			if err == nil {
+				if err := spec.CheckFrame(msg); err != nil {
+					bad = append(bad, fmt.Sprintf("WebSocket frame %s: %v", msg, err))
+				}
+			}
 			if err != nil {
 				var ce *websocket.CloseError
 				if errors.As(err, &ce) {
@@ -267,7 +313,7 @@ func TestWSAcrossInstances(t *testing.T) {
 	// The page's own origin is fine, with the token in the query too.
 	conn, _, err := b.dialWS(t, "token="+aliceTok, nil, "Origin", b.base)
 	require.NoError(t, err)
-	require.Len(t, readWS(conn).untilPong(t), 1)
+	require.Len(t, readWS(t, conn).untilPong(t), 1)
 
 	// Stopping B closes its sockets with 1001 ("going away"), promptly.
 	start := time.Now()
@@ -479,7 +525,7 @@ func TestWSSlowClientDropped(t *testing.T) {
 	// Read at full speed now: every frame written before the drop, then
 	// the close.
 	_ = tcp.SetReadBuffer(1 << 20)
-	slow := readWS(conn)
+	slow := readWS(t, conn)
 	got := 0
 	for range slow.frames {
 		got++
@@ -553,7 +599,7 @@ func TestWSPublicVoucherPushAcrossInstances(t *testing.T) {
 	conn, resp, err := b.dialWS(t, "", nil)
 	require.NoError(t, err, "a visitor without a token may open the socket")
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	visitor := readWS(conn)
+	visitor := readWS(t, conn)
 
 	vid := a.createVoucher(t, 3, 3, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	visitor.nextVoucher(t, vid, func(v map[string]any) bool { return v["state"] == "on_sale" && v["stock_left"] == 3.0 })

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,11 +44,14 @@ func folder(pkg string) string {
 }
 
 // testHelper says whether pkg exists only for tests: the shared test
-// helpers (…test packages such as stacktest, pgstoretest, kafkaqtest) and
-// deploy/testlog.
+// helpers (…test packages such as stacktest, pgstoretest, kafkaqtest,
+// apitest), deploy/testlog and the packages of TestOnly.
 func testHelper(pkg string) bool {
 	if folder(pkg) == "" {
 		return false
+	}
+	if slices.Contains(TestOnly, strings.TrimPrefix(pkg, module+"/")) {
+		return true
 	}
 	last := pkg[strings.LastIndex(pkg, "/")+1:]
 	return strings.HasSuffix(last, "test") && last != "loadtest" || pkg == module+"/deploy/testlog"

@@ -26,3 +26,8 @@ var Below = map[string][]string{
 	// gateway or of its steps' implementation.
 	"gateway/buy": {"gateway", "gateway/edge", "github.com/gofiber/fiber/v2"},
 }
+
+// TestOnly are the packages, besides the …test helpers, that only tests may
+// import and no binary may link: the client generated from
+// gateway/openapi.yaml, which the end-to-end tests drive the system with.
+var TestOnly = []string{"gateway/apiclient"}
