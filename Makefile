@@ -37,6 +37,11 @@
 #                fleet of processes, in rounds: reservations/s, p99, CPU per
 #                reservation of each process, extrapolated needs (deploy/bench
 #                -shapes; a few minutes)
+#   make conformance  Schemathesis (an API fuzzer, in a virtual environment
+#                under bin/) against `bin/seckill dev` from gateway/openapi.yaml:
+#                every operation, generated inputs, sequences through the
+#                links; zero failures (gateway/CONTRACT.md; CONFORMANCE_FLAGS
+#                go to `st run`, e.g. "-n 50")
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
 # PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
@@ -76,7 +81,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps kafka-jars build run test vet lint test-race fuzz bench chaos fleet crowd capacity clean
+.PHONY: deps test-deps kafka-jars build run test vet lint test-race fuzz bench chaos fleet crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -239,6 +244,24 @@ crowd: deps build
 capacity: deps build
 	@mkdir -p .run; set -o pipefail; $(GO) run ./deploy/bench -shapes -bin $(BIN) $(CAPACITY_FLAGS) | tee .run/capacity.md
 	@uptime | tee -a .run/capacity.md
+
+# conformance installs Schemathesis (deploy/conformance/requirements.txt)
+# into a virtual environment under bin/ once, then runs deploy/conformance/run.
+# PYTHON is the first of python3.13, python3.12, python3 that runs. Under
+# Python 3.11, parallel workers (--workers 2) can trip CPython's "AST
+# constructor recursion depth mismatch", so the default runs one worker.
+CONFORMANCE_FLAGS ?= -n 30 --workers 1
+CONFORMANCE_VENV := bin/conformance-venv
+PYTHON ?= $(firstword $(foreach p,python3.13 python3.12 python3,$(shell $(p) -c 'print("$(p)")' 2>/dev/null)))
+
+$(CONFORMANCE_VENV)/.installed: deploy/conformance/requirements.txt
+	rm -rf $(CONFORMANCE_VENV)
+	$(PYTHON) -m venv $(CONFORMANCE_VENV)
+	$(CONFORMANCE_VENV)/bin/pip install --quiet -r deploy/conformance/requirements.txt
+	touch $@
+
+conformance: deps build $(CONFORMANCE_VENV)/.installed
+	deploy/conformance/run $(BIN) $(CONFORMANCE_VENV) $(CONFORMANCE_FLAGS)
 
 clean:
 	rm -rf bin .run

@@ -227,15 +227,46 @@ func TestMethodNotAllowed(t *testing.T) {
 	requireAPIError(t, resp, body, http.StatusNotFound, "not_found")
 }
 
+// HEAD is served where gateway/openapi.yaml declares it (the catalog, the
+// probes, the document, the page: what a CDN or a monitor revalidates) and
+// is 405 elsewhere. Fiber gives every GET route a HEAD twin by itself, so a
+// HEAD of the captcha made a captcha nobody could see, and a HEAD of the
+// orders ran their query, neither declared (the spec had no head operation).
+func TestHeadOnlyWhereDeclared(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, path := range []string{"/api/v1/vouchers", "/healthz", "/openapi.yaml", "/"} {
+		resp, _ := b.do(t, http.MethodHead, path, "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+	for path, allow := range map[string]string{
+		"/api/v1/captcha": "GET", "/api/v1/orders": "GET", "/api/v1/orders/7": "GET",
+		"/api/v1/vouchers/7/queue": "GET, POST", "/api/v1/ws": "GET",
+	} {
+		resp, _ := b.do(t, http.MethodHead, path, "", "Authorization", bearerOf(b.shopper))
+		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, path)
+		require.Equal(t, allow, resp.Header.Get("Allow"), path)
+	}
+}
+
 // An HTTP method Fiber does not know is answered by Fiber's router itself,
 // before any middleware: it was 400 text/plain "Invalid http method",
-// outside the API's error body (no JSON, no X-Request-Id).
+// outside the API's error body (no JSON, no X-Request-Id). It is a method
+// the path does not serve, like any other: 405 with Allow on a known path
+// (gateway/openapi.yaml's MethodNotAllowed; it was 400 invalid_input, which
+// the API fuzzer of `make conformance` reported), 404 elsewhere.
 func TestUnknownMethodAnswersAPIError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, path := range []string{"/api/v1/vouchers", "/nothing-here"} {
-		resp, body := b.do(t, "FOO", path, "")
-		requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+	for _, method := range []string{"FOO", "QUERY"} {
+		resp, body := b.do(t, method, "/api/v1/vouchers", "")
+		requireAPIError(t, resp, body, http.StatusMethodNotAllowed, "method_not_allowed")
+		require.Equal(t, "GET, HEAD", resp.Header.Get("Allow"), method)
+		resp, body = b.do(t, method, "/api/v1/orders/7/pay", "")
+		requireAPIError(t, resp, body, http.StatusMethodNotAllowed, "method_not_allowed")
+		require.Equal(t, "POST", resp.Header.Get("Allow"), method)
+		resp, body = b.do(t, method, "/nothing-here", "")
+		requireAPIError(t, resp, body, http.StatusNotFound, "not_found")
 	}
 	// Known methods still reach the routes.
 	resp, _ := b.do(t, http.MethodGet, "/api/v1/vouchers", "")

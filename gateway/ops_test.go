@@ -241,7 +241,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(body, &doc))
 	require.True(t, strings.HasPrefix(doc.OpenAPI, "3."))
 
-	methods := []string{"get", "post", "put", "patch", "delete"}
+	methods := []string{"get", "head", "post", "put", "patch", "delete"}
 	var documented []string
 	for path, item := range doc.Paths {
 		for m, op := range item {
@@ -257,7 +257,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	param := regexp.MustCompile(`:([a-zA-Z]+)`)
 	var served []string
 	for _, r := range b.srv.App().GetRoutes(true) {
-		if r.Method == http.MethodHead || r.Method == http.MethodOptions || b.srv.staticPaths[r.Path] {
+		if r.Method == http.MethodOptions || b.srv.staticPaths[r.Path] {
 			continue
 		}
 		served = append(served, r.Method+" "+param.ReplaceAllString(r.Path, "{$1}"))

@@ -8,10 +8,14 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// wrapUnknownMethods answers a method Fiber does not know ("FOO") with
-// the API's error body. Fiber's router refuses such a request itself, before
+// wrapUnknownMethods answers a method Fiber does not know ("FOO", "QUERY")
+// like a known method the path does not serve: 405 with Allow on a known
+// path, 404 elsewhere, with the API's error body (gateway/openapi.yaml's
+// MethodNotAllowed). Fiber's router refuses such a request itself, before
 // any middleware, with a text/plain 400; this check sits in front of it, in
-// the fasthttp handler that Serve, Listen and App().Test all run.
+// the fasthttp handler that Serve, Listen and App().Test all run, and hands
+// the router the request as TRACE, a method Fiber knows and no route
+// serves, so that the router's own 405 (and its Allow) answers it.
 func (s *Server) wrapUnknownMethods() {
 	methods := s.app.Config().RequestMethods
 	srv := s.app.Server()
@@ -24,9 +28,8 @@ func (s *Server) wrapUnknownMethods() {
 				return
 			}
 		}
-		c := s.app.AcquireCtx(rctx)
-		defer s.app.ReleaseCtx(c)
-		_ = s.fiberErrorHandler(c, invalid("this address does not know that HTTP method"))
+		rctx.Request.Header.SetMethod(fasthttp.MethodTrace)
+		next(rctx)
 	}
 }
 

@@ -40,24 +40,29 @@ func (s *Server) routes() error {
 	})
 	api.Post("/users", s.perAddress, s.register)
 	api.Post("/sessions", s.perAddress, s.login)
-	api.Get("/captcha", s.perAddress, s.newCaptcha)
+	// Fiber's Get also serves HEAD; getOnly does not. HEAD is served where
+	// gateway/openapi.yaml declares it (the catalog, the probes, the
+	// document, the pages: what a CDN or a monitor revalidates), and is 405
+	// elsewhere: a HEAD of the captcha would make a captcha nobody sees.
+	getOnly := func(path string, handlers ...fiber.Handler) { api.Add(fiber.MethodGet, path, handlers...) }
+	getOnly("/captcha", s.perAddress, s.newCaptcha)
 	api.Get("/vouchers", s.perAddress, s.listVouchers)
 	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
 	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
 	api.Post("/vouchers/:id/queue", s.requireShopper, s.perShopper, s.joinQueue)
-	api.Get("/vouchers/:id/queue", s.requireShopper, s.perShopper, s.queueStatus)
-	api.Get("/orders", s.requireShopper, s.perShopper, s.listOrders)
-	api.Get("/orders/:id", s.requireShopper, s.perShopper, s.getOrder)
-	api.Get("/ws", s.perAddress, s.openSocket)
+	getOnly("/vouchers/:id/queue", s.requireShopper, s.perShopper, s.queueStatus)
+	getOnly("/orders", s.requireShopper, s.perShopper, s.listOrders)
+	getOnly("/orders/:id", s.requireShopper, s.perShopper, s.getOrder)
+	getOnly("/ws", s.perAddress, s.openSocket)
 	api.Post("/orders/:id/pay", s.requireShopper, s.perShopper, s.payOrder)
 	api.Post("/orders/:id/cancel", s.requireShopper, s.perShopper, s.cancelOrder)
 
 	admin := api.Group("/admin", s.requireAdmin)
 	s.mountPprof(admin)
 	admin.Post("/vouchers", s.createVoucher)
-	admin.Get("/vouchers/:id/stats", s.voucherStats)
+	admin.Add(fiber.MethodGet, "/vouchers/:id/stats", s.voucherStats)
 	admin.Put("/vouchers/:id/state", s.setVoucherState)
-	admin.Get("/breaker", s.breakerStatus)
+	admin.Add(fiber.MethodGet, "/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.switchBreaker)
 
 	app.Get("/healthz", s.healthz)
