@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -73,6 +74,13 @@ type Config struct {
 	WorkerBatch  int           `env:"SECKILL_WORKER_BATCH" default:"100" help:"most reservations a worker persists in one PostgreSQL transaction (1 to 1000)"`
 	WorkerLinger time.Duration `env:"SECKILL_WORKER_LINGER" default:"50ms" help:"how long a worker's batch waits to fill after its first message (above 0, at most 5s): longer means fewer, larger transactions and a later 'created'"`
 }
+
+// The log levels and formats newLogger knows; anything else is refused at
+// start rather than quietly logged at info as text.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
 
 // Bounds of the workers' batches. A batch is one PostgreSQL transaction
 // whose row locks every other batch on the same voucher waits for, and the
@@ -154,6 +162,10 @@ func setField(field reflect.Value, raw string) error {
 
 func (c Config) validate() error {
 	switch {
+	case !slices.Contains(logLevels, strings.ToLower(c.LogLevel)):
+		return fmt.Errorf("config: SECKILL_LOG_LEVEL must be one of %s, got %q; set SECKILL_LOG_LEVEL=info (the default) or leave it unset", strings.Join(logLevels, ", "), c.LogLevel)
+	case !slices.Contains(logFormats, strings.ToLower(c.LogFormat)):
+		return fmt.Errorf("config: SECKILL_LOG_FORMAT must be text or json, got %q; set SECKILL_LOG_FORMAT=text (the default) or json", c.LogFormat)
 	case c.PayTimeout <= 0:
 		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
 	case c.IdempotencyWindow < time.Minute:
