@@ -241,16 +241,17 @@ const (
 )
 
 // fillDevSecrets generates the secrets dev mode may leave unset. It reports
-// whether the admin token was generated, so it can be shown once.
-func (c *Config) fillDevSecrets() (generatedAdmin bool) {
+// which it generated, so they can be shown once.
+func (c *Config) fillDevSecrets() (generatedAdmin, generatedJWT bool) {
 	if c.JWTSecret == "" {
 		c.JWTSecret = randomHex(32)
+		generatedJWT = true
 	}
 	if c.AdminToken == "" {
 		c.AdminToken = randomHex(16)
 		generatedAdmin = true
 	}
-	return generatedAdmin
+	return generatedAdmin, generatedJWT
 }
 
 func randomHex(n int) string {
