@@ -33,14 +33,14 @@ type Config struct {
 	KafkaDeadLetter   string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
 	KafkaGroup        string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
 	KafkaPartitions   int32         `env:"SECKILL_KAFKA_PARTITIONS" default:"6" help:"partitions of the topic when the dev broker creates it"`
-	JWTSecret         string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated in dev mode when unset"`
+	JWTSecret         string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated and printed in dev mode when unset"`
 	AdminToken        string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"bearer token of the operator routes; generated and printed in dev mode when unset"`
 	TokenTTL          time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
 	PayTimeout        time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
 	IdempotencyWindow time.Duration `env:"SECKILL_IDEMPOTENCY_WINDOW" default:"10m" help:"how long, while a sale runs, a cancelled or failed order's Idempotency-Key keeps answering with that order (live orders keep theirs for the whole sale); after it the key is a new attempt"`
 	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
-	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data"`
+	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for seckill loadtest -data-dir)"`
 	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
 	TrustedProxies    []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
 	GlobalRate        int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
@@ -60,8 +60,8 @@ type Config struct {
 	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /56 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
 	ShopperIPBurst    int           `env:"SECKILL_SHOPPER_IP_BURST" default:"300" help:"burst of SECKILL_SHOPPER_IP_RATE (many shoppers may share one address)"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
-	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
-	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
+	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error (anything else is refused at start)"`
+	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json (anything else is refused at start)"`
 	DemoVoucher       bool          `env:"SECKILL_DEMO_VOUCHER" default:"true" help:"dev mode: create a demo voucher that is on sale now"`
 	// A worker's batch waits up to SECKILL_WORKER_LINGER after its first
 	// message to fill. With kafkaq's own 5 ms the workers persisted
