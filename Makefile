@@ -7,7 +7,9 @@
 #                prometheus for promtool, maven and java for Apache Kafka)
 #   make build   bin/seckill
 #   make run     deps + build, then `bin/seckill dev`
-#   make test    test-deps, go vet, every test, then a short fuzz pass
+#   make test    test-deps, go vet, every test, then a short fuzz pass; each
+#                package's result as it ends, and the slow packages' tests
+#                (TEST_PROGRESS) as they end (go test -json | deploy/testfmt)
 #   make fuzz    only the fuzz pass (FUZZTIME per target, default 3000x:
 #                3000 inputs each)
 #   make lint    gofmt check (lists the files), go vet, staticcheck, and
@@ -179,8 +181,14 @@ lint:
 test-race: deps
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
 
+# TEST_PROGRESS are the packages whose tests make test prints as each ends:
+# the end-to-end ones, which take minutes (deploy/testfmt prints everything
+# else as go test would, a package's line when it ends).
+TEST_PROGRESS ?= cmd/seckill,deploy/chaos
+
 test: test-deps vet kafka-jars
-	$(GO) test -count=1 -timeout 12m $(PKGS)
+	$(GO) build -o bin/testfmt ./deploy/testfmt
+	$(GO) test -json -count=1 -timeout 12m $(PKGS) | bin/testfmt -progress $(TEST_PROGRESS)
 	@$(MAKE) --no-print-directory fuzz
 
 # kafka-jars fetches Apache Kafka's broker jars with Maven into the cache

@@ -385,6 +385,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err := a.Request.Validate(); err != nil {
 		return err
 	}
+	reachedPipeline(c.UserContext())
 	p, err := s.pipeline.Buy(c.UserContext(), a)
 	for k, vs := range a.Header() {
 		for _, v := range vs {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +65,10 @@ type metrics struct {
 
 	// byCode is every buy outcome, resolved at construction; read only.
 	byCode map[string]prometheus.Counter
+
+	// endpoints are the routes that answer ("METHOD path"), set by
+	// learnRoutes before the server serves; read only after.
+	endpoints map[string]bool
 }
 
 type seriesKey struct {
@@ -94,7 +99,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricBuyOutcomes,
-			Help: `Buy attempts that reached the gate chain, by outcome: "accepted", or the API error code they were answered with ("error" for internal failures).`,
+			Help: `Buy requests, by outcome: "accepted", or the API error code they were answered with ("error" for internal failures).`,
 		}, []string{"outcome"}),
 		byCode: map[string]prometheus.Counter{},
 	}
@@ -151,8 +156,15 @@ func (m *metrics) lookup(route, method string, status int) series {
 		return s
 	}
 	label := route
-	if (status == fiber.StatusNotFound || status == fiber.StatusMethodNotAllowed) && route == "/" {
+	switch {
+	case (status == fiber.StatusNotFound || status == fiber.StatusMethodNotAllowed) && route == "/":
 		// The router found nothing; the route is observe's own "/".
+		label = routeUnmatched
+	case status >= fiber.StatusBadRequest && route != routeUnrouted && m.endpoints != nil && !m.endpoints[method+" "+route]:
+		// A refusal by a group's middleware, before any endpoint matched:
+		// /api/v1's for a path under it that no route has, /api/v1/admin's
+		// for a request without the operator token. The prefix is not
+		// what was asked for.
 		label = routeUnmatched
 	}
 	k.route, k.method = strings.Clone(route), strings.Clone(method)
@@ -171,6 +183,42 @@ func (m *metrics) lookup(route, method string, status int) series {
 
 // countBuy counts an attempt once, by the answer it gets (buy.Deps.Outcome).
 func (m *metrics) countBuy(err error) { m.buyOutcome(err).Inc() }
+
+// learnRoutes records the endpoints of routes (fiber's, without the
+// middleware of app.Use and groups), so that lookup can tell an answer of
+// one from a refusal by a group's middleware.
+func (m *metrics) learnRoutes(routes []fiber.Route) {
+	m.endpoints = make(map[string]bool, len(routes))
+	for _, r := range routes {
+		m.endpoints[r.Method+" "+r.Path] = true
+	}
+}
+
+// chainReachedKey holds, in the context of a buy request, whether the
+// attempt reached the pipeline.
+type chainReachedKey struct{}
+
+// countRefusedBuys is the buying route's first handler: a buy refused before
+// it reaches the gate chain (no valid sign-in, a bad id, body or quantity)
+// is counted by the code it is answered with, as countBuy counts the rest,
+// so that every buy request counts once.
+func (m *metrics) countRefusedBuys(c *fiber.Ctx) error {
+	reached := new(bool)
+	c.SetUserContext(context.WithValue(c.UserContext(), chainReachedKey{}, reached))
+	err := c.Next()
+	if err != nil && !*reached {
+		m.buyOutcome(err).Inc()
+	}
+	return err
+}
+
+// reachedPipeline marks, in the context of a buy request, that the attempt
+// reached the pipeline, which counts it itself (countBuy).
+func reachedPipeline(ctx context.Context) {
+	if reached, ok := ctx.Value(chainReachedKey{}).(*bool); ok {
+		*reached = true
+	}
+}
 
 // buyOutcome is the counter of an attempt's answer: the code of the error
 // table's row, as the client reads it.

@@ -48,7 +48,11 @@ func (s *Server) routes() error {
 	getOnly("/captcha", s.perAddress, s.newCaptcha)
 	api.Get("/vouchers", s.perAddress, s.listVouchers)
 	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
-	api.Post("/vouchers/:id/orders", s.requireShopper, s.buy)
+	buy := []fiber.Handler{s.requireShopper, s.buy}
+	if s.metrics != nil {
+		buy = append([]fiber.Handler{s.metrics.countRefusedBuys}, buy...)
+	}
+	api.Post("/vouchers/:id/orders", buy...)
 	api.Post("/vouchers/:id/queue", s.requireShopper, s.perShopper, s.joinQueue)
 	getOnly("/vouchers/:id/queue", s.requireShopper, s.perShopper, s.queueStatus)
 	getOnly("/orders", s.requireShopper, s.perShopper, s.listOrders)
@@ -71,7 +75,13 @@ func (s *Server) routes() error {
 	// No /metrics here: the shoppers' port would give anyone the business
 	// figures, and the work of rendering them, unthrottled. The process
 	// serves them on its ops listener (OpsHandler).
-	return s.mountStatic(s.deps.Static)
+	if err := s.mountStatic(s.deps.Static); err != nil {
+		return err
+	}
+	if s.metrics != nil {
+		s.metrics.learnRoutes(app.GetRoutes(true))
+	}
+	return nil
 }
 func (s *Server) openAPI(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/yaml")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,14 +33,14 @@ type Config struct {
 	KafkaDeadLetter   string        `env:"SECKILL_KAFKA_DEAD_LETTER_TOPIC" help:"where the workers set aside messages they cannot handle (default: the topic's name + .dlq); list and replay them with 'seckill deadletters'"`
 	KafkaGroup        string        `env:"SECKILL_KAFKA_GROUP" default:"seckill-workers" help:"consumer group of the order workers"`
 	KafkaPartitions   int32         `env:"SECKILL_KAFKA_PARTITIONS" default:"6" help:"partitions of the topic when the dev broker creates it"`
-	JWTSecret         string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated in dev mode when unset"`
+	JWTSecret         string        `env:"SECKILL_JWT_SECRET" secret:"true" help:"HS256 secret of shopper tokens; generated and printed in dev mode when unset"`
 	AdminToken        string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"bearer token of the operator routes; generated and printed in dev mode when unset"`
 	TokenTTL          time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
 	PayTimeout        time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
 	IdempotencyWindow time.Duration `env:"SECKILL_IDEMPOTENCY_WINDOW" default:"10m" help:"how long, while a sale runs, a cancelled or failed order's Idempotency-Key keeps answering with that order (live orders keep theirs for the whole sale); after it the key is a new attempt"`
 	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
-	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data"`
+	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for seckill loadtest -data-dir)"`
 	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
 	TrustedProxies    []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
 	GlobalRate        int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
@@ -59,8 +60,8 @@ type Config struct {
 	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /56 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
 	ShopperIPBurst    int           `env:"SECKILL_SHOPPER_IP_BURST" default:"300" help:"burst of SECKILL_SHOPPER_IP_RATE (many shoppers may share one address)"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
-	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error"`
-	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json"`
+	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error (anything else is refused at start)"`
+	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json (anything else is refused at start)"`
 	DemoVoucher       bool          `env:"SECKILL_DEMO_VOUCHER" default:"true" help:"dev mode: create a demo voucher that is on sale now"`
 	// A worker's batch waits up to SECKILL_WORKER_LINGER after its first
 	// message to fill. With kafkaq's own 5 ms the workers persisted
@@ -73,6 +74,13 @@ type Config struct {
 	WorkerBatch  int           `env:"SECKILL_WORKER_BATCH" default:"100" help:"most reservations a worker persists in one PostgreSQL transaction (1 to 1000)"`
 	WorkerLinger time.Duration `env:"SECKILL_WORKER_LINGER" default:"50ms" help:"how long a worker's batch waits to fill after its first message (above 0, at most 5s): longer means fewer, larger transactions and a later 'created'"`
 }
+
+// The log levels and formats newLogger knows; anything else is refused at
+// start rather than quietly logged at info as text.
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
 
 // Bounds of the workers' batches. A batch is one PostgreSQL transaction
 // whose row locks every other batch on the same voucher waits for, and the
@@ -154,6 +162,10 @@ func setField(field reflect.Value, raw string) error {
 
 func (c Config) validate() error {
 	switch {
+	case !slices.Contains(logLevels, strings.ToLower(c.LogLevel)):
+		return fmt.Errorf("config: SECKILL_LOG_LEVEL must be one of %s, got %q; set SECKILL_LOG_LEVEL=info (the default) or leave it unset", strings.Join(logLevels, ", "), c.LogLevel)
+	case !slices.Contains(logFormats, strings.ToLower(c.LogFormat)):
+		return fmt.Errorf("config: SECKILL_LOG_FORMAT must be text or json, got %q; set SECKILL_LOG_FORMAT=text (the default) or json", c.LogFormat)
 	case c.PayTimeout <= 0:
 		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
 	case c.IdempotencyWindow < time.Minute:
@@ -229,16 +241,17 @@ const (
 )
 
 // fillDevSecrets generates the secrets dev mode may leave unset. It reports
-// whether the admin token was generated, so it can be shown once.
-func (c *Config) fillDevSecrets() (generatedAdmin bool) {
+// which it generated, so they can be shown once.
+func (c *Config) fillDevSecrets() (generatedAdmin, generatedJWT bool) {
 	if c.JWTSecret == "" {
 		c.JWTSecret = randomHex(32)
+		generatedJWT = true
 	}
 	if c.AdminToken == "" {
 		c.AdminToken = randomHex(16)
 		generatedAdmin = true
 	}
-	return generatedAdmin
+	return generatedAdmin, generatedJWT
 }
 
 func randomHex(n int) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -20,19 +19,23 @@ import (
 // idempotent on the order id, so replaying a message that was handled after
 // all changes nothing).
 func runDeadLetters(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("deadletters", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("deadletters", deadLettersUsage)
 	asJSON := fs.Bool("json", false, "list: one JSON object per line instead of a table")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long reading the topic may take")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: seckill deadletters [--json] list\n       seckill deadletters replay PARTITION/OFFSET\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseFlags(fs, args, 2, stdout, stderr); help || err != nil {
 		return err
+	}
+	var partition int32
+	var offset int64
+	switch {
+	case fs.Arg(0) == "list" && fs.NArg() == 1:
+	case fs.Arg(0) == "replay" && fs.NArg() == 2:
+		var err error
+		if partition, offset, err = parseLetterID(fs.Arg(1)); err != nil {
+			return refuseArgs(fs, stderr, err)
+		}
+	default:
+		return refuseArgs(fs, stderr, errors.New("deadletters: say list, or replay PARTITION/OFFSET"))
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -44,28 +47,19 @@ func runDeadLetters(ctx context.Context, args []string, getenv func(string) stri
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	dlq := cfg.deadLetterTopic()
-	switch fs.Arg(0) {
-	case "list":
+	if fs.Arg(0) == "list" {
 		letters, err := kafkaq.ListDeadLetters(ctx, cfg.KafkaBrokers, dlq)
 		if err != nil {
 			return err
 		}
 		return writeDeadLetters(stdout, letters, *asJSON)
-	case "replay":
-		partition, offset, err := parseLetterID(fs.Arg(1))
-		if err != nil {
-			fs.Usage()
-			return err
-		}
-		d, err := kafkaq.ReplayDeadLetter(ctx, cfg.KafkaBrokers, dlq, cfg.KafkaTopic, partition, offset)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "replayed %s/%d/%d (from %s) to %s\n", dlq, d.Partition, d.Offset, d.Source, cfg.KafkaTopic)
-		return nil
 	}
-	fs.Usage()
-	return fmt.Errorf("deadletters: say list or replay")
+	d, err := kafkaq.ReplayDeadLetter(ctx, cfg.KafkaBrokers, dlq, cfg.KafkaTopic, partition, offset)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "replayed %s/%d/%d (from %s) to %s\n", dlq, d.Partition, d.Offset, d.Source, cfg.KafkaTopic)
+	return nil
 }
 
 // parseLetterID reads "PARTITION/OFFSET".

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -28,7 +29,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	generatedAdmin := cfg.fillDevSecrets()
+	generatedAdmin, generatedJWT := cfg.fillDevSecrets()
 	log := newLogger(cfg, stderr)
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -117,15 +118,25 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 			return fmt.Errorf("demo voucher: %w", err)
 		}
 	}
+	var devEnv string
 	sys.onListen = func(addr, opsAddr string) {
-		fmt.Fprintf(stdout, "\nseckill is running: shop http://%s  operators http://%s/admin  metrics http://%s/metrics\n", addr, addr, opsAddr)
-		fmt.Fprintf(stdout, "kafka: %s\n", kafkaBanner)
-		if generatedAdmin {
-			fmt.Fprintf(stdout, "admin token (generated for this run; set SECKILL_ADMIN_TOKEN to choose one): %s\n", cfg.AdminToken)
+		d := devEndpoints{addr: addr, opsAddr: opsAddr, kafka: kafkaBanner, dataDir: dataDir, cfg: cfg,
+			generatedAdmin: generatedAdmin, generatedJWT: generatedJWT}
+		var err error
+		if devEnv, err = d.writeDevEnv(); err != nil {
+			// The system runs all the same; only the load tool's
+			// shortcut is lost.
+			log.Warn("dev mode could not write its settings for the load tool", "err", err)
 		}
-		fmt.Fprintln(stdout, "press Ctrl-C to stop")
+		d.writeBanner(stdout, devEnv)
 	}
-	return sys.run(ctx)
+	err = sys.run(ctx)
+	if devEnv != "" {
+		if rmErr := os.Remove(devEnv); rmErr != nil {
+			log.Warn("dev mode could not remove its settings file", "path", devEnv, "err", rmErr)
+		}
+	}
+	return err
 }
 
 // ensureDemoVoucher creates a voucher on sale now unless one already is, so a

@@ -125,6 +125,26 @@ func testDevMode(t *testing.T, extra map[string]string) {
 		require.Contains(t, string(page.raw), "<html", "%s serves a page", path)
 	}
 
+	// The banner names the spec, and how to point the load tool at this
+	// run: its generated secrets are in the data folder's dev.env.
+	require.Contains(t, stdout.String(), "API spec "+ts.base+"/openapi.yaml")
+	require.Contains(t, stdout.String(), "JWT secret (generated for this run")
+	require.Contains(t, stdout.String(), "seckill loadtest -data-dir "+dataDir)
+	devEnv := filepath.Join(dataDir, "dev.env")
+	info, err := os.Stat(devEnv)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "it holds secrets")
+	if shards == "1" && !apache {
+		// The load tool as the banner says, with nothing in its environment.
+		var ltOut, ltErr testlog.Buffer
+		err := run(ctx, []string{"loadtest", "-data-dir", dataDir, "-shoppers", "20", "-attempts", "2", "-stock", "10",
+			"-limit", "1", "-open-in", "1s", "-first-user", "41000000", "-no-progress", "-json"},
+			func(string) string { return "" }, &ltOut, &ltErr)
+		require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", &ltOut, &ltErr)
+		require.Contains(t, ltErr.String(), "read from "+devEnv)
+		require.Contains(t, ltOut.String(), `"sold": 10`)
+	}
+
 	cancel()
 	select {
 	case err := <-done:
@@ -133,6 +153,7 @@ func testDevMode(t *testing.T, extra map[string]string) {
 		t.Fatal("dev mode did not stop within 60s of SIGTERM")
 	}
 	require.Empty(t, processesUsing(t, dataDir), "child processes left behind")
+	require.NoFileExists(t, devEnv, "its secrets do not outlive the run")
 }
 
 // processesUsing lists the command lines of processes that mention dir.

@@ -8,9 +8,9 @@ import (
 )
 
 // buildEdge builds this instance's gates in front of the buying path (rate
-// limits, captcha, breaker with the ops switch, sold-out flag) and starts
-// their background loops, which end with ctx.
-func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
+// limits, captcha, breaker with the ops switch, sold-out flag). Their
+// background loops start in run, once the process listens (startEdge).
+func (s *system) buildEdge() (*edge.Edge, error) {
 	if s.cfg.GlobalBurst >= s.cfg.GlobalRate {
 		// A known trap of GCRA: it admits Burst + Rate·t, so the first
 		// second after a quiet spell lets about twice the rate through.
@@ -36,8 +36,18 @@ func (s *system) buildEdge(ctx context.Context) (*edge.Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Start(ctx)
+	s.edge = e
 	return e, nil
+}
+
+// startEdge starts the gates' background loops until ctx ends. Among them
+// is the fleet's heartbeat, which makes every other gateway halve its share
+// of the global limit for this one: so it starts only once this process
+// listens, and a second instance that cannot bind never joins the fleet.
+func (s *system) startEdge(ctx context.Context) {
+	if s.edge != nil {
+		s.edge.Start(ctx)
+	}
 }
 
 // releaser is what the workers, the sweeper and the reconciler release

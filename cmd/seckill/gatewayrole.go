@@ -53,7 +53,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	s.admitter = waitroom.NewAdmitter(s.room, s.roomTargets, 0, s.log)
 	s.mirror = s.room.NewMirror(s.store, s.roomLines, 0, s.log)
 	active := orders.NewActiveCache(s.store, time.Second)
-	gates, err := s.buildEdge(ctx)
+	gates, err := s.buildEdge()
 	if err != nil {
 		return err
 	}

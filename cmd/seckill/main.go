@@ -8,6 +8,9 @@
 //	seckill reconcile  report (and with --repair, fix) drift between Redis and PostgreSQL
 //	seckill loadtest   release a flash crowd on a running system and check what it sold
 //	seckill env        print every configuration variable
+//	seckill version    print the version and commit
+//
+// 'seckill COMMAND -h' prints a command's usage; a usage error exits 2.
 package main
 
 import (
@@ -20,10 +23,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, os.Environ()...)
 	stop()
-	if err != nil {
+	code := exitCode(err)
+	if code == exitFailure {
+		// A usage error was told with the usage already.
 		fmt.Fprintln(os.Stderr, "seckill:", err)
-		os.Exit(1)
 	}
+	os.Exit(code)
 }

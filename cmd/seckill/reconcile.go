@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -21,15 +20,11 @@ import (
 // voucher is off sale while it runs, and the workers must be running (the
 // repair waits until they have persisted every message already on Kafka).
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("reconcile", reconcileUsage)
 	repair := fs.Bool("repair", false, "rebuild Redis from PostgreSQL for vouchers that drifted")
 	only := fs.Int64("voucher", 0, "only this voucher id (with --repair: repair it even without drift)")
 	wait := fs.Duration("timeout", 2*time.Minute, "how long --repair may wait for the workers to catch up")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseFlags(fs, args, 0, stdout, stderr); help || err != nil {
 		return err
 	}
 	cfg, err := loadConfig(getenv)

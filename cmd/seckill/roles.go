@@ -83,6 +83,9 @@ func (s *system) run(ctx context.Context) error {
 	}
 
 	if s.server != nil {
+		// Listening: from here this instance counts in the fleet.
+		s.startEdge(ctx)
+		defer s.edge.Stop()
 		if err := s.hub.Start(ctx); err != nil {
 			ln.Close()
 			opsLn.Close()

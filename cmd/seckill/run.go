@@ -15,7 +15,9 @@ import (
 
 const usage = `seckill: the flash-sale platform.
 
-Usage:
+usage: seckill COMMAND [flags]
+
+Commands:
   seckill dev        start everything on this machine (private Redis, PostgreSQL, Kafka broker)
   seckill serve      run the roles in SECKILL_ROLES against the configured services
   seckill migrate    apply the database schema and exit
@@ -24,17 +26,34 @@ Usage:
                      the messages the workers set aside, and sending one back to them
   seckill loadtest   release a flash crowd on a running system and check what it sold
   seckill env        print every configuration variable
+  seckill version    print the version and commit
 
-Configuration is read from the environment; see 'seckill env'.
+'seckill COMMAND -h' prints a command's usage. Configuration is read from the
+environment; see 'seckill env'.
 `
 
 // run dispatches a subcommand. Everything the process does starts here.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// environ is the process's environment as NAME=value (os.Environ), read only
+// to warn of SECKILL_* variables no setting has; the values come from getenv.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, environ ...string) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("no subcommand given")
+		fmt.Fprint(stderr, "seckill: no subcommand given\n\n"+usage)
+		return usagef("no subcommand given")
 	}
 	cmd, args := args[0], args[1:]
+	// The subcommands without flags of their own still answer -h and
+	// refuse anything else before they touch a service.
+	if u, ok := map[string]string{
+		"dev": devUsage, "serve": serveUsage, "migrate": migrateUsage, "env": envUsage, "version": versionUsage,
+	}[cmd]; ok {
+		if help, err := parseFlags(newFlags(cmd, u), args, 0, stdout, stderr); help || err != nil {
+			return err
+		}
+	}
+	switch cmd {
+	case "dev", "serve", "migrate", "reconcile", "deadletters":
+		warnUnknownVariables(getenv, environ, stderr)
+	}
 	switch cmd {
 	case "dev":
 		return runDev(ctx, getenv, stdout, stderr)
@@ -50,12 +69,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runLoadtest(ctx, args, getenv, stdout, stderr)
 	case "env":
 		return writeEnvTable(stdout)
+	case "version", "--version", "-version":
+		return writeVersion(stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	fmt.Fprintf(stderr, "seckill: unknown subcommand %q\n\n", cmd)
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown subcommand %q", cmd)
+	return usagef("unknown subcommand %q", cmd)
 }
 
 // newLogger builds the process logger from the configuration.
@@ -145,7 +167,10 @@ func runLoadtest(ctx context.Context, args []string, getenv func(string) string,
 		return nil
 	}
 	if err != nil {
-		return err
+		// Every refusal of ParseFlags is about the command line or the
+		// environment it was given: nothing ran.
+		fmt.Fprintf(stderr, "seckill: %v\n", err)
+		return &usageError{err: err}
 	}
 	_, err = loadtest.Run(ctx, cfg, stdout, stderr)
 	return err

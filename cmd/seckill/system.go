@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
@@ -51,6 +52,8 @@ type system struct {
 	producer *kafkaq.Producer
 	hub      *notify.Hub
 	server   *gateway.Server
+	// edge is the gates of the buying path; run starts their loops.
+	edge *edge.Edge
 	// room, feed and admitter are the waiting rooms (seckill/waitroom):
 	// every gateway admits (the clock is in Redis, so the fleet together
 	// admits each room's rate) and pushes its own sockets' places.

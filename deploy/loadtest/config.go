@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type Config struct {
 	AdminToken string
 	// JWTSecret signs the shopper tokens the tool mints for itself.
 	JWTSecret string
+	// DevEnv is the DevEnvFile ParseFlags took unset settings from, if any.
+	DevEnv string
 
 	// Shoppers is how many distinct users take part.
 	Shoppers int
@@ -215,10 +218,10 @@ func (c Config) Validate() error {
 		problems = append(problems, fmt.Sprintf("shards must be 1 to %d", seckill.MaxShards))
 	}
 	if c.AdminToken == "" && c.Ceiling == "" {
-		problems = append(problems, EnvAdminToken+" is not set")
+		problems = append(problems, EnvAdminToken+" is not set"+c.notInDevEnv())
 	}
 	if c.JWTSecret == "" && c.Ceiling == "" {
-		problems = append(problems, EnvJWTSecret+" is not set")
+		problems = append(problems, EnvJWTSecret+" is not set"+c.notInDevEnv())
 	}
 	if c.Ceiling != "" && !strings.HasPrefix(c.Ceiling, "/") {
 		problems = append(problems, "ceiling must be a path starting with /")
@@ -473,13 +476,17 @@ func ParseFlags(args []string, env func(string) string) (Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("%w: loadtest: unexpected argument %q (see -h)", seckill.ErrInvalidInput, fs.Arg(0))
 	}
+	urlSet := false
+	fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
 	if len(cfg.Targets) > 0 {
-		urlSet := false
-		fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
 		if urlSet {
 			return cfg, fmt.Errorf("%w: loadtest: -url and -target: give one of them", seckill.ErrInvalidInput)
 		}
 		cfg.BaseURL = cfg.Targets[0]
+	}
+	var err error
+	if cfg.DevEnv, err = fillFromDevEnv(&cfg, urlSet || len(cfg.Targets) > 0 || env(EnvURL) != ""); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }
@@ -508,6 +515,14 @@ func (c Config) bases() []string {
 	return c.Targets
 }
 
+// notInDevEnv says where else a secret was looked for.
+func (c Config) notInDevEnv() string {
+	if c.DataDir == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (nor in %s, which a running `seckill dev` with SECKILL_DATA_DIR=%s writes)", filepath.Join(c.DataDir, DevEnvFile), c.DataDir)
+}
+
 // Usage writes the subcommand's help to w.
 func Usage(w io.Writer) {
 	cfg := DefaultConfig()
@@ -530,8 +545,10 @@ shoppers' share of answers that are not 429, the stock pushes' delay and every
 
 Environment: %s (required), %s (required), %s (optional base URL),
 %s or %s (crowd: where PostgreSQL's counters are read).
+Against `+"`seckill dev`"+` (make run) none is needed: what the environment leaves
+unset is read from the %s that dev mode keeps in its data folder (-data-dir).
 
 Flags:
-`, EnvJWTSecret, EnvAdminToken, EnvJWTSecret, EnvURL, EnvDatabaseURL, EnvDataDir)
+`, EnvJWTSecret, EnvAdminToken, EnvJWTSecret, EnvURL, EnvDatabaseURL, EnvDataDir, DevEnvFile)
 	fs.PrintDefaults()
 }

@@ -231,6 +231,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (Report, err
 	if err := cfg.Validate(); err != nil {
 		return Report{}, err
 	}
+	if cfg.DevEnv != "" {
+		fmt.Fprintf(stderr, "loadtest: against %s, with what the environment left unset read from %s\n", cfg.BaseURL, cfg.DevEnv)
+	}
 	if cfg.Ceiling != "" {
 		_, err := RunCeiling(ctx, cfg, stdout)
 		return Report{}, err

@@ -384,3 +384,35 @@ func TestParseFlags(t *testing.T) {
 	require.Contains(t, usage.String(), "-shoppers")
 	require.True(t, errors.Is(err, seckill.ErrInvalidInput))
 }
+
+// TestParseFlagsReadsDevEnv: against `seckill dev`, what the environment
+// and the flags leave unset comes from the dev.env of -data-dir, and what
+// they set wins over it.
+func TestParseFlagsReadsDevEnv(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, loadtest.DevEnvFile), []byte("# comment\n"+
+		"SECKILL_LOADTEST_URL=http://127.0.0.1:18080\nSECKILL_LOADTEST_METRICS_URL=http://127.0.0.1:18081\n"+
+		"SECKILL_ADMIN_TOKEN=admin-from-file\nSECKILL_JWT_SECRET=secret-from-file\n"), 0o600))
+
+	cfg, err := loadtest.ParseFlags([]string{"-data-dir", dir}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:18080", cfg.BaseURL)
+	require.Equal(t, "http://127.0.0.1:18081", cfg.MetricsURL)
+	require.Equal(t, "admin-from-file", cfg.AdminToken)
+	require.Equal(t, "secret-from-file", cfg.JWTSecret)
+	require.Equal(t, filepath.Join(dir, loadtest.DevEnvFile), cfg.DevEnv)
+
+	env := map[string]string{loadtest.EnvJWTSecret: "secret-from-env", loadtest.EnvURL: "http://127.0.0.1:9"}
+	cfg, err = loadtest.ParseFlags([]string{"-data-dir", dir}, func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, "secret-from-env", cfg.JWTSecret, "the environment wins")
+	require.Equal(t, "http://127.0.0.1:9", cfg.BaseURL)
+	require.Equal(t, "admin-from-file", cfg.AdminToken, "and the file fills the rest")
+
+	cfg, err = loadtest.ParseFlags([]string{"-data-dir", dir, "-url", "http://127.0.0.1:7"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:7", cfg.BaseURL, "a flag wins")
+
+	_, err = loadtest.ParseFlags([]string{"-data-dir", t.TempDir()}, nil)
+	require.ErrorContains(t, err, "SECKILL_JWT_SECRET is not set (nor in ")
+}
