@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // TestDevMode is `make run`: with nothing configured, `seckill dev` starts

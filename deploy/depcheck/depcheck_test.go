@@ -44,17 +44,17 @@ func folder(pkg string) string {
 
 // testHelper says whether pkg exists only for tests: the shared test
 // helpers (…test packages such as stacktest, pgstoretest, kafkaqtest) and
-// deploy/testlog.
+// seckill/testlog.
 func testHelper(pkg string) bool {
 	if folder(pkg) == "" {
 		return false
 	}
 	last := pkg[strings.LastIndex(pkg, "/")+1:]
-	return strings.HasSuffix(last, "test") && last != "loadtest" || pkg == module+"/deploy/testlog"
+	return strings.HasSuffix(last, "test") && last != "loadtest" || pkg == module+"/seckill/testlog"
 }
 
-// No package imports one of a higher layer (test code aside: a test or a
-// test helper may start the services of deploy/localstack), and only test
+// No package imports one of a higher layer, test helpers included (a test
+// file may: it starts the services of deploy/localstack), and only test
 // helpers and tests import test helpers.
 func TestImportsPointDown(t *testing.T) {
 	layer := map[string]int{}
@@ -77,8 +77,6 @@ func TestImportsPointDown(t *testing.T) {
 			}
 			to, ok := layer[folder(imp)]
 			switch {
-			case testHelper(pkg) && testHelper(imp):
-				// Test code on both sides, as a test file may.
 			case !ok:
 				t.Errorf("%s imports %s, whose folder is in no layer", pkg, imp)
 			case to > from:
