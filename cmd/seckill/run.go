@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
-	"github.com/flashsale/seckill/deploy/loadtest"
 	"github.com/flashsale/seckill/migrations"
 )
 
@@ -22,7 +20,6 @@ Usage:
   seckill reconcile  compare Redis with PostgreSQL per voucher (--repair rebuilds Redis)
   seckill deadletters list | replay PARTITION/OFFSET
                      the messages the workers set aside, and sending one back to them
-  seckill loadtest   release a flash crowd on a running system and check what it sold
   seckill env        print every configuration variable
 
 Configuration is read from the environment; see 'seckill env'.
@@ -47,7 +44,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "deadletters":
 		return runDeadLetters(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
-		return runLoadtest(ctx, args, getenv, stdout, stderr)
+		// The load tool is a binary of its own, so the product links none
+		// of it.
+		return errors.New("loadtest is a tool of its own now: run `loadtest sale` (go run ./cmd/loadtest sale, or bin/loadtest after make build); `loadtest -h` lists its scenarios")
 	case "env":
 		return writeEnvTable(stdout)
 	case "help", "-h", "-help", "--help":
@@ -136,17 +135,4 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 	}
 	log.Info("schema is up to date", "database", maskURL(cfg.DatabaseURL))
 	return nil
-}
-
-func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadtest.ParseFlags(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		loadtest.Usage(stdout)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	_, err = loadtest.Run(ctx, cfg, stdout, stderr)
-	return err
 }
