@@ -20,6 +20,12 @@ import (
 	"github.com/flashsale/seckill/orders/kafkaq"
 )
 
+// profileRole is the pprof label that names the part of a process a
+// goroutine belongs to: "broker" (dev mode's in-process Kafka broker) or
+// "worker" (the order workers' consumer); unlabelled goroutines are the
+// gateway's.
+const profileRole = "role"
+
 // newConsumer makes the workers' consumer with its dead-letter topic (made
 // when the cluster lacks it) and closes that when the consumer is closed.
 func (s *system) newConsumer(cfg kafkaq.ConsumerConfig, dead func() (*kafkaq.DeadLetters, error)) (*deadLetterConsumer, error) {

@@ -3,7 +3,9 @@ package depcheck
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -88,12 +90,52 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
-// The binaries link no test helper. (cmd/seckill does link the in-process
-// Kafka broker of deploy/localstack, on purpose: `seckill dev` runs on it.)
+// The binaries link no test helper. (The development build of cmd/seckill
+// does link the in-process Kafka broker of deploy/localstack, on purpose:
+// `seckill dev` runs on it; the production build does not, see
+// TestProductionBinaryLinksNoTool.)
 func TestBinariesLinkNoTestHelper(t *testing.T) {
 	for _, pkg := range goList(t, "-deps", "./cmd/...") {
 		if testHelper(pkg) {
 			t.Errorf("a binary under cmd/ links the test helper %s", pkg)
+		}
+	}
+}
+
+// The binary that serve runs in production, built as deploy/Dockerfile
+// builds it, links none of the tools: not the load tool, not the private
+// services of dev mode (deploy/localstack) and not the in-process broker
+// (kfake). The build's tags are read from the Dockerfile, so the rule
+// follows the image; the development build (make build) keeps dev mode.
+func TestProductionBinaryLinksNoTool(t *testing.T) {
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := regexp.MustCompile(`(?m)^RUN .*\bgo build\b(.*)\./cmd/seckill\s*$`).FindSubmatch(dockerfile)
+	if build == nil {
+		t.Fatal("deploy/Dockerfile has no `RUN ... go build ... ./cmd/seckill` line")
+	}
+	args := []string{"-deps"}
+	if tags := regexp.MustCompile(`-tags[= ](\S+)`).FindSubmatch(build[1]); tags != nil {
+		args = append(args, "-tags", string(tags[1]))
+	}
+	deps := goList(t, append(args, "./cmd/seckill")...)
+	if len(deps) < 10 {
+		t.Fatalf("go list %v: only %d packages", args, len(deps))
+	}
+	excluded := []string{
+		module + "/deploy/loadtest",
+		module + "/deploy/localstack",
+		module + "/deploy/fleet",
+		module + "/deploy/chaos",
+		"github.com/twmb/franz-go/pkg/kfake",
+	}
+	for _, pkg := range deps {
+		for _, tool := range excluded {
+			if pkg == tool || strings.HasPrefix(pkg, tool+"/") {
+				t.Errorf("the production build (go list %s ./cmd/seckill, as deploy/Dockerfile builds it) links %s", strings.Join(args, " "), pkg)
+			}
 		}
 	}
 }
