@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/pause"
 )
 
@@ -29,7 +30,6 @@ const (
 	DefaultDriftChecks = 3
 	DefaultHealLease   = 30 * time.Second
 	DefaultHealTimeout = 2 * time.Minute
-	DefaultStateGrace  = time.Hour
 )
 
 // HealLease is one healer's lease on one voucher's heal (a Redis lock with
@@ -83,7 +83,8 @@ type HealerConfig struct {
 	// reservation's message (see Repair).
 	ProducerTimeout time.Duration
 	// Grace is how long after a voucher's end its Redis state is kept: past
-	// it the state expires on purpose and is not healed (1 h).
+	// it the state expires on purpose and is not healed (default
+	// seckill.DefaultStateGrace).
 	Grace time.Duration
 	// Room, when set, recovers a voucher's waiting room from its durable
 	// copy before the heal puts the stock back on sale.
@@ -126,7 +127,7 @@ func NewHealer(store HealStore, stock HealStock, drain Drain, events Events, cfg
 	def(&cfg.Lease, DefaultHealLease)
 	def(&cfg.Timeout, DefaultHealTimeout)
 	def(&cfg.ProducerTimeout, DefaultProducerTimeout)
-	def(&cfg.Grace, DefaultStateGrace)
+	def(&cfg.Grace, seckill.DefaultStateGrace)
 	if cfg.DriftChecks <= 0 {
 		cfg.DriftChecks = DefaultDriftChecks
 	}
