@@ -9,7 +9,6 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
-	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -31,7 +30,7 @@ func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
 // statsService answers the admin stats route with Redis's live figures and
 // the drift beside PostgreSQL's.
 func (s *system) statsService() *orders.StatsService {
-	return orders.NewStatsService(s.store, redisrepair.New(s.stock), orders.WithStateGrace(s.cfg.StateGrace))
+	return orders.NewStatsService(s.store, s.stock, orders.WithStateGrace(s.cfg.StateGrace))
 }
 
 // startSweeper runs the sweeper role: payment timeouts and the release
@@ -51,7 +50,7 @@ func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
-	healer := orders.NewHealer(s.workStore, redisrepair.New(s.stock), drain, s.countedEvents(), orders.HealerConfig{
+	healer := orders.NewHealer(s.workStore, s.stock, drain, s.countedEvents(), orders.HealerConfig{
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 		Room: roomRecovery{room: s.newRoom(), store: s.workStore},
 	})
