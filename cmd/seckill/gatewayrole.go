@@ -50,8 +50,8 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
 		return err
 	}
-	s.admitter = waitroom.NewAdmitter(s.room, waitroom.CatalogTargets(s.catalog, s.stock), 0, s.log)
-	s.mirror = s.room.NewMirror(s.store, s.roomLines, 0, s.log)
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock), Log: s.log})
+	s.mirror = s.room.NewMirror(waitroom.MirrorConfig{Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge(ctx)
 	if err != nil {

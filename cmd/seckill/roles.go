@@ -102,8 +102,8 @@ func (s *system) run(ctx context.Context) error {
 			return fmt.Errorf("waiting room feed: %w", err)
 		}
 		wg.Go(func() { s.feed.Run(ctx, ps) })
-		wg.Go(func() { s.admitter.Run(ctx) })
-		wg.Go(func() { s.mirror.Run(ctx) })
+		wg.Go(func() { fail("waiting room admitter", s.admitter.Run(ctx)) })
+		wg.Go(func() { fail("waiting room mirror", s.mirror.Run(ctx)) })
 		if s.onListen != nil {
 			s.onListen(ln.Addr().String(), opsLn.Addr().String())
 		}
