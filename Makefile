@@ -5,7 +5,7 @@
 #                lacks (redis-server, postgresql), only what is missing
 #   make test-deps  deps plus what only the tests need (chromium,
 #                prometheus for promtool, maven and java for Apache Kafka)
-#   make build   bin/seckill
+#   make build   bin/seckill and the load tool bin/loadtest (cmd/loadtest)
 #   make run     deps + build, then `bin/seckill dev`
 #   make test    test-deps, go vet, every test, then a short fuzz pass; each
 #                package's result as it ends, and the slow packages' tests
@@ -19,7 +19,7 @@
 #   make bench   the Go benchmarks, then a standard flash sale against
 #                `bin/seckill dev` beside this machine's two ceilings, then
 #                the accepted path on the in-process broker and on 1 and 3
-#                Apache Kafka nodes (deploy/bench; about six minutes)
+#                Apache Kafka nodes (cmd/bench; about six minutes)
 #   make chaos   the fault suite in full: a crowd of 4,000 shoppers per
 #                fault while PostgreSQL, Redis, the broker, a worker, a
 #                gateway and the whole process fail one at a time, then the
@@ -37,7 +37,7 @@
 #   make capacity the same crowd on one redis-server, on a 3-master Redis
 #                Cluster, and there with a voucher of 8 shards, each on a
 #                fleet of processes, in rounds: reservations/s, p99, CPU per
-#                reservation of each process, extrapolated needs (deploy/bench
+#                reservation of each process, extrapolated needs (cmd/bench
 #                -shapes; a few minutes)
 #   make conformance  Schemathesis (an API fuzzer, in a virtual environment
 #                under bin/) against `bin/seckill dev` from gateway/openapi.yaml:
@@ -55,18 +55,19 @@ SHELL := /bin/bash
 GO ?= go
 PKGS ?= ./...
 BIN := bin/seckill
+LOADTEST := bin/loadtest
 # FUZZTIME is a count of inputs (3000x), not a duration: Go 1.26's fuzz
 # coordinator can fail a run bounded by time with "context deadline
 # exceeded" when a busy machine starves its workers at the deadline, with no
 # input at fault. 3000 inputs take the slowest target a few seconds.
 FUZZTIME ?= 3000x
 BENCHTIME ?= 1s
-# BENCH_FLAGS go to deploy/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
+# BENCH_FLAGS go to cmd/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
 # (CPU profiles of the gateway under each crowd) or "-accepted 50000".
 BENCH_FLAGS ?=
-# CROWD_FLAGS go to `seckill loadtest -crowd`, e.g. CROWD_FLAGS="-sockets 2000 -bots 3".
+# CROWD_FLAGS go to `loadtest crowd`, e.g. CROWD_FLAGS="-sockets 2000 -bots 3".
 CROWD_FLAGS ?=
-# CAPACITY_FLAGS go to deploy/bench -shapes, e.g. "-shape-shoppers 40000 -rounds 5".
+# CAPACITY_FLAGS go to cmd/bench -shapes, e.g. "-shape-shoppers 40000 -rounds 5".
 CAPACITY_FLAGS ?=
 # staticcheck comes through the Go module proxy at this pinned version, so
 # every machine lints with the same rules and nothing is installed by hand.
@@ -159,6 +160,7 @@ endef
 
 build:
 	$(GO) build -o $(BIN) ./cmd/seckill
+	$(GO) build -o $(LOADTEST) ./cmd/loadtest
 
 run: deps build
 	./$(BIN) dev
@@ -169,12 +171,15 @@ vet:
 # lint fails on any file gofmt would change (and names them), on go vet's
 # findings, on staticcheck's, and on an import against the layers of
 # deploy/depcheck (a lower folder importing a higher one, a test helper
-# outside tests or linked into a binary).
+# outside tests or linked into a binary, a tool linked into the production
+# build); the production build's own file (cmd/seckill/nodev.go) is vetted
+# with its tag.
 lint:
 	@unformatted=$$(git ls-files -z -- '*.go' | xargs -0 gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "lint: gofmt would change these files (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi; \
 	echo "lint: gofmt: every file is formatted"
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags nodev ./cmd/seckill
 	$(GO) run $(STATICCHECK) $(PKGS)
 	$(GO) test -count=1 ./deploy/depcheck
 
@@ -211,14 +216,14 @@ fuzz:
 
 # bench runs the Go benchmarks of the packages (of PKGS) that have any, so
 # that no other package's test binary is built or its services started; then
-# deploy/bench: `bin/seckill dev` on private services, the load tool's
+# cmd/bench: `bin/seckill dev` on private services, the load tool's
 # accepted and sold-out runs, redis-benchmark's EVALSHA rate of reserve.lua and
 # the rate of GET /healthz, and the table of each figure beside its ceiling.
 bench: deps build
 	@pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $(PKGS) | \
 		while read -r dir; do if grep -q '^func Benchmark' "$$dir"/*_test.go 2>/dev/null; then echo "$$dir"; fi; done); \
 	if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi
-	$(GO) run ./deploy/bench -bin $(BIN) $(BENCH_FLAGS)
+	$(GO) run ./cmd/bench -bin $(BIN) -loadtest $(LOADTEST) $(BENCH_FLAGS)
 
 # chaos runs deploy/chaos's TestFaults in its full form against bin/seckill
 # and prints the table (also kept in .run/chaos.md), then TestFaultsApacheKafka
@@ -241,16 +246,16 @@ fleet: deps build
 	if [ -f .run/fleet.md ]; then echo; cat .run/fleet.md; fi; exit $$status
 
 # crowd starts `bin/seckill dev` on private services with the fairness
-# scenario's limits and runs `seckill loadtest -crowd` against it (deploy/bench
+# scenario's limits and runs `loadtest crowd` against it (cmd/bench
 # -crowd); the table says each figure, its target and verdict.
 crowd: deps build
-	$(GO) run ./deploy/bench -crowd -bin $(BIN) -crowd-args "$(CROWD_FLAGS)"
+	$(GO) run ./cmd/bench -crowd -bin $(BIN) -loadtest $(LOADTEST) -crowd-args "$(CROWD_FLAGS)"
 
 # capacity compares Redis shapes with the same crowd on fleets of processes:
 # one redis-server, a 3-master Redis Cluster, and that cluster with a voucher
-# of 8 shards (deploy/bench -shapes); table also in .run/capacity.md.
+# of 8 shards (cmd/bench -shapes); table also in .run/capacity.md.
 capacity: deps build
-	@mkdir -p .run; set -o pipefail; $(GO) run ./deploy/bench -shapes -bin $(BIN) $(CAPACITY_FLAGS) | tee .run/capacity.md
+	@mkdir -p .run; set -o pipefail; $(GO) run ./cmd/bench -shapes -bin $(BIN) -loadtest $(LOADTEST) $(CAPACITY_FLAGS) | tee .run/capacity.md
 	@uptime | tee -a .run/capacity.md
 
 # conformance installs Schemathesis (deploy/conformance/requirements.txt)

@@ -18,10 +18,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // The in-test implementations below are of the gateway's own domain

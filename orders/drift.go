@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/pause"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // RedisView is what Redis holds of one seckill voucher (from
@@ -40,10 +41,15 @@ type Drift struct {
 // OK reports whether Redis and PostgreSQL agree.
 func (d Drift) OK() bool { return len(d.Problems) == 0 }
 
-// StockViews reads Redis's view of a voucher (an adapter over
-// redisstock.Store.Snapshot).
+// StockViews reads Redis's state of a voucher (seckill/redisstock.Store).
 type StockViews interface {
-	View(ctx context.Context, voucherID int64) (RedisView, error)
+	Snapshot(ctx context.Context, voucherID int64) (redisstock.Snapshot, error)
+}
+
+// viewOf is what the stats and the drift report say of a Redis snapshot.
+func viewOf(sn redisstock.Snapshot) RedisView {
+	return RedisView{OnSale: sn.OnSale, Left: sn.Left, Total: sn.Total, Held: sn.Held,
+		Pending: sn.Pending, Balanced: sn.Balanced()}
 }
 
 // StatsStore is PostgreSQL's side of the stats (orders/pgstore).
@@ -92,7 +98,8 @@ func (s *StatsService) Stats(ctx context.Context, voucherID int64) (Stats, error
 	if v.Kind != seckill.KindSeckill {
 		return st, nil
 	}
-	view, err := s.views.View(ctx, voucherID)
+	sn, err := s.views.Snapshot(ctx, voucherID)
+	view := viewOf(sn)
 	if err != nil {
 		return Stats{}, fmt.Errorf("orders: stats %d: redis: %w", voucherID, err)
 	}
@@ -142,14 +149,15 @@ func Compare(st Stats, view RedisView) Drift {
 	return d
 }
 
-// RepairStock is the Redis side of a repair (an adapter over redisstock).
+// RepairStock is the Redis side of a repair (seckill/redisstock.Store).
 type RepairStock interface {
 	// TakeOffSale removes the voucher's meta so nothing more is reserved.
 	TakeOffSale(ctx context.Context, voucherID int64) error
 	PendingHolds
 	// Rebuild replaces the voucher's Redis state: holds for created and paid
-	// orders, tombstones for released ones, meta (back on sale) last.
-	Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error
+	// orders, tombstones for released ones, meta (back on sale) last; with
+	// a Fence, only while that heal lease still holds.
+	Rebuild(ctx context.Context, t redisstock.Truth) error
 	// Release gives one order's stock back, at most once (release.lua).
 	Releaser
 }
@@ -283,7 +291,7 @@ func repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 		var owed []int64
 		holds, released, owed = splitForRebuild(list)
 		nReleased = len(released)
-		err = stock.Rebuild(ctx, v, holds, released)
+		err = stock.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released})
 		if errors.Is(err, seckill.ErrInvalidInput) && attempt < repairReads {
 			continue
 		}

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/pause"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // Reasons of a heal, the values of seckill_heals_total's reason label.
@@ -29,7 +31,6 @@ const (
 	DefaultDriftChecks = 3
 	DefaultHealLease   = 30 * time.Second
 	DefaultHealTimeout = 2 * time.Minute
-	DefaultStateGrace  = time.Hour
 )
 
 // HealLease is one healer's lease on one voucher's heal (a Redis lock with
@@ -41,19 +42,27 @@ type HealLease interface {
 	Unlock(ctx context.Context) error
 }
 
-// HealStock is the Redis side of the healer (an adapter over
-// seckill/redisstock).
+// HealStock is the Redis side of the healer (seckill/redisstock.Store).
 type HealStock interface {
 	StockViews
+	RepairStock
 	// Missing returns the vouchers among ids with no state in Redis.
 	Missing(ctx context.Context, ids []int64) ([]int64, error)
 	// HealRequests waits up to wait for vouchers the gateways found missing.
 	HealRequests(ctx context.Context, wait time.Duration) ([]int64, error)
 	// LockHeal takes the voucher's heal lease for ttl (ok false: another
-	// healer has it) and returns the repair stock fenced by it: its Rebuild
-	// commits only while the lease still holds.
-	LockHeal(ctx context.Context, voucherID int64, ttl time.Duration) (RepairStock, HealLease, bool, error)
+	// healer has it); a Rebuild fenced by its token commits only while the
+	// lease still holds.
+	LockHeal(ctx context.Context, voucherID int64, ttl time.Duration) (*redisstock.HealLock, bool, error)
 }
+
+// The Redis stock is the drift report's, the repair's and the healer's
+// stock as it is, without an adapter.
+var (
+	_ StockViews  = (*redisstock.Store)(nil)
+	_ RepairStock = (*redisstock.Store)(nil)
+	_ HealStock   = (*redisstock.Store)(nil)
+)
 
 // HealStore is PostgreSQL's side of the healer (orders/pgstore).
 type HealStore interface {
@@ -83,7 +92,8 @@ type HealerConfig struct {
 	// reservation's message (see Repair).
 	ProducerTimeout time.Duration
 	// Grace is how long after a voucher's end its Redis state is kept: past
-	// it the state expires on purpose and is not healed (1 h).
+	// it the state expires on purpose and is not healed (default
+	// seckill.DefaultStateGrace).
 	Grace time.Duration
 	// Room, when set, recovers a voucher's waiting room from its durable
 	// copy before the heal puts the stock back on sale.
@@ -126,7 +136,7 @@ func NewHealer(store HealStore, stock HealStock, drain Drain, events Events, cfg
 	def(&cfg.Lease, DefaultHealLease)
 	def(&cfg.Timeout, DefaultHealTimeout)
 	def(&cfg.ProducerTimeout, DefaultProducerTimeout)
-	def(&cfg.Grace, DefaultStateGrace)
+	def(&cfg.Grace, seckill.DefaultStateGrace)
 	if cfg.DriftChecks <= 0 {
 		cfg.DriftChecks = DefaultDriftChecks
 	}
@@ -264,7 +274,7 @@ var errLeaseLost = errors.New("the heal lease was lost (expired or wiped); anoth
 // heal lease is free and the reason still holds once the lease is taken; it
 // returns nil without doing anything otherwise.
 func (h *Healer) Heal(ctx context.Context, id int64, reason, why string) error {
-	stock, lease, ok, err := h.stock.LockHeal(ctx, id, h.cfg.Lease)
+	lease, ok, err := h.stock.LockHeal(ctx, id, h.cfg.Lease)
 	if err != nil {
 		return err
 	}
@@ -277,6 +287,7 @@ func (h *Healer) Heal(ctx context.Context, id int64, reason, why string) error {
 		defer cancel()
 		_ = lease.Unlock(uctx)
 	}()
+	var stock RepairStock = fenced{RepairStock: h.stock, token: lease.Token()}
 	if h.cfg.Room != nil {
 		stock = WithRoomRecovery(stock, h.cfg.Room)
 	}

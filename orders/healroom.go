@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // RoomRecovery puts back a voucher's waiting room after Redis lost it, from
@@ -33,11 +34,11 @@ type roomFirst struct {
 	room RoomRecovery
 }
 
-func (r roomFirst) Rebuild(ctx context.Context, v seckill.Voucher, holds, released []seckill.Reservation) error {
-	if v.WaitingRoom != nil {
+func (r roomFirst) Rebuild(ctx context.Context, t redisstock.Truth) error {
+	if v := t.Voucher; v.WaitingRoom != nil {
 		seen := map[int64]bool{}
 		var used []int64
-		for _, list := range [][]seckill.Reservation{holds, released} {
+		for _, list := range [][]seckill.Reservation{t.Holds, t.Released} {
 			for _, o := range list {
 				if !seen[o.UserID] {
 					seen[o.UserID] = true
@@ -49,5 +50,17 @@ func (r roomFirst) Rebuild(ctx context.Context, v seckill.Voucher, holds, releas
 			return fmt.Errorf("orders: heal: waiting room of voucher %d: %w", v.ID, err)
 		}
 	}
-	return r.RepairStock.Rebuild(ctx, v, holds, released)
+	return r.RepairStock.Rebuild(ctx, t)
+}
+
+// fenced is a healer's repair stock: its Rebuild commits only while the heal
+// lease of token still holds, so a healer that lost its lease writes nothing.
+type fenced struct {
+	RepairStock
+	token string
+}
+
+func (f fenced) Rebuild(ctx context.Context, t redisstock.Truth) error {
+	t.Fence = f.token
+	return f.RepairStock.Rebuild(ctx, t)
 }

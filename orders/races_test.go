@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -119,8 +118,7 @@ func repairWithACancellation(t *testing.T, beforeRead bool) {
 		_, err := e.life.Cancel(e.ctx, rs[0].UserID, rs[0].OrderID)
 		require.NoError(t, err)
 	}}
-	adapter := redisrepair.New(e.stock)
-	_, err := orders.Repair(e.ctx, e.v.ID, racer, adapter, drain, 50*time.Millisecond)
+	_, err := orders.Repair(e.ctx, e.v.ID, racer, e.stock, drain, 50*time.Millisecond)
 	require.NoError(t, err)
 
 	o := e.order(t, rs[0].OrderID)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -38,8 +37,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.NoError(t, err)
 	e.v = v
 	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
-	adapter := redisrepair.New(e.stock)
-	stats := orders.NewStatsService(e.store, adapter)
+	stats := orders.NewStatsService(e.store, e.stock)
 
 	q := newQueue(t, 3)
 	runConsumer(t, q.topic, q.group, e.worker.Handle)
@@ -72,7 +70,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.False(t, st.Drift.OK(), "the drift report sees the loss")
 	t.Logf("drift after the wipe: %v", st.Drift.Problems)
 
-	res, err := orders.Repair(e.ctx, v.ID, e.store, adapter, q.drain, 300*time.Millisecond)
+	res, err := orders.Repair(e.ctx, v.ID, e.store, e.stock, q.drain, 300*time.Millisecond)
 	require.NoError(t, err)
 	t.Logf("repaired; %d holds of the wiped Redis recorded failed", len(res.Failed))
 	require.Eventually(t, func() bool {

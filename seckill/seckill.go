@@ -80,6 +80,12 @@ func (k Kind) Valid() bool {
 	return k == KindSeckill || k == KindLimit || k == KindCommon
 }
 
+// DefaultStateGrace is how long after a sale's end its Redis state lives by
+// default: the stock's keys (seckill/redisstock), the waiting room's
+// (seckill/waitroom), and so how far back the healer of orders looks for
+// vouchers that may still have some. After it PostgreSQL answers alone.
+const DefaultStateGrace = time.Hour
+
 // Limits on what an operator may create and a shopper may ask for.
 const (
 	MaxStock        = 10_000_000

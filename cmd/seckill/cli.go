@@ -52,7 +52,7 @@ Starts everything on this machine: a private Redis and PostgreSQL (data in
 SECKILL_DATA_DIR), an in-process Kafka broker (SECKILL_DEV_KAFKA=apache for
 Apache Kafka), a demo voucher on sale, and every role. Secrets left unset are
 generated; the banner prints them once and SECKILL_DATA_DIR/dev.env keeps
-them for 'seckill loadtest'. Ctrl-C stops it and its child processes.
+them for the load tool (bin/loadtest). Ctrl-C stops it and its child processes.
 Configuration: 'seckill env'.
 `
 	serveUsage = `usage: seckill serve

@@ -40,7 +40,7 @@ type Config struct {
 	IdempotencyWindow time.Duration `env:"SECKILL_IDEMPOTENCY_WINDOW" default:"10m" help:"how long, while a sale runs, a cancelled or failed order's Idempotency-Key keeps answering with that order (live orders keep theirs for the whole sale); after it the key is a new attempt"`
 	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
-	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for seckill loadtest -data-dir)"`
+	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for bin/loadtest <scenario> -data-dir)"`
 	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
 	TrustedProxies    []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
 	GlobalRate        int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`

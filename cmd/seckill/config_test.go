@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill"
 )
 
 func TestConfigDefaultsAndParsing(t *testing.T) {
@@ -16,6 +18,7 @@ func TestConfigDefaultsAndParsing(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8080", cfg.HTTPAddr)
 	require.Equal(t, 15*time.Minute, cfg.PayTimeout)
 	require.Equal(t, []string{"gateway", "worker", "sweeper"}, cfg.Roles)
+	require.Equal(t, seckill.DefaultStateGrace, cfg.StateGrace, "SECKILL_STATE_GRACE's default is the packages' one")
 
 	env := map[string]string{
 		"SECKILL_PAY_TIMEOUT":   "3s",

@@ -1,3 +1,10 @@
+//go:build !nodev
+
+// The dev mode, left out of the production build (-tags nodev, what
+// deploy/Dockerfile builds) so that the binary serve runs in production
+// links neither deploy/localstack nor the in-process broker; nodev.go
+// stands in there.
+
 package main
 
 import (
@@ -15,11 +22,6 @@ import (
 	"github.com/flashsale/seckill/migrations"
 	"github.com/flashsale/seckill/seckill"
 )
-
-// profileRole is the pprof label that names the part of a dev process a
-// goroutine belongs to: "broker" (the in-process Kafka broker) or "worker"
-// (the order workers' consumer); unlabelled goroutines are the gateway's.
-const profileRole = "role"
 
 // runDev starts whatever services are not configured as private child
 // processes (Redis, PostgreSQL, Apache Kafka with SECKILL_DEV_KAFKA=apache)

@@ -16,7 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
+	"github.com/flashsale/seckill/deploy/loadtest"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // TestDevMode is `make run`: with nothing configured, `seckill dev` starts
@@ -129,7 +130,7 @@ func testDevMode(t *testing.T, extra map[string]string) {
 	// run: its generated secrets are in the data folder's dev.env.
 	require.Contains(t, stdout.String(), "API spec "+ts.base+"/openapi.yaml")
 	require.Contains(t, stdout.String(), "JWT secret (generated for this run")
-	require.Contains(t, stdout.String(), "seckill loadtest -data-dir "+dataDir)
+	require.Contains(t, stdout.String(), "bin/loadtest sale -data-dir "+dataDir)
 	devEnv := filepath.Join(dataDir, "dev.env")
 	info, err := os.Stat(devEnv)
 	require.NoError(t, err)
@@ -137,9 +138,11 @@ func testDevMode(t *testing.T, extra map[string]string) {
 	if shards == "1" && !apache {
 		// The load tool as the banner says, with nothing in its environment.
 		var ltOut, ltErr testlog.Buffer
-		err := run(ctx, []string{"loadtest", "-data-dir", dataDir, "-shoppers", "20", "-attempts", "2", "-stock", "10",
+		cfg, err := loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-data-dir", dataDir, "-shoppers", "20", "-attempts", "2", "-stock", "10",
 			"-limit", "1", "-open-in", "1s", "-first-user", "41000000", "-no-progress", "-json"},
-			func(string) string { return "" }, &ltOut, &ltErr)
+			func(string) string { return "" })
+		require.NoError(t, err)
+		_, err = loadtest.Run(ctx, cfg, &ltOut, &ltErr)
 		require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", &ltOut, &ltErr)
 		require.Contains(t, ltErr.String(), "read from "+devEnv)
 		require.Contains(t, ltOut.String(), `"sold": 10`)

@@ -34,7 +34,7 @@ func (d devEndpoints) writeDevEnv() (string, error) {
 	path := filepath.Join(d.dataDir, devEnvFile)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by `seckill dev` while it runs, removed when it stops: where it\n")
-	fmt.Fprintf(&b, "# listens and its secrets. `seckill loadtest -data-dir %s` reads it;\n", d.dataDir)
+	fmt.Fprintf(&b, "# listens and its secrets. `bin/loadtest sale -data-dir %s` reads it;\n", d.dataDir)
 	fmt.Fprintf(&b, "# a shell can too: set -a; . %s; set +a\n", path)
 	fmt.Fprintf(&b, "SECKILL_LOADTEST_URL=http://%s\n", d.addr)
 	fmt.Fprintf(&b, "SECKILL_LOADTEST_METRICS_URL=http://%s\n", d.opsAddr)
@@ -66,7 +66,7 @@ func (d devEndpoints) writeBanner(w io.Writer, devEnv string) {
 		fmt.Fprintf(w, "JWT secret (generated for this run; set SECKILL_JWT_SECRET to choose one): %s\n", d.cfg.JWTSecret)
 	}
 	if devEnv != "" {
-		fmt.Fprintf(w, "load test: seckill loadtest -data-dir %s   (reads the URLs and secrets from %s)\n", d.dataDir, devEnv)
+		fmt.Fprintf(w, "load test: bin/loadtest sale -data-dir %s   (reads the URLs and secrets from %s)\n", d.dataDir, devEnv)
 	}
 	fmt.Fprintln(w, "press Ctrl-C to stop")
 }

@@ -50,8 +50,8 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
 		return err
 	}
-	s.admitter = waitroom.NewAdmitter(s.room, s.roomTargets, 0, s.log)
-	s.mirror = s.room.NewMirror(s.store, s.roomLines, 0, s.log)
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock), Log: s.log})
+	s.mirror = s.room.NewMirror(waitroom.MirrorConfig{Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge()
 	if err != nil {
@@ -146,54 +146,6 @@ func roomSecret(jwtSecret string) []byte {
 	m := hmac.New(sha256.New, []byte(jwtSecret))
 	m.Write([]byte("seckill waiting room"))
 	return m.Sum(nil)
-}
-
-// roomTargets are the rooms to step, from the catalog in memory: every
-// voucher with a waiting room that is not paused; a sold-out or ended one
-// closes, and a room lets out at most as many unused passes as stock is left.
-//
-// The stock left of the rooms about to admit is read again from Redis here,
-// not taken from the catalog: the catalog's figure lags the buys by up to
-// its stock refresh, and near the sell-out that lag let in shoppers whose
-// buy could only be refused as sold out. A voucher whose stock is not in
-// Redis (not warmed yet, or lost with Redis's data) admits nobody until it
-// is back: nobody could buy it meanwhile. What is still not counted is a
-// pass claimed by a buy whose reservation has not reached Redis yet (one
-// round trip): neither unused nor sold, it may let in one shopper too many
-// for that long, where the catalog's figure let in a whole refresh's buys.
-func (s *system) roomTargets(ctx context.Context) ([]waitroom.Target, error) {
-	snap, err := s.catalog.Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	var out []waitroom.Target
-	var admitting []int64
-	for _, v := range snap.Vouchers() {
-		line, ok := waitroom.LineOf(v)
-		if !ok || v.Paused {
-			continue
-		}
-		t := waitroom.Target{Line: line, Passes: max(v.StockLeft, 0),
-			Over: v.StockLeft <= 0 || !now.Before(v.EndAt)}
-		if !t.Over && waitroom.Admitting(line, now) {
-			admitting = append(admitting, v.ID)
-		}
-		out = append(out, t)
-	}
-	if len(admitting) == 0 {
-		return out, nil
-	}
-	left, err := s.stock.StockLeft(ctx, admitting...)
-	if err != nil {
-		return nil, fmt.Errorf("stock left of the rooms admitting: %w", err)
-	}
-	for i, t := range out {
-		if !t.Over && waitroom.Admitting(t.Line, now) {
-			out[i].Passes = max(left[t.Line.VoucherID], 0)
-		}
-	}
-	return out, nil
 }
 
 // startCatalog keeps this instance's catalog in memory (the catalog routes

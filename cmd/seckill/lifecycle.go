@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"sync"
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
-	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -31,37 +28,27 @@ func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
 // statsService answers the admin stats route with Redis's live figures and
 // the drift beside PostgreSQL's.
 func (s *system) statsService() *orders.StatsService {
-	return orders.NewStatsService(s.store, redisrepair.New(s.stock), orders.WithStateGrace(s.cfg.StateGrace))
+	return orders.NewStatsService(s.store, s.stock, orders.WithStateGrace(s.cfg.StateGrace))
 }
 
-// startSweeper runs the sweeper role: payment timeouts and the release
-// outbox, and the reconciler of orphaned holds. Both keep their state in
-// PostgreSQL and Redis only, so any number of processes may run them.
-func (s *system) startSweeper(ctx context.Context, wg *sync.WaitGroup, fail func(role string, err error)) error {
-	if !s.cfg.hasRole(roleSweeper) {
-		return nil
-	}
+// sweeperParts are the sweeper role: payment timeouts and the release
+// outbox, the reconciler of orphaned holds and the healer. They keep their
+// state in PostgreSQL and Redis only, so any number of processes may run
+// them. closeDrain closes the reconciler's and healer's drain once they
+// have ended.
+func (s *system) sweeperParts() (_ []part, closeDrain func() error, _ error) {
 	sweeper := orders.NewSweeper(s.lifecycle(s.workStore), orders.SweeperConfig{Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
-	wg.Go(func() { fail("sweeper", sweeper.Run(ctx)) })
 	drain, err := kafkaq.NewDrain(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.cfg.KafkaGroup)
 	if err != nil {
-		return fmt.Errorf("reconciler: %w", err)
+		return nil, nil, fmt.Errorf("reconciler: %w", err)
 	}
 	rec := orders.NewReconciler(s.workStore, s.stock, drain, s.releaser(), s.countedEvents(), orders.ReconcilerConfig{
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
-	healer := orders.NewHealer(s.workStore, redisrepair.New(s.stock), drain, s.countedEvents(), orders.HealerConfig{
+	healer := orders.NewHealer(s.workStore, s.stock, drain, s.countedEvents(), orders.HealerConfig{
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 		Room: roomRecovery{room: s.newRoom(), store: s.workStore},
 	})
-	var both sync.WaitGroup
-	both.Go(func() { fail("reconciler", rec.Run(ctx)) })
-	both.Go(func() { fail("healer", healer.Run(ctx)) })
-	wg.Go(func() {
-		defer drain.Close()
-		both.Wait()
-	})
-	s.log.Info("sweeper, reconciler and healer running", "pay_timeout", s.cfg.PayTimeout, "state_grace", s.cfg.StateGrace)
-	return nil
+	return []part{{"sweeper", sweeper.Run}, {"reconciler", rec.Run}, {"healer", healer.Run}}, drain.Close, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/flashsale/seckill/deploy/loadtest"
 )
 
-// TestLoadtestAgainstTheRealSystem runs the load tool, as `seckill loadtest`
+// TestLoadtestAgainstTheRealSystem runs the load tool, as `loadtest sale`
 // does, against the whole system on real Redis, PostgreSQL and Kafka, twice:
 // a crowd with quantities of 1 and 2, a per-user limit and replayed
 // Idempotency-Keys that the stock covers, then a crowd that sells the
@@ -97,8 +97,8 @@ func sellWith(t *testing.T, ctx context.Context, cfg loadtest.Config) loadtest.R
 	return rep
 }
 
-// TestCrowdAgainstTheRealSystem runs the real crowd (`seckill loadtest
-// -crowd`) briefly against the whole system: the catalog beside /healthz,
+// TestCrowdAgainstTheRealSystem runs the real crowd (`loadtest
+// crowd`) briefly against the whole system: the catalog beside /healthz,
 // PostgreSQL's counters, open sockets, honest shoppers and a bot. It asserts
 // counts only: every request answered and counted where it belongs, no 5xx,
 // no oversell, and the push-delay bookkeeping covering every (buy, socket)

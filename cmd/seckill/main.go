@@ -6,7 +6,6 @@
 //	seckill serve      the roles named in SECKILL_ROLES against configured services
 //	seckill migrate    apply the database schema and exit
 //	seckill reconcile  report (and with --repair, fix) drift between Redis and PostgreSQL
-//	seckill loadtest   release a flash crowd on a running system and check what it sold
 //	seckill env        print every configuration variable
 //	seckill version    print the version and commit
 //

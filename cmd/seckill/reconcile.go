@@ -10,7 +10,6 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
-	"github.com/flashsale/seckill/orders/redisrepair"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -87,7 +86,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	rctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
 	for _, id := range drifted {
-		stock := orders.WithRoomRecovery(redisrepair.New(s.stock), roomRecovery{room: s.newRoom(), store: s.store})
+		stock := orders.WithRoomRecovery(s.stock, roomRecovery{room: s.newRoom(), store: s.store})
 		res, err := orders.Repair(rctx, id, s.store, stock, drain, producerTimeout)
 		if err != nil {
 			return fmt.Errorf("repair voucher %d: %w", id, err)

@@ -14,11 +14,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 )
+
+// profileRole is the pprof label that names the part of a process a
+// goroutine belongs to: "broker" (dev mode's in-process Kafka broker) or
+// "worker" (the order workers' consumer); unlabelled goroutines are the
+// gateway's.
+const profileRole = "role"
 
 // newConsumer makes the workers' consumer with its dead-letter topic (made
 // when the cluster lacks it) and closes that when the consumer is closed.
@@ -51,9 +58,19 @@ func (c *deadLetterConsumer) Close() error {
 	return errors.Join(c.Consumer.Close(), c.dl.Close())
 }
 
+// part is one loop of a role: it runs until ctx ends (nil then) or fails.
+type part struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
 // run plays the configured roles until ctx ends, then shuts them down in
-// order: stop taking requests, let in-flight ones finish, let the consumer
-// commit what it persisted.
+// order. The order, written down once: bind the listeners; subscribe the
+// hub and the room feed (so no event published once the gateway answers is
+// lost); start the parts, gateway, ops, worker and sweeper in that order.
+// At the end: stop taking requests and let in-flight ones finish (gateway
+// shutdown), stop the hub, wait for every part (the consumer commits what
+// it persisted), then close what the parts shared (the reconciler's drain).
 func (s *system) run(ctx context.Context) error {
 	// Bind first: a taken port is the likeliest start-up failure, and
 	// nothing may be running yet when it happens.
@@ -74,7 +91,7 @@ func (s *system) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 8)
+	errc := make(chan error, 16)
 	fail := func(role string, err error) {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			errc <- fmt.Errorf("%s: %w", role, err)
@@ -82,6 +99,7 @@ func (s *system) run(ctx context.Context) error {
 		cancel()
 	}
 
+	var parts []part
 	if s.server != nil {
 		// Listening: from here this instance counts in the fleet.
 		s.startEdge(ctx)
@@ -98,58 +116,42 @@ func (s *system) run(ctx context.Context) error {
 			s.hub.Stop()
 			return fmt.Errorf("waiting room feed: %w", err)
 		}
-		wg.Go(func() { s.feed.Run(ctx, ps) })
-		wg.Go(func() { s.admitter.Run(ctx) })
-		wg.Go(func() { s.mirror.Run(ctx) })
+		parts = append(parts, s.gatewayParts(ln, ps)...)
+	}
+	parts = append(parts, s.opsPart(opsLn))
+	if s.cfg.hasRole(roleWorker) {
+		p, err := s.workerPart()
+		if err != nil {
+			fail("worker", err)
+		} else {
+			parts = append(parts, p)
+		}
+	}
+	var closers []func() error
+	if s.cfg.hasRole(roleSweeper) {
+		ps, closeDrain, err := s.sweeperParts()
+		if err != nil {
+			fail("sweeper", err)
+		} else {
+			parts = append(parts, ps...)
+			closers = append(closers, closeDrain)
+		}
+	}
+	for _, p := range parts {
+		wg.Go(func() { fail(p.name, p.run(ctx)) })
+	}
+	if s.server != nil {
 		if s.onListen != nil {
 			s.onListen(ln.Addr().String(), opsLn.Addr().String())
 		}
 		s.log.Info("gateway listening", "url", "http://"+ln.Addr().String())
-		wg.Go(func() { fail("gateway", s.server.Serve(ln)) })
-		wg.Go(func() {
-			select {
-			case <-s.lease.Lost():
-				fail("order ids", errors.New("lost the order id node lease; stopping so no id is handed out twice"))
-			case <-ctx.Done():
-			}
-		})
 	}
-	srv := s.opsServer()
 	s.log.Info("health and metrics listening", "url", "http://"+opsLn.Addr().String())
-	wg.Go(func() {
-		<-ctx.Done()
-		shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-		defer done()
-		_ = srv.Shutdown(shut)
-	})
-	wg.Go(func() {
-		if err := srv.Serve(opsLn); !errors.Is(err, http.ErrServerClosed) {
-			fail("ops http", err)
-		}
-	})
 	if s.cfg.hasRole(roleWorker) {
-		consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
-			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
-			Metrics:  s.metrics.kafka,
-			MaxBatch: s.cfg.WorkerBatch, Linger: s.cfg.WorkerLinger,
-		}, s.deadLetters)
-		if err != nil {
-			fail("worker", err)
-		} else {
-			worker := orders.NewWorker(s.workStore, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
-			wg.Go(func() {
-				// role=worker on the consumer's goroutines (and those it
-				// starts): make bench reports the worker's CPU apart.
-				pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {
-					defer consumer.Close()
-					fail("worker", consumer.Run(ctx, worker.Handle))
-				})
-			})
-			s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
-		}
+		s.log.Info("order worker consuming", "topic", s.cfg.KafkaTopic, "group", s.cfg.KafkaGroup)
 	}
-	if err := s.startSweeper(ctx, &wg, fail); err != nil {
-		fail("sweeper", err)
+	if s.cfg.hasRole(roleSweeper) {
+		s.log.Info("sweeper, reconciler and healer running", "pay_timeout", s.cfg.PayTimeout, "state_grace", s.cfg.StateGrace)
 	}
 
 	<-ctx.Done()
@@ -163,12 +165,80 @@ func (s *system) run(ctx context.Context) error {
 		s.hub.Stop()
 	}
 	wg.Wait()
+	for _, c := range closers {
+		_ = c()
+	}
 	close(errc)
 	var errs []error
 	for err := range errc {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// gatewayParts are the gateway role's loops: the room feed on ps, the
+// admitter, the mirror, the HTTP server on ln (stopped by run's shutdown),
+// and the watch of the order id node lease.
+func (s *system) gatewayParts(ln net.Listener, ps *redis.PubSub) []part {
+	return []part{
+		{"waiting room feed", func(ctx context.Context) error { s.feed.Run(ctx, ps); return nil }},
+		{"waiting room admitter", s.admitter.Run},
+		{"waiting room mirror", s.mirror.Run},
+		{"gateway", func(context.Context) error { return s.server.Serve(ln) }},
+		{"order ids", func(ctx context.Context) error {
+			select {
+			case <-s.lease.Lost():
+				return errors.New("lost the order id node lease; stopping so no id is handed out twice")
+			case <-ctx.Done():
+				return nil
+			}
+		}},
+	}
+}
+
+// opsPart serves health and metrics on ln until ctx ends, then shuts the
+// server down within the shutdown timeout.
+func (s *system) opsPart(ln net.Listener) part {
+	return part{"ops http", func(ctx context.Context) error {
+		srv := s.opsServer()
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			<-ctx.Done()
+			shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+			defer done()
+			_ = srv.Shutdown(shut)
+		}()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		<-stopped // in-flight health checks and scrapes finish
+		return nil
+	}}
+}
+
+// workerPart is the worker role: the consumer, handing batches to the
+// order worker, closed when it ends.
+func (s *system) workerPart() (part, error) {
+	consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
+		Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
+		Metrics:  s.metrics.kafka,
+		MaxBatch: s.cfg.WorkerBatch, Linger: s.cfg.WorkerLinger,
+	}, s.deadLetters)
+	if err != nil {
+		return part{}, err
+	}
+	worker := orders.NewWorker(s.workStore, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+	return part{"worker", func(ctx context.Context) error {
+		defer consumer.Close()
+		var err error
+		// role=worker on the consumer's goroutines (and those it starts):
+		// make bench reports the worker's CPU apart.
+		pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {
+			err = consumer.Run(ctx, worker.Handle)
+		})
+		return err
+	}}, nil
 }
 
 // opsServer serves health and metrics: on the one listener of a process

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
-	"github.com/flashsale/seckill/deploy/loadtest"
 	"github.com/flashsale/seckill/migrations"
 )
 
@@ -24,7 +22,6 @@ Commands:
   seckill reconcile  compare Redis with PostgreSQL per voucher (--repair rebuilds Redis)
   seckill deadletters list | replay PARTITION/OFFSET
                      the messages the workers set aside, and sending one back to them
-  seckill loadtest   release a flash crowd on a running system and check what it sold
   seckill env        print every configuration variable
   seckill version    print the version and commit
 
@@ -66,7 +63,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "deadletters":
 		return runDeadLetters(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
-		return runLoadtest(ctx, args, getenv, stdout, stderr)
+		// The load tool is a binary of its own, so the product links none
+		// of it.
+		err := usagef("loadtest is a tool of its own now: run `bin/loadtest sale` (built by make build; or go run ./cmd/loadtest sale); `bin/loadtest -h` lists its scenarios")
+		fmt.Fprintf(stderr, "seckill: %v\n", err)
+		return err
 	case "env":
 		return writeEnvTable(stdout)
 	case "version", "--version", "-version":
@@ -158,20 +159,4 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 	}
 	log.Info("schema is up to date", "database", maskURL(cfg.DatabaseURL))
 	return nil
-}
-
-func runLoadtest(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := loadtest.ParseFlags(args, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		loadtest.Usage(stdout)
-		return nil
-	}
-	if err != nil {
-		// Every refusal of ParseFlags is about the command line or the
-		// environment it was given: nothing ran.
-		fmt.Fprintf(stderr, "seckill: %v\n", err)
-		return &usageError{err: err}
-	}
-	_, err = loadtest.Run(ctx, cfg, stdout, stderr)
-	return err
 }

@@ -22,12 +22,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
-	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/gateway/apitest"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // testSystem is one running process of every role on the package's

@@ -3,7 +3,9 @@ package depcheck
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,7 +47,7 @@ func folder(pkg string) string {
 
 // testHelper says whether pkg exists only for tests: the shared test
 // helpers (…test packages such as stacktest, pgstoretest, kafkaqtest,
-// apitest), deploy/testlog and the packages of TestOnly.
+// apitest), seckill/testlog and the packages of TestOnly.
 func testHelper(pkg string) bool {
 	if folder(pkg) == "" {
 		return false
@@ -54,11 +56,11 @@ func testHelper(pkg string) bool {
 		return true
 	}
 	last := pkg[strings.LastIndex(pkg, "/")+1:]
-	return strings.HasSuffix(last, "test") && last != "loadtest" || pkg == module+"/deploy/testlog"
+	return strings.HasSuffix(last, "test") && last != "loadtest" || pkg == module+"/seckill/testlog"
 }
 
-// No package imports one of a higher layer (test code aside: a test or a
-// test helper may start the services of deploy/localstack), and only test
+// No package imports one of a higher layer, test helpers included (a test
+// file may: it starts the services of deploy/localstack), and only test
 // helpers and tests import test helpers.
 func TestImportsPointDown(t *testing.T) {
 	layer := map[string]int{}
@@ -81,8 +83,6 @@ func TestImportsPointDown(t *testing.T) {
 			}
 			to, ok := layer[folder(imp)]
 			switch {
-			case testHelper(pkg) && testHelper(imp):
-				// Test code on both sides, as a test file may.
 			case !ok:
 				t.Errorf("%s imports %s, whose folder is in no layer", pkg, imp)
 			case to > from:
@@ -111,12 +111,52 @@ func TestBelowTheFace(t *testing.T) {
 	}
 }
 
-// The binaries link no test helper. (cmd/seckill does link the in-process
-// Kafka broker of deploy/localstack, on purpose: `seckill dev` runs on it.)
+// The binaries link no test helper. (The development build of cmd/seckill
+// does link the in-process Kafka broker of deploy/localstack, on purpose:
+// `seckill dev` runs on it; the production build does not, see
+// TestProductionBinaryLinksNoTool.)
 func TestBinariesLinkNoTestHelper(t *testing.T) {
 	for _, pkg := range goList(t, "-deps", "./cmd/...") {
 		if testHelper(pkg) {
 			t.Errorf("a binary under cmd/ links the test helper %s", pkg)
+		}
+	}
+}
+
+// The binary that serve runs in production, built as deploy/Dockerfile
+// builds it, links none of the tools: not the load tool, not the private
+// services of dev mode (deploy/localstack) and not the in-process broker
+// (kfake). The build's tags are read from the Dockerfile, so the rule
+// follows the image; the development build (make build) keeps dev mode.
+func TestProductionBinaryLinksNoTool(t *testing.T) {
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := regexp.MustCompile(`(?m)^RUN .*\bgo build\b(.*)\./cmd/seckill\s*$`).FindSubmatch(dockerfile)
+	if build == nil {
+		t.Fatal("deploy/Dockerfile has no `RUN ... go build ... ./cmd/seckill` line")
+	}
+	args := []string{"-deps"}
+	if tags := regexp.MustCompile(`-tags[= ](\S+)`).FindSubmatch(build[1]); tags != nil {
+		args = append(args, "-tags", string(tags[1]))
+	}
+	deps := goList(t, append(args, "./cmd/seckill")...)
+	if len(deps) < 10 {
+		t.Fatalf("go list %v: only %d packages", args, len(deps))
+	}
+	excluded := []string{
+		module + "/deploy/loadtest",
+		module + "/deploy/localstack",
+		module + "/deploy/fleet",
+		module + "/deploy/chaos",
+		"github.com/twmb/franz-go/pkg/kfake",
+	}
+	for _, pkg := range deps {
+		for _, tool := range excluded {
+			if pkg == tool || strings.HasPrefix(pkg, tool+"/") {
+				t.Errorf("the production build (go list %s ./cmd/seckill, as deploy/Dockerfile builds it) links %s", strings.Join(args, " "), pkg)
+			}
 		}
 	}
 }

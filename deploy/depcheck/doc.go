@@ -1,6 +1,8 @@
 // Package depcheck keeps the import graph pointing down. Its folders are
 // layered (see Layers), and its test, run by `make lint`, fails when a
-// package imports one of a higher layer or the binary links a test helper.
+// package imports one of a higher layer, a binary links a test helper, or the
+// production build of cmd/seckill (deploy/Dockerfile's) links a tool: the
+// load tool, dev mode's private services or the in-process broker.
 package depcheck
 
 // Layers are the repository's top folders, lowest first. A package may

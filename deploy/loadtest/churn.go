@@ -60,7 +60,7 @@ func RunChurn(ctx context.Context, cfg Config, stdout io.Writer) (ChurnReport, e
 		return ChurnReport{}, err
 	}
 	if cfg.RedisURL == "" {
-		return ChurnReport{}, fmt.Errorf("loadtest: -churn needs -redis (or %s) to read Redis's memory", EnvRedisURL)
+		return ChurnReport{}, fmt.Errorf("loadtest churn: needs -redis (or %s) to read Redis's memory", EnvRedisURL)
 	}
 	ropts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {

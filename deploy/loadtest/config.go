@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,8 +45,6 @@ type Config struct {
 	AdminToken string
 	// JWTSecret signs the shopper tokens the tool mints for itself.
 	JWTSecret string
-	// DevEnv is the DevEnvFile ParseFlags took unset settings from, if any.
-	DevEnv string
 
 	// Shoppers is how many distinct users take part.
 	Shoppers int
@@ -138,6 +137,8 @@ type Config struct {
 	// empty, the private cluster of a `seckill dev` running on DataDir.
 	DatabaseURL string
 	DataDir     string
+	// DevEnv is the DevEnvFile ParseFlags took unset settings from, if any.
+	DevEnv string
 	// PGSettle is how long the tool waits before reading the counters after
 	// a phase: PostgreSQL publishes an idle backend's counts within 10 s.
 	PGSettle time.Duration
@@ -387,106 +388,233 @@ func (m QuantityMix) pick(u float64) int64 {
 	return m[len(m)-1].Quantity
 }
 
-// flagSet binds every flag to a field of cfg.
-func flagSet(cfg *Config) *flag.FlagSet {
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+// Scenario is one of the load tool's runs, each a subcommand of
+// cmd/loadtest with its own flags.
+type Scenario string
+
+// The scenarios.
+const (
+	// ScenarioSale is one flash sale and its invariants (Run).
+	ScenarioSale Scenario = "sale"
+	// ScenarioCrowd is the real crowd (RunCrowd).
+	ScenarioCrowd Scenario = "crowd"
+	// ScenarioRoom is the waiting room (RunRoom).
+	ScenarioRoom Scenario = "room"
+	// ScenarioChurn is the buy-then-cancel soak (RunChurn).
+	ScenarioChurn Scenario = "churn"
+	// ScenarioCeiling is a trivial route's rate (RunCeiling).
+	ScenarioCeiling Scenario = "ceiling"
+)
+
+// Scenarios returns every scenario in the order help lists them.
+func Scenarios() []Scenario {
+	return []Scenario{ScenarioSale, ScenarioCrowd, ScenarioRoom, ScenarioChurn, ScenarioCeiling}
+}
+
+// summary is the scenario's one line in the tool's help.
+func (s Scenario) summary() string {
+	switch s {
+	case ScenarioSale:
+		return "a flash sale at the opening second, then its invariants"
+	case ScenarioCrowd:
+		return "the real crowd: catalog beside /healthz, sockets, honest shoppers, bots"
+	case ScenarioRoom:
+		return "the waiting room: a line admitted at a rate, passes, bots"
+	case ScenarioChurn:
+		return "a soak: buy then cancel again and again, Redis's memory before and after"
+	case ScenarioCeiling:
+		return "a trivial route's rate with the crowd's shape (this machine's ceiling)"
+	}
+	return ""
+}
+
+// valid says whether s is one of Scenarios.
+func (s Scenario) valid() bool { return s.summary() != "" }
+
+// Defaults of the scenarios' own run lengths and counts.
+const (
+	defaultChurnFor    = time.Minute
+	defaultRoomPeople  = 2000
+	defaultCeilingPath = "/healthz"
+)
+
+// scenarioConfig is DefaultConfig with s chosen: the field that makes Run
+// take s's path set to its default.
+func scenarioConfig(s Scenario) Config {
+	cfg := DefaultConfig()
+	switch s {
+	case ScenarioCrowd:
+		cfg.Crowd = true
+	case ScenarioRoom:
+		cfg.Room = defaultRoomPeople
+	case ScenarioChurn:
+		cfg.Churn = defaultChurnFor
+	case ScenarioCeiling:
+		cfg.Ceiling = defaultCeilingPath
+	}
+	return cfg
+}
+
+// flagSet binds the flags of scenario s to fields of cfg; a flag a scenario
+// does not read is not in its set, so -h lists only what matters to it.
+func flagSet(cfg *Config, s Scenario) *flag.FlagSet {
+	fs := flag.NewFlagSet("loadtest "+string(s), flag.ContinueOnError)
+	in := func(of ...Scenario) bool { return slices.Contains(of, s) }
+	sale, crowd, room, churn, ceiling := ScenarioSale, ScenarioCrowd, ScenarioRoom, ScenarioChurn, ScenarioCeiling
+
 	fs.StringVar(&cfg.BaseURL, "url", cfg.BaseURL, "base URL of the running system (env "+EnvURL+")")
-	fs.Func("target", "gateways to spread the sale's buys and the ceiling's requests over, in turn: host:port or URLs, comma separated (the tool's own calls go to the first; instead of -url)", func(v string) error {
-		cfg.Targets = parseTargets(v)
-		if len(cfg.Targets) == 0 {
-			return errors.New("no address")
-		}
-		return nil
-	})
-	fs.IntVar(&cfg.Shoppers, "shoppers", cfg.Shoppers, "distinct shoppers in the crowd")
-	fs.Int64Var(&cfg.FirstUserID, "first-user", cfg.FirstUserID, "user id of the first shopper (the others follow)")
-	fs.IntVar(&cfg.Attempts, "attempts", cfg.Attempts, "buy requests per shopper")
-	fs.Int64Var(&cfg.Stock, "stock", cfg.Stock, "stock of the voucher the tool creates")
-	fs.Int64Var(&cfg.PerUserLimit, "limit", cfg.PerUserLimit, "per-user limit of the voucher")
-	fs.StringVar(&cfg.Kind, "kind", cfg.Kind, "voucher kind: seckill, limit or common")
-	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "shards of the voucher: buckets its stock is spread over in Redis (seckill only); 0 = the server's default")
-	fs.Int64Var(&cfg.PriceCents, "price", cfg.PriceCents, "unit price in cents")
-	fs.Var(&cfg.Quantities, "qty", `quantity mix, "quantity:weight,...", e.g. "1:80,2:20"`)
-	fs.Float64Var(&cfg.ReplayShare, "replay", cfg.ReplayShare, "share (0..1) of later attempts that replay an earlier Idempotency-Key of the same shopper")
+	if in(sale, ceiling) {
+		fs.Func("target", "gateways to spread the sale's buys and the ceiling's requests over, in turn: host:port or URLs, comma separated (the tool's own calls go to the first; instead of -url)", func(v string) error {
+			cfg.Targets = parseTargets(v)
+			if len(cfg.Targets) == 0 {
+				return errors.New("no address")
+			}
+			return nil
+		})
+	}
+	if in(sale, crowd, room, churn) {
+		fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "SECKILL_DATA_DIR of the `seckill dev` under test, whose "+DevEnvFile+" fills what the environment leaves unset (env "+EnvDataDir+")")
+	}
+	if in(sale, churn) {
+		fs.IntVar(&cfg.Shoppers, "shoppers", cfg.Shoppers, "distinct shoppers in the crowd")
+	}
+	if in(room) {
+		fs.IntVar(&cfg.Room, "shoppers", cfg.Room, "shoppers who join the voucher's line (pre-queue and late), admitted at -room-rate, buying with passes")
+	}
+	if in(sale, crowd, room, churn) {
+		fs.Int64Var(&cfg.FirstUserID, "first-user", cfg.FirstUserID, "user id of the first shopper (the others follow)")
+		fs.Int64Var(&cfg.Stock, "stock", cfg.Stock, "stock of the voucher the tool creates")
+		fs.Int64Var(&cfg.PerUserLimit, "limit", cfg.PerUserLimit, "per-user limit of the voucher")
+		fs.Int64Var(&cfg.PriceCents, "price", cfg.PriceCents, "unit price in cents")
+	}
+	if in(sale) {
+		fs.IntVar(&cfg.Attempts, "attempts", cfg.Attempts, "buy requests per shopper")
+	}
+	if in(sale, crowd) {
+		fs.StringVar(&cfg.Kind, "kind", cfg.Kind, "voucher kind: seckill, limit or common")
+	}
+	if in(sale) {
+		fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "shards of the voucher: buckets its stock is spread over in Redis (seckill only); 0 = the server's default")
+		fs.Var(&cfg.Quantities, "qty", `quantity mix, "quantity:weight,...", e.g. "1:80,2:20"`)
+		fs.Float64Var(&cfg.ReplayShare, "replay", cfg.ReplayShare, "share (0..1) of later attempts that replay an earlier Idempotency-Key of the same shopper")
+	}
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "requests in flight at most (and warm connections)")
-	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "target requests per second; 0 = as fast as the concurrency allows")
-	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "cap on the crowd phase; nothing new is sent after it")
-	fs.DurationVar(&cfg.OpenIn, "open-in", cfg.OpenIn, "the voucher opens this long after it is created (at least 1s)")
-	fs.DurationVar(&cfg.PersistWait, "persist-wait", cfg.PersistWait, "how long to wait for accepted orders to be persisted")
+	if in(sale, churn) {
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "target requests (churn: cycles) per second; 0 = as fast as the concurrency allows")
+	}
+	if in(sale, room, ceiling) {
+		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "cap on the crowd phase (ceiling: how long the route is loaded); nothing new is sent after it")
+	}
+	if in(sale, crowd, room) {
+		fs.DurationVar(&cfg.OpenIn, "open-in", cfg.OpenIn, "the voucher opens this long after it is created (at least 1s)")
+	}
+	if in(sale, room) {
+		fs.DurationVar(&cfg.PersistWait, "persist-wait", cfg.PersistWait, "how long to wait for accepted orders to be persisted")
+	}
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "timeout of each HTTP request")
-	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the request mix; 0 = from the clock")
+	if in(sale, crowd, room) {
+		fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed of the request mix; 0 = from the clock")
+	}
 	fs.BoolVar(&cfg.JSON, "json", cfg.JSON, "print the report as JSON on stdout")
-	fs.StringVar(&cfg.HTMLFile, "html", cfg.HTMLFile, "also write a self-contained HTML report with charts to this file")
-	fs.BoolVar(&cfg.NoProgress, "no-progress", cfg.NoProgress, "no progress line, even on a terminal")
-	fs.DurationVar(&cfg.Churn, "churn", cfg.Churn, "instead of a sale, buy then cancel again and again for this long (a soak) and report the cycle rate and Redis's used_memory before and after; needs -redis")
-	fs.StringVar(&cfg.RedisURL, "redis", cfg.RedisURL, "Redis URL the churn mode reads INFO memory from (env "+EnvRedisURL+")")
-	fs.StringVar(&cfg.Ceiling, "ceiling", cfg.Ceiling, "instead of a sale, load this path (e.g. /healthz) for -duration on -concurrency connections and report its rate")
-	fs.BoolVar(&cfg.Crowd, "crowd", cfg.Crowd, "instead of a sale, the real crowd: catalog reads beside /healthz, open sockets, honest shoppers and bots, PostgreSQL's transactions")
-	fs.IntVar(&cfg.CatalogReads, "catalog-reads", cfg.CatalogReads, "crowd: catalog GETs of the catalog phase (half list, half single vouchers)")
-	fs.Float64Var(&cfg.FreshShare, "fresh", cfg.FreshShare, "crowd: share (0..1) of catalog reads without If-None-Match (new visitors); the others revalidate their ETag")
-	fs.IntVar(&cfg.CatalogSize, "catalog-size", cfg.CatalogSize, "crowd: vouchers the catalog should list (the tool creates the missing ones)")
-	fs.IntVar(&cfg.Sockets, "sockets", cfg.Sockets, "crowd: WebSockets held open during the sale")
-	fs.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "crowd: honest shoppers, each buying once at a random moment of -crowd-for")
-	fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "crowd: bot accounts, each on one address, buying as fast as they can")
-	fs.IntVar(&cfg.BotConns, "bot-conns", cfg.BotConns, "crowd: connections of each bot")
-	fs.IntVar(&cfg.Visitors, "visitors", cfg.Visitors, "crowd: pages reading the catalog during the sale")
-	fs.DurationVar(&cfg.CrowdFor, "crowd-for", cfg.CrowdFor, "crowd: how long the sale's crowd lasts")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "crowd: PostgreSQL whose transactions are counted (env "+EnvDatabaseURL+", which keeps a password out of process listings); default: the cluster of `seckill dev` on -data-dir")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "crowd: SECKILL_DATA_DIR of the `seckill dev` under test (env "+EnvDataDir+")")
-	fs.DurationVar(&cfg.PGSettle, "pg-settle", cfg.PGSettle, "crowd: wait before reading PostgreSQL's counters after a phase (PostgreSQL publishes idle backends' counts within 10s)")
-	fs.StringVar(&cfg.MetricsURL, "metrics-url", cfg.MetricsURL, "room: base URL of the gateway's ops listener (SECKILL_OPS_ADDR), whose /metrics gives the gateway's line moves and frames (env "+EnvMetricsURL+")")
-	fs.IntVar(&cfg.Room, "room", cfg.Room, "instead of a sale, the waiting room: this many shoppers join a voucher's line (pre-queue and late), admitted at -room-rate, buying with passes, beside bots")
-	fs.Int64Var(&cfg.RoomRate, "room-rate", cfg.RoomRate, "room: the voucher's admit_per_second")
-	fs.Float64Var(&cfg.RoomPrequeue, "room-prequeue", cfg.RoomPrequeue, "room: share (0..1) of the shoppers who join in the pre-queue, before begin_at (-open-in must leave them time)")
-	fs.IntVar(&cfg.RoomBots, "room-bots", cfg.RoomBots, "room: bots buying without a pass, with forged, stolen and reused passes")
-	fs.IntVar(&cfg.RoomSockets, "room-sockets", cfg.RoomSockets, "room: shoppers watching their place on a WebSocket (push delay)")
-	fs.BoolVar(&cfg.OneAddress, "one-address", cfg.OneAddress, "crowd: every client from the default address instead of one loopback address each")
+	if in(sale) {
+		fs.StringVar(&cfg.HTMLFile, "html", cfg.HTMLFile, "also write a self-contained HTML report with charts to this file")
+		fs.BoolVar(&cfg.NoProgress, "no-progress", cfg.NoProgress, "no progress line, even on a terminal")
+	}
+	if in(churn) {
+		fs.DurationVar(&cfg.Churn, "for", cfg.Churn, "how long the soak lasts")
+		fs.StringVar(&cfg.RedisURL, "redis", cfg.RedisURL, "Redis URL the soak reads INFO memory from (env "+EnvRedisURL+")")
+	}
+	if in(ceiling) {
+		fs.StringVar(&cfg.Ceiling, "path", cfg.Ceiling, "the route loaded, a path starting with /")
+	}
+	if in(crowd) {
+		fs.IntVar(&cfg.CatalogReads, "catalog-reads", cfg.CatalogReads, "catalog GETs of the catalog phase (half list, half single vouchers)")
+		fs.Float64Var(&cfg.FreshShare, "fresh", cfg.FreshShare, "share (0..1) of catalog reads without If-None-Match (new visitors); the others revalidate their ETag")
+		fs.IntVar(&cfg.CatalogSize, "catalog-size", cfg.CatalogSize, "vouchers the catalog should list (the tool creates the missing ones)")
+		fs.IntVar(&cfg.Sockets, "sockets", cfg.Sockets, "WebSockets held open during the sale")
+		fs.IntVar(&cfg.Buyers, "buyers", cfg.Buyers, "honest shoppers, each buying once at a random moment of -crowd-for")
+		fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "bot accounts, each on one address, buying as fast as they can")
+		fs.IntVar(&cfg.BotConns, "bot-conns", cfg.BotConns, "connections of each bot")
+		fs.IntVar(&cfg.Visitors, "visitors", cfg.Visitors, "pages reading the catalog during the sale")
+		fs.DurationVar(&cfg.CrowdFor, "crowd-for", cfg.CrowdFor, "how long the sale's crowd lasts")
+		fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL whose transactions are counted (env "+EnvDatabaseURL+", which keeps a password out of process listings); default: the cluster of `seckill dev` on -data-dir")
+		fs.DurationVar(&cfg.PGSettle, "pg-settle", cfg.PGSettle, "wait before reading PostgreSQL's counters after a phase (PostgreSQL publishes idle backends' counts within 10s)")
+		fs.BoolVar(&cfg.OneAddress, "one-address", cfg.OneAddress, "every client from the default address instead of one loopback address each")
+	}
+	if in(room) {
+		fs.StringVar(&cfg.MetricsURL, "metrics-url", cfg.MetricsURL, "base URL of the gateway's ops listener (SECKILL_OPS_ADDR), whose /metrics gives the gateway's line moves and frames (env "+EnvMetricsURL+")")
+		fs.Int64Var(&cfg.RoomRate, "room-rate", cfg.RoomRate, "the voucher's admit_per_second")
+		fs.Float64Var(&cfg.RoomPrequeue, "room-prequeue", cfg.RoomPrequeue, "share (0..1) of the shoppers who join in the pre-queue, before begin_at (-open-in must leave them time)")
+		fs.IntVar(&cfg.RoomBots, "room-bots", cfg.RoomBots, "bots buying without a pass, with forged, stolen and reused passes")
+		fs.IntVar(&cfg.RoomSockets, "room-sockets", cfg.RoomSockets, "shoppers watching their place on a WebSocket (push delay)")
+	}
 	return fs
 }
 
-// ParseFlags builds a Config from the subcommand's arguments (without the
-// subcommand name) and the environment (os.Getenv, or a map's lookup in
-// tests; nil means an empty environment). The admin token and the JWT secret
-// come only from the environment, never from flags, so they stay out of
-// process listings. On -h it returns flag.ErrHelp; print Usage then.
-func ParseFlags(args []string, env func(string) string) (Config, error) {
+// ParseFlags builds the Config of scenario s from its subcommand's
+// arguments (without the subcommand's name) and the environment (os.Getenv,
+// or a map's lookup in tests; nil means an empty environment). The admin
+// token and the JWT secret come only from the environment, never from
+// flags, so they stay out of process listings. On -h it returns
+// flag.ErrHelp; print Usage then.
+func ParseFlags(s Scenario, args []string, env func(string) string) (Config, error) {
+	if !s.valid() {
+		return Config{}, fmt.Errorf("%w: loadtest: unknown scenario %q (want one of %v)", seckill.ErrInvalidInput, s, Scenarios())
+	}
 	if env == nil {
 		env = func(string) string { return "" }
 	}
-	cfg := DefaultConfig()
+	cfg := scenarioConfig(s)
 	cfg.AdminToken = env(EnvAdminToken)
 	cfg.JWTSecret = env(EnvJWTSecret)
 	if v := env(EnvURL); v != "" {
 		cfg.BaseURL = v
 	}
-	cfg.DatabaseURL = env(EnvDatabaseURL)
 	if v := env(EnvDataDir); v != "" {
 		cfg.DataDir = v
 	}
-	cfg.RedisURL = env(EnvRedisURL)
-	cfg.MetricsURL = env(EnvMetricsURL)
-	fs := flagSet(&cfg)
+	if s == ScenarioCrowd {
+		cfg.DatabaseURL = env(EnvDatabaseURL)
+	}
+	if s == ScenarioChurn {
+		cfg.RedisURL = env(EnvRedisURL)
+	}
+	if s == ScenarioRoom {
+		cfg.MetricsURL = env(EnvMetricsURL)
+	}
+	fs := flagSet(&cfg, s)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
 		}
-		return cfg, fmt.Errorf("%w: loadtest: %w (see -h)", seckill.ErrInvalidInput, err)
+		return cfg, fmt.Errorf("%w: loadtest %s: %w (see loadtest %s -h)", seckill.ErrInvalidInput, s, err, s)
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("%w: loadtest: unexpected argument %q (see -h)", seckill.ErrInvalidInput, fs.Arg(0))
+		return cfg, fmt.Errorf("%w: loadtest %s: unexpected argument %q (see loadtest %s -h)", seckill.ErrInvalidInput, s, fs.Arg(0), s)
 	}
 	urlSet := false
 	fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
 	if len(cfg.Targets) > 0 {
 		if urlSet {
-			return cfg, fmt.Errorf("%w: loadtest: -url and -target: give one of them", seckill.ErrInvalidInput)
+			return cfg, fmt.Errorf("%w: loadtest %s: -url and -target: give one of them", seckill.ErrInvalidInput, s)
 		}
 		cfg.BaseURL = cfg.Targets[0]
 	}
-	var err error
-	if cfg.DevEnv, err = fillFromDevEnv(&cfg, urlSet || len(cfg.Targets) > 0 || env(EnvURL) != ""); err != nil {
-		return cfg, err
+	if s != ScenarioCeiling {
+		var err error
+		if cfg.DevEnv, err = fillFromDevEnv(&cfg, urlSet || len(cfg.Targets) > 0 || env(EnvURL) != ""); err != nil {
+			return cfg, err
+		}
+	}
+	if s == ScenarioRoom && cfg.Room < 1 {
+		return cfg, fmt.Errorf("%w: loadtest room: shoppers must be at least 1", seckill.ErrInvalidInput)
+	}
+	if s == ScenarioChurn && cfg.Churn <= 0 {
+		return cfg, fmt.Errorf("%w: loadtest churn: -for must be positive", seckill.ErrInvalidInput)
+	}
+	if s == ScenarioCeiling && cfg.Ceiling == "" {
+		return cfg, fmt.Errorf("%w: loadtest ceiling: -path must be a path starting with /", seckill.ErrInvalidInput)
 	}
 	return cfg, cfg.Validate()
 }
@@ -523,32 +651,65 @@ func (c Config) notInDevEnv() string {
 	return fmt.Sprintf(" (nor in %s, which a running `seckill dev` with SECKILL_DATA_DIR=%s writes)", filepath.Join(c.DataDir, DevEnvFile), c.DataDir)
 }
 
-// Usage writes the subcommand's help to w.
-func Usage(w io.Writer) {
-	cfg := DefaultConfig()
-	fs := flagSet(&cfg)
+// Usage writes the tool's help to w: with s "", the list of scenarios;
+// otherwise s's own description and flags.
+func Usage(w io.Writer, s Scenario) {
+	if !s.valid() {
+		fmt.Fprintf(w, "usage: loadtest <scenario> [flags]\n\nRuns one scenario against a running system over HTTP and checks what it sold.\nExits non-zero when a check fails.\n\nScenarios:\n")
+		for _, sc := range Scenarios() {
+			fmt.Fprintf(w, "  %-8s %s\n", sc, sc.summary())
+		}
+		fmt.Fprintf(w, "\nloadtest <scenario> -h lists the scenario's flags.\n")
+		return
+	}
+	cfg := scenarioConfig(s)
+	fs := flagSet(&cfg, s)
 	fs.SetOutput(w)
-	fmt.Fprintf(w, `usage: seckill loadtest [flags]
-
-Reproduces a flash sale against a running system over HTTP and checks that it
-sold honestly. It creates its own voucher opening -open-in later, mints shopper
-tokens with %s, releases the crowd at the opening second of the server's
-clock, waits until every accepted order is persisted, then checks the
-invariants through the API. Exits non-zero when one fails.
-
-With -crowd it runs the real crowd instead: GET /healthz, the catalog list and
-single vouchers (with If-None-Match) measured side by side, PostgreSQL's
-transactions during the catalog reads, then a sale with open sockets, honest
-shoppers buying once and bots buying as fast as they can, reporting the honest
-shoppers' share of answers that are not 429, the stock pushes' delay and every
-5xx.
-
-Environment: %s (required), %s (required), %s (optional base URL),
-%s or %s (crowd: where PostgreSQL's counters are read).
-Against `+"`seckill dev`"+` (make run) none is needed: what the environment leaves
-unset is read from the %s that dev mode keeps in its data folder (-data-dir).
-
-Flags:
-`, EnvJWTSecret, EnvAdminToken, EnvJWTSecret, EnvURL, EnvDatabaseURL, EnvDataDir, DevEnvFile)
+	fmt.Fprintf(w, "usage: loadtest %s [flags]\n\n%s.\n\n", s, scenarioHelp(s))
+	switch s {
+	case ScenarioCeiling:
+		fmt.Fprintf(w, "Environment: %s (optional base URL).\n", EnvURL)
+	case ScenarioCrowd:
+		fmt.Fprintf(w, "Environment: %s (required), %s (required), %s (optional base URL),\n%s or %s (where PostgreSQL's counters are read).\n",
+			EnvJWTSecret, EnvAdminToken, EnvURL, EnvDatabaseURL, EnvDataDir)
+	default:
+		fmt.Fprintf(w, "Environment: %s (required), %s (required), %s (optional base URL).\n",
+			EnvJWTSecret, EnvAdminToken, EnvURL)
+	}
+	if s != ScenarioCeiling {
+		fmt.Fprintf(w, "Against `seckill dev` (make run) none is needed: what the environment leaves\nunset is read from the %s that dev mode keeps in its data folder (-data-dir).\n", DevEnvFile)
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
 	fs.PrintDefaults()
+}
+
+// scenarioHelp is the paragraph of s's help.
+func scenarioHelp(s Scenario) string {
+	switch s {
+	case ScenarioSale:
+		return `Reproduces a flash sale and checks that it sold honestly. It creates its own
+voucher opening -open-in later, mints shopper tokens with ` + EnvJWTSecret + `,
+releases the crowd at the opening second of the server's clock, waits until
+every accepted order is persisted, then checks the invariants through the API`
+	case ScenarioCrowd:
+		return `The real crowd: GET /healthz, the catalog list and single vouchers (with
+If-None-Match) measured side by side, PostgreSQL's transactions during the
+catalog reads, then a sale with open sockets, honest shoppers buying once and
+bots buying as fast as they can, reporting the honest shoppers' share of
+answers that are not 429, the stock pushes' delay and every 5xx`
+	case ScenarioRoom:
+		return `The waiting room: -shoppers join a voucher's line, -room-prequeue of them
+before begin_at; the room admits -room-rate a second; admitted shoppers buy
+with their pass, bots try without, with forged and with stolen passes. It
+checks that no bot bought, the admission rate and the sale's invariants`
+	case ScenarioChurn:
+		return `A soak: -concurrency workers buy one unit and cancel it as soon as the order
+exists, again and again for -for, while Redis's used_memory is sampled every
+second; it reports the cycle rate and the memory before and after`
+	case ScenarioCeiling:
+		return `Loads -path for -duration on -concurrency connections, with the crowd's
+client, and reports its rate of 2xx answers: the machine's ceiling beside
+which the sale's figures read`
+	}
+	return ""
 }

@@ -11,7 +11,7 @@
 // persisted exactly once, replays answered with the same order, and the
 // voucher's stock figures agreeing with what was sold.
 //
-// RunCrowd (-crowd) is the real crowd instead of one sale: pages that read
+// RunCrowd (`loadtest crowd`) is the real crowd instead of one sale: pages that read
 // the catalog (revalidating with If-None-Match) and hold WebSockets open,
 // honest shoppers who buy once, and bots that buy as fast as they can. It
 // measures the catalog's rate beside GET /healthz, PostgreSQL's transactions
@@ -19,7 +19,7 @@
 // honest shoppers' share of answers that are not 429, and the delay of the
 // stock pushes, and says plainly what the server does not do.
 //
-// The seckill binary's "loadtest" subcommand is ParseFlags plus Run.
+// cmd/loadtest is ParseFlags plus Run, one subcommand per Scenario.
 package loadtest
 
 import (

@@ -120,7 +120,7 @@ func TestSaleSpreadOverGateways(t *testing.T) {
 	s2, n2 := g.another(t)
 	s3, n3 := g.another(t)
 	cfg.Targets = []string{cfg.BaseURL, s2.URL, strings.TrimPrefix(s3.URL, "http://")}
-	_, err := loadtest.ParseFlags([]string{"-target", strings.Join(cfg.Targets, ",")}, func(k string) string {
+	_, err := loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-target", strings.Join(cfg.Targets, ",")}, func(k string) string {
 		return map[string]string{"SECKILL_ADMIN_TOKEN": cfg.AdminToken, "SECKILL_JWT_SECRET": cfg.JWTSecret}[k]
 	})
 	require.NoError(t, err)
@@ -312,13 +312,13 @@ func TestParseFlags(t *testing.T) {
 		"SECKILL_ADMIN_TOKEN": "adm",
 		"SECKILL_JWT_SECRET":  "sec",
 	}
-	cfg, err := loadtest.ParseFlags(nil, func(k string) string { return env[k] })
+	cfg, err := loadtest.ParseFlags(loadtest.ScenarioSale, nil, func(k string) string { return env[k] })
 	require.NoError(t, err)
 	want := loadtest.DefaultConfig()
 	want.AdminToken, want.JWTSecret = "adm", "sec"
 	require.Equal(t, want, cfg)
 
-	cfg, err = loadtest.ParseFlags(strings.Fields(
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, strings.Fields(
 		"-url http://gw:9000 -shoppers 10 -attempts 4 -stock 7 -limit 3 -kind limit -qty 1:80,2:20 -replay 0.25 "+
 			"-concurrency 8 -rate 500 -duration 5s -open-in 2s -persist-wait 1m -seed 9 --json --html out.html"),
 		func(k string) string { return env[k] })
@@ -341,8 +341,8 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, "out.html", cfg.HTMLFile)
 
 	env["SECKILL_DATABASE_URL"], env["SECKILL_DATA_DIR"] = "postgres://x@db/seckill", "/srv/dev"
-	cfg, err = loadtest.ParseFlags(strings.Fields(
-		"-crowd -fresh 0.25 -catalog-reads 100 -catalog-size 3 -sockets 9 -buyers 7 -bots 2 -bot-conns 5 -visitors 1 -crowd-for 2s -pg-settle 1s -one-address"),
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioCrowd, strings.Fields(
+		"-fresh 0.25 -catalog-reads 100 -catalog-size 3 -sockets 9 -buyers 7 -bots 2 -bot-conns 5 -visitors 1 -crowd-for 2s -pg-settle 1s -one-address"),
 		func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.True(t, cfg.Crowd)
@@ -353,34 +353,34 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, 0.25, cfg.FreshShare)
 	require.Equal(t, "postgres://x@db/seckill", cfg.DatabaseURL)
 	require.Equal(t, "/srv/dev", cfg.DataDir)
-	_, err = loadtest.ParseFlags([]string{"-crowd", "-buyers", "0"}, func(k string) string { return env[k] })
+	_, err = loadtest.ParseFlags(loadtest.ScenarioCrowd, []string{"-buyers", "0"}, func(k string) string { return env[k] })
 	require.ErrorIs(t, err, seckill.ErrInvalidInput)
 
-	_, err = loadtest.ParseFlags([]string{"-h"}, nil)
+	_, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-h"}, nil)
 	require.ErrorIs(t, err, flag.ErrHelp)
 
 	for _, bad := range [][]string{{"-qty", "1:x"}, {"-qty", "0"}, {"-replay", "2"}, {"-open-in", "10ms"}, {"-kind", "auction"}, {"extra"}} {
-		_, err = loadtest.ParseFlags(bad, func(k string) string { return env[k] })
+		_, err = loadtest.ParseFlags(loadtest.ScenarioSale, bad, func(k string) string { return env[k] })
 		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
 	}
-	_, err = loadtest.ParseFlags(nil, nil)
+	_, err = loadtest.ParseFlags(loadtest.ScenarioSale, nil, nil)
 	require.ErrorIs(t, err, seckill.ErrInvalidInput)
 	require.ErrorContains(t, err, "SECKILL_JWT_SECRET is not set")
 
-	cfg, err = loadtest.ParseFlags([]string{"-target", "gw1:9000, http://gw2:9000/,https://gw3"}, func(k string) string { return env[k] })
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-target", "gw1:9000, http://gw2:9000/,https://gw3"}, func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Equal(t, []string{"http://gw1:9000", "http://gw2:9000", "https://gw3"}, cfg.Targets)
 	require.Equal(t, "http://gw1:9000", cfg.BaseURL, "the tool's own calls go to the first")
-	cfg, err = loadtest.ParseFlags([]string{"-shards", "8"}, func(k string) string { return env[k] })
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-shards", "8"}, func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Equal(t, 8, cfg.Shards)
 	for _, bad := range [][]string{{"-shards", "65"}, {"-shards", "-1"}, {"-target", ","}, {"-target", "gw1:9000", "-url", "http://gw:1"}, {"-target", "ftp://gw"}} {
-		_, err = loadtest.ParseFlags(bad, func(k string) string { return env[k] })
+		_, err = loadtest.ParseFlags(loadtest.ScenarioSale, bad, func(k string) string { return env[k] })
 		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
 	}
 
 	var usage bytes.Buffer
-	loadtest.Usage(&usage)
+	loadtest.Usage(&usage, loadtest.ScenarioSale)
 	require.Contains(t, usage.String(), "-shoppers")
 	require.True(t, errors.Is(err, seckill.ErrInvalidInput))
 }
@@ -394,7 +394,7 @@ func TestParseFlagsReadsDevEnv(t *testing.T) {
 		"SECKILL_LOADTEST_URL=http://127.0.0.1:18080\nSECKILL_LOADTEST_METRICS_URL=http://127.0.0.1:18081\n"+
 		"SECKILL_ADMIN_TOKEN=admin-from-file\nSECKILL_JWT_SECRET=secret-from-file\n"), 0o600))
 
-	cfg, err := loadtest.ParseFlags([]string{"-data-dir", dir}, nil)
+	cfg, err := loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-data-dir", dir}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "http://127.0.0.1:18080", cfg.BaseURL)
 	require.Equal(t, "http://127.0.0.1:18081", cfg.MetricsURL)
@@ -403,16 +403,61 @@ func TestParseFlagsReadsDevEnv(t *testing.T) {
 	require.Equal(t, filepath.Join(dir, loadtest.DevEnvFile), cfg.DevEnv)
 
 	env := map[string]string{loadtest.EnvJWTSecret: "secret-from-env", loadtest.EnvURL: "http://127.0.0.1:9"}
-	cfg, err = loadtest.ParseFlags([]string{"-data-dir", dir}, func(k string) string { return env[k] })
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-data-dir", dir}, func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Equal(t, "secret-from-env", cfg.JWTSecret, "the environment wins")
 	require.Equal(t, "http://127.0.0.1:9", cfg.BaseURL)
 	require.Equal(t, "admin-from-file", cfg.AdminToken, "and the file fills the rest")
 
-	cfg, err = loadtest.ParseFlags([]string{"-data-dir", dir, "-url", "http://127.0.0.1:7"}, nil)
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-data-dir", dir, "-url", "http://127.0.0.1:7"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "http://127.0.0.1:7", cfg.BaseURL, "a flag wins")
 
-	_, err = loadtest.ParseFlags([]string{"-data-dir", t.TempDir()}, nil)
+	_, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-data-dir", t.TempDir()}, nil)
 	require.ErrorContains(t, err, "SECKILL_JWT_SECRET is not set (nor in ")
+}
+
+// Each scenario reads only its own flags: one of another scenario is an
+// unknown flag, and the scenario's field that selects its run is set.
+func TestParseFlagsPerScenario(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string {
+		return map[string]string{"SECKILL_ADMIN_TOKEN": "adm", "SECKILL_JWT_SECRET": "sec", "SECKILL_REDIS_URL": "redis://r:6379"}[k]
+	}
+	cfg, err := loadtest.ParseFlags(loadtest.ScenarioRoom, strings.Fields("-shoppers 30 -room-rate 5 -room-bots 2"), env)
+	require.NoError(t, err)
+	require.Equal(t, []int64{30, 5, 2}, []int64{int64(cfg.Room), cfg.RoomRate, int64(cfg.RoomBots)})
+	require.False(t, cfg.Crowd)
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioChurn, strings.Fields("-for 3s -shoppers 4"), env)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, cfg.Churn)
+	require.Equal(t, "redis://r:6379", cfg.RedisURL)
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioCeiling, nil, nil)
+	require.NoError(t, err, "the ceiling needs no secrets")
+	require.Equal(t, "/healthz", cfg.Ceiling)
+	cfg, err = loadtest.ParseFlags(loadtest.ScenarioCrowd, nil, env)
+	require.NoError(t, err)
+	require.True(t, cfg.Crowd)
+
+	for s, foreign := range map[loadtest.Scenario]string{
+		loadtest.ScenarioSale:    "-room-rate",
+		loadtest.ScenarioCrowd:   "-attempts",
+		loadtest.ScenarioRoom:    "-catalog-reads",
+		loadtest.ScenarioChurn:   "-path",
+		loadtest.ScenarioCeiling: "-shoppers",
+	} {
+		_, err := loadtest.ParseFlags(s, []string{foreign, "1"}, env)
+		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%s %s", s, foreign)
+		var usage bytes.Buffer
+		loadtest.Usage(&usage, s)
+		require.Contains(t, usage.String(), "usage: loadtest "+string(s))
+		require.NotContains(t, usage.String(), foreign+" ", "%s -h lists only its own flags", s)
+	}
+	for _, bad := range []struct {
+		s    loadtest.Scenario
+		args string
+	}{{loadtest.ScenarioRoom, "-shoppers 0"}, {loadtest.ScenarioChurn, "-for 0s"}, {loadtest.ScenarioCeiling, "-path healthz"}, {"auction", ""}} {
+		_, err := loadtest.ParseFlags(bad.s, strings.Fields(bad.args), env)
+		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%s %s", bad.s, bad.args)
+	}
 }

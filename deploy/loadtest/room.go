@@ -1,6 +1,6 @@
 package loadtest
 
-// The waiting-room scenario (-room): RunRoom drives one timeline of
+// The waiting-room scenario (`loadtest room`): RunRoom drives one timeline of
 // joiners, shoppers who buy with their pass, bots and watching sockets;
 // roomreport.go checks and reports what it saw. RunRoom stays one function
 // because its steps share the run's clock and counters in order.
@@ -27,7 +27,7 @@ import (
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// RoomReport is what a waiting-room run measured (-room).
+// RoomReport is what a waiting-room run measured (`loadtest room`).
 type RoomReport struct {
 	VoucherID string `json:"voucher_id"`
 	Stock     int64  `json:"stock"`

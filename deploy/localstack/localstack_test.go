@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/localstack"
-	"github.com/flashsale/seckill/deploy/testlog"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // helperEnv makes the test binary act as a program that starts services and

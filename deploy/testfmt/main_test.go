@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // goTestJSON runs the real `go test -json ./...` on a module of four

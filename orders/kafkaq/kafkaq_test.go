@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/kafkaq/kafkaqtest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 func testLog(t testing.TB) *slog.Logger {

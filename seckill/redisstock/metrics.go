@@ -57,7 +57,7 @@ type Option func(*Store)
 // WithStateGrace sets how long after a sale's end its keys live (meta,
 // holds, tombstones, request keys): they expire at EndAt + d, and what a
 // replay or an order lookup needs then is answered by PostgreSQL. Default
-// DefaultStateGrace.
+// seckill.DefaultStateGrace.
 func WithStateGrace(d time.Duration) Option {
 	return func(s *Store) {
 		if d > 0 {

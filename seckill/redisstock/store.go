@@ -59,11 +59,9 @@ type Store struct {
 	quiet bool
 }
 
-// Defaults of WithStateGrace and WithIdempotencyWindow.
-const (
-	DefaultStateGrace        = time.Hour
-	DefaultIdempotencyWindow = 10 * time.Minute
-)
+// DefaultIdempotencyWindow is WithIdempotencyWindow's default; that of
+// WithStateGrace is seckill.DefaultStateGrace.
+const DefaultIdempotencyWindow = 10 * time.Minute
 
 // New returns a Store over rdb (a client, a cluster client or a failover
 // client: every multi-key command stays in one voucher's slot).
@@ -76,7 +74,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		warm:     redis.NewScript(lua.Warm),
 		moveOut:  redis.NewScript(lua.MoveOut),
 		moveIn:   redis.NewScript(lua.MoveIn),
-		grace:    DefaultStateGrace,
+		grace:    seckill.DefaultStateGrace,
 		window:   DefaultIdempotencyWindow,
 	}
 	for _, o := range opts {

@@ -553,7 +553,7 @@ func TestWarmAndStockLeft(t *testing.T) {
 		"begin_ms": strconv.FormatInt(v.BeginAt.UnixMilli(), 10),
 		"end_ms":   strconv.FormatInt(v.EndAt.UnixMilli(), 10),
 		"held":     "2", "holds": "1",
-		"expire_ms": strconv.FormatInt(v.EndAt.Add(redisstock.DefaultStateGrace).UnixMilli(), 10),
+		"expire_ms": strconv.FormatInt(v.EndAt.Add(seckill.DefaultStateGrace).UnixMilli(), 10),
 	}, meta)
 
 	other := b.onSale(t, 7, 1)

@@ -37,17 +37,30 @@ type Admitter struct {
 	closed map[int64]bool
 }
 
-// NewAdmitter returns an admitter of the rooms targets lists (read again at
-// every tick, from memory: a catalog). interval <= 0 means
-// DefaultAdmitInterval.
-func NewAdmitter(room *Room, targets func(ctx context.Context) ([]Target, error), interval time.Duration, log *slog.Logger) *Admitter {
-	if interval <= 0 {
-		interval = DefaultAdmitInterval
+// AdmitterConfig is what NewAdmitter builds an Admitter from; a zero field
+// means its default.
+type AdmitterConfig struct {
+	// Room is the rooms' Redis side.
+	Room *Room
+	// Targets lists the rooms to step, read again at every tick, from
+	// memory (CatalogTargets: a catalog).
+	Targets func(ctx context.Context) ([]Target, error)
+	// Interval is how often each room is stepped (DefaultAdmitInterval).
+	Interval time.Duration
+	// Log gets the failures of a step (none: discarded).
+	Log *slog.Logger
+}
+
+// NewAdmitter returns an admitter of the rooms cfg.Targets lists. It starts
+// nothing: Run does.
+func NewAdmitter(cfg AdmitterConfig) *Admitter {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultAdmitInterval
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Admitter{room: room, targets: targets, interval: interval, log: log.With("component", "waitroom"), closed: map[int64]bool{}}
+	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"), closed: map[int64]bool{}}
 }
 
 // Admitting reports whether an Admitter steps l's room at now: it has an
@@ -57,8 +70,12 @@ func Admitting(l Line, now time.Time) bool {
 	return l.AdmitPerSecond > 0 && !now.Add(time.Second).Before(l.BeginAt)
 }
 
-// Run steps every room each interval until ctx ends.
-func (a *Admitter) Run(ctx context.Context) { every(ctx, a.interval, a.Tick) }
+// Run steps every room each interval until ctx ends, then returns nil: a
+// failing step is logged and tried again at the next tick.
+func (a *Admitter) Run(ctx context.Context) error {
+	every(ctx, a.interval, a.Tick)
+	return nil
+}
 
 // every runs tick each interval until ctx ends.
 func every(ctx context.Context, interval time.Duration, tick func(context.Context)) {

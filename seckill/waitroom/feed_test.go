@@ -69,12 +69,12 @@ func runFeed(t *testing.T, room *waitroom.Room, out waitroom.Deliverer, target f
 	require.NoError(t, err)
 	ps, err := feed.Subscribe(ctx)
 	require.NoError(t, err)
-	adm := waitroom.NewAdmitter(room, func(context.Context) ([]waitroom.Target, error) {
+	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: func(context.Context) ([]waitroom.Target, error) {
 		return []waitroom.Target{target()}, nil
-	}, 50*time.Millisecond, nil)
+	}, Interval: 50 * time.Millisecond})
 	var wg sync.WaitGroup
 	wg.Go(func() { feed.Run(ctx, ps) })
-	wg.Go(func() { adm.Run(ctx) })
+	wg.Go(func() { _ = adm.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return feed
 }

@@ -38,20 +38,38 @@ type Mirror struct {
 	log      *slog.Logger
 }
 
-// NewMirror returns a mirror of the rooms lines lists (read at every tick)
-// to c. interval <= 0 means DefaultMirrorInterval.
-func (r *Room) NewMirror(c Copy, lines func(ctx context.Context) ([]Line, error), interval time.Duration, log *slog.Logger) *Mirror {
-	if interval <= 0 {
-		interval = DefaultMirrorInterval
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Mirror{room: r, copy: c, lines: lines, interval: interval, log: log.With("component", "waitroom")}
+// MirrorConfig is what NewMirror builds a Mirror from; a zero field means
+// its default.
+type MirrorConfig struct {
+	// Copy is where the places go (orders/pgstore).
+	Copy Copy
+	// Lines lists the rooms to copy, read at every tick.
+	Lines func(ctx context.Context) ([]Line, error)
+	// Interval is how often each room's journal is copied
+	// (DefaultMirrorInterval).
+	Interval time.Duration
+	// Log gets the failures of a copy (none: discarded).
+	Log *slog.Logger
 }
 
-// Run copies every interval until ctx ends.
-func (m *Mirror) Run(ctx context.Context) { every(ctx, m.interval, m.Tick) }
+// NewMirror returns a mirror of the rooms cfg.Lines lists to cfg.Copy. It
+// starts nothing: Run does.
+func (r *Room) NewMirror(cfg MirrorConfig) *Mirror {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultMirrorInterval
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Mirror{room: r, copy: cfg.Copy, lines: cfg.Lines, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom")}
+}
+
+// Run copies every interval until ctx ends, then returns nil: a failing
+// copy is logged and its entries copied at a later tick.
+func (m *Mirror) Run(ctx context.Context) error {
+	every(ctx, m.interval, m.Tick)
+	return nil
+}
 
 // Tick copies what each room's journal holds now. A room that fails is
 // logged and left for the next tick.

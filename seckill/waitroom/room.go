@@ -125,7 +125,6 @@ type Option func(*Room)
 // Defaults of the options.
 const (
 	DefaultPassTTL = 2 * time.Minute
-	DefaultGrace   = time.Hour
 	// DefaultMaxStep bounds how many one admission step admits (the rest
 	// goes in the next step), so a step never blocks Redis for long.
 	DefaultMaxStep = 1000
@@ -142,7 +141,8 @@ func WithPassTTL(d time.Duration) Option { return func(r *Room) { r.passTTL = d 
 // place it published unchanged (default DefaultWatchEvery).
 func WithWatchEvery(d time.Duration) Option { return func(r *Room) { r.watched.every = d } }
 
-// WithGrace sets how long after the sale's end the room's keys live.
+// WithGrace sets how long after the sale's end the room's keys live
+// (default seckill.DefaultStateGrace).
 func WithGrace(d time.Duration) Option { return func(r *Room) { r.grace = d } }
 
 // New returns the rooms over rdb. secret keys the HMAC of passes and of the
@@ -152,7 +152,7 @@ func New(rdb redis.UniversalClient, secret []byte, opts ...Option) *Room {
 		rdb: rdb, sig: signer{key: append([]byte(nil), secret...)},
 		join: redis.NewScript(lua.QueueJoin), admit: redis.NewScript(lua.QueueAdmit),
 		pass:    redis.NewScript(lua.QueuePass),
-		passTTL: DefaultPassTTL, grace: DefaultGrace, maxStep: DefaultMaxStep, now: time.Now,
+		passTTL: DefaultPassTTL, grace: seckill.DefaultStateGrace, maxStep: DefaultMaxStep, now: time.Now,
 		watched: watchMemo{every: DefaultWatchEvery},
 	}
 	for _, o := range opts {

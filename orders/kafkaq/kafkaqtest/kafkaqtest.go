@@ -15,8 +15,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // Run starts a consumer with cfg that hands its batches to h until the

@@ -122,7 +122,7 @@ func runShapes(ctx context.Context, o options) error {
 	}
 	user := int64(30_000_000)
 	crowd := func(sf *shapeFleet, shoppers, shards int) (shapeRun, error) {
-		args := []string{"loadtest", "-json", "-no-progress", "-target", strings.Join(sf.f.GatewayAddrs(), ","),
+		args := []string{"sale", "-json", "-no-progress", "-target", strings.Join(sf.f.GatewayAddrs(), ","),
 			"-concurrency", strconv.Itoa(o.concurrency), "-replay", "0", "-open-in", "2s", "-persist-wait", "90s",
 			"-qty", "1", "-limit", "1", "-attempts", "1", "-shoppers", strconv.Itoa(shoppers),
 			"-stock", strconv.Itoa(shoppers * 2), "-first-user", strconv.FormatInt(user, 10), "-shards", strconv.Itoa(shards)}
@@ -130,7 +130,7 @@ func runShapes(ctx context.Context, o options) error {
 		var run shapeRun
 		run.loadavg = loadavg()
 		before := sf.cpu()
-		out, tool, err := toolRun(ctx, bin, sf.f.Env(), args)
+		out, tool, err := toolRun(ctx, o.tool, sf.f.Env(), args)
 		run.cpu = sf.cpu().sub(before)
 		run.cpu.tool = tool
 		if jerr := json.Unmarshal(out, &run.rep); jerr != nil {

@@ -240,7 +240,7 @@ func moduleRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.mod above %s: run deploy/bench from the repository", dir)
+			return "", fmt.Errorf("no go.mod above %s: run cmd/bench from the repository", dir)
 		}
 		dir = parent
 	}

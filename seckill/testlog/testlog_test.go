@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/testlog"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 // Many writers at once lose no line and tear none (run it with -race too).

@@ -114,11 +114,11 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 		return run, nil, fmt.Errorf("%w; the log says:\n%s", err, tail(logPath, 30))
 	}
 	crowd := func(shoppers, firstUser int, rep *loadtest.Report) error {
-		args := []string{"loadtest", "-shoppers", strconv.Itoa(shoppers), "-attempts", "1",
+		args := []string{"sale", "-shoppers", strconv.Itoa(shoppers), "-attempts", "1",
 			"-stock", strconv.Itoa(shoppers * 2), "-limit", "1", "-first-user", strconv.Itoa(firstUser),
 			"-json", "-no-progress", "-concurrency", strconv.Itoa(o.concurrency), "-replay", "0",
 			"-open-in", "2s", "-persist-wait", "60s", "-qty", "1"}
-		return loadtestRun(ctx, bin, env, args, rep)
+		return loadtestRun(ctx, o.tool, env, args, rep)
 	}
 	fmt.Fprintf(os.Stderr, "bench: %s: warm-up crowd of %d, then %d shoppers\n", name, o.brokerShoppers/4, o.brokerShoppers)
 	var warm loadtest.Report

@@ -1,6 +1,8 @@
 // Package testlog gives tests somewhere to send logs: a buffer that many
 // goroutines may write while the test reads it, and a writer into the test's
-// own log. It is for tests only; nothing in production imports it.
+// own log. It is for tests only; nothing in production imports it. It sits in
+// seckill/, the lowest layer of code, so that the test helpers of every layer
+// above (orders/kafkaq/kafkaqtest among them) may import it.
 package testlog
 
 import (

@@ -10,7 +10,7 @@
 // the same Fiber app with the load tool's own client shape), and prints each
 // figure beside its ceiling.
 //
-//	go run ./deploy/bench [-bin bin/seckill] [-profile DIR] [-env KEY=VALUE ...]
+//	go run ./cmd/bench [-bin bin/seckill] [-loadtest bin/loadtest] [-profile DIR] [-env KEY=VALUE ...]
 //
 // The table says each figure, its target and stretch goal, and MET or
 // MISSED. Two figures come from outside the crowds: the allocations per buy
@@ -43,7 +43,7 @@
 // turn. -brokers-only runs just that.
 //
 // With -crowd (`make crowd`) it runs the real crowd instead: `seckill dev`
-// with SECKILL_GLOBAL_RATE=2000, then `seckill loadtest -crowd` (the catalog
+// with SECKILL_GLOBAL_RATE=2000, then `loadtest crowd` (the catalog
 // beside /healthz, PostgreSQL's transactions, sockets, 100 honest shoppers
 // and a bot), whose table it prints. -crowd-args passes more flags to it.
 //
@@ -110,6 +110,7 @@ func (e *envFlags) Set(kv string) error {
 
 type options struct {
 	bin         string
+	tool        string // the load tool's binary (cmd/loadtest)
 	profileDir  string
 	concurrency int
 	accepted    int // shoppers of the accepted run, one attempt each
@@ -134,6 +135,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin/seckill", "the seckill binary to run")
+	flag.StringVar(&o.tool, "loadtest", "bin/loadtest", "the load tool's binary (cmd/loadtest) that sends the crowds")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the gateway under load here")
 	flag.IntVar(&o.concurrency, "concurrency", 64, "requests in flight (load tool and trivial route)")
 	flag.IntVar(&o.accepted, "accepted", 20000, "shoppers of the accepted run (one attempt each, stock for all)")
@@ -141,8 +143,8 @@ func main() {
 	flag.IntVar(&o.attempts, "attempts", 4, "attempts per shopper of the sold-out run")
 	flag.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long the trivial route is loaded")
 	flag.IntVar(&o.redisN, "redis-n", 200000, "redis-benchmark requests")
-	flag.BoolVar(&o.crowd, "crowd", false, "run the real crowd (seckill loadtest -crowd) instead of the flash-sale bench")
-	flag.StringVar(&o.crowdArgs, "crowd-args", "", `more flags for seckill loadtest -crowd, e.g. "-sockets 2000 -bots 3"`)
+	flag.BoolVar(&o.crowd, "crowd", false, "run the real crowd (loadtest crowd) instead of the flash-sale bench")
+	flag.StringVar(&o.crowdArgs, "crowd-args", "", `more flags for loadtest crowd, e.g. "-sockets 2000 -bots 3"`)
 	flag.BoolVar(&o.shapesOn, "shapes", false, "measure the same crowd on one redis-server, on a 3-master Redis Cluster, and there with a voucher of -hot-shards shards (make capacity)")
 	flag.IntVar(&o.shapes.shoppers, "shape-shoppers", 20000, "shapes: shoppers of each crowd (one buy each, stock for all)")
 	flag.IntVar(&o.shapes.rounds, "rounds", 3, "shapes: crowds per shape, the shapes in turn")
@@ -154,6 +156,9 @@ func main() {
 	flag.BoolVar(&o.producerSettings, "producer-settings", true, "with apache-3: the producer alone with a few settings (linger, Flush.Bytes, lz4, snappy)")
 	flag.BoolVar(&o.brokersOnly, "brokers-only", false, "run only the broker comparison")
 	flag.Parse()
+	if abs, err := filepath.Abs(o.tool); err == nil {
+		o.tool = abs
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
@@ -281,9 +286,9 @@ func run(ctx context.Context, o options) error {
 
 	if o.crowd {
 		// The tool finds dev mode's PostgreSQL through SECKILL_DATA_DIR.
-		args := append([]string{"loadtest", "-crowd", "-no-progress"}, strings.Fields(o.crowdArgs)...)
-		fmt.Fprintf(os.Stderr, "bench: %s %s\n", filepath.Base(bin), strings.Join(args, " "))
-		out, err := command(ctx, bin, env, args...)
+		args := append([]string{"crowd"}, strings.Fields(o.crowdArgs)...)
+		fmt.Fprintf(os.Stderr, "bench: %s %s\n", filepath.Base(o.tool), strings.Join(args, " "))
+		out, err := command(ctx, o.tool, env, args...)
 		os.Stdout.Write(out)
 		return err
 	}
@@ -292,7 +297,7 @@ func run(ctx context.Context, o options) error {
 		"-open-in", "2s", "-persist-wait", "60s", "-qty", "1"}
 
 	fmt.Fprintf(os.Stderr, "bench: accepted path: %d shoppers, stock for all\n", o.accepted)
-	args := append([]string{"loadtest", "-shoppers", strconv.Itoa(o.accepted), "-attempts", "1",
+	args := append([]string{"sale", "-shoppers", strconv.Itoa(o.accepted), "-attempts", "1",
 		"-stock", strconv.Itoa(o.accepted * 2), "-limit", "1", "-first-user", "10000000"}, common...)
 	// The accepted run is always profiled: the gateway's CPU per buy is
 	// one of the figures.
@@ -300,7 +305,7 @@ func run(ctx context.Context, o options) error {
 	if profileDir == "" {
 		profileDir = work
 	}
-	res.cpu, err = crowdRun(ctx, bin, env, args, &res.accepted, base, metrics,
+	res.cpu, err = crowdRun(ctx, o.tool, env, args, &res.accepted, base, metrics,
 		filepath.Join(profileDir, "cpu-accepted.pprof"), outcomeAccepted, acceptedProfileSeconds)
 	if err != nil {
 		return err
@@ -312,7 +317,7 @@ func run(ctx context.Context, o options) error {
 	res.worker = workerSummary(ctx, metrics)
 
 	fmt.Fprintf(os.Stderr, "bench: sold-out path: %d shoppers × %d attempts for 100 units\n", o.soldOut, o.attempts)
-	args = append([]string{"loadtest", "-shoppers", strconv.Itoa(o.soldOut), "-attempts", strconv.Itoa(o.attempts),
+	args = append([]string{"sale", "-shoppers", strconv.Itoa(o.soldOut), "-attempts", strconv.Itoa(o.attempts),
 		"-stock", "100", "-limit", "1", "-first-user", "20000000"}, common...)
 	// The sold-out run is profiled only when asked: its ratio is one of the
 	// figures, and a profile running meanwhile costs the process a little.
@@ -320,7 +325,7 @@ func run(ctx context.Context, o options) error {
 	if o.profileDir != "" {
 		soldOutProfile = filepath.Join(o.profileDir, "cpu-soldout.pprof")
 	}
-	res.soldOutCPU, err = crowdRun(ctx, bin, env, args, &res.soldOut, base, metrics,
+	res.soldOutCPU, err = crowdRun(ctx, o.tool, env, args, &res.soldOut, base, metrics,
 		soldOutProfile, outcomeAny, soldOutProfileSeconds)
 	if err != nil {
 		return err
@@ -330,7 +335,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	fmt.Fprintf(os.Stderr, "bench: ceiling: GET /healthz for %s\n", o.ceilingFor)
-	out, err := command(ctx, bin, env, "loadtest", "-ceiling", "/healthz", "-json", "-duration", o.ceilingFor.String(),
+	out, err := command(ctx, o.tool, env, "ceiling", "-path", "/healthz", "-json", "-duration", o.ceilingFor.String(),
 		"-concurrency", strconv.Itoa(o.concurrency))
 	if err != nil {
 		return err
