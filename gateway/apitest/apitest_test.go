@@ -15,7 +15,10 @@ import (
 func TestCheckFindsMismatches(t *testing.T) {
 	s := MustLoad(t)
 	get := httptest.NewRequest(http.MethodGet, "http://x/api/v1/vouchers/12", nil)
-	json := http.Header{"Content-Type": {"application/json"}}
+	// Every answer carries the request id and the server's clock.
+	common := http.Header{"X-Request-Id": {"r1"}, "X-Server-Time": {"1767225600000"}}
+	json := common.Clone()
+	json.Set("Content-Type", "application/json")
 	voucher := `{"id":"12","title":"t","kind":"seckill","price_cents":1,"stock_total":1,"stock_left":1,
 		"per_user_limit":1,"begin_at":"2026-01-01T00:00:00Z","end_at":"2026-01-02T00:00:00Z",
 		"captcha_required":false,"state":"on_sale","shards":1,"waiting_room":null}`
@@ -31,11 +34,18 @@ func TestCheckFindsMismatches(t *testing.T) {
 	require.NoError(t, s.Check(httptest.NewRequest(http.MethodGet, "http://x/app.js", nil), 200, nil, []byte(`1`)), "a static file")
 
 	page := httptest.NewRequest(http.MethodGet, "http://x/", nil)
-	require.NoError(t, s.Check(page, 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, []byte("<html>")))
-	require.Error(t, s.Check(page, 200, http.Header{"Content-Type": {"text/plain"}}, []byte("hi")), "undeclared type")
+	require.NoError(t, s.Check(page, 200, with(common, "Content-Type", "text/html; charset=utf-8"), []byte("<html>")))
+	require.Error(t, s.Check(page, 200, with(common, "Content-Type", "text/plain"), []byte("hi")), "undeclared type")
 
 	require.NoError(t, s.CheckFrame([]byte(`{"type":"pong"}`)))
 	require.NoError(t, s.CheckFrame([]byte(`{"type":"voucher","voucher":`+voucher+`}`)))
 	require.Error(t, s.CheckFrame([]byte(`{"type":"voucher","voucher":{"id":"1"}}`)))
 	require.Error(t, s.CheckFrame([]byte(`{"type":"nope"}`)))
+}
+
+// with is h with one more header.
+func with(h http.Header, name, value string) http.Header {
+	h = h.Clone()
+	h.Set(name, value)
+	return h
 }
