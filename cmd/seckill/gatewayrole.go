@@ -73,7 +73,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	}, gateway.Deps{
 		Catalog: s.catalog,
 		Buyer: seckill.NewBuyer(gates.ObserveStock(s.stock), s.producer, ids, s.log,
-			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store)),
+			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store), seckill.WithOrderFences(s.store)),
 		Gates:    gates.Gates(),
 		Captchas: gates.Captchas,
 		Breaker:  gates.Breaker,
