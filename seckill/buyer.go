@@ -33,13 +33,14 @@ func (r BuyRequest) Validate() error {
 // Buyer runs the asynchronous purchase: reserve in the stock, then hand the
 // reservation to the queue; if the queue cannot take it, give the stock back.
 type Buyer struct {
-	stock Stock
-	queue Queue
-	ids   OrderIDs
-	log   *slog.Logger
-	now   func() time.Time
-	heals HealRequests
-	keyed KeyedOrders
+	stock  Stock
+	queue  Queue
+	ids    OrderIDs
+	log    *slog.Logger
+	now    func() time.Time
+	heals  HealRequests
+	keyed  KeyedOrders
+	fences OrderFences
 }
 
 // HealRequests asks the fleet's healers to restore a voucher whose state the
@@ -56,6 +57,22 @@ type KeyedOrders interface {
 	OrderIDByRequestKey(ctx context.Context, userID, voucherID int64, key string) (int64, bool, error)
 }
 
+// OrderFences settles at once the outcome of a reservation whose queue write
+// failed unclearly, the way the reconciler's release does (orders/pgstore
+// implements it): by writing the order's terminal record first.
+type OrderFences interface {
+	// FenceOrder stores r as a failed order with its release owed, unless an
+	// order with its id exists. fenced is true when this call stored it:
+	// from then on no copy of r's message can become a live order (a
+	// worker's insert finds the failed row). The row does not take r's
+	// request key, so a retry of the key is a new attempt. false means a
+	// worker persisted the order first.
+	FenceOrder(ctx context.Context, r Reservation) (fenced bool, err error)
+	// ClearReleasePending records that these orders' stock is back in the
+	// fast store (until then the sweepers' release loop retries it).
+	ClearReleasePending(ctx context.Context, orderIDs []int64) error
+}
+
 // BuyerOption changes how NewBuyer builds a Buyer.
 type BuyerOption func(*Buyer)
 
@@ -66,6 +83,16 @@ func WithHealRequests(h HealRequests) BuyerOption { return func(b *Buyer) { b.he
 // WithKeyedOrders lets the Buyer answer a replayed request key from the
 // record when the fast store has no state for the voucher.
 func WithKeyedOrders(k KeyedOrders) BuyerOption { return func(b *Buyer) { b.keyed = k } }
+
+// WithOrderFences makes the Buyer settle an unclear queue write at once
+// through f: the order is fenced as failed and its stock given back, or found
+// persisted. Without it the hold is kept for the workers or the reconciler.
+func WithOrderFences(f OrderFences) BuyerOption { return func(b *Buyer) { b.fences = f } }
+
+// QueueRetryAfter is the Retry-After of a buy refused because the queue could
+// not take its order: the brokers' own recovery (a leader election, a node
+// back) takes seconds.
+const QueueRetryAfter = 2 * time.Second
 
 // RestoreRetryAfter is the Retry-After of a buy refused while a voucher's
 // fast-store state is being restored: a heal takes seconds, not minutes.
@@ -80,19 +107,36 @@ func NewBuyer(stock Stock, queue Queue, ids OrderIDs, log *slog.Logger, opts ...
 	return b
 }
 
-// restoringError is the refusal of a buy while the voucher's fast-store
-// state is missing: 503 with a Retry-After and a sentence a shopper can act on.
-type restoringError struct{ err error }
+// retryLaterError is a buy refused for a while: 503 with a Retry-After and
+// a sentence a shopper can act on.
+type retryLaterError struct {
+	err     error
+	after   time.Duration
+	message string
+}
 
-func (e *restoringError) Error() string { return e.err.Error() }
-func (e *restoringError) Unwrap() error { return e.err }
+func (e *retryLaterError) Error() string { return e.err.Error() }
+func (e *retryLaterError) Unwrap() error { return e.err }
 
 // RetryAfter is read by the gateway for the Retry-After header.
-func (e *restoringError) RetryAfter() time.Duration { return RestoreRetryAfter }
+func (e *retryLaterError) RetryAfter() time.Duration { return e.after }
 
 // PublicMessage is what the shopper reads.
-func (e *restoringError) PublicMessage() string {
-	return "this sale is being restored after a fault; please try again in a few seconds"
+func (e *retryLaterError) PublicMessage() string { return e.message }
+
+// restoring is the refusal of a buy while the voucher's fast-store state is
+// missing.
+func restoring(err error) error {
+	return &retryLaterError{err: err, after: RestoreRetryAfter,
+		message: "this sale is being restored after a fault; please try again in a few seconds"}
+}
+
+// queueRefused is the refusal of a buy whose order certainly does not exist:
+// the queue refused it, or it was fenced; its stock is back (or owed by a
+// durable record).
+func queueRefused(err error) error {
+	return &retryLaterError{err: err, after: QueueRetryAfter,
+		message: "nothing was bought: we could not record the order just now; please try again in a few seconds"}
 }
 
 // stockMissing answers a buy whose reservation found no state for the
@@ -113,7 +157,7 @@ func (b *Buyer) stockMissing(ctx context.Context, req BuyRequest, err error) (Re
 	if b.heals != nil {
 		b.heals.RequestHeal(ctx, req.VoucherID)
 	}
-	return ReserveResult{}, &restoringError{err: err}
+	return ReserveResult{}, restoring(err)
 }
 
 // Buy reserves and enqueues. On success the reservation is on its way to the
@@ -145,27 +189,66 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		return res, nil
 	}
 	if err := b.queue.Publish(ctx, r); err != nil {
+		// A context that is already done must not stop what follows: the
+		// outcome is settled, or the stock given back, either way.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
 		if !errors.Is(err, ErrNotQueued) {
-			// The message may still land: keep the hold. A worker persists
-			// it if it does; the reconciler releases it once the workers are
-			// past every message that could carry it. A retry of the same
-			// Idempotency-Key is answered with this order meanwhile. The
-			// caller is told the outcome is unknown, not that nothing was
-			// bought: it must not give back what the attempt spent.
-			b.log.WarnContext(ctx, "reservation queued without acknowledgement; keeping the hold for the workers or the reconciler",
-				"order_id", r.OrderID, "voucher_id", r.VoucherID, "err", err)
-			return ReserveResult{}, fmt.Errorf("%w: %w: the order could not be confirmed yet: %w", ErrUnavailable, ErrOutcomeUnknown, err)
+			return b.settle(ctx, sctx, r, res, err)
 		}
 		// The message does not exist, so the hold must not outlive this
-		// call. A context that is already done must not stop the release.
-		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, relErr := b.stock.Release(relCtx, r.VoucherID, r.OrderID, ReleaseUnsent); relErr != nil {
-			// The reconciler finds and releases this hold after its grace period.
-			b.log.ErrorContext(ctx, "reservation not queued and not released; the reconciler will release it",
-				"order_id", r.OrderID, "voucher_id", r.VoucherID, "queue_error", err, "release_error", relErr)
-		}
-		return ReserveResult{}, fmt.Errorf("%w: queue: %w", ErrUnavailable, err)
+		// call.
+		b.giveBack(ctx, sctx, r, err)
+		return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: %w", ErrUnavailable, err))
 	}
 	return res, nil
+}
+
+// settle ends a reservation whose message may still be written (the queue
+// did not acknowledge it, or refused only its last attempt). With fences it
+// is decided now: fenced, its stock goes back and the buy is refused; found
+// persisted, the buy succeeded. Otherwise, or when the record cannot be
+// reached, the hold stays: a worker persists it if the message lands, the
+// reconciler releases it once the workers are past every message that could
+// carry it, and a retry of the same Idempotency-Key is answered with this
+// order meanwhile. The caller is then told the outcome is unknown, not that
+// nothing was bought: it must not give back what the attempt spent.
+func (b *Buyer) settle(ctx, sctx context.Context, r Reservation, res ReserveResult, qerr error) (ReserveResult, error) {
+	if b.fences != nil {
+		fenced, err := b.fences.FenceOrder(sctx, r)
+		switch {
+		case err == nil && fenced:
+			if b.giveBack(ctx, sctx, r, qerr) {
+				if cerr := b.fences.ClearReleasePending(sctx, []int64{r.OrderID}); cerr != nil {
+					// The sweepers' release loop finds the flag, and their
+					// release finds nothing left to give back.
+					b.log.WarnContext(ctx, "fenced order released; its release flag stays for the sweepers",
+						"order_id", r.OrderID, "err", cerr)
+				}
+			}
+			return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: order fenced as failed: %w", ErrUnavailable, qerr))
+		case err == nil:
+			// A worker persisted it: the write did land.
+			return res, nil
+		}
+		b.log.WarnContext(ctx, "unclear queue write not fenced; keeping the hold for the workers or the reconciler",
+			"order_id", r.OrderID, "voucher_id", r.VoucherID, "queue_error", qerr, "fence_error", err)
+	} else {
+		b.log.WarnContext(ctx, "reservation queued without acknowledgement; keeping the hold for the workers or the reconciler",
+			"order_id", r.OrderID, "voucher_id", r.VoucherID, "err", qerr)
+	}
+	return ReserveResult{}, fmt.Errorf("%w: %w: the order could not be confirmed yet: %w", ErrUnavailable, ErrOutcomeUnknown, qerr)
+}
+
+// giveBack releases r's hold, whose message does not exist or can never be
+// persisted, forgetting its request key (a retry is a new attempt). It
+// reports whether that is done; if not, the reconciler (or, for a fenced
+// order, the sweepers' release loop) releases it later.
+func (b *Buyer) giveBack(ctx, sctx context.Context, r Reservation, qerr error) bool {
+	if _, err := b.stock.Release(sctx, r.VoucherID, r.OrderID, ReleaseUnsent); err != nil {
+		b.log.ErrorContext(ctx, "reservation not queued and not released; it will be released later",
+			"order_id", r.OrderID, "voucher_id", r.VoucherID, "queue_error", qerr, "release_error", err)
+		return false
+	}
+	return true
 }

@@ -73,7 +73,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	}, gateway.Deps{
 		Catalog: s.catalog,
 		Buyer: seckill.NewBuyer(s.stock, s.producer, ids, s.log,
-			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store)),
+			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store), seckill.WithOrderFences(s.store)),
 		Gates: gates.Gates(),
 		Buy:   gates.Steps(),
 		// A replayed Idempotency-Key needs no new captcha, whatever the kind.

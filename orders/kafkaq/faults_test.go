@@ -49,17 +49,23 @@ func faultSetup(t *testing.T) (*localstack.ApacheKafka, kafka, string, *kafkaq.P
 }
 
 // With two of three nodes down the partition cannot reach
-// min.insync.replicas: the producer gives up by itself, before the
-// caller's deadline, with NOT_ENOUGH_REPLICAS. That answer is refused
-// before the append, but it is only the last of sarama's attempts: an
-// earlier one may have been appended (the ISR check comes before the
-// idempotent duplicate check), so it must not read as "not queued".
+// min.insync.replicas. A write already handed to sarama ends with
+// NOT_ENOUGH_REPLICAS as soon as the refreshed metadata shows the partition
+// below min.insync.replicas, not after the retry budget (about 27 s). That
+// answer is refused before the append, but it is only the last of sarama's
+// attempts: an earlier one may have been appended (the ISR check comes
+// before the idempotent duplicate check), so it must not read as "not
+// queued". The next write is refused before the hand-over, from the cached
+// metadata: that one is certainly not queued. Once one node is back, writes
+// succeed again without anyone touching the producer.
 func TestPublishTwoNodesDown(t *testing.T) {
 	k, _, _, p, leader := faultSetup(t)
 	ctx := context.Background()
+	var down []int
 	for i := range k.Brokers {
 		if i != leader {
 			require.NoError(t, k.Stop(ctx, i))
+			down = append(down, i)
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -70,6 +76,21 @@ func TestPublishTwoNodesDown(t *testing.T) {
 	require.ErrorIs(t, err, sarama.ErrNotEnoughReplicas)
 	require.False(t, errors.Is(err, seckill.ErrNotQueued), "an earlier attempt may have been appended: %v", err)
 	require.NoError(t, pctx.Err(), "the producer gave up before the caller's deadline")
+
+	began = time.Now()
+	err = p.Publish(pctx, reservation(3, 1))
+	t.Logf("the next publish: %v after %v", err, time.Since(began))
+	require.ErrorIs(t, err, sarama.ErrNotEnoughReplicas)
+	require.ErrorIs(t, err, seckill.ErrNotQueued, "refused before the hand-over: nothing was sent")
+
+	require.NoError(t, k.Start(ctx, down[0]))
+	began = time.Now()
+	require.Eventually(t, func() bool {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return p.Publish(actx, reservation(4, 1)) == nil
+	}, 2*time.Minute, 200*time.Millisecond, "writes never resumed after node %d came back", down[0])
+	t.Logf("writes resumed %v after node %d was started again", time.Since(began), down[0])
 }
 
 // A killed leader: sarama retries on the new leader and the write

@@ -193,6 +193,23 @@ func (s *Store) InsertFailed(ctx context.Context, r seckill.Reservation) (o orde
 	return p.Order, true, nil
 }
 
+// FenceOrder settles a reservation whose queue write failed unclearly (the
+// buyer's fence, seckill.OrderFences): it stores r as a failed order with
+// redis_release_pending set, as InsertFailed does, but without its request
+// key, so a retry of the key is a new attempt that may persist. fenced is
+// false only when an order with r's id exists (a worker persisted the
+// message first). From a true answer on, a late copy of the message finds
+// this row by id and fails too.
+func (s *Store) FenceOrder(ctx context.Context, r seckill.Reservation) (fenced bool, err error) {
+	defer unavailable(&err)
+	r.RequestKey = ""
+	p, err := s.insertFailed(ctx, r, nil)
+	if err != nil {
+		return false, err
+	}
+	return p.Outcome == orders.OutcomeFailed, nil
+}
+
 // OrderExists reports whether order id is in PostgreSQL, whatever its status.
 func (s *Store) OrderExists(ctx context.Context, id int64) (_ bool, err error) {
 	defer unavailable(&err)
