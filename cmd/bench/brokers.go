@@ -149,7 +149,7 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 	var settings []settingRun
 	if o.producerSettings && nodes == 3 {
 		stopDev() // the producer alone gets the machine
-		settings, err = producerSettings(ctx, k, o.concurrency)
+		settings, err = producerSettings(ctx, k, o)
 		if err != nil {
 			return run, nil, err
 		}
@@ -280,19 +280,49 @@ func writeBrokers(w io.Writer, o options, runs []brokerRun) {
 
 // setting is one producer configuration tried against the real broker.
 type setting struct {
+	key  string // what -producer-variants names it by
 	name string
 	set  func(*sarama.Config)
 }
 
 var producerVariants = []setting{
-	{"shipped (no linger, no compression)", func(*sarama.Config) {}},
-	{"linger 1 ms", func(c *sarama.Config) { c.Producer.Flush.Frequency = time.Millisecond }},
-	{"linger 5 ms", func(c *sarama.Config) { c.Producer.Flush.Frequency = 5 * time.Millisecond }},
-	{"Flush.Bytes 16 KiB, linger 2 ms", func(c *sarama.Config) {
+	{"shipped", "shipped (kafkaq.ProducerConfig)", func(*sarama.Config) {}},
+	{"linger0", "no linger", func(c *sarama.Config) { c.Producer.Flush.Frequency = 0 }},
+	{"linger1", "linger 1 ms", func(c *sarama.Config) { c.Producer.Flush.Frequency = time.Millisecond }},
+	{"linger5", "linger 5 ms", func(c *sarama.Config) { c.Producer.Flush.Frequency = 5 * time.Millisecond }},
+	{"bytes16k", "Flush.Bytes 16 KiB, linger 2 ms", func(c *sarama.Config) {
 		c.Producer.Flush.Bytes, c.Producer.Flush.Frequency = 16<<10, 2*time.Millisecond
 	}},
-	{"lz4", func(c *sarama.Config) { c.Producer.Compression = sarama.CompressionLZ4 }},
-	{"snappy", func(c *sarama.Config) { c.Producer.Compression = sarama.CompressionSnappy }},
+	{"lz4", "lz4", func(c *sarama.Config) { c.Producer.Compression = sarama.CompressionLZ4 }},
+	{"snappy", "snappy", func(c *sarama.Config) { c.Producer.Compression = sarama.CompressionSnappy }},
+}
+
+// chosenVariants is the variants -producer-variants names, shipped first
+// (the others' ratios are to it); "" is all of them.
+func chosenVariants(keys string) ([]setting, error) {
+	if keys == "" {
+		return producerVariants, nil
+	}
+	out := []setting{producerVariants[0]}
+	for _, k := range strings.Split(keys, ",") {
+		k = strings.TrimSpace(k)
+		i := slices.IndexFunc(producerVariants, func(v setting) bool { return v.key == k })
+		switch {
+		case i < 0:
+			return nil, fmt.Errorf("-producer-variants: %q is not one of the variants (%s)", k, variantKeys())
+		case i > 0 && !slices.ContainsFunc(out, func(v setting) bool { return v.key == k }):
+			out = append(out, producerVariants[i])
+		}
+	}
+	return out, nil
+}
+
+func variantKeys() string {
+	keys := make([]string, len(producerVariants))
+	for i, v := range producerVariants {
+		keys[i] = v.key
+	}
+	return strings.Join(keys, ", ")
 }
 
 // settingRun is one round of one setting: publishes of inFlight callers
@@ -308,14 +338,24 @@ type settingRun struct {
 	failures int
 }
 
-// producerSettings runs each variant for a few seconds against k, in two
-// rounds, the variants in turn.
-func producerSettings(ctx context.Context, k *localstack.ApacheKafka, inFlight int) ([]settingRun, error) {
+// producerSettings runs each variant for a few seconds against k, in
+// rounds, the variants in turn: forwards in odd rounds and backwards in even
+// ones, so that a machine getting busier or quieter during the run does not
+// favour the variants that come first.
+func producerSettings(ctx context.Context, k *localstack.ApacheKafka, o options) ([]settingRun, error) {
+	variants, err := chosenVariants(o.producerVariants)
+	if err != nil {
+		return nil, err
+	}
 	var out []settingRun
-	for round := 1; round <= 2; round++ {
-		for _, v := range producerVariants {
+	for round := 1; round <= o.producerRounds; round++ {
+		order := slices.Clone(variants)
+		if round%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, v := range order {
 			fmt.Fprintf(os.Stderr, "bench: producer %s, round %d\n", v.name, round)
-			r, err := oneSetting(ctx, k, v, inFlight, 4*time.Second)
+			r, err := oneSetting(ctx, k, v, o.concurrency, 4*time.Second)
 			if err != nil {
 				return nil, fmt.Errorf("producer %s: %w", v.name, err)
 			}
@@ -402,21 +442,41 @@ func jvmCPU(k *localstack.ApacheKafka) time.Duration {
 
 func writeSettings(w io.Writer, runs []settingRun) {
 	fmt.Fprintln(w, "\n### the producer alone on 3 Apache Kafka nodes (acks=all, idempotent, MaxOpenRequests 1)")
-	fmt.Fprintln(w, "\n| setting | round | acks/s | ÷ shipped | p99 wait | kafka JVMs CPU per ack | producer CPU per ack | failed |")
+	fmt.Fprintln(w, "\n| setting | round | acks/s | ÷ shipped, same round | p99 wait | kafka JVMs CPU per ack | producer CPU per ack | failed |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
-	var shipped float64
+	rate := func(r settingRun) float64 { return float64(r.n) / r.elapsed.Seconds() }
+	shipped := map[int]float64{}
 	for _, r := range runs {
-		rate := float64(r.n) / r.elapsed.Seconds()
 		if r.name == producerVariants[0].name {
-			shipped = rate
+			shipped[r.round] = rate(r)
 		}
+	}
+	ratios := map[string][]float64{}
+	var names []string
+	for _, r := range runs {
 		per := func(t time.Duration) string {
 			if r.n == 0 {
 				return "–"
 			}
 			return fmtMicros(t / time.Duration(r.n))
 		}
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.1f ms | %s | %s | %d |\n", r.name, r.round, rate, rate/shipped,
+		ratio := rate(r) / shipped[r.round]
+		if _, seen := ratios[r.name]; !seen {
+			names = append(names, r.name)
+		}
+		ratios[r.name] = append(ratios[r.name], ratio)
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.1f ms | %s | %s | %d |\n", r.name, r.round, rate(r), ratio,
 			msOf(r.p99), per(r.jvmCPU), per(r.ownCPU), r.failures)
+	}
+	fmt.Fprintln(w, "\n| setting | ÷ shipped, each round | lowest | median |")
+	fmt.Fprintln(w, "|---|---|---:|---:|")
+	for _, name := range names {
+		rs := ratios[name]
+		each := make([]string, len(rs))
+		for i, x := range rs {
+			each[i] = fmt.Sprintf("%.2f", x)
+		}
+		sorted := slices.Sorted(slices.Values(rs))
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f |\n", name, strings.Join(each, ", "), sorted[0], sorted[len(sorted)/2])
 	}
 }

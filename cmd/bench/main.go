@@ -39,8 +39,9 @@
 // accepted buys/s, p99, the produce wait from the gateway's metrics, and the
 // CPU per accepted buy of each process, the Kafka JVMs included, read from
 // /proc before and after the crowd; and with three nodes the producer alone
-// under a few settings (-producer-settings), two rounds, the settings in
-// turn. -brokers-only runs just that.
+// under a few settings (-producer-settings, -producer-variants), in
+// -producer-rounds rounds, the settings in turn, each beside the shipped
+// one of its round. -brokers-only runs just that.
 //
 // With -crowd (`make crowd`) it runs the real crowd instead: `seckill dev`
 // with SECKILL_GLOBAL_RATE=2000, then `loadtest crowd` (the catalog
@@ -129,6 +130,8 @@ type options struct {
 	brokers          string
 	brokerShoppers   int
 	producerSettings bool
+	producerRounds   int
+	producerVariants string
 	brokersOnly      bool
 }
 
@@ -154,10 +157,16 @@ func main() {
 	flag.StringVar(&o.brokers, "brokers", "inproc,apache-1,apache-3", `the accepted path again on each broker: "inproc" (dev mode's own), "apache-1", "apache-3" (Apache Kafka nodes); "" skips it`)
 	flag.IntVar(&o.brokerShoppers, "broker-shoppers", 10000, "shoppers of each broker's accepted run")
 	flag.BoolVar(&o.producerSettings, "producer-settings", true, "with apache-3: the producer alone with a few settings (linger, Flush.Bytes, lz4, snappy)")
+	flag.IntVar(&o.producerRounds, "producer-rounds", 2, "with -producer-settings: rounds, the settings in turn (backwards in even rounds)")
+	flag.StringVar(&o.producerVariants, "producer-variants", "", "with -producer-settings: the settings to try besides the shipped one, comma-separated ("+variantKeys()+"); empty is all")
 	flag.BoolVar(&o.brokersOnly, "brokers-only", false, "run only the broker comparison")
 	flag.Parse()
 	if abs, err := filepath.Abs(o.tool); err == nil {
 		o.tool = abs
+	}
+	if _, err := chosenVariants(o.producerVariants); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
