@@ -140,14 +140,23 @@ func (g *isrGuard) learnMinISR() {
 }
 
 func (g *isrGuard) readMinISR() (int, error) {
-	entries, err := g.admin.DescribeConfig(sarama.ConfigResource{
+	results, err := g.admin.DescribeConfigs([]*sarama.ConfigResource{{
 		Type: sarama.TopicResource, Name: g.topic, ConfigNames: []string{"min.insync.replicas"},
-	})
+	}}, sarama.DescribeConfigsOptions{})
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range entries {
-		if e.Name == "min.insync.replicas" {
+	for _, r := range results {
+		if r.Name != g.topic {
+			continue
+		}
+		if r.ErrorCode != sarama.ErrNoError {
+			return 0, fmt.Errorf("describe %s: %w: %s", g.topic, r.ErrorCode, r.ErrorMsg)
+		}
+		for _, e := range r.Configs {
+			if e.Name != "min.insync.replicas" {
+				continue
+			}
 			n, err := strconv.Atoi(e.Value)
 			if err != nil || n < 1 {
 				return 0, fmt.Errorf("min.insync.replicas %q", e.Value)
