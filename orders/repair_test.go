@@ -44,13 +44,18 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	buyer := seckill.NewBuyer(e.stock, q.producer, e.ids, testLog(t))
 
 	// The crowd: 300 users, each trying until it bought or the test ends.
+	// Each buy has a deadline, as a gateway's request has, and Repair is
+	// told it: a write still in flight past it is not waited for.
+	const buyTimeout = 3 * time.Second
 	ctx, stop := context.WithCancel(e.ctx)
 	var bought atomic.Int64
 	var wg sync.WaitGroup
 	for u := range int64(300) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				_, err := buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: u + 1, Quantity: 1})
+				bctx, cancel := context.WithTimeout(ctx, buyTimeout)
+				_, err := buyer.Buy(bctx, seckill.BuyRequest{VoucherID: v.ID, UserID: u + 1, Quantity: 1})
+				cancel()
 				if err == nil {
 					bought.Add(1)
 					return
@@ -72,7 +77,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	require.False(t, st.Drift.OK(), "the drift report sees the loss")
 	t.Logf("drift after the wipe: %v", st.Drift.Problems)
 
-	res, err := orders.Repair(e.ctx, v.ID, e.store, e.stock, q.drain, 300*time.Millisecond)
+	res, err := orders.Repair(e.ctx, v.ID, e.store, e.stock, q.drain, buyTimeout)
 	require.NoError(t, err)
 	t.Logf("repaired; %d holds of the wiped Redis recorded failed", len(res.Failed))
 	require.Eventually(t, func() bool {

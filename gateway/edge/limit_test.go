@@ -82,6 +82,9 @@ func TestGlobalLimitAcrossInstances(t *testing.T) {
 		if err != nil {
 			require.ErrorIs(t, err, seckill.ErrRateLimited)
 			require.Positive(t, retryAfter(err))
+			// Each instance enforces half the rate, no less: its next
+			// token is at most one half-rate interval away.
+			require.LessOrEqual(t, retryAfter(err), 2*time.Second/rate+time.Millisecond)
 			limited++
 		}
 		time.Sleep(time.Millisecond)
@@ -89,8 +92,10 @@ func TestGlobalLimitAcrossInstances(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	bound := burst + rate*elapsed
 	t.Logf("%d allowed of 600 in %.2fs; GCRA bound %.0f", sold.Load(), elapsed, bound)
+	// Only the upper bound is timed: a busy machine asks less often and
+	// gets fewer, which proves nothing; the share is checked above by the
+	// refusals' Retry-After.
 	require.LessOrEqual(t, float64(sold.Load()), bound+1)
-	require.GreaterOrEqual(t, float64(sold.Load()), 0.8*bound)
 	require.Positive(t, limited)
 }
 
@@ -142,10 +147,12 @@ func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
 	elapsed := time.Since(start).Seconds()
 	t.Logf("%d allowed in %.2fs at %d/s", sold.Load(), elapsed, rate)
 	require.LessOrEqual(t, float64(sold.Load()), rate*elapsed+2)
-	// The full rate: nearly every token that refilled was taken. When the
-	// machine is slower than the rate (the race detector), nearly every
-	// attempt finds a token instead; a share of the rate would be neither.
-	require.GreaterOrEqual(t, float64(sold.Load()), 0.8*min(600, rate*elapsed))
+	// The full rate, not a share, is proved above without a clock: the
+	// refusal's Retry-After is one full-rate interval, and a buy after
+	// waiting it succeeds. A lower bound on what got through here would
+	// only measure how busy the machine was (it failed on two shared
+	// cores with 73 of an expected 81).
+	require.Positive(t, sold.Load())
 }
 
 // An instance that stops heartbeating without leaving (a crash) drops out of
