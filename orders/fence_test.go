@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -60,11 +59,7 @@ func TestFencedWriteNeverBecomesAnOrder(t *testing.T) {
 	store, stock, v, topic, producer, ids := fenceSetup(t, 3)
 	buyer := seckill.NewBuyer(stock, producer, ids, testLog(t), seckill.WithOrderFences(store))
 
-	cluster := stack.Kafka.Cluster()
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.SleepControl(func() { time.Sleep(1500 * time.Millisecond) })
-		return nil, nil, false
-	})
+	stack.DelayProduce(t, topic, 1500*time.Millisecond)
 	bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	req := seckill.BuyRequest{VoucherID: v.ID, UserID: 5, Quantity: 1, RequestKey: "late"}
@@ -168,17 +163,13 @@ func TestFenceFindsTheOrderPersisted(t *testing.T) {
 // reconciler, as without a fence.
 func TestFenceWithoutPostgreSQL(t *testing.T) {
 	ctx := t.Context()
-	_, stock, v, _, producer, ids := fenceSetup(t, 3)
+	_, stock, v, topic, producer, ids := fenceSetup(t, 3)
 	closed, err := pgxpool.New(ctx, stack.NewDatabaseURL(t))
 	require.NoError(t, err)
 	closed.Close()
 	buyer := seckill.NewBuyer(stock, producer, ids, testLog(t), seckill.WithOrderFences(pgstore.New(closed)))
 
-	cluster := stack.Kafka.Cluster()
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.SleepControl(func() { time.Sleep(1500 * time.Millisecond) })
-		return nil, nil, false
-	})
+	stack.DelayProduce(t, topic, 1500*time.Millisecond)
 	bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	_, err = buyer.Buy(bctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 7, Quantity: 1, RequestKey: "k"})

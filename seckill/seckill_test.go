@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -251,17 +250,14 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	v := onSale(t, stock, 3)
 	ids, err := orderid.New(2)
 	require.NoError(t, err)
-	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, stack.NewTopic(t, 1), discard())
+	topic := stack.NewTopic(t, 1)
+	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, discard())
 	require.NoError(t, err)
 	t.Cleanup(func() { producer.Close() })
 	buyer := seckill.NewBuyer(stock, producer, ids, discard())
 
 	// The broker sits on the next produce request for a second and a half.
-	cluster := stack.Kafka.Cluster()
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.SleepControl(func() { time.Sleep(1500 * time.Millisecond) })
-		return nil, nil, false
-	})
+	stack.DelayProduce(t, topic, 1500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	req := seckill.BuyRequest{VoucherID: v.ID, UserID: 9, Quantity: 1, RequestKey: "slow"}

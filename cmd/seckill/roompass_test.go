@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // admittedPass joins voucherID's line as token's shopper and waits for the
@@ -32,7 +30,7 @@ func (ts *testSystem) admittedPass(t *testing.T, voucherID, token string) string
 // startRoomShopper starts a system with a waiting-room voucher on sale
 // (stock 5, two a shopper) and one shopper admitted with its pass. Its
 // topic is on the in-process broker, whose request hooks let a test hold a
-// produce (holdProduce); Apache Kafka has none.
+// produce (stack.HoldProduce); Apache Kafka has none.
 func startRoomShopper(t *testing.T) (ts *testSystem, voucherID string, userID int64, token, pass string) {
 	t.Helper()
 	ts = startSystem(t, map[string]string{
@@ -65,35 +63,6 @@ func (ts *testSystem) userOrders(t *testing.T, voucherID string, userID int64) m
 	return out
 }
 
-// holdProduce makes the package's broker sit on the next produce request
-// to topic until release is called: the producer's caller gives up
-// waiting, and the message is written after all once released.
-func holdProduce(t *testing.T, topic string) (held <-chan struct{}, release func()) {
-	t.Helper()
-	cluster := stack.Kafka.Cluster()
-	reached, freed := make(chan struct{}), make(chan struct{})
-	var once, reachedOnce sync.Once
-	release = func() { once.Do(func() { close(freed) }) }
-	t.Cleanup(release)
-	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		select {
-		case <-freed: // done (or the test ended): let everything through
-			cluster.DropControl()
-			return nil, nil, false
-		default:
-		}
-		p, ok := req.(*kmsg.ProduceRequest)
-		if !ok || len(p.Topics) == 0 || p.Topics[0].Topic != topic {
-			return nil, nil, false // another test's: kept for ours
-		}
-		cluster.DropControl()
-		reachedOnce.Do(func() { close(reached) })
-		cluster.SleepControl(func() { <-freed })
-		return nil, nil, false
-	})
-	return reached, release
-}
-
 // TestRoomPassOfAFencedBuyIsGivenBack: the broker sits on a buy's message
 // past the buy's wait, so the buy settles its outcome by fencing the order
 // in PostgreSQL (failed) before it answers 503 with its stock back. The
@@ -103,7 +72,7 @@ func holdProduce(t *testing.T, topic string) (held <-chan struct{}, release func
 func TestRoomPassOfAFencedBuyIsGivenBack(t *testing.T) {
 	ts, vid, uid, tok, pass := startRoomShopper(t)
 
-	held, release := holdProduce(t, ts.cfg.KafkaTopic)
+	held, release := stack.HoldProduce(t, ts.cfg.KafkaTopic)
 	slow := ts.buyWithPass(t, vid, tok, pass, "k1")
 	require.Equal(t, http.StatusServiceUnavailable, slow.status, "%s", slow.raw)
 	select {

@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flashsale/seckill/deploy/localstack"
 	"github.com/flashsale/seckill/migrations"
@@ -425,4 +426,50 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails
 	return hex.EncodeToString(b)
+}
+
+// HoldProduce makes the in-process broker sit on the next produce request
+// for topic until release is called (at the latest when the test ends), and
+// closes reached when that request arrives. Requests for other topics, such
+// as other tests' of the package, pass untouched, and the hold is dropped
+// once it has caught its request, so it never outlives what it is for.
+func (s *Stack) HoldProduce(t testing.TB, topic string) (reached <-chan struct{}, release func()) {
+	t.Helper()
+	cluster := s.Kafka.Cluster()
+	arrived, freed := make(chan struct{}), make(chan struct{})
+	var once, arrivedOnce sync.Once
+	release = func() { once.Do(func() { close(freed) }) }
+	t.Cleanup(release)
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case <-freed: // released before its request came: let everything through
+			cluster.DropControl()
+			return nil, nil, false
+		default:
+		}
+		p, ok := req.(*kmsg.ProduceRequest)
+		if !ok || len(p.Topics) == 0 || p.Topics[0].Topic != topic {
+			return nil, nil, false // not ours: kept for ours
+		}
+		cluster.DropControl()
+		arrivedOnce.Do(func() { close(arrived) })
+		cluster.SleepControl(func() { <-freed })
+		return nil, nil, false
+	})
+	return arrived, release
+}
+
+// DelayProduce makes the in-process broker answer the next produce request
+// for topic d after it arrives, as HoldProduce does.
+func (s *Stack) DelayProduce(t testing.TB, topic string, d time.Duration) {
+	t.Helper()
+	reached, release := s.HoldProduce(t, topic)
+	go func() {
+		select {
+		case <-reached:
+			time.Sleep(d)
+			release()
+		case <-t.Context().Done(): // never came; the cleanup releases
+		}
+	}()
 }
