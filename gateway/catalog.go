@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // CatalogCacheControl is the Cache-Control of the catalog's answers. A shop
@@ -209,7 +210,7 @@ func (s *Server) getVoucher(c *fiber.Ctx) error {
 	}
 	ev, ok := e.byID[id]
 	if !ok {
-		return fmt.Errorf("voucher %d: %w", id, seckill.ErrNotFound)
+		return fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	return sendCatalog(c, ev.body, ev.etag)
 }

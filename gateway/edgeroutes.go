@@ -5,7 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // The routes of the edge issue that are not gates: the captcha a shopper
@@ -34,7 +34,7 @@ type breakerOut struct {
 // limit of its own: one client cannot flood it.
 func (s *Server) newCaptcha(c *fiber.Ctx) error {
 	if s.deps.Captchas == nil {
-		return fmt.Errorf("%w: captchas are not configured", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: captchas are not configured", apperr.ErrUnavailable)
 	}
 	if l := s.deps.Gates.CaptchaIssue; l != nil {
 		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
@@ -51,7 +51,7 @@ func (s *Server) newCaptcha(c *fiber.Ctx) error {
 // breakerStatus reports the ops switch and this instance's breaker.
 func (s *Server) breakerStatus(c *fiber.Ctx) error {
 	if s.deps.Breaker == nil {
-		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
 	}
 	mode, state := s.deps.Breaker.Status()
 	out := breakerOut{Mode: mode, State: state}
@@ -65,7 +65,7 @@ func (s *Server) breakerStatus(c *fiber.Ctx) error {
 // within a second.
 func (s *Server) switchBreaker(c *fiber.Ctx) error {
 	if s.deps.Breaker == nil {
-		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
 	}
 	var in breakerIn
 	if err := decodeJSON(c, &in, false); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // memCaptchas and memBreaker stand in for the edge package (which imports
@@ -37,7 +37,7 @@ func (m *memBreaker) Status() (string, string) {
 
 func (m *memBreaker) Switch(_ context.Context, mode string) error {
 	if mode != "auto" && mode != "open" && mode != "closed" {
-		return fmt.Errorf("%w: mode must be auto, open or closed", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: mode must be auto, open or closed", apperr.ErrInvalidInput)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -74,7 +74,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 			defer mu.Unlock()
 			seen = append(seen, ip)
 			if len(seen) > 1 {
-				return seckill.WithRetryAfter(seckill.ErrRateLimited, 20*time.Second)
+				return apperr.WithRetryAfter(apperr.ErrRateLimited, 20*time.Second)
 			}
 			return nil
 		})

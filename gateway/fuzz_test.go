@@ -10,7 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // FuzzBuyRequest throws arbitrary ids, keys and bodies at the buying route,
@@ -128,7 +128,7 @@ func FuzzBuyBody(f *testing.F) {
 			t.Fatalf("body %q, Content-Type %q: hand-read says %v, encoding/json says %v", body, contentType, fastErr, slowErr)
 		}
 		if fastErr != nil {
-			if !errors.Is(fastErr, seckill.ErrInvalidInput) {
+			if !errors.Is(fastErr, apperr.ErrInvalidInput) {
 				t.Fatalf("body %q: refusal %v is not invalid input", body, fastErr)
 			}
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // HeaderIdempotencyKey names a buy attempt so that retries hold stock once.
@@ -205,7 +206,7 @@ func (s *Server) login(c *fiber.Ctx) error {
 		}
 	}
 	token, uid, exp, err := s.deps.Accounts.Login(c.UserContext(), in.Username, in.Password)
-	if charged && !errors.Is(err, seckill.ErrUnauthenticated) {
+	if charged && !errors.Is(err, apperr.ErrUnauthenticated) {
 		// Only wrong credentials spend the budget: the owner's successes
 		// (and our own failures) leave it to the owner.
 		names.Refund(context.WithoutCancel(c.UserContext()), in.Username)
@@ -256,7 +257,7 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 	}
 	if in.Shards != nil {
 		if *in.Shards < 1 {
-			return seckill.Invalidf("shards must be 1 to %d", seckill.MaxShards)
+			return apperr.Invalidf("shards must be 1 to %d", seckill.MaxShards)
 		}
 		v.Shards = *in.Shards
 	}
@@ -324,7 +325,7 @@ func idempotencyKey(h string) (string, error) {
 		return "", nil
 	}
 	if len(h) > seckill.MaxRequestKey {
-		return "", seckill.Invalidf("the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
+		return "", apperr.Invalidf("the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
 	}
 	for i := 0; i < len(h); i++ {
 		if h[i] < 0x21 || h[i] > 0x7e {
@@ -436,7 +437,7 @@ func (s *Server) getOrder(c *fiber.Ctx) error {
 	if o.UserID != uid {
 		// The contract: someone else's order is 404, not 403: its existence is
 		// not the caller's business.
-		return seckill.ErrNotFound
+		return apperr.ErrNotFound
 	}
 	return c.JSON(notify.OrderJSON(o))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -304,7 +305,7 @@ func TestCredentialsGate(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, ip)
-			return seckill.WithRetryAfter(seckill.ErrRateLimited, 30*time.Second)
+			return apperr.WithRetryAfter(apperr.ErrRateLimited, 30*time.Second)
 		})
 	})
 	resp, body := b.do(t, "POST", "/api/v1/sessions", `{"username":"carol","password":"carol-pass"}`)
@@ -354,7 +355,7 @@ func TestVouchers(t *testing.T) {
 
 	// A store that is down is a 503, with no driver words.
 	b.catalog.mu.Lock()
-	b.catalog.err = fmt.Errorf("%w: failed to connect to `host=10.1.2.3 user=seckill`", seckill.ErrUnavailable)
+	b.catalog.err = fmt.Errorf("%w: failed to connect to `host=10.1.2.3 user=seckill`", apperr.ErrUnavailable)
 	b.catalog.mu.Unlock()
 	resp, body = b.do(t, "GET", "/api/v1/vouchers", "")
 	msg := requireAPIError(t, resp, body, 503, "unavailable")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -23,7 +24,7 @@ const HeaderSeckillPass = "Seckill-Pass"
 type WaitingRoom interface {
 	// Join puts the user in the line (keeping the place they have).
 	Join(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
-	// Status is the user's place; seckill.ErrNotFound when not in line.
+	// Status is the user's place; apperr.ErrNotFound when not in line.
 	Status(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
 	// Check judges a pass without I/O (seckill.ErrNotAdmitted).
 	Check(voucherID, userID int64, pass string) (waitroom.Pass, error)
@@ -60,10 +61,10 @@ func (s *Server) queueLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error)
 	}
 	line, ok := waitroom.LineOf(v)
 	if !ok {
-		return v, line, seckill.Public(seckill.ErrNotFound, "this voucher has no waiting room: buy it directly")
+		return v, line, apperr.Public(apperr.ErrNotFound, "this voucher has no waiting room: buy it directly")
 	}
 	if s.deps.Room == nil {
-		return v, line, seckill.Public(seckill.ErrUnavailable, "the waiting room is not available on this server")
+		return v, line, apperr.Public(apperr.ErrUnavailable, "the waiting room is not available on this server")
 	}
 	return v, line, nil
 }
@@ -86,7 +87,7 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 		if err == nil {
 			return c.JSON(waitroom.QueueJSON(st))
 		}
-		if !errors.Is(err, seckill.ErrNotFound) {
+		if !errors.Is(err, apperr.ErrNotFound) {
 			return err
 		}
 	}

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/seckill/seckill"
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Readiness answers "are the dependencies reachable?" from a cached probe: a
@@ -123,7 +124,7 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 // are logged).
 func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return seckill.Public(seckill.ErrUnavailable, "shutting down")
+		return apperr.Public(apperr.ErrUnavailable, "shutting down")
 	}
 	body, err := s.ready.answer(c.UserContext())
 	if err != nil {
@@ -137,10 +138,10 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 func (r *Readiness) answer(ctx context.Context) (map[string]any, error) {
 	failed, err := r.Failed(ctx)
 	if err != nil {
-		return nil, seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
+		return nil, apperr.Public(apperr.ErrUnavailable, "not ready: the readiness probe did not finish in time")
 	}
 	if len(failed) > 0 {
-		return nil, seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
+		return nil, apperr.Public(apperr.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
 	}
 	checks := make(map[string]any, len(r.checks))
 	for _, ch := range r.checks {

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // ChannelCount is how many Redis shard channels carry the fleet's order
@@ -149,16 +149,16 @@ const MaxClientMessage = 512
 // gateway can close the socket on garbage instead of guessing.
 func ParseClientMessage(msg []byte) (string, error) {
 	if len(msg) > MaxClientMessage {
-		return "", fmt.Errorf("%w: client message over %d bytes", seckill.ErrInvalidInput, MaxClientMessage)
+		return "", fmt.Errorf("%w: client message over %d bytes", apperr.ErrInvalidInput, MaxClientMessage)
 	}
 	var f struct {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(msg, &f); err != nil {
-		return "", fmt.Errorf("%w: client message is not JSON", seckill.ErrInvalidInput)
+		return "", fmt.Errorf("%w: client message is not JSON", apperr.ErrInvalidInput)
 	}
 	if f.Type != FramePing {
-		return "", fmt.Errorf("%w: unknown client message type %q", seckill.ErrInvalidInput, f.Type)
+		return "", fmt.Errorf("%w: unknown client message type %q", apperr.ErrInvalidInput, f.Type)
 	}
 	return f.Type, nil
 }
@@ -182,11 +182,11 @@ func encodeEvent(e orders.Event) ([]byte, error) {
 func decodeEvent(payload string) (wireEvent, int64, error) {
 	var e wireEvent
 	if err := json.Unmarshal([]byte(payload), &e); err != nil {
-		return e, 0, fmt.Errorf("%w: event is not JSON: %w", seckill.ErrInvalidInput, err)
+		return e, 0, fmt.Errorf("%w: event is not JSON: %w", apperr.ErrInvalidInput, err)
 	}
 	userID, err := strconv.ParseInt(e.Order.UserID, 10, 64)
 	if err != nil || userID <= 0 {
-		return e, 0, fmt.Errorf("%w: event has bad user_id %q", seckill.ErrInvalidInput, e.Order.UserID)
+		return e, 0, fmt.Errorf("%w: event has bad user_id %q", apperr.ErrInvalidInput, e.Order.UserID)
 	}
 	return e, userID, nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 func order(id, userID int64, st orders.Status) orders.Order {
@@ -75,7 +75,7 @@ func TestParseClientMessage(t *testing.T) {
 	require.Equal(t, notify.FramePing, typ)
 	for _, bad := range []string{``, `ping`, `{"type":"pong"}`, `{"type":1}`, `[]`, `{"type":"ping"` + string(make([]byte, 600)) + `}`} {
 		_, err := notify.ParseClientMessage([]byte(bad))
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%q", bad)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%q", bad)
 	}
 	var pong map[string]string
 	require.NoError(t, json.Unmarshal([]byte(notify.PongFrame), &pong))
@@ -217,7 +217,7 @@ func TestCapsBoundTheHub(t *testing.T) {
 	full := hub.Subscribe(303) // over MaxSubscriptions
 	<-full.Done()
 	require.ErrorIs(t, full.Err(), notify.ErrHubFull)
-	require.ErrorIs(t, full.Err(), seckill.ErrUnavailable, "the gateway answers 503")
+	require.ErrorIs(t, full.Err(), apperr.ErrUnavailable, "the gateway answers 503")
 	_, open := <-full.C()
 	require.False(t, open)
 
@@ -331,10 +331,10 @@ func TestStartFailsWithoutRedis(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.ErrorIs(t, hub.Start(ctx), seckill.ErrUnavailable)
+	require.ErrorIs(t, hub.Start(ctx), apperr.ErrUnavailable)
 	hub.Stop()
 
-	require.ErrorIs(t, notify.NewPublisher(dead).Publish(ctx, orders.Event{Order: order(1, 1, orders.StatusPaid)}), seckill.ErrUnavailable)
+	require.ErrorIs(t, notify.NewPublisher(dead).Publish(ctx, orders.Event{Order: order(1, 1, orders.StatusPaid)}), apperr.ErrUnavailable)
 }
 
 func TestSameRegistryTwiceIsAnError(t *testing.T) {

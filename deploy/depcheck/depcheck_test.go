@@ -78,7 +78,7 @@ func TestImportsPointDown(t *testing.T) {
 			continue
 		}
 		for _, imp := range imports {
-			if folder(imp) == "" {
+			if folder(imp) == "" || vocabulary(imp) {
 				continue
 			}
 			to, ok := layer[folder(imp)]
@@ -89,6 +89,30 @@ func TestImportsPointDown(t *testing.T) {
 				t.Errorf("%s imports %s: %s/ sits above %s/ (depcheck.Layers)", pkg, imp, folder(imp), folder(pkg))
 			case testHelper(imp) && !testHelper(pkg):
 				t.Errorf("%s imports the test helper %s outside its tests", pkg, imp)
+			}
+		}
+	}
+}
+
+// vocabulary says whether pkg is one of Vocabulary, which every layer may
+// import.
+func vocabulary(pkg string) bool {
+	rel, ok := strings.CutPrefix(pkg, module+"/")
+	return ok && slices.Contains(Vocabulary, rel)
+}
+
+// The packages of Vocabulary link nothing but the standard library, at any
+// depth: not the module's other packages, not a driver, not Fiber.
+func TestVocabularyImportsOnlyTheStandardLibrary(t *testing.T) {
+	for _, pkg := range Vocabulary {
+		deps := goList(t, "-deps", "-f", "{{.ImportPath}} {{.Standard}}", "./"+pkg)
+		if !slices.Contains(deps, module+"/"+pkg+" false") {
+			t.Errorf("depcheck.Vocabulary names %s, which is no package", pkg)
+		}
+		for _, line := range deps {
+			dep, std, _ := strings.Cut(line, " ")
+			if std != "true" && dep != module+"/"+pkg {
+				t.Errorf("%s links %s: the vocabulary imports only the standard library (depcheck.Vocabulary)", pkg, dep)
 			}
 		}
 	}

@@ -1,8 +1,10 @@
 // Package depcheck keeps the import graph pointing down. Its folders are
-// layered (see Layers), and its test, run by `make lint`, fails when a
-// package imports one of a higher layer, a binary links a test helper, or the
-// production build of cmd/seckill (deploy/Dockerfile's) links a tool: the
-// load tool, dev mode's private services or the in-process broker.
+// layered (see Layers) above the shared vocabulary (see Vocabulary), and its
+// test, run by `make lint`, fails when a package imports one of a higher
+// layer, a vocabulary package imports anything but the standard library, a
+// binary links a test helper, or the production build of cmd/seckill
+// (deploy/Dockerfile's) links a tool: the load tool, dev mode's private
+// services or the in-process broker.
 package depcheck
 
 // Layers are the repository's top folders, lowest first. A package may
@@ -19,6 +21,13 @@ var Layers = [][]string{
 	{"deploy"},                   // local services, load tool, fleet, chaos, bench
 	{"cmd"},                      // the binaries
 }
+
+// Vocabulary are the packages beneath every layer, whatever their folder,
+// which any package may import: the platform's kinds of error and
+// PublicError (seckill/apperr), and every object and socket frame of
+// gateway/openapi.yaml (gateway/api). They import nothing but the standard
+// library, so using the words pulls in no layer, driver or framework.
+var Vocabulary = []string{"seckill/apperr"}
 
 // Below are the packages of the gateway's folder that stand beneath its HTTP
 // face: they import neither Fiber nor the packages named beside them, at

@@ -8,11 +8,13 @@
 // token and for wrong credentials, ErrInvalidInput for a username or password
 // that breaks the rules, ErrUsernameTaken (from the [UserStore]) for a name in
 // use. Errors whose text is fit for a shopper also carry it in a
-// [seckill.PublicError], whose sentence the gateway shows instead of its generic one.
+// [apperr.PublicError], whose sentence the gateway shows instead of its generic one.
 package auth
 
-import "github.com/flashsale/seckill/seckill"
+import (
+	"github.com/flashsale/seckill/seckill/apperr"
+)
 
-func invalidInput(msg string) error { return seckill.Public(seckill.ErrInvalidInput, msg) }
+func invalidInput(msg string) error { return apperr.Public(apperr.ErrInvalidInput, msg) }
 
-func unauthenticated(msg string) error { return seckill.Public(seckill.ErrUnauthenticated, msg) }
+func unauthenticated(msg string) error { return apperr.Public(apperr.ErrUnauthenticated, msg) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // pausedRetryAfter is the Retry-After of 503 sale_paused: an operator's pause
@@ -26,7 +27,7 @@ const knownTimeout = time.Second
 
 // Catalog is the vouchers, in memory (seckill.Catalog implements it).
 type Catalog interface {
-	// Voucher returns one voucher, or seckill.ErrNotFound.
+	// Voucher returns one voucher, or apperr.ErrNotFound.
 	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
 }
 
@@ -220,7 +221,7 @@ func (p *Pipeline) fromCatalog(ctx context.Context, a *Attempt) error {
 	}
 	if err := seckill.CertainRefusal(v, p.now(), a.Request.RequestKey != ""); err != nil {
 		if v.Paused {
-			err = seckill.WithRetryAfter(err, pausedRetryAfter)
+			err = apperr.WithRetryAfter(err, pausedRetryAfter)
 		}
 		return err
 	}
@@ -302,7 +303,7 @@ func (p *Pipeline) replayStatus(ctx context.Context, userID int64, pur Purchase)
 	}
 	o, err := p.orders.Get(ctx, userID, pur.OrderID)
 	switch {
-	case errors.Is(err, seckill.ErrNotFound):
+	case errors.Is(err, apperr.ErrNotFound):
 		pur.Status = orders.StatusFailed
 		return pur, nil
 	case err != nil:
