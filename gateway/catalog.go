@@ -20,6 +20,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
@@ -107,7 +108,7 @@ func (cc *catalogCache) encodeVoucher(prev *encodedCatalog, v seckill.Voucher) (
 		return nil, fmt.Errorf("gateway: encode voucher %d: %w", v.ID, err)
 	}
 	frame := make([]byte, 0, len(body)+32)
-	frame = append(frame, `{"type":"voucher","voucher":`...)
+	frame = append(frame, `{"type":"`+api.FrameVoucher+`","voucher":`...)
 	frame = append(frame, body...)
 	frame = append(frame, '}')
 	return &encodedVoucher{v: v, body: body, etag: strongETag(body), frame: frame}, nil
@@ -215,10 +216,6 @@ func (s *Server) getVoucher(c *fiber.Ctx) error {
 	return sendCatalog(c, ev.body, ev.etag)
 }
 
-type voucherStateIn struct {
-	State string `json:"state"`
-}
-
 // setVoucherState pauses one voucher's sale or ends the pause; every
 // instance obeys within a second (seckill/RULES.md, "Pausing one voucher").
 func (s *Server) setVoucherState(c *fiber.Ctx) error {
@@ -226,7 +223,7 @@ func (s *Server) setVoucherState(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var in voucherStateIn
+	var in api.VoucherState
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
@@ -67,19 +68,9 @@ type apiError struct {
 	retryAfter time.Duration
 }
 
-// errorBody is the API's error body: {"error": {"code", "message"}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // body is the error body of the answer.
-func (e apiError) body() errorBody {
-	return errorBody{Error: errorDetail{Code: e.row.code, Message: e.message}}
+func (e apiError) body() api.ErrorBody {
+	return api.ErrorBody{Error: api.ErrorDetail{Code: e.row.code, Message: e.message}}
 }
 
 // classify maps any error to its answer.

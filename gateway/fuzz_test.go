@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
@@ -90,7 +91,7 @@ func checkErrorBody(t *testing.T, raw []byte) {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var e errorBody
+	var e api.ErrorBody
 	if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 		t.Fatalf("not the API's error body: %s (%v)", raw, err)
 	}
@@ -121,7 +122,7 @@ func FuzzBuyBody(f *testing.F) {
 		defer app.ReleaseCtx(c)
 		c.Request().Header.SetContentType(contentType)
 		c.Request().SetBodyString(body)
-		var fast, slow buyIn
+		var fast, slow api.BuyRequest
 		fastErr := decodeBuy(c, &fast)
 		slowErr := decodeJSON(c, &slow, true)
 		if (fastErr == nil) != (slowErr == nil) || (fastErr != nil && fastErr.Error() != slowErr.Error()) {

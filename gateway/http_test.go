@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
@@ -341,7 +342,7 @@ func TestVouchers(t *testing.T) {
 
 	resp, body = b.do(t, "GET", "/api/v1/vouchers", "")
 	require.Equal(t, 200, resp.StatusCode)
-	list := decode[[]voucherOut](t, body)
+	list := decode[[]api.Voucher](t, body)
 	require.Len(t, list, 2)
 	require.Equal(t, "2", list[0].ID, "newest first")
 
@@ -385,7 +386,7 @@ func TestOrders(t *testing.T) {
 
 	resp, body = b.do(t, "GET", "/api/v1/orders/13", "", me...)
 	require.Equal(t, 200, resp.StatusCode, "a reserved order is readable at once")
-	require.Equal(t, notify.OrderJSON(reserved), decode[notify.APIOrder](t, body), "the same shape as the socket's")
+	require.Equal(t, notify.OrderJSON(reserved), decode[api.Order](t, body), "the same shape as the socket's")
 
 	resp, body = b.do(t, "GET", "/api/v1/orders/12", "", me...)
 	requireAPIError(t, resp, body, 404, "not_found")

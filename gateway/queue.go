@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -35,18 +36,6 @@ type WaitingRoom interface {
 	Restore(ctx context.Context, p waitroom.Pass) error
 	// Stats are a room's figures.
 	Stats(ctx context.Context, voucherID int64) (waitroom.Stats, error)
-}
-
-type queueIn struct {
-	CaptchaID     string `json:"captcha_id"`
-	CaptchaAnswer string `json:"captcha_answer"`
-}
-
-type queueStatsOut struct {
-	Waiting    int64 `json:"waiting"`
-	Admitted   int64 `json:"admitted"`
-	Expired    int64 `json:"expired"`
-	PassesUsed int64 `json:"passes_used"`
 }
 
 // queueLine is the voucher of the route and its line.
@@ -77,7 +66,7 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var in queueIn
+	var in api.QueueJoin
 	if err := decodeJSON(c, &in, true); err != nil {
 		return err
 	}
@@ -122,7 +111,7 @@ func (s *Server) queueStatus(c *fiber.Ctx) error {
 }
 
 // queueStats is the queue figures of a voucher's stats, nil without a room.
-func (s *Server) queueStats(ctx context.Context, id int64) (*queueStatsOut, error) {
+func (s *Server) queueStats(ctx context.Context, id int64) (*api.QueueStats, error) {
 	v, err := s.deps.Catalog.Voucher(ctx, id)
 	if err != nil || v.WaitingRoom == nil || s.deps.Room == nil {
 		return nil, nil //nolint:nilerr // the stats answer without the queue figures
@@ -131,5 +120,5 @@ func (s *Server) queueStats(ctx context.Context, id int64) (*queueStatsOut, erro
 	if err != nil {
 		return nil, err
 	}
-	return &queueStatsOut{Waiting: st.Waiting, Admitted: st.Admitted, Expired: st.Expired, PassesUsed: st.PassesUsed}, nil
+	return &api.QueueStats{Waiting: st.Waiting, Admitted: st.Admitted, Expired: st.Expired, PassesUsed: st.PassesUsed}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
@@ -116,7 +117,7 @@ func (r *Readiness) probe(ctx context.Context) []string {
 }
 
 func (s *Server) healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
+	return c.JSON(api.Health{Status: "ok"})
 }
 
 // readyz answers from Readiness: a probe at most ReadyMaxAge old, one in
@@ -135,17 +136,17 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 
 // answer is /readyz's body when every check passed, or the error to answer
 // with: the failing checks are named, never their errors (which are logged).
-func (r *Readiness) answer(ctx context.Context) (map[string]any, error) {
+func (r *Readiness) answer(ctx context.Context) (api.Ready, error) {
 	failed, err := r.Failed(ctx)
 	if err != nil {
-		return nil, apperr.Public(apperr.ErrUnavailable, "not ready: the readiness probe did not finish in time")
+		return api.Ready{}, apperr.Public(apperr.ErrUnavailable, "not ready: the readiness probe did not finish in time")
 	}
 	if len(failed) > 0 {
-		return nil, apperr.Public(apperr.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
+		return api.Ready{}, apperr.Public(apperr.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
 	}
-	checks := make(map[string]any, len(r.checks))
+	checks := make(map[string]string, len(r.checks))
 	for _, ch := range r.checks {
 		checks[ch.Name] = "ok"
 	}
-	return map[string]any{"status": "ready", "checks": checks}, nil
+	return api.Ready{Status: "ready", Checks: checks}, nil
 }

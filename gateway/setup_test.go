@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
@@ -434,7 +435,7 @@ func requireAPIError(t testing.TB, resp *http.Response, body []byte, status int,
 	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"), resp.Header.Get("Content-Type"))
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var e errorBody
+	var e api.ErrorBody
 	require.NoError(t, dec.Decode(&e), "error body must be exactly {error: {code, message}}: %s", body)
 	require.Equal(t, code, e.Error.Code, "body: %s", body)
 	require.NotEmpty(t, e.Error.Message)

@@ -3,8 +3,12 @@ package depcheck
 import (
 	"bufio"
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -116,6 +120,72 @@ func TestVocabularyImportsOnlyTheStandardLibrary(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every struct with JSON tags in the product's folders is the API's, in
+// gateway/api, or one of Messages: no face declares a wire shape of its own.
+func TestAPIShapesInTheVocabulary(t *testing.T) {
+	lines := goList(t, "-f", "{{.ImportPath}} {{.Dir}}{{range .GoFiles}} {{.}}{{end}}",
+		"./seckill/...", "./orders/...", "./notify/...", "./gateway/...")
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		pkg, dir, files := fields[0], fields[1], fields[2:]
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if vocabulary(pkg) || testHelper(pkg) {
+			continue
+		}
+		for _, name := range files {
+			for _, typ := range jsonStructs(t, filepath.Join(dir, name)) {
+				if !slices.Contains(Messages[rel], typ) {
+					t.Errorf("%s/%s: %s has JSON tags: an object of the API belongs in gateway/api, another message in depcheck.Messages", rel, name, typ)
+				}
+			}
+		}
+	}
+}
+
+// jsonStructs names the structs of file whose fields carry a json tag: the
+// declared type's name, or "a struct in <func>" for one without a name.
+func jsonStructs(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var within []string // the names of the declarations being walked
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case nil:
+			return false
+		case *ast.FuncDecl:
+			within = append(within[:0], "a struct in "+n.Name.Name)
+		case *ast.TypeSpec:
+			if st, ok := n.Type.(*ast.StructType); ok && hasJSONTag(st) {
+				out = append(out, n.Name.Name)
+				return false
+			}
+		case *ast.StructType:
+			if hasJSONTag(n) {
+				name := "a struct"
+				if len(within) > 0 {
+					name = within[0]
+				}
+				out = append(out, name)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func hasJSONTag(st *ast.StructType) bool {
+	for _, fld := range st.Fields.List {
+		if fld.Tag != nil && strings.Contains(fld.Tag.Value, `json:"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // The packages of Below link none of the packages named beside them.
