@@ -11,8 +11,8 @@ import (
 
 // The gateway's dependencies are the small interfaces below, declared here
 // where they are used; cmd wires the real implementations. Every error they
-// return should wrap a seckill sentinel: the gateway maps those to HTTP, and
-// answers anything else with 500 internal.
+// return should wrap a kind of seckill/apperr or a refusal of seckill: the
+// gateway maps those to HTTP, and answers anything else with 500 internal.
 
 // Catalog is the list of vouchers, kept in memory (seckill.Catalog
 // implements it): the catalog routes and the buying path's first gate read

@@ -3,12 +3,13 @@
 // login. It knows nothing of HTTP; the gateway reads the bearer token and asks
 // [Tokens.Verify].
 //
-// Every error a caller should turn into an answer wraps one of the sentinels
-// of package seckill: ErrUnauthenticated for a missing, forged or expired
-// token and for wrong credentials, ErrInvalidInput for a username or password
-// that breaks the rules, ErrUsernameTaken (from the [UserStore]) for a name in
-// use. Errors whose text is fit for a shopper also carry it in a
-// [apperr.PublicError], whose sentence the gateway shows instead of its generic one.
+// Every error a caller should turn into an answer wraps one of the kinds of
+// seckill/apperr: ErrUnauthenticated for a missing, forged or expired token
+// and for wrong credentials, ErrInvalidInput for a username or password that
+// breaks the rules, ErrUsernameTaken (from the [UserStore]) for a name in
+// use. Errors whose text is fit for a shopper also carry it in an
+// [apperr.PublicError], whose sentence the gateway shows instead of its
+// generic one.
 package auth
 
 import (

@@ -2,7 +2,8 @@
 // purchase, top to bottom, in the order written in Pipeline's comment. It
 // knows nothing of HTTP: the gateway decodes the request into an Attempt,
 // calls Buy, and encodes what it returns (every refusal is an error
-// wrapping a seckill sentinel, which the gateway's error table maps).
+// wrapping a kind of seckill/apperr or a refusal of seckill, which the
+// gateway's error table maps).
 // gateway/edge implements the pluggable steps (Steps).
 package buy
 

@@ -180,7 +180,7 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 }
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
-// and the seckill sentinel errors.
+// and the errors of seckill and seckill/apperr.
 func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.ReserveResult, error) {
 	res := seckill.ReserveResult{StockLeft: left}
 	switch code {
