@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // refusingIPs refuses every request once it has seen limit of them, and
@@ -26,7 +26,7 @@ func (r *refusingIPs) Allow(ctx context.Context, key string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.ips) > r.limit {
-		return seckill.WithRetryAfter(seckill.ErrRateLimited, 2*time.Second)
+		return apperr.WithRetryAfter(apperr.ErrRateLimited, 2*time.Second)
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ func (r *recordingNames) Take(_ context.Context, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refuse[name] {
-		return seckill.WithRetryAfter(seckill.ErrRateLimited, time.Minute)
+		return apperr.WithRetryAfter(apperr.ErrRateLimited, time.Minute)
 	}
 	r.taken = append(r.taken, name)
 	return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // drainLimit bounds how much of an oversized body is read and thrown away
@@ -61,7 +61,7 @@ func (s *Server) answerTooLarge(rctx *fasthttp.RequestCtx) {
 	c.Locals(unroutedKey{}, true)
 	refuse := func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
-		return seckill.Public(seckill.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit))
+		return apperr.Public(apperr.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit))
 	}
 	observed := func() error { return s.observed(c, refuse) }
 	if s.metrics != nil {

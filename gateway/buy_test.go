@@ -12,6 +12,7 @@ import (
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 func TestBuy(t *testing.T) {
@@ -174,7 +175,7 @@ func TestPipelineOrder(t *testing.T) {
 
 	// A refusal stops everything behind it: no global limit charged, no
 	// seller (the catalog was read once, first, from memory).
-	r.reset(map[string]error{fmt.Sprintf("user(voucher=%d)", id): seckill.ErrRateLimited})
+	r.reset(map[string]error{fmt.Sprintf("user(voucher=%d)", id): apperr.ErrRateLimited})
 	catalogCalls, buyerCalls := b.catalog.calls.Load(), b.buyer.calls.Load()
 	resp, _ = b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 429, resp.StatusCode)

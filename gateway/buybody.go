@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/orders"
 )
 
@@ -16,13 +17,13 @@ import (
 // third of a buy's allocations (deploy/bench/README.md); every other body,
 // the bad ones included, goes through decodeJSON, which words the refusal.
 // FuzzBuyBody holds the two to the same answers.
-func decodeBuy(c *fiber.Ctx, in *buyIn) error {
+func decodeBuy(c *fiber.Ctx, in *api.BuyRequest) error {
 	body := c.Body()
 	if ct := c.Request().Header.ContentType(); len(ct) == 0 || string(ct) == fiber.MIMEApplicationJSON {
 		if readBuyBody(body, in) {
 			return nil
 		}
-		*in = buyIn{}
+		*in = api.BuyRequest{}
 	}
 	return decodeJSON(c, in, true)
 }
@@ -34,7 +35,7 @@ func decodeBuy(c *fiber.Ctx, in *buyIn) error {
 // anything else (null, case variants, escapes, fractions, duplicates, a
 // syntax error...), leaving the verdict to encoding/json. Strings are
 // copies: body is fasthttp's buffer.
-func readBuyBody(body []byte, in *buyIn) bool {
+func readBuyBody(body []byte, in *api.BuyRequest) bool {
 	if len(bytes.TrimSpace(body)) == 0 {
 		// decodeJSON allows an empty body by the same test.
 		return true
@@ -166,7 +167,7 @@ func plainInt(b []byte, p int) (int64, int, bool) {
 // A status that would need escaping goes through c.JSON.
 func writePurchase(c *fiber.Ctx, orderID int64, status orders.Status) error {
 	if !plainJSONText(string(status)) {
-		return c.Status(fiber.StatusAccepted).JSON(purchaseOut{OrderID: idString(orderID), Status: status})
+		return c.Status(fiber.StatusAccepted).JSON(api.Purchase{OrderID: idString(orderID), Status: string(status)})
 	}
 	var buf [96]byte
 	b := append(buf[:0], `{"order_id":"`...)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/orders"
 )
 
@@ -38,7 +39,7 @@ func TestHandWrittenBodiesAreJSONs(t *testing.T) {
 	for _, id := range []int64{1, 7190000000000000001, math.MaxInt64} {
 		for _, st := range []orders.Status{orders.StatusReserved, orders.StatusCreated, "odd<\"status\">"} {
 			status, ct, body := answer(func(c *fiber.Ctx) error { return writePurchase(c, id, st) })
-			want, err := json.Marshal(purchaseOut{OrderID: idString(id), Status: st})
+			want, err := json.Marshal(api.Purchase{OrderID: idString(id), Status: string(st)})
 			require.NoError(t, err)
 			require.Equal(t, string(want), string(body))
 			require.Equal(t, fiber.StatusAccepted, status)

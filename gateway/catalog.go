@@ -20,7 +20,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // CatalogCacheControl is the Cache-Control of the catalog's answers. A shop
@@ -106,7 +108,7 @@ func (cc *catalogCache) encodeVoucher(prev *encodedCatalog, v seckill.Voucher) (
 		return nil, fmt.Errorf("gateway: encode voucher %d: %w", v.ID, err)
 	}
 	frame := make([]byte, 0, len(body)+32)
-	frame = append(frame, `{"type":"voucher","voucher":`...)
+	frame = append(frame, `{"type":"`+api.FrameVoucher+`","voucher":`...)
 	frame = append(frame, body...)
 	frame = append(frame, '}')
 	return &encodedVoucher{v: v, body: body, etag: strongETag(body), frame: frame}, nil
@@ -209,13 +211,9 @@ func (s *Server) getVoucher(c *fiber.Ctx) error {
 	}
 	ev, ok := e.byID[id]
 	if !ok {
-		return fmt.Errorf("voucher %d: %w", id, seckill.ErrNotFound)
+		return fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	return sendCatalog(c, ev.body, ev.etag)
-}
-
-type voucherStateIn struct {
-	State string `json:"state"`
 }
 
 // setVoucherState pauses one voucher's sale or ends the pause; every
@@ -225,7 +223,7 @@ func (s *Server) setVoucherState(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var in voucherStateIn
+	var in api.VoucherState
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 
 // The gateway's dependencies are the small interfaces below, declared here
 // where they are used; cmd wires the real implementations. Every error they
-// return should wrap a seckill sentinel: the gateway maps those to HTTP, and
-// answers anything else with 500 internal.
+// return should wrap a kind of seckill/apperr or a refusal of seckill: the
+// gateway maps those to HTTP, and answers anything else with 500 internal.
 
 // Catalog is the list of vouchers, kept in memory (seckill.Catalog
 // implements it): the catalog routes and the buying path's first gate read
@@ -28,7 +28,7 @@ type Catalog interface {
 	Snapshot(ctx context.Context) (*seckill.CatalogSnapshot, error)
 	// Voucher returns one voucher from memory; an id it does not know is
 	// looked up once for every caller (a voucher created a moment ago on
-	// another instance), else seckill.ErrNotFound.
+	// another instance), else apperr.ErrNotFound.
 	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
 }
 
@@ -46,7 +46,7 @@ type SyncBuyer interface {
 // OrderReader reads a shopper's orders, including those still only reserved
 // in Redis (the contract: a client never sees 404 for an order id it was given).
 type OrderReader interface {
-	// Get returns the order, or seckill.ErrNotFound when it does not exist
+	// Get returns the order, or apperr.ErrNotFound when it does not exist
 	// or belongs to someone else.
 	Get(ctx context.Context, userID, orderID int64) (orders.Order, error)
 	// List returns the user's orders, newest first.
@@ -55,7 +55,7 @@ type OrderReader interface {
 
 // StatsReader reports one voucher's sales for operators.
 type StatsReader interface {
-	// Stats returns the voucher's figures, or seckill.ErrNotFound. The
+	// Stats returns the voucher's figures, or apperr.ErrNotFound. The
 	// answer's Orders[orders.StatusReserved] is the count of live holds not
 	// yet persisted (a Redis figure), and StockLeft is the live stock.
 	Stats(ctx context.Context, voucherID int64) (orders.Stats, error)
@@ -68,7 +68,7 @@ type Accounts interface {
 }
 
 // TokenVerifier checks a bearer token and names its user (auth.Tokens
-// implements it). Errors wrap seckill.ErrUnauthenticated.
+// implements it). Errors wrap apperr.ErrUnauthenticated.
 type TokenVerifier interface {
 	Verify(token string) (userID int64, err error)
 }
@@ -88,7 +88,7 @@ type BreakerAdmin interface {
 	// read it, and what this instance's breaker is doing.
 	Status() (mode, state string)
 	// Switch stores the mode for every instance; an unknown mode is
-	// seckill.ErrInvalidInput.
+	// apperr.ErrInvalidInput.
 	Switch(ctx context.Context, mode string) error
 }
 

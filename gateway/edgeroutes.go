@@ -5,36 +5,20 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // The routes of the edge issue that are not gates: the captcha a shopper
 // answers before buying a voucher that requires one, and the operator's
 // switch of the circuit breaker.
 
-type captchaOut struct {
-	CaptchaID string `json:"captcha_id"`
-	Image     string `json:"image"`
-}
-
-type breakerIn struct {
-	Mode string `json:"mode"`
-}
-
-type breakerOut struct {
-	Mode  string `json:"mode"`
-	State string `json:"state"`
-	// Paths is each dependency path's state, when the breaker has paths
-	// (BreakerPaths).
-	Paths map[string]string `json:"paths,omitempty"`
-}
-
 // newCaptcha issues a captcha, single use and short-lived. It is anonymous
 // and each one costs an image and a Redis write, so it is behind a per-IP
 // limit of its own: one client cannot flood it.
 func (s *Server) newCaptcha(c *fiber.Ctx) error {
 	if s.deps.Captchas == nil {
-		return fmt.Errorf("%w: captchas are not configured", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: captchas are not configured", apperr.ErrUnavailable)
 	}
 	if l := s.deps.Gates.CaptchaIssue; l != nil {
 		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
@@ -45,16 +29,16 @@ func (s *Server) newCaptcha(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(captchaOut{CaptchaID: id, Image: image})
+	return c.JSON(api.Captcha{CaptchaID: id, Image: image})
 }
 
 // breakerStatus reports the ops switch and this instance's breaker.
 func (s *Server) breakerStatus(c *fiber.Ctx) error {
 	if s.deps.Breaker == nil {
-		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
 	}
 	mode, state := s.deps.Breaker.Status()
-	out := breakerOut{Mode: mode, State: state}
+	out := api.Breaker{Mode: mode, State: state}
 	if p, ok := s.deps.Breaker.(BreakerPaths); ok {
 		out.Paths = p.Paths()
 	}
@@ -65,9 +49,9 @@ func (s *Server) breakerStatus(c *fiber.Ctx) error {
 // within a second.
 func (s *Server) switchBreaker(c *fiber.Ctx) error {
 	if s.deps.Breaker == nil {
-		return fmt.Errorf("%w: the breaker is not configured", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
 	}
-	var in breakerIn
+	var in api.BreakerMode
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}

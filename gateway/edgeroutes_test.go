@@ -12,7 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // memCaptchas and memBreaker stand in for the edge package (which imports
@@ -37,7 +38,7 @@ func (m *memBreaker) Status() (string, string) {
 
 func (m *memBreaker) Switch(_ context.Context, mode string) error {
 	if mode != "auto" && mode != "open" && mode != "closed" {
-		return fmt.Errorf("%w: mode must be auto, open or closed", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: mode must be auto, open or closed", apperr.ErrInvalidInput)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -50,7 +51,7 @@ func TestCaptchaRoute(t *testing.T) {
 	b := setup(t, func(_ *Config, d *Deps) { d.Captchas = &memCaptchas{} })
 	resp, body := b.do(t, "GET", "/api/v1/captcha", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
-	out := decode[captchaOut](t, body)
+	out := decode[api.Captcha](t, body)
 	require.Equal(t, "cap1", out.CaptchaID)
 	require.True(t, strings.HasPrefix(out.Image, "data:image/png;base64,"))
 
@@ -74,7 +75,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 			defer mu.Unlock()
 			seen = append(seen, ip)
 			if len(seen) > 1 {
-				return seckill.WithRetryAfter(seckill.ErrRateLimited, 20*time.Second)
+				return apperr.WithRetryAfter(apperr.ErrRateLimited, 20*time.Second)
 			}
 			return nil
 		})
@@ -112,11 +113,11 @@ func TestBreakerAdminRoutes(t *testing.T) {
 
 	resp, body := b.do(t, "GET", "/api/v1/admin/breaker", "", admin...)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
-	require.Equal(t, breakerOut{Mode: "auto", State: "closed"}, decode[breakerOut](t, body))
+	require.Equal(t, api.Breaker{Mode: "auto", State: "closed"}, decode[api.Breaker](t, body))
 
 	resp, body = b.do(t, "PUT", "/api/v1/admin/breaker", `{"mode":"open"}`, admin...)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
-	require.Equal(t, "open", decode[breakerOut](t, body).Mode)
+	require.Equal(t, "open", decode[api.Breaker](t, body).Mode)
 
 	for _, bad := range []string{`{"mode":"half"}`, `{"mode":"open","x":1}`, `{}`, `{"mode":"open"} {}`, `[`} {
 		resp, body = b.do(t, "PUT", "/api/v1/admin/breaker", bad, admin...)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // errorRow is one line of the error table (gateway/openapi.yaml).
@@ -27,22 +29,22 @@ type errorRow struct {
 // table of gateway/openapi.yaml). It is only read. The first row whose sentinel is in the error's
 // chain wins, so an error wrapping two sentinels takes the earlier row.
 var errorTable = [...]errorRow{
-	{seckill.ErrInvalidInput, fiber.StatusBadRequest, "invalid_input", "the request is not valid"},
-	{seckill.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
-	{seckill.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
-	{seckill.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
+	{apperr.ErrInvalidInput, fiber.StatusBadRequest, "invalid_input", "the request is not valid"},
+	{apperr.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
+	{apperr.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
+	{apperr.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
 	{seckill.ErrNotAdmitted, fiber.StatusForbidden, "not_admitted", "this voucher has a waiting room: join its line, and buy with the pass you get when admitted"},
-	{seckill.ErrNotFound, fiber.StatusNotFound, "not_found", "we could not find what you asked for"},
+	{apperr.ErrNotFound, fiber.StatusNotFound, "not_found", "we could not find what you asked for"},
 	{seckill.ErrSoldOut, fiber.StatusConflict, "sold_out", "this voucher is sold out"},
 	{seckill.ErrLimitExceeded, fiber.StatusConflict, "limit_exceeded", "you have reached the limit for this voucher"},
 	{seckill.ErrNotStarted, fiber.StatusConflict, "not_started", "the sale has not started yet"},
 	{seckill.ErrEnded, fiber.StatusConflict, "ended", "the sale has ended"},
-	{seckill.ErrConflict, fiber.StatusConflict, "conflict", "the order cannot change that way in its current state"},
-	{seckill.ErrUsernameTaken, fiber.StatusConflict, "username_taken", "that username is taken; please choose another"},
-	{seckill.ErrTooLarge, fiber.StatusRequestEntityTooLarge, "too_large", "the request body is too large"},
-	{seckill.ErrRateLimited, fiber.StatusTooManyRequests, "rate_limited", "too many requests; please wait a moment and try again"},
+	{apperr.ErrConflict, fiber.StatusConflict, "conflict", "the order cannot change that way in its current state"},
+	{apperr.ErrUsernameTaken, fiber.StatusConflict, "username_taken", "that username is taken; please choose another"},
+	{apperr.ErrTooLarge, fiber.StatusRequestEntityTooLarge, "too_large", "the request body is too large"},
+	{apperr.ErrRateLimited, fiber.StatusTooManyRequests, "rate_limited", "too many requests; please wait a moment and try again"},
 	{seckill.ErrSalePaused, fiber.StatusServiceUnavailable, "sale_paused", "the sale of this voucher is paused for a moment; please try again shortly"},
-	{seckill.ErrUnavailable, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
+	{apperr.ErrUnavailable, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
 	// Our own request deadline (Config.RequestTimeout) or a dependency too
 	// slow to answer inside it: the same as a dependency that is down.
 	{context.DeadlineExceeded, fiber.StatusServiceUnavailable, "unavailable", "the service is busy right now; please try again shortly"},
@@ -66,19 +68,9 @@ type apiError struct {
 	retryAfter time.Duration
 }
 
-// errorBody is the API's error body: {"error": {"code", "message"}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // body is the error body of the answer.
-func (e apiError) body() errorBody {
-	return errorBody{Error: errorDetail{Code: e.row.code, Message: e.message}}
+func (e apiError) body() api.ErrorBody {
+	return api.ErrorBody{Error: api.ErrorDetail{Code: e.row.code, Message: e.message}}
 }
 
 // classify maps any error to its answer.
@@ -130,18 +122,18 @@ func fiberRow(status int) (errorRow, bool) {
 	case status == fiber.StatusMethodNotAllowed:
 		return lookup(errMethodNotAllowed)
 	case status == fiber.StatusRequestEntityTooLarge || status == fiber.StatusRequestHeaderFieldsTooLarge:
-		return lookup(seckill.ErrTooLarge)
+		return lookup(apperr.ErrTooLarge)
 	case status == fiber.StatusTooManyRequests:
-		return lookup(seckill.ErrRateLimited)
+		return lookup(apperr.ErrRateLimited)
 	case status == fiber.StatusServiceUnavailable || status == fiber.StatusRequestTimeout:
-		return lookup(seckill.ErrUnavailable)
+		return lookup(apperr.ErrUnavailable)
 	case status >= 400 && status < 500:
-		return lookup(seckill.ErrInvalidInput)
+		return lookup(apperr.ErrInvalidInput)
 	}
 	return errorRow{}, false
 }
 
-func invalid(msg string) error { return seckill.Public(seckill.ErrInvalidInput, msg) }
+func invalid(msg string) error { return apperr.Public(apperr.ErrInvalidInput, msg) }
 
 // retryAfterSeconds is the header's value: whole seconds, rounded up, at
 // least one (a client told "0" retries at once, which is the flood we refuse).

@@ -15,6 +15,7 @@ import (
 
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // apiTable is the error table of gateway/openapi.yaml, copied by hand: the test fails when the
@@ -24,21 +25,21 @@ var apiTable = []struct {
 	status   int
 	code     string
 }{
-	{seckill.ErrInvalidInput, 400, "invalid_input"},
-	{seckill.ErrCaptchaInvalid, 400, "captcha_invalid"},
-	{seckill.ErrUnauthenticated, 401, "unauthenticated"},
-	{seckill.ErrForbidden, 403, "forbidden"},
-	{seckill.ErrNotFound, 404, "not_found"},
+	{apperr.ErrInvalidInput, 400, "invalid_input"},
+	{apperr.ErrCaptchaInvalid, 400, "captcha_invalid"},
+	{apperr.ErrUnauthenticated, 401, "unauthenticated"},
+	{apperr.ErrForbidden, 403, "forbidden"},
+	{apperr.ErrNotFound, 404, "not_found"},
 	{seckill.ErrSoldOut, 409, "sold_out"},
 	{seckill.ErrLimitExceeded, 409, "limit_exceeded"},
 	{seckill.ErrNotStarted, 409, "not_started"},
 	{seckill.ErrEnded, 409, "ended"},
-	{seckill.ErrConflict, 409, "conflict"},
-	{seckill.ErrUsernameTaken, 409, "username_taken"},
-	{seckill.ErrTooLarge, 413, "too_large"},
-	{seckill.ErrRateLimited, 429, "rate_limited"},
+	{apperr.ErrConflict, 409, "conflict"},
+	{apperr.ErrUsernameTaken, 409, "username_taken"},
+	{apperr.ErrTooLarge, 413, "too_large"},
+	{apperr.ErrRateLimited, 429, "rate_limited"},
 	{seckill.ErrSalePaused, 503, "sale_paused"},
-	{seckill.ErrUnavailable, 503, "unavailable"},
+	{apperr.ErrUnavailable, 503, "unavailable"},
 }
 
 func TestClassifyEverySentinel(t *testing.T) {
@@ -86,12 +87,12 @@ func (*leaky) PublicMessage() string { return "secret" }
 
 func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	t.Parallel()
-	e := classify(seckill.WithRetryAfter(fmt.Errorf("limit: %w", seckill.ErrRateLimited), 2500*time.Millisecond))
+	e := classify(apperr.WithRetryAfter(fmt.Errorf("limit: %w", apperr.ErrRateLimited), 2500*time.Millisecond))
 	require.Equal(t, 429, e.row.status)
 	require.Equal(t, "3", retryAfterSeconds(e.retryAfter), "rounded up")
 	require.Equal(t, "1", retryAfterSeconds(10*time.Millisecond), "never 0")
 
-	e = classify(fmt.Errorf("buy: %w", seckill.Invalidf("quantity must be 1 to %d", 100)))
+	e = classify(fmt.Errorf("buy: %w", apperr.Invalidf("quantity must be 1 to %d", 100)))
 	require.Equal(t, "quantity must be 1 to 100", e.message)
 
 	e = classify(fmt.Errorf("buyer: %w", context.DeadlineExceeded))
@@ -115,14 +116,14 @@ func TestErrorRowsOverHTTP(t *testing.T) {
 	t.Parallel()
 	captchaGate := captchaFunc(func(_ context.Context, a *pipe.Attempt, _ bool) error {
 		if a.CaptchaAnswer != "right" {
-			return fmt.Errorf("captcha: %w", seckill.ErrCaptchaInvalid)
+			return fmt.Errorf("captcha: %w", apperr.ErrCaptchaInvalid)
 		}
 		return nil
 	})
 	limitGate := limitFunc(func(_ context.Context, a *pipe.Attempt) error {
 		if a.Request.RequestKey == "flood" {
 			a.SetHeader("RateLimit-Remaining", "0")
-			return seckill.WithRetryAfter(seckill.ErrRateLimited, 3*time.Second)
+			return apperr.WithRetryAfter(apperr.ErrRateLimited, 3*time.Second)
 		}
 		return nil
 	})
@@ -136,8 +137,8 @@ func TestErrorRowsOverHTTP(t *testing.T) {
 		"limit":    seckill.ErrLimitExceeded,
 		"early":    seckill.ErrNotStarted,
 		"late":     seckill.ErrEnded,
-		"conflict": seckill.ErrConflict,
-		"down":     fmt.Errorf("%w: queue: kafka: client has run out of available brokers", seckill.ErrUnavailable),
+		"conflict": apperr.ErrConflict,
+		"down":     fmt.Errorf("%w: queue: kafka: client has run out of available brokers", apperr.ErrUnavailable),
 		"boom":     errors.New("ERR Error running script (call to f_1234): @user_script:12: secret"),
 	}
 	b.buyer.setFn(func(req seckill.BuyRequest) (seckill.ReserveResult, error) {

@@ -10,7 +10,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // FuzzBuyRequest throws arbitrary ids, keys and bodies at the buying route,
@@ -90,7 +91,7 @@ func checkErrorBody(t *testing.T, raw []byte) {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var e errorBody
+	var e api.ErrorBody
 	if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 		t.Fatalf("not the API's error body: %s (%v)", raw, err)
 	}
@@ -121,14 +122,14 @@ func FuzzBuyBody(f *testing.F) {
 		defer app.ReleaseCtx(c)
 		c.Request().Header.SetContentType(contentType)
 		c.Request().SetBodyString(body)
-		var fast, slow buyIn
+		var fast, slow api.BuyRequest
 		fastErr := decodeBuy(c, &fast)
 		slowErr := decodeJSON(c, &slow, true)
 		if (fastErr == nil) != (slowErr == nil) || (fastErr != nil && fastErr.Error() != slowErr.Error()) {
 			t.Fatalf("body %q, Content-Type %q: hand-read says %v, encoding/json says %v", body, contentType, fastErr, slowErr)
 		}
 		if fastErr != nil {
-			if !errors.Is(fastErr, seckill.ErrInvalidInput) {
+			if !errors.Is(fastErr, apperr.ErrInvalidInput) {
 				t.Fatalf("body %q: refusal %v is not invalid input", body, fastErr)
 			}
 			return

@@ -10,71 +10,29 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // HeaderIdempotencyKey names a buy attempt so that retries hold stock once.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// --- the wire shapes of gateway/openapi.yaml. Ids are strings (browsers lose precision
-// above 2^53), times are UTC, money is cents.
+// --- the objects of gateway/openapi.yaml (gateway/api) from the domain's values
 
-type credentialsIn struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
-
-type userOut struct {
-	ID       string `json:"id"`
-	Username string `json:"username"`
-}
-
-type sessionOut struct {
-	Token     string    `json:"token"`
-	UserID    string    `json:"user_id"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-type voucherOut struct {
-	ID              string       `json:"id"`
-	Title           string       `json:"title"`
-	Kind            seckill.Kind `json:"kind"`
-	PriceCents      int64        `json:"price_cents"`
-	StockTotal      int64        `json:"stock_total"`
-	StockLeft       int64        `json:"stock_left"`
-	PerUserLimit    int64        `json:"per_user_limit"`
-	BeginAt         time.Time    `json:"begin_at"`
-	EndAt           time.Time    `json:"end_at"`
-	CaptchaRequired bool         `json:"captcha_required"`
-	// State is where the sale stands (scheduled, on_sale, paused, sold_out,
-	// ended), as of the catalog's last refresh.
-	State seckill.State `json:"state"`
-	// Shards is how many Redis buckets hold the stock (1 for most).
-	Shards int `json:"shards"`
-	// WaitingRoom is the voucher's line, null when buying needs no pass.
-	WaitingRoom *waitingRoomJSON `json:"waiting_room"`
-}
-
-// waitingRoomJSON is a voucher's waiting room, out and in. Pointers tell a
-// missing figure from zero on the way in.
-type waitingRoomJSON struct {
-	AdmitPerSecond  *int64 `json:"admit_per_second"`
-	PrequeueSeconds *int64 `json:"prequeue_seconds"`
-}
-
-func waitingRoomOut(r *seckill.WaitingRoom) *waitingRoomJSON {
+func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
 	if r == nil {
 		return nil
 	}
-	return &waitingRoomJSON{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
+	return &api.WaitingRoom{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
 }
 
-// room is the operator's waiting room: admit_per_second is required,
-// prequeue_seconds defaults to 0 (no pre-queue).
-func (r *waitingRoomJSON) room() (*seckill.WaitingRoom, error) {
+// waitingRoomIn is the operator's waiting room: admit_per_second is
+// required, prequeue_seconds defaults to 0 (no pre-queue).
+func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -88,16 +46,16 @@ func (r *waitingRoomJSON) room() (*seckill.WaitingRoom, error) {
 	return room, nil
 }
 
-func voucherJSON(v seckill.Voucher) voucherOut {
+func voucherJSON(v seckill.Voucher) api.Voucher {
 	st := v.State
 	if st == "" {
 		st = v.StateAt(time.Now())
 	}
-	return voucherOut{
-		State:           st,
+	return api.Voucher{
+		State:           string(st),
 		ID:              idString(v.ID),
 		Title:           v.Title,
-		Kind:            v.Kind,
+		Kind:            string(v.Kind),
 		PriceCents:      v.PriceCents,
 		StockTotal:      v.StockTotal,
 		StockLeft:       v.StockLeft,
@@ -108,59 +66,6 @@ func voucherJSON(v seckill.Voucher) voucherOut {
 		Shards:          v.ShardCount(),
 		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
 	}
-}
-
-// voucherIn is the operator's new voucher. Pointers tell "missing" from zero.
-type voucherIn struct {
-	Title           *string `json:"title"`
-	Kind            *string `json:"kind"`
-	PriceCents      *int64  `json:"price_cents"`
-	Stock           *int64  `json:"stock"`
-	PerUserLimit    *int64  `json:"per_user_limit"`
-	BeginAt         *string `json:"begin_at"`
-	EndAt           *string `json:"end_at"`
-	CaptchaRequired bool    `json:"captcha_required"`
-	// Shards defaults to 1; 0 is refused rather than read as the default.
-	Shards      *int             `json:"shards"`
-	WaitingRoom *waitingRoomJSON `json:"waiting_room"`
-}
-
-type buyIn struct {
-	Quantity      *int64 `json:"quantity"`
-	CaptchaID     string `json:"captcha_id"`
-	CaptchaAnswer string `json:"captcha_answer"`
-}
-
-type purchaseOut struct {
-	OrderID string        `json:"order_id"`
-	Status  orders.Status `json:"status"`
-}
-
-type statsOut struct {
-	VoucherID  string `json:"voucher_id"`
-	StockTotal int64  `json:"stock_total"`
-	StockLeft  int64  `json:"stock_left"`
-	Reserved   int64  `json:"reserved"`
-	Created    int64  `json:"created"`
-	Paid       int64  `json:"paid"`
-	Cancelled  int64  `json:"cancelled"`
-	Failed     int64  `json:"failed"`
-	// Drift extends the v1 stats for seckill vouchers: Redis's view beside
-	// PostgreSQL's, and every disagreement in words. Absent for other kinds.
-	Drift *driftOut `json:"drift,omitempty"`
-	// Queue is the waiting room's figures; absent for a voucher without one.
-	Queue *queueStatsOut `json:"queue,omitempty"`
-}
-
-// driftOut is the drift report of one seckill voucher.
-type driftOut struct {
-	RedisOnSale bool     `json:"redis_on_sale"`
-	RedisLeft   int64    `json:"redis_left"`
-	RedisHeld   int64    `json:"redis_held"`
-	Pending     int64    `json:"pending"`
-	InFlight    int64    `json:"in_flight"`
-	OK          bool     `json:"ok"`
-	Problems    []string `json:"problems"`
 }
 
 // --- accounts
@@ -178,7 +83,7 @@ func (s *Server) register(c *fiber.Ctx) error {
 	if err := s.allowCredentials(c); err != nil {
 		return err
 	}
-	var in credentialsIn
+	var in api.Credentials
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
@@ -186,14 +91,14 @@ func (s *Server) register(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusCreated).JSON(userOut{ID: idString(u.ID), Username: u.Username})
+	return c.Status(fiber.StatusCreated).JSON(api.User{ID: idString(u.ID), Username: u.Username})
 }
 
 func (s *Server) login(c *fiber.Ctx) error {
 	if err := s.allowCredentials(c); err != nil {
 		return err
 	}
-	var in credentialsIn
+	var in api.Credentials
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
@@ -205,7 +110,7 @@ func (s *Server) login(c *fiber.Ctx) error {
 		}
 	}
 	token, uid, exp, err := s.deps.Accounts.Login(c.UserContext(), in.Username, in.Password)
-	if charged && !errors.Is(err, seckill.ErrUnauthenticated) {
+	if charged && !errors.Is(err, apperr.ErrUnauthenticated) {
 		// Only wrong credentials spend the budget: the owner's successes
 		// (and our own failures) leave it to the owner.
 		names.Refund(context.WithoutCancel(c.UserContext()), in.Username)
@@ -213,13 +118,13 @@ func (s *Server) login(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(sessionOut{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})
+	return c.JSON(api.Session{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})
 }
 
 // --- vouchers (the catalog routes are in catalog.go)
 
 func (s *Server) createVoucher(c *fiber.Ctx) error {
-	var in voucherIn
+	var in api.NewVoucher
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
@@ -256,11 +161,11 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 	}
 	if in.Shards != nil {
 		if *in.Shards < 1 {
-			return seckill.Invalidf("shards must be 1 to %d", seckill.MaxShards)
+			return apperr.Invalidf("shards must be 1 to %d", seckill.MaxShards)
 		}
 		v.Shards = *in.Shards
 	}
-	if v.WaitingRoom, err = in.WaitingRoom.room(); err != nil {
+	if v.WaitingRoom, err = waitingRoomIn(in.WaitingRoom); err != nil {
 		return err
 	}
 	if err := v.Validate(); err != nil {
@@ -286,7 +191,7 @@ func (s *Server) voucherStats(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(statsOut{
+	return c.JSON(api.Stats{
 		VoucherID:  idString(id),
 		StockTotal: st.StockTotal,
 		StockLeft:  st.StockLeft,
@@ -300,7 +205,7 @@ func (s *Server) voucherStats(c *fiber.Ctx) error {
 	})
 }
 
-func newDriftOut(st orders.Stats) *driftOut {
+func newDriftOut(st orders.Stats) *api.Drift {
 	if st.Redis == nil || st.Drift == nil {
 		return nil
 	}
@@ -308,7 +213,7 @@ func newDriftOut(st orders.Stats) *driftOut {
 	if problems == nil {
 		problems = []string{}
 	}
-	return &driftOut{
+	return &api.Drift{
 		RedisOnSale: st.Redis.OnSale, RedisLeft: st.Redis.Left, RedisHeld: st.Redis.Held,
 		Pending: st.Redis.Pending, InFlight: st.Drift.InFlight, OK: st.Drift.OK(), Problems: problems,
 	}
@@ -324,7 +229,7 @@ func idempotencyKey(h string) (string, error) {
 		return "", nil
 	}
 	if len(h) > seckill.MaxRequestKey {
-		return "", seckill.Invalidf("the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
+		return "", apperr.Invalidf("the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
 	}
 	for i := 0; i < len(h); i++ {
 		if h[i] < 0x21 || h[i] > 0x7e {
@@ -367,7 +272,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var in buyIn
+	var in api.BuyRequest
 	if err := decodeBuy(c, &in); err != nil {
 		return err
 	}
@@ -413,7 +318,7 @@ func (s *Server) listOrders(c *fiber.Ctx) error {
 		}
 		return cmp.Compare(b.ID, a.ID)
 	})
-	out := make([]notify.APIOrder, 0, len(list))
+	out := make([]api.Order, 0, len(list))
 	for _, o := range list {
 		if o.UserID != uid {
 			continue // never show someone else's order, whatever the reader did
@@ -436,7 +341,7 @@ func (s *Server) getOrder(c *fiber.Ctx) error {
 	if o.UserID != uid {
 		// The contract: someone else's order is 404, not 403: its existence is
 		// not the caller's business.
-		return seckill.ErrNotFound
+		return apperr.ErrNotFound
 	}
 	return c.JSON(notify.OrderJSON(o))
 }

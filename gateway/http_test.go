@@ -14,9 +14,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -304,7 +306,7 @@ func TestCredentialsGate(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, ip)
-			return seckill.WithRetryAfter(seckill.ErrRateLimited, 30*time.Second)
+			return apperr.WithRetryAfter(apperr.ErrRateLimited, 30*time.Second)
 		})
 	})
 	resp, body := b.do(t, "POST", "/api/v1/sessions", `{"username":"carol","password":"carol-pass"}`)
@@ -340,7 +342,7 @@ func TestVouchers(t *testing.T) {
 
 	resp, body = b.do(t, "GET", "/api/v1/vouchers", "")
 	require.Equal(t, 200, resp.StatusCode)
-	list := decode[[]voucherOut](t, body)
+	list := decode[[]api.Voucher](t, body)
 	require.Len(t, list, 2)
 	require.Equal(t, "2", list[0].ID, "newest first")
 
@@ -354,7 +356,7 @@ func TestVouchers(t *testing.T) {
 
 	// A store that is down is a 503, with no driver words.
 	b.catalog.mu.Lock()
-	b.catalog.err = fmt.Errorf("%w: failed to connect to `host=10.1.2.3 user=seckill`", seckill.ErrUnavailable)
+	b.catalog.err = fmt.Errorf("%w: failed to connect to `host=10.1.2.3 user=seckill`", apperr.ErrUnavailable)
 	b.catalog.mu.Unlock()
 	resp, body = b.do(t, "GET", "/api/v1/vouchers", "")
 	msg := requireAPIError(t, resp, body, 503, "unavailable")
@@ -384,7 +386,7 @@ func TestOrders(t *testing.T) {
 
 	resp, body = b.do(t, "GET", "/api/v1/orders/13", "", me...)
 	require.Equal(t, 200, resp.StatusCode, "a reserved order is readable at once")
-	require.Equal(t, notify.OrderJSON(reserved), decode[notify.APIOrder](t, body), "the same shape as the socket's")
+	require.Equal(t, notify.OrderJSON(reserved), decode[api.Order](t, body), "the same shape as the socket's")
 
 	resp, body = b.do(t, "GET", "/api/v1/orders/12", "", me...)
 	requireAPIError(t, resp, body, 404, "not_found")

@@ -18,7 +18,7 @@ import (
 // decodeJSON reads the body into dst strictly: one JSON value of the right
 // shape, no unknown fields, nothing after it. An empty body is allowed only
 // when allowEmpty (dst then keeps its zero value). Every failure wraps
-// seckill.ErrInvalidInput with a sentence about what was wrong. The decoded
+// apperr.ErrInvalidInput with a sentence about what was wrong. The decoded
 // strings are fresh copies, never views of fasthttp's buffer.
 func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 	body := c.Body()

@@ -8,12 +8,12 @@ import (
 
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // OrderLifecycle moves a shopper's persisted order on (orders.Lifecycle
 // implements it). Each call is one conditional update: racing a payment
-// timeout, exactly one wins and the other gets seckill.ErrConflict.
+// timeout, exactly one wins and the other gets apperr.ErrConflict.
 type OrderLifecycle interface {
 	Pay(ctx context.Context, userID, orderID int64) (orders.Order, error)
 	Cancel(ctx context.Context, userID, orderID int64) (orders.Order, error)
@@ -21,7 +21,7 @@ type OrderLifecycle interface {
 
 // errStillReserved answers a pay or cancel of an order the workers have not
 // persisted yet: it will be payable in a moment, so say so.
-var errStillReserved = fmt.Errorf("%w: the order is still being placed; try again in a moment", seckill.ErrConflict)
+var errStillReserved = fmt.Errorf("%w: the order is still being placed; try again in a moment", apperr.ErrConflict)
 
 func (s *Server) payOrder(c *fiber.Ctx) error {
 	return s.moveOrder(c, OrderLifecycle.Pay)
@@ -39,7 +39,7 @@ func (s *Server) moveOrder(c *fiber.Ctx, move func(OrderLifecycle, context.Conte
 		return err
 	}
 	if s.deps.Lifecycle == nil {
-		return fmt.Errorf("%w: orders cannot be paid or cancelled on this instance", seckill.ErrUnavailable)
+		return fmt.Errorf("%w: orders cannot be paid or cancelled on this instance", apperr.ErrUnavailable)
 	}
 	uid := userIDOf(c)
 	o, err := move(s.deps.Lifecycle, c.UserContext(), uid, id)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // HeaderRequestID carries the request id, in and out.
@@ -161,14 +161,14 @@ func bearer(h string) (string, bool) {
 func (s *Server) requireShopper(c *fiber.Ctx) error {
 	tok, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
-		return seckill.Public(seckill.ErrUnauthenticated, "please sign in first: send Authorization: Bearer <token>")
+		return apperr.Public(apperr.ErrUnauthenticated, "please sign in first: send Authorization: Bearer <token>")
 	}
 	uid, err := s.deps.Tokens.Verify(tok)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %w", seckill.ErrUnauthenticated, err)
+		return fmt.Errorf("%w: %w", apperr.ErrUnauthenticated, err)
 	case uid <= 0:
-		return fmt.Errorf("%w: token names no user", seckill.ErrUnauthenticated)
+		return fmt.Errorf("%w: token names no user", apperr.ErrUnauthenticated)
 	}
 	c.Locals(userIDKey{}, uid)
 	return c.Next()
@@ -179,7 +179,7 @@ func (s *Server) requireShopper(c *fiber.Ctx) error {
 func (s *Server) requireAdmin(c *fiber.Ctx) error {
 	tok, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
-		return seckill.Public(seckill.ErrUnauthenticated, "this is an operator route: send Authorization: Bearer <admin token>")
+		return apperr.Public(apperr.ErrUnauthenticated, "this is an operator route: send Authorization: Bearer <admin token>")
 	}
 	// Comparing digests keeps the time independent of the token's length too.
 	got := sha256.Sum256([]byte(tok))
@@ -187,7 +187,7 @@ func (s *Server) requireAdmin(c *fiber.Ctx) error {
 		return c.Next()
 	}
 	if uid, err := s.deps.Tokens.Verify(tok); err == nil && uid > 0 {
-		return seckill.Public(seckill.ErrForbidden, "this is an operator route; a shopper's session cannot use it")
+		return apperr.Public(apperr.ErrForbidden, "this is an operator route; a shopper's session cannot use it")
 	}
-	return seckill.Public(seckill.ErrUnauthenticated, "the operator token is wrong")
+	return apperr.Public(apperr.ErrUnauthenticated, "the operator token is wrong")
 }

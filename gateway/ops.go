@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+
+	"github.com/flashsale/seckill/gateway/api"
 )
 
 // OpsHandler is the ops listener of every process: GET /healthz, GET
@@ -20,7 +22,7 @@ func OpsHandler(checks []Check, metrics http.Handler, log *slog.Logger) http.Han
 	ready := NewReadiness(checks, DefaultReadyTimeout, DefaultReadyMaxAge, log)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}, log)
+		writeJSON(w, http.StatusOK, api.Health{Status: "ok"}, log)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		body, err := ready.answer(r.Context())

@@ -10,8 +10,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -23,7 +25,7 @@ const HeaderSeckillPass = "Seckill-Pass"
 type WaitingRoom interface {
 	// Join puts the user in the line (keeping the place they have).
 	Join(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
-	// Status is the user's place; seckill.ErrNotFound when not in line.
+	// Status is the user's place; apperr.ErrNotFound when not in line.
 	Status(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
 	// Check judges a pass without I/O (seckill.ErrNotAdmitted).
 	Check(voucherID, userID int64, pass string) (waitroom.Pass, error)
@@ -34,18 +36,6 @@ type WaitingRoom interface {
 	Restore(ctx context.Context, p waitroom.Pass) error
 	// Stats are a room's figures.
 	Stats(ctx context.Context, voucherID int64) (waitroom.Stats, error)
-}
-
-type queueIn struct {
-	CaptchaID     string `json:"captcha_id"`
-	CaptchaAnswer string `json:"captcha_answer"`
-}
-
-type queueStatsOut struct {
-	Waiting    int64 `json:"waiting"`
-	Admitted   int64 `json:"admitted"`
-	Expired    int64 `json:"expired"`
-	PassesUsed int64 `json:"passes_used"`
 }
 
 // queueLine is the voucher of the route and its line.
@@ -60,10 +50,10 @@ func (s *Server) queueLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error)
 	}
 	line, ok := waitroom.LineOf(v)
 	if !ok {
-		return v, line, seckill.Public(seckill.ErrNotFound, "this voucher has no waiting room: buy it directly")
+		return v, line, apperr.Public(apperr.ErrNotFound, "this voucher has no waiting room: buy it directly")
 	}
 	if s.deps.Room == nil {
-		return v, line, seckill.Public(seckill.ErrUnavailable, "the waiting room is not available on this server")
+		return v, line, apperr.Public(apperr.ErrUnavailable, "the waiting room is not available on this server")
 	}
 	return v, line, nil
 }
@@ -76,7 +66,7 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var in queueIn
+	var in api.QueueJoin
 	if err := decodeJSON(c, &in, true); err != nil {
 		return err
 	}
@@ -86,7 +76,7 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 		if err == nil {
 			return c.JSON(waitroom.QueueJSON(st))
 		}
-		if !errors.Is(err, seckill.ErrNotFound) {
+		if !errors.Is(err, apperr.ErrNotFound) {
 			return err
 		}
 	}
@@ -121,7 +111,7 @@ func (s *Server) queueStatus(c *fiber.Ctx) error {
 }
 
 // queueStats is the queue figures of a voucher's stats, nil without a room.
-func (s *Server) queueStats(ctx context.Context, id int64) (*queueStatsOut, error) {
+func (s *Server) queueStats(ctx context.Context, id int64) (*api.QueueStats, error) {
 	v, err := s.deps.Catalog.Voucher(ctx, id)
 	if err != nil || v.WaitingRoom == nil || s.deps.Room == nil {
 		return nil, nil //nolint:nilerr // the stats answer without the queue figures
@@ -130,5 +120,5 @@ func (s *Server) queueStats(ctx context.Context, id int64) (*queueStatsOut, erro
 	if err != nil {
 		return nil, err
 	}
-	return &queueStatsOut{Waiting: st.Waiting, Admitted: st.Admitted, Expired: st.Expired, PassesUsed: st.PassesUsed}, nil
+	return &api.QueueStats{Waiting: st.Waiting, Admitted: st.Admitted, Expired: st.Expired, PassesUsed: st.PassesUsed}, nil
 }

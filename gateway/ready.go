@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/seckill/seckill"
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Readiness answers "are the dependencies reachable?" from a cached probe: a
@@ -115,7 +117,7 @@ func (r *Readiness) probe(ctx context.Context) []string {
 }
 
 func (s *Server) healthz(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok"})
+	return c.JSON(api.Health{Status: "ok"})
 }
 
 // readyz answers from Readiness: a probe at most ReadyMaxAge old, one in
@@ -123,7 +125,7 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 // are logged).
 func (s *Server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return seckill.Public(seckill.ErrUnavailable, "shutting down")
+		return apperr.Public(apperr.ErrUnavailable, "shutting down")
 	}
 	body, err := s.ready.answer(c.UserContext())
 	if err != nil {
@@ -134,17 +136,17 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 
 // answer is /readyz's body when every check passed, or the error to answer
 // with: the failing checks are named, never their errors (which are logged).
-func (r *Readiness) answer(ctx context.Context) (map[string]any, error) {
+func (r *Readiness) answer(ctx context.Context) (api.Ready, error) {
 	failed, err := r.Failed(ctx)
 	if err != nil {
-		return nil, seckill.Public(seckill.ErrUnavailable, "not ready: the readiness probe did not finish in time")
+		return api.Ready{}, apperr.Public(apperr.ErrUnavailable, "not ready: the readiness probe did not finish in time")
 	}
 	if len(failed) > 0 {
-		return nil, seckill.Public(seckill.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
+		return api.Ready{}, apperr.Public(apperr.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
 	}
-	checks := make(map[string]any, len(r.checks))
+	checks := make(map[string]string, len(r.checks))
 	for _, ch := range r.checks {
 		checks[ch.Name] = "ok"
 	}
-	return map[string]any{"status": "ready", "checks": checks}, nil
+	return api.Ready{Status: "ready", Checks: checks}, nil
 }

@@ -18,9 +18,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/testlog"
 )
 
@@ -67,7 +69,7 @@ func (f *fakeCatalog) Voucher(_ context.Context, id int64) (seckill.Voucher, err
 	v, ok := f.vouchers[id]
 	if !ok {
 		// The driver's words must never reach the client.
-		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: no rows in result set: %w", id, seckill.ErrNotFound)
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: no rows in result set: %w", id, apperr.ErrNotFound)
 	}
 	v.State = v.StateAt(time.Now())
 	return v, nil
@@ -122,7 +124,7 @@ func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (s
 	}
 	v, ok := f.vouchers[id]
 	if !ok {
-		return seckill.Voucher{}, fmt.Errorf("voucher %d: %w", id, seckill.ErrNotFound)
+		return seckill.Voucher{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	v.Paused = st == seckill.StatePaused
 	f.vouchers[id] = v
@@ -228,7 +230,7 @@ func (f *fakeOrders) Get(_ context.Context, userID, orderID int64) (orders.Order
 			return o, nil
 		}
 	}
-	return orders.Order{}, fmt.Errorf("order %d: %w", orderID, seckill.ErrNotFound)
+	return orders.Order{}, fmt.Errorf("order %d: %w", orderID, apperr.ErrNotFound)
 }
 
 func (f *fakeOrders) List(_ context.Context, userID int64) ([]orders.Order, error) {
@@ -256,7 +258,7 @@ func (f *fakeStats) Stats(_ context.Context, id int64) (orders.Stats, error) {
 	defer f.mu.Unlock()
 	st, ok := f.stats[id]
 	if !ok {
-		return orders.Stats{}, fmt.Errorf("voucher %d: %w", id, seckill.ErrNotFound)
+		return orders.Stats{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	return st, nil
 }
@@ -273,7 +275,7 @@ func (m *memUsers) CreateUser(_ context.Context, username, hash string) (int64, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.users[username]; ok {
-		return 0, fmt.Errorf("pgstore: duplicate key value violates unique constraint \"users_username_key\": %w", seckill.ErrUsernameTaken)
+		return 0, fmt.Errorf("pgstore: duplicate key value violates unique constraint \"users_username_key\": %w", apperr.ErrUsernameTaken)
 	}
 	m.nextID++
 	m.users[username] = auth.User{ID: m.nextID, Username: username, PasswordHash: hash}
@@ -285,7 +287,7 @@ func (m *memUsers) UserByName(_ context.Context, username string) (auth.User, er
 	defer m.mu.Unlock()
 	u, ok := m.users[username]
 	if !ok {
-		return auth.User{}, seckill.ErrNotFound
+		return auth.User{}, apperr.ErrNotFound
 	}
 	return u, nil
 }
@@ -433,7 +435,7 @@ func requireAPIError(t testing.TB, resp *http.Response, body []byte, status int,
 	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"), resp.Header.Get("Content-Type"))
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var e errorBody
+	var e api.ErrorBody
 	require.NoError(t, dec.Decode(&e), "error body must be exactly {error: {code, message}}: %s", body)
 	require.Equal(t, code, e.Error.Code, "body: %s", body)
 	require.NotEmpty(t, e.Error.Message)

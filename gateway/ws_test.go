@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 )
@@ -91,14 +92,14 @@ func refused(t *testing.T, resp *http.Response, err error, status int, code stri
 	requireAPIError(t, resp, body, status, code)
 }
 
-// readFrame reads one text frame as a notify.Frame.
-func readFrame(t *testing.T, conn *websocket.Conn) (notify.Frame, []byte) {
+// readFrame reads one text frame as a api.Frame.
+func readFrame(t *testing.T, conn *websocket.Conn) (api.Frame, []byte) {
 	t.Helper()
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
 	typ, msg, err := conn.ReadMessage()
 	require.NoError(t, err)
 	require.Equal(t, websocket.TextMessage, typ)
-	var f notify.Frame
+	var f api.Frame
 	require.NoError(t, json.Unmarshal(msg, &f), "%s", msg)
 	return f, msg
 }
@@ -216,7 +217,7 @@ func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 	want := []string{"9000000000000001", "9000000000000003"}
 	for _, id := range want {
 		f, raw := readFrame(t, conn)
-		require.Equal(t, notify.FrameOrder, f.Type)
+		require.Equal(t, api.FrameOrder, f.Type)
 		require.Equal(t, id, f.Order.OrderID)
 		// Byte for byte what GET /api/v1/orders/{id} answers, in a frame.
 		r, body := b.do(t, "GET", "/api/v1/orders/"+id, "", "Authorization", bearerOf(b.shopper))
@@ -226,7 +227,7 @@ func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 
 	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping"}`)))
 	_, raw = readFrame(t, conn)
-	require.JSONEq(t, notify.PongFrame, string(raw))
+	require.JSONEq(t, api.PongFrame, string(raw))
 	// Counted once written, which may be a moment after the client read it.
 	require.Eventually(t, func() bool {
 		return metricValue(t, b.srv.ws.m.snapshots) == 3 && metricValue(t, b.srv.ws.m.pongs) == 1

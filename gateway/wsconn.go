@@ -21,6 +21,7 @@ import (
 	fasthttpws "github.com/fasthttp/websocket"
 	"github.com/gofiber/contrib/websocket"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
 )
 
@@ -255,7 +256,7 @@ func (k *socket) write() socketEnd {
 				return end
 			}
 		case <-k.pongs:
-			if err := k.send([]byte(notify.PongFrame)); err != nil {
+			if err := k.send([]byte(api.PongFrame)); err != nil {
 				return socketEnd{reason: dropWriteFailed}
 			}
 			k.w.m.pongs.Inc()

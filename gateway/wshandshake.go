@@ -18,20 +18,20 @@ import (
 
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // openSocket is the handshake: every check that can be answered in HTTP is
 // answered here, before the upgrade.
 func (s *Server) openSocket(c *fiber.Ctx) error {
 	if s.deps.Live.Feed == nil {
-		return seckill.Public(seckill.ErrUnavailable, "live order updates are not available on this server")
+		return apperr.Public(apperr.ErrUnavailable, "live order updates are not available on this server")
 	}
 	if !websocket.IsWebSocketUpgrade(c) {
 		return invalid("this address speaks WebSocket only: open it with new WebSocket(...)")
 	}
 	if !s.originAllowed(c) {
-		return seckill.Public(seckill.ErrForbidden, "pages of this origin may not open the order feed")
+		return apperr.Public(apperr.ErrForbidden, "pages of this origin may not open the order feed")
 	}
 	uid, err := s.socketUser(c)
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Server) openSocket(c *fiber.Ctx) error {
 	closing := s.ws.closing
 	s.ws.mu.Unlock()
 	if closing {
-		return seckill.Public(seckill.ErrUnavailable, "this server is shutting down; connect again")
+		return apperr.Public(apperr.ErrUnavailable, "this server is shutting down; connect again")
 	}
 	ss := &session{userID: uid, requestID: requestIDOf(c)}
 	// The socket caps first: a socket refused here must not have replaced
@@ -121,9 +121,9 @@ func (s *Server) socketUser(c *fiber.Ctx) (int64, error) {
 	uid, err := s.deps.Tokens.Verify(tok)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("%w: %w", seckill.ErrUnauthenticated, err)
+		return 0, fmt.Errorf("%w: %w", apperr.ErrUnauthenticated, err)
 	case uid <= 0:
-		return 0, fmt.Errorf("%w: token names no user", seckill.ErrUnauthenticated)
+		return 0, fmt.Errorf("%w: token names no user", apperr.ErrUnauthenticated)
 	}
 	return uid, nil
 }

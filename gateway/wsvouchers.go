@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/pause"
 )
 
@@ -88,11 +89,11 @@ type addrSocks struct {
 
 // Refusals of subscribe.
 var (
-	errSocketsFull = seckill.Public(seckill.ErrUnavailable,
+	errSocketsFull = apperr.Public(apperr.ErrUnavailable,
 		"this server has too many live connections; try again shortly")
-	errAnonymousFull = seckill.Public(seckill.ErrUnavailable,
+	errAnonymousFull = apperr.Public(apperr.ErrUnavailable,
 		"this server has too many live connections without a sign-in; sign in, or try again shortly")
-	errAddrSockets = seckill.Public(seckill.ErrRateLimited,
+	errAddrSockets = apperr.Public(apperr.ErrRateLimited,
 		"too many live connections from your address; close some of this shop's tabs, or try again shortly")
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 var _ orders.BatchEvents = (*Publisher)(nil)
@@ -37,7 +37,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, events []orders.Event) err
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("notify: publish %d events: %w: %w", len(events), seckill.ErrUnavailable, err)
+		return fmt.Errorf("notify: publish %d events: %w: %w", len(events), apperr.ErrUnavailable, err)
 	}
 	return nil
 }

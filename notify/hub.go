@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Why a subscription ended, from Subscription.Err. ErrHubFull and ErrStopped
-// wrap seckill.ErrUnavailable, so the gateway's one error table maps them to
+// wrap apperr.ErrUnavailable, so the gateway's one error table maps them to
 // 503 when they happen at the handshake.
 var (
 	// ErrSlowConsumer: the subscription's buffer filled, so its client was not
@@ -27,9 +27,9 @@ var (
 	// this, the oldest, made room for the newest.
 	ErrReplaced = errors.New("notify: replaced by a newer subscription of the same user")
 	// ErrHubFull: the hub already holds MaxSubscriptions.
-	ErrHubFull = fmt.Errorf("notify: too many subscriptions: %w", seckill.ErrUnavailable)
+	ErrHubFull = fmt.Errorf("notify: too many subscriptions: %w", apperr.ErrUnavailable)
 	// ErrStopped: the hub was stopped (shutdown) before or while subscribed.
-	ErrStopped = fmt.Errorf("notify: hub stopped: %w", seckill.ErrUnavailable)
+	ErrStopped = fmt.Errorf("notify: hub stopped: %w", apperr.ErrUnavailable)
 )
 
 // Options tune a Hub. Zero values take the defaults.
@@ -148,7 +148,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.mu.Lock()
 	if h.state != hubNew {
 		h.mu.Unlock()
-		return fmt.Errorf("notify: hub already started or stopped: %w", seckill.ErrConflict)
+		return fmt.Errorf("notify: hub already started or stopped: %w", apperr.ErrConflict)
 	}
 	h.state = hubRunning
 	h.mu.Unlock()
@@ -241,7 +241,7 @@ func (h *Hub) subscribe(ctx context.Context, ch string) (*redis.PubSub, error) {
 		err = fmt.Errorf("unexpected first message %T", msg)
 	}
 	_ = ps.Close()
-	return nil, fmt.Errorf("notify: subscribe %s: %w: %w", ch, seckill.ErrUnavailable, err)
+	return nil, fmt.Errorf("notify: subscribe %s: %w: %w", ch, apperr.ErrUnavailable, err)
 }
 
 // run reads shard i's events until ctx ends, replacing its PubSub whenever

@@ -10,9 +10,9 @@
 // frames. The package knows nothing of HTTP or Fiber: the gateway owns the
 // socket, and reads frames from [Subscription.C].
 //
-// The order's JSON shape lives here, in [OrderJSON], and nowhere else, so an
-// order read through GET /api/v1/orders/{id} and one pushed on the socket are
-// always the same object.
+// The order's JSON shape is api.Order (gateway/api), and the one mapping to
+// it is [OrderJSON], so an order read through GET /api/v1/orders/{id} and one
+// pushed on the socket are always the same object.
 package notify
 
 import (
@@ -21,8 +21,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // ChannelCount is how many Redis shard channels carry the fleet's order
@@ -68,33 +69,18 @@ func channel(i int) string {
 	return "seckill:events:{" + tags[i] + "}"
 }
 
-// APIOrder is the `Order` object of gateway/openapi.yaml. The 64-bit ids are strings because
-// browsers lose precision above 2^53.
-type APIOrder struct {
-	OrderID     string        `json:"order_id"`
-	VoucherID   string        `json:"voucher_id"`
-	UserID      string        `json:"user_id"`
-	Quantity    int64         `json:"quantity"`
-	AmountCents int64         `json:"amount_cents"`
-	Status      orders.Status `json:"status"`
-	CreatedAt   time.Time     `json:"created_at"`
-	// PayDeadline is null while the order is only reserved: the deadline is
-	// set when the order is persisted.
-	PayDeadline *time.Time `json:"pay_deadline"`
-}
-
 // OrderJSON is the one mapping from an order to its API JSON object. The
 // gateway's REST answers, the socket's snapshot and the pushed events all use
 // it, so the status a shopper sees never depends on the path it came by.
 // Times are in UTC.
-func OrderJSON(o orders.Order) APIOrder {
-	a := APIOrder{
+func OrderJSON(o orders.Order) api.Order {
+	a := api.Order{
 		OrderID:     strconv.FormatInt(o.ID, 10),
 		VoucherID:   strconv.FormatInt(o.VoucherID, 10),
 		UserID:      strconv.FormatInt(o.UserID, 10),
 		Quantity:    o.Quantity,
 		AmountCents: o.AmountCents,
-		Status:      o.Status,
+		Status:      string(o.Status),
 		CreatedAt:   o.CreatedAt.UTC(),
 	}
 	if !o.PayDeadline.IsZero() {
@@ -102,25 +88,6 @@ func OrderJSON(o orders.Order) APIOrder {
 		a.PayDeadline = &d
 	}
 	return a
-}
-
-// Frame types of the socket protocol (gateway/openapi.yaml, /api/v1/ws).
-const (
-	// FrameOrder carries one order: a snapshot entry or a status change.
-	FrameOrder = "order"
-	// FramePing is what a client may send to check the connection.
-	FramePing = "ping"
-	// FramePong answers a client's ping.
-	FramePong = "pong"
-)
-
-// PongFrame is the ready-to-write answer to a client's {"type":"ping"}.
-const PongFrame = `{"type":"pong"}`
-
-// Frame is one JSON object of the socket protocol, one per text frame.
-type Frame struct {
-	Type  string    `json:"type"`
-	Order *APIOrder `json:"order,omitempty"`
 }
 
 // OrderFrame encodes the {"type":"order","order":{...}} text frame for o.
@@ -131,8 +98,8 @@ func OrderFrame(o orders.Order) ([]byte, error) {
 	return encodeOrderFrame(&a)
 }
 
-func encodeOrderFrame(a *APIOrder) ([]byte, error) {
-	b, err := json.Marshal(Frame{Type: FrameOrder, Order: a})
+func encodeOrderFrame(a *api.Order) ([]byte, error) {
+	b, err := json.Marshal(api.Frame{Type: api.FrameOrder, Order: a})
 	if err != nil {
 		return nil, fmt.Errorf("notify: encode frame: %w", err)
 	}
@@ -149,23 +116,23 @@ const MaxClientMessage = 512
 // gateway can close the socket on garbage instead of guessing.
 func ParseClientMessage(msg []byte) (string, error) {
 	if len(msg) > MaxClientMessage {
-		return "", fmt.Errorf("%w: client message over %d bytes", seckill.ErrInvalidInput, MaxClientMessage)
+		return "", fmt.Errorf("%w: client message over %d bytes", apperr.ErrInvalidInput, MaxClientMessage)
 	}
-	var f struct {
-		Type string `json:"type"`
-	}
+	var f api.ClientFrame
 	if err := json.Unmarshal(msg, &f); err != nil {
-		return "", fmt.Errorf("%w: client message is not JSON", seckill.ErrInvalidInput)
+		return "", fmt.Errorf("%w: client message is not JSON", apperr.ErrInvalidInput)
 	}
-	if f.Type != FramePing {
-		return "", fmt.Errorf("%w: unknown client message type %q", seckill.ErrInvalidInput, f.Type)
+	if f.Type != api.FramePing {
+		return "", fmt.Errorf("%w: unknown client message type %q", apperr.ErrInvalidInput, f.Type)
 	}
 	return f.Type, nil
 }
 
 // wireEvent is the JSON published on the shard channels: {"order": {...}, "at": ...}.
+// It travels between the fleet's processes only; the order in it is the
+// API's, so the frame a hub builds from it needs no mapping.
 type wireEvent struct {
-	Order APIOrder  `json:"order"`
+	Order api.Order `json:"order"`
 	At    time.Time `json:"at"`
 }
 
@@ -182,11 +149,11 @@ func encodeEvent(e orders.Event) ([]byte, error) {
 func decodeEvent(payload string) (wireEvent, int64, error) {
 	var e wireEvent
 	if err := json.Unmarshal([]byte(payload), &e); err != nil {
-		return e, 0, fmt.Errorf("%w: event is not JSON: %w", seckill.ErrInvalidInput, err)
+		return e, 0, fmt.Errorf("%w: event is not JSON: %w", apperr.ErrInvalidInput, err)
 	}
 	userID, err := strconv.ParseInt(e.Order.UserID, 10, 64)
 	if err != nil || userID <= 0 {
-		return e, 0, fmt.Errorf("%w: event has bad user_id %q", seckill.ErrInvalidInput, e.Order.UserID)
+		return e, 0, fmt.Errorf("%w: event has bad user_id %q", apperr.ErrInvalidInput, e.Order.UserID)
 	}
 	return e, userID, nil
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 func order(id, userID int64, st orders.Status) orders.Order {
@@ -72,13 +73,13 @@ func TestOrderJSONShape(t *testing.T) {
 func TestParseClientMessage(t *testing.T) {
 	typ, err := notify.ParseClientMessage([]byte(`{"type":"ping"}`))
 	require.NoError(t, err)
-	require.Equal(t, notify.FramePing, typ)
+	require.Equal(t, api.FramePing, typ)
 	for _, bad := range []string{``, `ping`, `{"type":"pong"}`, `{"type":1}`, `[]`, `{"type":"ping"` + string(make([]byte, 600)) + `}`} {
 		_, err := notify.ParseClientMessage([]byte(bad))
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%q", bad)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%q", bad)
 	}
 	var pong map[string]string
-	require.NoError(t, json.Unmarshal([]byte(notify.PongFrame), &pong))
+	require.NoError(t, json.Unmarshal([]byte(api.PongFrame), &pong))
 	require.Equal(t, map[string]string{"type": "pong"}, pong)
 }
 
@@ -104,17 +105,17 @@ func publish(t *testing.T, p *notify.Publisher, o orders.Order) {
 }
 
 // next reads one frame within a generous bound.
-func next(t *testing.T, s *notify.Subscription) notify.Frame {
+func next(t *testing.T, s *notify.Subscription) api.Frame {
 	t.Helper()
 	select {
 	case b, ok := <-s.C():
 		require.True(t, ok, "subscription ended: %v", s.Err())
-		var f notify.Frame
+		var f api.Frame
 		require.NoError(t, json.Unmarshal(b, &f))
 		return f
 	case <-time.After(5 * time.Second):
 		t.Fatal("no frame within 5s")
-		return notify.Frame{}
+		return api.Frame{}
 	}
 }
 
@@ -144,10 +145,10 @@ func TestEventCrossesInstances(t *testing.T) {
 
 	for _, s := range []*notify.Subscription{buyerOnB, buyerOnA} {
 		f := next(t, s)
-		require.Equal(t, notify.FrameOrder, f.Type)
+		require.Equal(t, api.FrameOrder, f.Type)
 		require.Equal(t, notify.OrderJSON(order(5001, 101, orders.StatusCreated)), *f.Order)
 		f = next(t, s)
-		require.Equal(t, orders.StatusPaid, f.Order.Status, "in publish order")
+		require.EqualValues(t, orders.StatusPaid, f.Order.Status, "in publish order")
 	}
 	// Both events were handled by B before the second reached buyerOnB, and
 	// the hub handles events one at a time: anything for 102 would be there.
@@ -217,7 +218,7 @@ func TestCapsBoundTheHub(t *testing.T) {
 	full := hub.Subscribe(303) // over MaxSubscriptions
 	<-full.Done()
 	require.ErrorIs(t, full.Err(), notify.ErrHubFull)
-	require.ErrorIs(t, full.Err(), seckill.ErrUnavailable, "the gateway answers 503")
+	require.ErrorIs(t, full.Err(), apperr.ErrUnavailable, "the gateway answers 503")
 	_, open := <-full.C()
 	require.False(t, open)
 
@@ -247,7 +248,7 @@ func TestBadEventsAreIgnored(t *testing.T) {
 		require.NoError(t, rdb.SPublish(ctx, notify.ChannelOf(401), bad).Err())
 	}
 	publish(t, notify.NewPublisher(rdb), order(8001, 401, orders.StatusCancelled))
-	require.Equal(t, orders.StatusCancelled, next(t, sub).Order.Status)
+	require.EqualValues(t, orders.StatusCancelled, next(t, sub).Order.Status)
 	require.Equal(t, 4.0, value(t, reg, "seckill_notify_events_total", "bad"))
 }
 
@@ -331,10 +332,10 @@ func TestStartFailsWithoutRedis(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.ErrorIs(t, hub.Start(ctx), seckill.ErrUnavailable)
+	require.ErrorIs(t, hub.Start(ctx), apperr.ErrUnavailable)
 	hub.Stop()
 
-	require.ErrorIs(t, notify.NewPublisher(dead).Publish(ctx, orders.Event{Order: order(1, 1, orders.StatusPaid)}), seckill.ErrUnavailable)
+	require.ErrorIs(t, notify.NewPublisher(dead).Publish(ctx, orders.Event{Order: order(1, 1, orders.StatusPaid)}), apperr.ErrUnavailable)
 }
 
 func TestSameRegistryTwiceIsAnError(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Publisher is what the order workers, the sweeper and pay/cancel publish
@@ -29,7 +29,7 @@ func NewPublisher(rdb redis.UniversalClient) *Publisher {
 // Publish sends e to every hub of the fleet. Pub/sub is fire and forget: a
 // hub that is reconnecting misses it, which is why clients take a fresh
 // snapshot when their socket (re)connects. A Redis failure is wrapped in
-// seckill.ErrUnavailable; the caller's transition has already committed, so
+// apperr.ErrUnavailable; the caller's transition has already committed, so
 // it logs and carries on rather than undoing anything.
 func (p *Publisher) Publish(ctx context.Context, e orders.Event) error {
 	msg, err := encodeEvent(e)
@@ -37,7 +37,7 @@ func (p *Publisher) Publish(ctx context.Context, e orders.Event) error {
 		return err
 	}
 	if err := p.rdb.SPublish(ctx, ChannelOf(e.Order.UserID), msg).Err(); err != nil {
-		return fmt.Errorf("notify: publish order %d: %w: %w", e.Order.ID, seckill.ErrUnavailable, err)
+		return fmt.Errorf("notify: publish order %d: %w: %w", e.Order.ID, apperr.ErrUnavailable, err)
 	}
 	return nil
 }

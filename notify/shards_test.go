@@ -52,10 +52,10 @@ func TestEventsReachEveryShardOnBothShapes(t *testing.T) {
 					u := int64(first + j)
 					f := next(t, s)
 					require.Equal(t, fmt.Sprint(u*10), f.Order.OrderID, "hub %d user %d", i, u)
-					require.Equal(t, orders.StatusCreated, f.Order.Status)
+					require.EqualValues(t, orders.StatusCreated, f.Order.Status)
 					f = next(t, s)
 					require.Equal(t, fmt.Sprint(u*10), f.Order.OrderID)
-					require.Equal(t, orders.StatusPaid, f.Order.Status, "in publish order")
+					require.EqualValues(t, orders.StatusPaid, f.Order.Status, "in publish order")
 					requireNothing(t, s)
 				}
 			}

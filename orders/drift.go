@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -238,7 +239,7 @@ func repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 		return nil, nil, 0, v, err
 	}
 	if v.Kind != seckill.KindSeckill {
-		return nil, nil, 0, v, fmt.Errorf("orders: repair: voucher %d is sold in PostgreSQL only: %w", voucherID, seckill.ErrInvalidInput)
+		return nil, nil, 0, v, fmt.Errorf("orders: repair: voucher %d is sold in PostgreSQL only: %w", voucherID, apperr.ErrInvalidInput)
 	}
 	if err := stock.TakeOffSale(ctx, voucherID); err != nil {
 		return nil, nil, 0, v, fmt.Errorf("orders: repair: off sale: %w", err)
@@ -292,7 +293,7 @@ func repair(ctx context.Context, voucherID int64, store RepairStore, stock Repai
 		holds, released, owed = splitForRebuild(list)
 		nReleased = len(released)
 		err = stock.Rebuild(ctx, redisstock.Truth{Voucher: v, Holds: holds, Released: released})
-		if errors.Is(err, seckill.ErrInvalidInput) && attempt < repairReads {
+		if errors.Is(err, apperr.ErrInvalidInput) && attempt < repairReads {
 			continue
 		}
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -56,7 +57,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	require.Error(t, err)
 	ghostID := v.ID + 1
 	_, err = store.Voucher(ctx, ghostID)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 
 	topic := stack.NewTopic(t, 6)
 	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))
@@ -131,7 +132,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, orders.StatusCreated, o.Status)
 		_, err = reader.Get(ctx, val.(int64)+1, k.(int64))
-		require.ErrorIs(t, err, seckill.ErrNotFound)
+		require.ErrorIs(t, err, apperr.ErrNotFound)
 		return true
 	})
 	o, err := reader.Get(ctx, 7, ghostOrder.OrderID)
@@ -167,7 +168,7 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	require.Equal(t, orders.StatusReserved, o.Status)
 	require.Equal(t, int64(1000), o.AmountCents)
 	_, err = reader.Get(ctx, 4, r.OrderID)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 	list, err := reader.List(ctx, 3)
 	require.NoError(t, err)
 	require.Len(t, list, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -64,7 +65,7 @@ func TestFencedWriteNeverBecomesAnOrder(t *testing.T) {
 	defer cancel()
 	req := seckill.BuyRequest{VoucherID: v.ID, UserID: 5, Quantity: 1, RequestKey: "late"}
 	_, err := buyer.Buy(bctx, req)
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.NotErrorIs(t, err, seckill.ErrOutcomeUnknown, "the outcome is settled: nothing was bought")
 	var ra interface{ RetryAfter() time.Duration }
 	require.True(t, errors.As(err, &ra) && ra.RetryAfter() > 0, "the refusal says when to retry: %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -119,11 +120,11 @@ func TestPayAndCancel(t *testing.T) {
 
 	// Someone else's order: not found, for pay and cancel.
 	_, err = e.life.Pay(ctx, rs[2].UserID, rs[1].OrderID)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 	_, err = e.life.Cancel(ctx, rs[2].UserID, rs[1].OrderID)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 	_, err = e.life.Cancel(ctx, 1, 42)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 
 	// Cancel twice: stock back once, the second answer is the same order.
 	o, err = e.life.Cancel(ctx, rs[1].UserID, rs[1].OrderID)
@@ -139,14 +140,14 @@ func TestPayAndCancel(t *testing.T) {
 
 	// Cancel a paid order: conflict; pay a cancelled one: conflict.
 	_, err = e.life.Cancel(ctx, rs[0].UserID, rs[0].OrderID)
-	require.ErrorIs(t, err, seckill.ErrConflict)
+	require.ErrorIs(t, err, apperr.ErrConflict)
 	_, err = e.life.Pay(ctx, rs[1].UserID, rs[1].OrderID)
-	require.ErrorIs(t, err, seckill.ErrConflict)
+	require.ErrorIs(t, err, apperr.ErrConflict)
 
 	// After the deadline: 409 even before the sweeper came.
 	time.Sleep(1100 * time.Millisecond)
 	_, err = e.life.Pay(ctx, rs[2].UserID, rs[2].OrderID)
-	require.ErrorIs(t, err, seckill.ErrConflict)
+	require.ErrorIs(t, err, apperr.ErrConflict)
 	list, err := e.life.CancelExpired(ctx, 100)
 	require.NoError(t, err)
 	require.Len(t, list, 2)
@@ -184,7 +185,7 @@ func TestPayTimeoutRace(t *testing.T) {
 				paid.Store(o.ID, true)
 				return
 			}
-			if !errors.Is(err, seckill.ErrConflict) {
+			if !errors.Is(err, apperr.ErrConflict) {
 				t.Errorf("pay %d: %v", r.OrderID, err)
 			}
 		})

@@ -126,8 +126,9 @@ type Persisted struct {
 	// Order is the stored order after the call (for a duplicate, the row as
 	// it is now, which may have moved on to paid or cancelled).
 	Order Order
-	// Reason says why an OutcomeFailed failed; it wraps a seckill sentinel
-	// (ErrNotFound, ErrSoldOut, ErrLimitExceeded, ErrConflict, ErrInvalidInput).
+	// Reason says why an OutcomeFailed failed; it wraps a refusal of
+	// seckill (ErrSoldOut, ErrLimitExceeded) or a kind of seckill/apperr
+	// (ErrNotFound, ErrConflict, ErrInvalidInput).
 	Reason error
 }
 

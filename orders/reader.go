@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/orderid"
 )
 
@@ -61,7 +62,7 @@ func NewReader(store ReadStore, holds Holds, active ActiveVouchers) *Reader {
 }
 
 // Get returns the user's order id. An unknown order and someone else's order
-// both return an error wrapping seckill.ErrNotFound.
+// both return an error wrapping apperr.ErrNotFound.
 func (r *Reader) Get(ctx context.Context, userID, orderID int64) (Order, error) {
 	o, found, err := r.stored(ctx, userID, orderID)
 	if err != nil || found {
@@ -90,7 +91,7 @@ func (r *Reader) Get(ctx context.Context, userID, orderID int64) (Order, error) 
 	if err != nil || found {
 		return o, err
 	}
-	return Order{}, fmt.Errorf("orders: order %d: %w", orderID, seckill.ErrNotFound)
+	return Order{}, fmt.Errorf("orders: order %d: %w", orderID, apperr.ErrNotFound)
 }
 
 // hold looks orderID up among the vouchers that can hold stock, listed
@@ -133,12 +134,12 @@ func minTime(a, b time.Time) time.Time {
 func (r *Reader) stored(ctx context.Context, userID, orderID int64) (Order, bool, error) {
 	o, err := r.store.Order(ctx, orderID)
 	switch {
-	case errors.Is(err, seckill.ErrNotFound):
+	case errors.Is(err, apperr.ErrNotFound):
 		return Order{}, false, nil
 	case err != nil:
 		return Order{}, false, fmt.Errorf("orders: order %d: %w", orderID, err)
 	case o.UserID != userID:
-		return Order{}, false, fmt.Errorf("orders: order %d: %w", orderID, seckill.ErrNotFound)
+		return Order{}, false, fmt.Errorf("orders: order %d: %w", orderID, apperr.ErrNotFound)
 	}
 	return o, true, nil
 }
@@ -155,7 +156,7 @@ func (r *Reader) reserved(ctx context.Context, h seckill.Reservation) (Order, er
 // PostgreSQL does not know (its order will fail) shows 0.
 func (r *Reader) price(ctx context.Context, voucherID int64) (int64, error) {
 	v, err := r.store.Voucher(ctx, voucherID)
-	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
+	if err != nil && !errors.Is(err, apperr.ErrNotFound) {
 		return 0, fmt.Errorf("orders: voucher %d: %w", voucherID, err)
 	}
 	return v.PriceCents, nil
@@ -199,7 +200,7 @@ func (r *Reader) List(ctx context.Context, userID int64) ([]Order, error) {
 				list = append(list, o)
 			}
 			continue
-		case !errors.Is(err, seckill.ErrNotFound):
+		case !errors.Is(err, apperr.ErrNotFound):
 			return nil, fmt.Errorf("orders: order %d: %w", h.OrderID, err)
 		}
 		price, ok := prices[h.VoucherID]

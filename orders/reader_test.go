@@ -12,6 +12,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // holdMap stands in for the Redis holds (redisstock is tested against real
@@ -77,7 +78,7 @@ func TestReader(t *testing.T) {
 
 	for _, id := range []int64{othersHeld.OrderID, othersStored.OrderID, 424242} {
 		_, err = r.Get(ctx, 1, id)
-		require.ErrorIs(t, err, seckill.ErrNotFound, id)
+		require.ErrorIs(t, err, apperr.ErrNotFound, id)
 	}
 
 	list, err := r.List(ctx, 1)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // BuyRequest is one shopper's attempt to buy a seckill voucher.
@@ -17,7 +19,7 @@ type BuyRequest struct {
 	// EndsAt is the end of the voucher's sale as the caller's copy of the
 	// voucher says (zero when unknown). It is read only when the fast store
 	// has no state for the voucher, to tell a sale whose keys expired after
-	// it ended (ErrEnded) from one that is being restored (ErrUnavailable).
+	// it ended (ErrEnded) from one that is being restored (apperr.ErrUnavailable).
 	EndsAt time.Time
 }
 
@@ -25,7 +27,7 @@ type BuyRequest struct {
 // Reservation.Validate. A missing user is a failed login, not bad input.
 func (r BuyRequest) Validate() error {
 	if r.UserID <= 0 {
-		return Public(ErrUnauthenticated, "bad user id")
+		return apperr.Public(apperr.ErrUnauthenticated, "bad user id")
 	}
 	return Reservation{VoucherID: r.VoucherID, UserID: r.UserID, Quantity: r.Quantity, RequestKey: r.RequestKey}.validateRequest()
 }
@@ -199,7 +201,7 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		// The message does not exist, so the hold must not outlive this
 		// call.
 		b.giveBack(ctx, sctx, r, err)
-		return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: %w", ErrUnavailable, err))
+		return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: %w", apperr.ErrUnavailable, err))
 	}
 	return res, nil
 }
@@ -226,7 +228,7 @@ func (b *Buyer) settle(ctx, sctx context.Context, r Reservation, res ReserveResu
 						"order_id", r.OrderID, "err", cerr)
 				}
 			}
-			return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: order fenced as failed: %w", ErrUnavailable, qerr))
+			return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: order fenced as failed: %w", apperr.ErrUnavailable, qerr))
 		case err == nil:
 			// A worker persisted it: the write did land.
 			return res, nil
@@ -237,7 +239,7 @@ func (b *Buyer) settle(ctx, sctx context.Context, r Reservation, res ReserveResu
 		b.log.WarnContext(ctx, "reservation queued without acknowledgement; keeping the hold for the workers or the reconciler",
 			"order_id", r.OrderID, "voucher_id", r.VoucherID, "err", qerr)
 	}
-	return ReserveResult{}, fmt.Errorf("%w: %w: the order could not be confirmed yet: %w", ErrUnavailable, ErrOutcomeUnknown, qerr)
+	return ReserveResult{}, fmt.Errorf("%w: %w: the order could not be confirmed yet: %w", apperr.ErrUnavailable, ErrOutcomeUnknown, qerr)
 }
 
 // giveBack releases r's hold, whose message does not exist or can never be

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // VoucherStore is the record of vouchers (PostgreSQL).
@@ -18,7 +20,7 @@ type VoucherStore interface {
 	Voucher(ctx context.Context, id int64) (Voucher, error)
 	Vouchers(ctx context.Context) ([]Voucher, error)
 	// SetVoucherPaused records the operator's pause (or its end) and
-	// returns the voucher, or an error wrapping ErrNotFound.
+	// returns the voucher, or an error wrapping apperr.ErrNotFound.
 	SetVoucherPaused(ctx context.Context, id int64, paused bool) (Voucher, error)
 }
 
@@ -65,7 +67,7 @@ type Announcer interface {
 // While PostgreSQL is unavailable the last snapshot keeps being served (a
 // stale catalog beats no catalog during a sale, and the buying path's
 // authority is the reservation script, not this copy); only an id never
-// seen is answered ErrUnavailable then.
+// seen is answered apperr.ErrUnavailable then.
 type Catalog struct {
 	store    VoucherStore
 	stock    StockKeeper
@@ -251,7 +253,7 @@ func (c *Catalog) Create(ctx context.Context, v Voucher) (Voucher, error) {
 			return nil
 		}
 		if err := c.stock.Warm(ctx, stored); err != nil {
-			return fmt.Errorf("%w: voucher not created, its stock could not be put on sale: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: voucher not created, its stock could not be put on sale: %w", apperr.ErrUnavailable, err)
 		}
 		warmed = stored.ID
 		return nil
@@ -289,7 +291,7 @@ func (c *Catalog) SetState(ctx context.Context, id int64, st State) (Voucher, er
 		paused = true
 	case StateOnSale:
 	default:
-		return Voucher{}, Invalidf("state must be %q or %q", StatePaused, StateOnSale)
+		return Voucher{}, apperr.Invalidf("state must be %q or %q", StatePaused, StateOnSale)
 	}
 	if _, err := c.store.SetVoucherPaused(ctx, id, paused); err != nil {
 		return Voucher{}, err
@@ -301,7 +303,7 @@ func (c *Catalog) SetState(ctx context.Context, id int64, st State) (Voucher, er
 	}
 	v, ok := c.cur.Load().Voucher(id)
 	if !ok {
-		return Voucher{}, fmt.Errorf("voucher %d: %w", id, ErrNotFound)
+		return Voucher{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	return v, nil
 }
@@ -338,7 +340,7 @@ func (c *Catalog) Snapshot(ctx context.Context) (*CatalogSnapshot, error) {
 		return s, nil // the last copy, however old, while the record is down
 	}
 	if err == nil {
-		err = fmt.Errorf("%w: the catalog has not been read yet", ErrUnavailable)
+		err = fmt.Errorf("%w: the catalog has not been read yet", apperr.ErrUnavailable)
 	}
 	return nil, err
 }
@@ -346,11 +348,11 @@ func (c *Catalog) Snapshot(ctx context.Context) (*CatalogSnapshot, error) {
 // Voucher returns one voucher from memory. An id the memory does not know
 // is looked up by a read of the record that begins after the call did, so a
 // voucher committed on another instance before the call is never answered
-// ErrNotFound (a shopper who saw it on the page can buy it at once). Reads
+// apperr.ErrNotFound (a shopper who saw it on the page can buy it at once). Reads
 // for unknown ids start at most once per LookupGap and are shared by every
 // caller waiting then: a flood of unknown ids waits up to LookupGap each and
 // costs the record at most one query per LookupGap. Still unknown after that
-// read, the id is ErrNotFound.
+// read, the id is apperr.ErrNotFound.
 func (c *Catalog) Voucher(ctx context.Context, id int64) (Voucher, error) {
 	s, err := c.Snapshot(ctx)
 	if err != nil {
@@ -369,7 +371,7 @@ func (c *Catalog) Voucher(ctx context.Context, id int64) (Voucher, error) {
 	if v, ok := c.cur.Load().Voucher(id); ok {
 		return v, nil
 	}
-	return Voucher{}, fmt.Errorf("voucher %d: %w", id, ErrNotFound)
+	return Voucher{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 }
 
 // Get returns one voucher with its live stock, from memory (see Voucher).

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -63,7 +64,7 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 			_, err := reader.Voucher(t.Context(), ids[len(ids)-1]+1+int64(i)) // never created
 			if err == nil {
 				err = fmt.Errorf("an unknown id was found")
-			} else if !errors.Is(err, seckill.ErrNotFound) {
+			} else if !errors.Is(err, apperr.ErrNotFound) {
 				err = fmt.Errorf("unknown id: %w", err)
 			} else {
 				err = nil
@@ -118,7 +119,7 @@ func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		require.ErrorIs(t, err, seckill.ErrNotFound)
+		require.ErrorIs(t, err, apperr.ErrNotFound)
 	}
 	lookups := int64(time.Since(began)/(50*time.Millisecond)) + 1
 	require.LessOrEqual(t, b.RecordReads()-reads, lookups, "unknown ids asked together share a paced lookup")
@@ -142,9 +143,9 @@ func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 	v, err := a.Create(t.Context(), validVoucher())
 	require.NoError(t, err)
 	_, err = a.SetState(t.Context(), v.ID, "sold_out")
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	_, err = a.SetState(t.Context(), v.ID+1000, seckill.StatePaused)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 
 	paused, err := a.SetState(t.Context(), v.ID, seckill.StatePaused)
 	require.NoError(t, err)
@@ -241,7 +242,7 @@ func TestVoucherYears(t *testing.T) {
 		at, err := time.Parse(time.RFC3339, begin)
 		require.NoError(t, err)
 		v.BeginAt, v.EndAt = at, at.Add(time.Hour)
-		require.ErrorIs(t, v.Validate(), seckill.ErrInvalidInput, begin)
+		require.ErrorIs(t, v.Validate(), apperr.ErrInvalidInput, begin)
 	}
 	v := validVoucher()
 	v.BeginAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)

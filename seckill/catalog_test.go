@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/testlog"
 )
@@ -43,7 +44,7 @@ func TestCachedServesTheLastCopyWhilePostgresIsDown(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "serving the last catalog"), logs.String())
 
 	_, err = catalog.Cached(t.Context(), created.ID+1)
-	require.ErrorIs(t, err, seckill.ErrUnavailable, "a voucher never fetched has no copy to serve")
+	require.ErrorIs(t, err, apperr.ErrUnavailable, "a voucher never fetched has no copy to serve")
 
 	list, err := catalog.List(t.Context())
 	require.NoError(t, err, "the catalog pages keep the last catalog while the record is down")

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // awaitLookupTurn waits until LookupGap has passed since the last read of
@@ -26,7 +28,7 @@ func (c *Catalog) awaitLookupTurn(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for the catalog: %w", ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: waiting for the catalog: %w", apperr.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -59,7 +61,7 @@ func (c *Catalog) reload(ctx context.Context, since time.Time) error {
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for the catalog: %w", ErrUnavailable, ctx.Err())
+			return fmt.Errorf("%w: waiting for the catalog: %w", apperr.ErrUnavailable, ctx.Err())
 		}
 		if !f.started.Before(since) {
 			return f.err
@@ -82,8 +84,8 @@ func (c *Catalog) readRecord(ctx context.Context) error {
 		if first {
 			c.log.WarnContext(ctx, "voucher record unavailable; serving the last catalog until it answers", "err", err)
 		}
-		if !errors.Is(err, ErrUnavailable) {
-			err = fmt.Errorf("%w: catalog: %w", ErrUnavailable, err)
+		if !errors.Is(err, apperr.ErrUnavailable) {
+			err = fmt.Errorf("%w: catalog: %w", apperr.ErrUnavailable, err)
 		}
 		return err
 	}

@@ -1,64 +1,43 @@
 package seckill
 
-import (
-	"fmt"
-	"time"
+import "errors"
+
+// The buying domain's refusals. Each is wrapped with %w by the layer that
+// meets it; the gateway's one error table (gateway/errors.go) maps them to
+// HTTP beside the platform's kinds of seckill/apperr.
+var (
+	ErrSoldOut       = errors.New("sold out")
+	ErrLimitExceeded = errors.New("per-user limit exceeded")
+	ErrNotStarted    = errors.New("sale not started")
+	ErrEnded         = errors.New("sale ended")
+	// ErrSalePaused: the operator paused this voucher's sale (503 with
+	// Retry-After: the pause is meant to end).
+	ErrSalePaused = errors.New("sale paused")
+	// ErrNotAdmitted: a buy of a voucher with a waiting room without a valid
+	// admission pass (missing, forged, expired, used, or another's).
+	ErrNotAdmitted = errors.New("not admitted")
 )
 
-// PublicError is an error of a known kind (one of the sentinels above) that
-// carries a sentence the caller may read: what was wrong with what they sent,
-// or what to do next. The gateway shows Message instead of its row's generic
-// one; an error without one never shows its text, so only sentences written
-// for people, holding nothing the caller did not send, go in Message.
-type PublicError struct {
-	Kind    error  // the sentinel that picks the answer, e.g. ErrInvalidInput
-	Message string // the sentence shown to the caller
-	Cause   error  // optional: what went wrong underneath, for logs and errors.Is
-}
+// ErrStockMissing marks a reservation refused because the fast store has no
+// state for the voucher: Redis lost it (a restart without its data, a wipe)
+// or a repair took it off sale while it rebuilds it. The stores wrap it
+// together with apperr.ErrUnavailable, so a caller that knows nothing of it
+// answers 503; the Buyer, which knows the voucher exists, turns it into an answer
+// that says when to retry (or into ErrEnded for a sale whose keys expired).
+var ErrStockMissing = errors.New("stock state missing")
 
-// Public returns an error of kind whose message the caller may read.
-func Public(kind error, message string) error {
-	return &PublicError{Kind: kind, Message: message}
-}
+// ErrNotQueued marks a Queue.Publish failure in which the message certainly
+// never reached the queue (it was not handed over, or the queue refused it
+// before writing). Only then may the reservation be given back at once; after
+// any other failure the message may still be written, and the hold must stay
+// until a worker persists it or the reconciler decides it never came.
+var ErrNotQueued = errors.New("not queued")
 
-// Invalidf returns ErrInvalidInput with a sentence, formatted as by
-// fmt.Sprintf, that the caller may read.
-func Invalidf(format string, args ...any) error {
-	return &PublicError{Kind: ErrInvalidInput, Message: fmt.Sprintf(format, args...)}
-}
-
-// Error reads "kind: message[: cause]", as fmt.Errorf("%w: ...") would.
-func (e *PublicError) Error() string {
-	s := e.Kind.Error() + ": " + e.Message
-	if e.Cause != nil {
-		s += ": " + e.Cause.Error()
-	}
-	return s
-}
-
-// Unwrap gives errors.Is and errors.As the kind and the cause.
-func (e *PublicError) Unwrap() []error {
-	if e.Cause != nil {
-		return []error{e.Kind, e.Cause}
-	}
-	return []error{e.Kind}
-}
-
-// PublicMessage is the sentence the gateway shows the caller.
-func (e *PublicError) PublicMessage() string { return e.Message }
-
-// retryAfterError carries how long a client should wait.
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
-
-func (e *retryAfterError) Error() string             { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error             { return e.err }
-func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
-
-// WithRetryAfter returns err carrying a Retry-After of d, for the steps that know
-// when the client may come back (a rate limiter's reset, a breaker's timeout).
-func WithRetryAfter(err error, d time.Duration) error {
-	return &retryAfterError{err: err, after: d}
-}
+// ErrOutcomeUnknown marks a failed buy whose reservation stays held because
+// its order may still be made: the queue was handed the message but did not
+// acknowledge it in time (see ErrNotQueued for the failures that hold
+// nothing). It is wrapped together with apperr.ErrUnavailable, so the
+// shopper is answered 503; what the attempt spent (a waiting room's pass) must stay
+// spent, because the message may land: only a retry with the same
+// Idempotency-Key, which replays that order, may use it again.
+var ErrOutcomeUnknown = errors.New("outcome unknown")

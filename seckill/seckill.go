@@ -6,61 +6,13 @@ package seckill
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
-
-// Sentinel errors of the whole platform. Every layer wraps one of these with
-// %w; the gateway maps them to HTTP in exactly one table.
-var (
-	ErrInvalidInput    = errors.New("invalid input")
-	ErrCaptchaInvalid  = errors.New("captcha invalid")
-	ErrUnauthenticated = errors.New("unauthenticated")
-	ErrForbidden       = errors.New("forbidden")
-	ErrNotFound        = errors.New("not found")
-	ErrSoldOut         = errors.New("sold out")
-	ErrLimitExceeded   = errors.New("per-user limit exceeded")
-	ErrNotStarted      = errors.New("sale not started")
-	ErrEnded           = errors.New("sale ended")
-	ErrConflict        = errors.New("conflict")
-	ErrUsernameTaken   = errors.New("username taken")
-	ErrTooLarge        = errors.New("body too large")
-	ErrRateLimited     = errors.New("rate limited")
-	ErrUnavailable     = errors.New("unavailable")
-	// ErrSalePaused: the operator paused this voucher's sale (503 with
-	// Retry-After: the pause is meant to end).
-	ErrSalePaused = errors.New("sale paused")
-	// ErrNotAdmitted: a buy of a voucher with a waiting room without a valid
-	// admission pass (missing, forged, expired, used, or another's).
-	ErrNotAdmitted = errors.New("not admitted")
-)
-
-// ErrStockMissing marks a reservation refused because the fast store has no
-// state for the voucher: Redis lost it (a restart without its data, a wipe)
-// or a repair took it off sale while it rebuilds it. The stores wrap it
-// together with ErrUnavailable, so a caller that knows nothing of it answers
-// 503; the Buyer, which knows the voucher exists, turns it into an answer
-// that says when to retry (or into ErrEnded for a sale whose keys expired).
-var ErrStockMissing = errors.New("stock state missing")
-
-// ErrNotQueued marks a Queue.Publish failure in which the message certainly
-// never reached the queue (it was not handed over, or the queue refused it
-// before writing). Only then may the reservation be given back at once; after
-// any other failure the message may still be written, and the hold must stay
-// until a worker persists it or the reconciler decides it never came.
-var ErrNotQueued = errors.New("not queued")
-
-// ErrOutcomeUnknown marks a failed buy whose reservation stays held because
-// its order may still be made: the queue was handed the message but did not
-// acknowledge it in time (see ErrNotQueued for the failures that hold
-// nothing). It is wrapped together with ErrUnavailable, so the shopper is
-// answered 503; what the attempt spent (a waiting room's pass) must stay
-// spent, because the message may land: only a retry with the same
-// Idempotency-Key, which replays that order, may use it again.
-var ErrOutcomeUnknown = errors.New("outcome unknown")
 
 // Kind is how a voucher is sold.
 type Kind string
@@ -193,45 +145,45 @@ const (
 func (v Voucher) Validate() error {
 	switch {
 	case v.Title == "" || len(v.Title) > MaxTitleLen:
-		return Invalidf("title must be 1 to %d bytes", MaxTitleLen)
+		return apperr.Invalidf("title must be 1 to %d bytes", MaxTitleLen)
 	case !utf8.ValidString(v.Title):
-		return Invalidf("title must be valid UTF-8 text")
+		return apperr.Invalidf("title must be valid UTF-8 text")
 	case strings.ContainsFunc(v.Title, unicode.IsControl):
 		// PostgreSQL refuses NUL outright; the other controls (tab and
 		// newline included) have no place in a one-line title shown on a
 		// shop page.
-		return Invalidf("title must not contain control characters such as tabs or line breaks")
+		return apperr.Invalidf("title must not contain control characters such as tabs or line breaks")
 	case !v.Kind.Valid():
-		return Invalidf("kind must be seckill, limit or common")
+		return apperr.Invalidf("kind must be seckill, limit or common")
 	case v.PriceCents < 0 || v.PriceCents > MaxPriceCents:
-		return Invalidf("price_cents must be 0 to %d", int64(MaxPriceCents))
+		return apperr.Invalidf("price_cents must be 0 to %d", int64(MaxPriceCents))
 	case v.StockTotal < 1 || v.StockTotal > MaxStock:
-		return Invalidf("stock must be 1 to %d", MaxStock)
+		return apperr.Invalidf("stock must be 1 to %d", MaxStock)
 	case v.PerUserLimit < 1 || v.PerUserLimit > MaxPerUserLimit:
-		return Invalidf("per_user_limit must be 1 to %d", MaxPerUserLimit)
+		return apperr.Invalidf("per_user_limit must be 1 to %d", MaxPerUserLimit)
 	case v.BeginAt.IsZero() || v.EndAt.IsZero():
-		return Invalidf("begin_at and end_at are required")
+		return apperr.Invalidf("begin_at and end_at are required")
 	case outOfYears(v.BeginAt) || outOfYears(v.EndAt):
-		return Invalidf("begin_at and end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
+		return apperr.Invalidf("begin_at and end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
 	case !v.EndAt.After(v.BeginAt):
-		return Invalidf("end_at must be after begin_at")
+		return apperr.Invalidf("end_at must be after begin_at")
 	case v.Shards < 0 || v.Shards > MaxShards:
-		return Invalidf("shards must be 1 to %d", MaxShards)
+		return apperr.Invalidf("shards must be 1 to %d", MaxShards)
 	case v.ShardCount() > 1 && v.Kind != KindSeckill:
 		// Only a seckill voucher's stock lives in Redis buckets; the
 		// others are sold from their PostgreSQL row.
-		return Invalidf("shards above 1 are for seckill vouchers only")
+		return apperr.Invalidf("shards above 1 are for seckill vouchers only")
 	}
 	if r := v.WaitingRoom; r != nil {
 		switch {
 		case v.Kind != KindSeckill:
 			// The room's admission is bounded by the Redis stock, which
 			// only seckill vouchers keep.
-			return Invalidf("waiting_room is for seckill vouchers only")
+			return apperr.Invalidf("waiting_room is for seckill vouchers only")
 		case r.AdmitPerSecond < 1 || r.AdmitPerSecond > MaxAdmitPerSecond:
-			return Invalidf("waiting_room.admit_per_second must be 1 to %d", MaxAdmitPerSecond)
+			return apperr.Invalidf("waiting_room.admit_per_second must be 1 to %d", MaxAdmitPerSecond)
 		case r.PrequeueSeconds < 0 || r.PrequeueSeconds > MaxPrequeueSeconds:
-			return Invalidf("waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
+			return apperr.Invalidf("waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
 		}
 	}
 	return nil
@@ -258,7 +210,7 @@ type Reservation struct {
 // a reservation one of them accepts, the others accept too.
 func (r Reservation) Validate() error {
 	if r.OrderID <= 0 {
-		return Invalidf("bad order id")
+		return apperr.Invalidf("bad order id")
 	}
 	return r.validateRequest()
 }
@@ -267,13 +219,13 @@ func (r Reservation) Validate() error {
 func (r Reservation) validateRequest() error {
 	switch {
 	case r.VoucherID <= 0:
-		return Invalidf("bad voucher id")
+		return apperr.Invalidf("bad voucher id")
 	case r.UserID <= 0:
-		return Invalidf("bad user id")
+		return apperr.Invalidf("bad user id")
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return Invalidf("quantity must be 1 to %d", MaxQuantity)
+		return apperr.Invalidf("quantity must be 1 to %d", MaxQuantity)
 	case len(r.RequestKey) > MaxRequestKey:
-		return Invalidf("Idempotency-Key is longer than %d characters", MaxRequestKey)
+		return apperr.Invalidf("Idempotency-Key is longer than %d characters", MaxRequestKey)
 	}
 	return nil
 }

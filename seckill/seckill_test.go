@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -69,7 +70,7 @@ func TestVoucherValidate(t *testing.T) {
 	} {
 		v := validVoucher()
 		tc.mutate(&v)
-		requirePublic(t, v.Validate(), seckill.ErrInvalidInput, tc.says, tc.name)
+		requirePublic(t, v.Validate(), apperr.ErrInvalidInput, tc.says, tc.name)
 	}
 }
 
@@ -92,10 +93,10 @@ func TestBuyRequestValidate(t *testing.T) {
 		kind error
 		says string
 	}{
-		{"voucher", seckill.BuyRequest{VoucherID: 0, UserID: 2, Quantity: 1}, seckill.ErrInvalidInput, "bad voucher id"},
-		{"quantity", seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: seckill.MaxQuantity + 1}, seckill.ErrInvalidInput, "quantity must be 1 to"},
-		{"key", seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: 1, RequestKey: string(make([]byte, seckill.MaxRequestKey+1))}, seckill.ErrInvalidInput, "Idempotency-Key is longer"},
-		{"user", seckill.BuyRequest{VoucherID: 1, Quantity: 1}, seckill.ErrUnauthenticated, "bad user id"},
+		{"voucher", seckill.BuyRequest{VoucherID: 0, UserID: 2, Quantity: 1}, apperr.ErrInvalidInput, "bad voucher id"},
+		{"quantity", seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: seckill.MaxQuantity + 1}, apperr.ErrInvalidInput, "quantity must be 1 to"},
+		{"key", seckill.BuyRequest{VoucherID: 1, UserID: 2, Quantity: 1, RequestKey: string(make([]byte, seckill.MaxRequestKey+1))}, apperr.ErrInvalidInput, "Idempotency-Key is longer"},
+		{"user", seckill.BuyRequest{VoucherID: 1, Quantity: 1}, apperr.ErrUnauthenticated, "bad user id"},
 	} {
 		requirePublic(t, tc.req.Validate(), tc.kind, tc.says, tc.name)
 	}
@@ -118,7 +119,7 @@ func TestReservationValidate(t *testing.T) {
 	} {
 		r := ok
 		tc.change(&r)
-		requirePublic(t, r.Validate(), seckill.ErrInvalidInput, tc.says, tc.name)
+		requirePublic(t, r.Validate(), apperr.ErrInvalidInput, tc.says, tc.name)
 	}
 }
 
@@ -127,7 +128,7 @@ func TestReservationValidate(t *testing.T) {
 func requirePublic(t *testing.T, err error, kind error, says, name string) {
 	t.Helper()
 	require.ErrorIs(t, err, kind, name)
-	var pe *seckill.PublicError
+	var pe *apperr.PublicError
 	require.ErrorAs(t, err, &pe, name)
 	require.Contains(t, pe.PublicMessage(), says, name)
 	require.NotContains(t, pe.PublicMessage(), kind.Error()+":", "%s: the sentence is not prefixed with the kind", name)
@@ -143,15 +144,15 @@ func TestPublicError(t *testing.T) {
 		hasCause  bool
 		toShopper string
 	}{
-		{"plain", seckill.Public(seckill.ErrForbidden, "not yours"), "forbidden: not yours", seckill.ErrForbidden, false, "not yours"},
-		{"formatted", seckill.Invalidf("quantity must be 1 to %d", 100), "invalid input: quantity must be 1 to 100", seckill.ErrInvalidInput, false, "quantity must be 1 to 100"},
-		{"with cause", &seckill.PublicError{Kind: seckill.ErrUnauthenticated, Message: "sign in again", Cause: cause},
-			"unauthenticated: sign in again: token is expired", seckill.ErrUnauthenticated, true, "sign in again"},
+		{"plain", apperr.Public(apperr.ErrForbidden, "not yours"), "forbidden: not yours", apperr.ErrForbidden, false, "not yours"},
+		{"formatted", apperr.Invalidf("quantity must be 1 to %d", 100), "invalid input: quantity must be 1 to 100", apperr.ErrInvalidInput, false, "quantity must be 1 to 100"},
+		{"with cause", &apperr.PublicError{Kind: apperr.ErrUnauthenticated, Message: "sign in again", Cause: cause},
+			"unauthenticated: sign in again: token is expired", apperr.ErrUnauthenticated, true, "sign in again"},
 	} {
 		require.EqualError(t, tc.err, tc.text, tc.name)
 		require.ErrorIs(t, tc.err, tc.kind, tc.name)
 		require.Equal(t, tc.hasCause, errors.Is(tc.err, cause), tc.name)
-		var pe *seckill.PublicError
+		var pe *apperr.PublicError
 		require.ErrorAs(t, fmt.Errorf("wrapped: %w", tc.err), &pe, tc.name)
 		require.Equal(t, tc.toShopper, pe.PublicMessage(), tc.name)
 	}
@@ -189,7 +190,7 @@ func TestBuyReleasesWhatTheQueueRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 7, Quantity: 2, RequestKey: "k1"})
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.NotErrorIs(t, err, seckill.ErrOutcomeUnknown, "nothing is held: the caller may give back what the attempt spent")
 	snap, err := stock.Snapshot(t.Context(), v.ID)
 	require.NoError(t, err)
@@ -227,7 +228,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	t.Cleanup(func() { dead.Close() })
 	broken := seckill.NewCatalog(store, redisstock.New(dead), time.Second)
 	_, err = broken.Create(t.Context(), validVoucher())
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	all, err := store.Vouchers(t.Context())
 	require.NoError(t, err)
 	require.Len(t, all, 1, "a voucher Redis could not put on sale is not stored")
@@ -237,7 +238,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, v.ID, c1.ID)
 	_, err = catalog.Cached(t.Context(), v.ID+1)
-	require.True(t, errors.Is(err, seckill.ErrNotFound))
+	require.True(t, errors.Is(err, apperr.ErrNotFound))
 }
 
 // TestBuyKeepsTheHoldWhenTheWriteIsUnclear: the broker takes the message but
@@ -262,7 +263,7 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	defer cancel()
 	req := seckill.BuyRequest{VoucherID: v.ID, UserID: 9, Quantity: 1, RequestKey: "slow"}
 	_, err = buyer.Buy(ctx, req)
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.NotErrorIs(t, err, seckill.ErrNotQueued)
 	require.ErrorIs(t, err, seckill.ErrOutcomeUnknown, "the caller is told the order may still be made")
 
@@ -311,9 +312,9 @@ func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 	require.Equal(t, seckill.ReserveResult{OrderID: got.OrderID, Replayed: true}, again, "the replay is answered from PostgreSQL")
 
 	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 22, Quantity: 1, RequestKey: "k2", EndsAt: v.EndAt})
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.ErrorIs(t, err, seckill.ErrStockMissing)
-	require.NotErrorIs(t, err, seckill.ErrNotFound)
+	require.NotErrorIs(t, err, apperr.ErrNotFound)
 	var ra interface{ RetryAfter() time.Duration }
 	require.ErrorAs(t, err, &ra)
 	require.Equal(t, seckill.RestoreRetryAfter, ra.RetryAfter())

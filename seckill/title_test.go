@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // TestVoucherTitleText: a title is one line of valid UTF-8. NUL (which
@@ -24,7 +25,7 @@ func TestVoucherTitleText(t *testing.T) {
 		v := validVoucher()
 		v.Title = title
 		err := v.Validate()
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%q", title)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%q", title)
 		require.Contains(t, err.Error(), "title", "%q", title)
 	}
 }

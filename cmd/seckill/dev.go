@@ -21,6 +21,7 @@ import (
 	"github.com/flashsale/seckill/deploy/localstack"
 	"github.com/flashsale/seckill/migrations"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // runDev starts whatever services are not configured as private child
@@ -145,7 +146,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 // fresh `make run` always has something to buy.
 func ensureDemoVoucher(ctx context.Context, catalog *seckill.Catalog) error {
 	vs, err := catalog.List(ctx)
-	if err != nil && !errors.Is(err, seckill.ErrUnavailable) {
+	if err != nil && !errors.Is(err, apperr.ErrUnavailable) {
 		return err
 	}
 	now := time.Now()

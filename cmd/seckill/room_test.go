@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -25,18 +25,15 @@ func (ts *testSystem) createRoomVoucher(t *testing.T, stock, limit, rate, preque
 }
 
 // nextQueue returns the next queue frame on c, skipping order frames.
-func (c *wsClient) nextQueue(t *testing.T) waitroom.APIQueue {
+func (c *wsClient) nextQueue(t *testing.T) api.Queue {
 	t.Helper()
 	for {
 		f := c.next(t)
-		if f.Type != waitroom.FrameQueue {
+		if f.Type != api.FrameQueue {
 			continue
 		}
-		var q struct {
-			Queue waitroom.APIQueue `json:"queue"`
-		}
-		require.NoError(t, json.Unmarshal(f.raw, &q))
-		return q.Queue
+		require.NotNil(t, f.Queue, "%s", f.raw)
+		return *f.Queue
 	}
 }
 
@@ -98,12 +95,12 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	// a busy machine those admissions may all be done before the last
 	// joins; its place then stays until the stock is gone.
 	first := sockets[waiting-1].nextQueue(t)
-	require.Equal(t, waitroom.StateWaiting, first.State)
+	require.EqualValues(t, waitroom.StateWaiting, first.State)
 	require.Equal(t, first.Position-1, first.Ahead)
 	require.Positive(t, first.ETASeconds)
 	if first.Position > waiting-stock {
 		moved := sockets[waiting-1].nextQueue(t)
-		require.Equal(t, waitroom.StateWaiting, moved.State)
+		require.EqualValues(t, waitroom.StateWaiting, moved.State)
 		require.Equal(t, moved.Position-1, moved.Ahead)
 		require.Less(t, moved.Position, first.Position)
 	} else {
@@ -114,7 +111,7 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	var pass string
 	for pass == "" {
 		q := sockets[0].nextQueue(t)
-		if q.State == waitroom.StateAdmitted {
+		if waitroom.State(q.State) == waitroom.StateAdmitted {
 			require.NotNil(t, q.Pass)
 			require.True(t, q.PassExpiresAt.After(time.Now()))
 			pass = *q.Pass
@@ -141,8 +138,8 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 		for states[i] != waitroom.StateClosed && states[i] != waitroom.StateAdmitted {
 			require.True(t, time.Now().Before(deadline), "user %d never admitted nor closed", i)
 			q := sockets[i].nextQueue(t)
-			states[i] = q.State
-			if q.State == waitroom.StateAdmitted {
+			states[i] = waitroom.State(q.State)
+			if waitroom.State(q.State) == waitroom.StateAdmitted {
 				r := a.buyWithPass(t, vid, toks[i], *q.Pass, "")
 				switch r.status {
 				case http.StatusAccepted:

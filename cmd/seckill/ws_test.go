@@ -20,6 +20,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/apitest"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
@@ -70,7 +71,7 @@ type wsClient struct {
 }
 
 type wsFrame struct {
-	notify.Frame
+	api.Frame
 	raw []byte
 	at  time.Time
 }
@@ -201,8 +202,8 @@ func (c *wsClient) untilPong(t *testing.T) []wsFrame {
 	var before []wsFrame
 	for {
 		f := c.next(t)
-		if f.Type == notify.FramePong {
-			require.JSONEq(t, notify.PongFrame, string(f.raw))
+		if f.Type == api.FramePong {
+			require.JSONEq(t, api.PongFrame, string(f.raw))
 			return before
 		}
 		before = append(before, f)
@@ -215,7 +216,7 @@ func (c *wsClient) waitOrder(t *testing.T, userID int64, orderID, status string)
 	t.Helper()
 	for {
 		f := c.next(t)
-		require.Equal(t, notify.FrameOrder, f.Type, "%s", f.raw)
+		require.Equal(t, api.FrameOrder, f.Type, "%s", f.raw)
 		require.Equal(t, strconv.FormatInt(userID, 10), f.Order.UserID, "a frame of someone else's order: %s", f.raw)
 		if f.Order.OrderID == orderID && string(f.Order.Status) == status {
 			return f
@@ -368,8 +369,8 @@ func TestWSPushDelay(t *testing.T) {
 		go func() {
 			for msg := range ps.Channel() {
 				var e struct {
-					Order notify.APIOrder `json:"order"`
-					At    time.Time       `json:"at"`
+					Order api.Order `json:"order"`
+					At    time.Time `json:"at"`
 				}
 				if json.Unmarshal([]byte(msg.Payload), &e) == nil && byUser[e.Order.UserID] != nil {
 					mu.Lock()
@@ -398,7 +399,7 @@ func TestWSPushDelay(t *testing.T) {
 		for _, s := range crowd {
 			for len(s.got) < each*(1+btoi(status == "paid")) {
 				f := s.ws.next(t)
-				require.Equal(t, notify.FrameOrder, f.Type, "%s", f.raw)
+				require.Equal(t, api.FrameOrder, f.Type, "%s", f.raw)
 				require.EqualValues(t, status, f.Order.Status, "%s", f.raw)
 				require.Equal(t, strconv.FormatInt(s.id, 10), f.Order.UserID)
 				s.got[key{f.Order.OrderID, status}] = f.at

@@ -3,8 +3,12 @@ package depcheck
 import (
 	"bufio"
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -78,7 +82,7 @@ func TestImportsPointDown(t *testing.T) {
 			continue
 		}
 		for _, imp := range imports {
-			if folder(imp) == "" {
+			if folder(imp) == "" || vocabulary(imp) {
 				continue
 			}
 			to, ok := layer[folder(imp)]
@@ -92,6 +96,96 @@ func TestImportsPointDown(t *testing.T) {
 			}
 		}
 	}
+}
+
+// vocabulary says whether pkg is one of Vocabulary, which every layer may
+// import.
+func vocabulary(pkg string) bool {
+	rel, ok := strings.CutPrefix(pkg, module+"/")
+	return ok && slices.Contains(Vocabulary, rel)
+}
+
+// The packages of Vocabulary link nothing but the standard library, at any
+// depth: not the module's other packages, not a driver, not Fiber.
+func TestVocabularyImportsOnlyTheStandardLibrary(t *testing.T) {
+	for _, pkg := range Vocabulary {
+		deps := goList(t, "-deps", "-f", "{{.ImportPath}} {{.Standard}}", "./"+pkg)
+		if !slices.Contains(deps, module+"/"+pkg+" false") {
+			t.Errorf("depcheck.Vocabulary names %s, which is no package", pkg)
+		}
+		for _, line := range deps {
+			dep, std, _ := strings.Cut(line, " ")
+			if std != "true" && dep != module+"/"+pkg {
+				t.Errorf("%s links %s: the vocabulary imports only the standard library (depcheck.Vocabulary)", pkg, dep)
+			}
+		}
+	}
+}
+
+// Every struct with JSON tags in the product's folders is the API's, in
+// gateway/api, or one of Messages: no face declares a wire shape of its own.
+func TestAPIShapesInTheVocabulary(t *testing.T) {
+	lines := goList(t, "-f", "{{.ImportPath}} {{.Dir}}{{range .GoFiles}} {{.}}{{end}}",
+		"./seckill/...", "./orders/...", "./notify/...", "./gateway/...")
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		pkg, dir, files := fields[0], fields[1], fields[2:]
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if vocabulary(pkg) || testHelper(pkg) {
+			continue
+		}
+		for _, name := range files {
+			for _, typ := range jsonStructs(t, filepath.Join(dir, name)) {
+				if !slices.Contains(Messages[rel], typ) {
+					t.Errorf("%s/%s: %s has JSON tags: an object of the API belongs in gateway/api, another message in depcheck.Messages", rel, name, typ)
+				}
+			}
+		}
+	}
+}
+
+// jsonStructs names the structs of file whose fields carry a json tag: the
+// declared type's name, or "a struct in <func>" for one without a name.
+func jsonStructs(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var within []string // the names of the declarations being walked
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case nil:
+			return false
+		case *ast.FuncDecl:
+			within = append(within[:0], "a struct in "+n.Name.Name)
+		case *ast.TypeSpec:
+			if st, ok := n.Type.(*ast.StructType); ok && hasJSONTag(st) {
+				out = append(out, n.Name.Name)
+				return false
+			}
+		case *ast.StructType:
+			if hasJSONTag(n) {
+				name := "a struct"
+				if len(within) > 0 {
+					name = within[0]
+				}
+				out = append(out, name)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func hasJSONTag(st *ast.StructType) bool {
+	for _, fld := range st.Fields.List {
+		if fld.Tag != nil && strings.Contains(fld.Tag.Value, `json:"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // The packages of Below link none of the packages named beside them.

@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // The wire shapes of gateway/openapi.yaml, as far as the tool reads them. Ids stay strings:
@@ -113,13 +114,13 @@ func (e *apiError) Error() string {
 func (e *apiError) Unwrap() error {
 	switch e.Code {
 	case "invalid_input":
-		return seckill.ErrInvalidInput
+		return apperr.ErrInvalidInput
 	case "unauthenticated":
-		return seckill.ErrUnauthenticated
+		return apperr.ErrUnauthenticated
 	case "forbidden":
-		return seckill.ErrForbidden
+		return apperr.ErrForbidden
 	case "not_found":
-		return seckill.ErrNotFound
+		return apperr.ErrNotFound
 	case "sold_out":
 		return seckill.ErrSoldOut
 	case "limit_exceeded":
@@ -129,14 +130,14 @@ func (e *apiError) Unwrap() error {
 	case "ended":
 		return seckill.ErrEnded
 	case "conflict":
-		return seckill.ErrConflict
+		return apperr.ErrConflict
 	case "rate_limited":
-		return seckill.ErrRateLimited
+		return apperr.ErrRateLimited
 	case "unavailable":
-		return seckill.ErrUnavailable
+		return apperr.ErrUnavailable
 	}
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusBadGateway || e.Status == http.StatusGatewayTimeout {
-		return seckill.ErrUnavailable
+		return apperr.ErrUnavailable
 	}
 	return nil
 }
@@ -177,12 +178,12 @@ func (c *apiClient) do(ctx context.Context, op, method, path, auth string, in, o
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %w: %w", op, seckill.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, apperr.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return fmt.Errorf("%s: reading the answer: %w: %w", op, seckill.ErrUnavailable, err)
+		return fmt.Errorf("%s: reading the answer: %w: %w", op, apperr.ErrUnavailable, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return decodeAPIError(op, resp.StatusCode, b)

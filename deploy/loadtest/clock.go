@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // ClockSync is what the tool learned about the server's clock from the Date
@@ -61,12 +61,12 @@ func syncClock(ctx context.Context, c *http.Client, base string) (time.Duration,
 		resp, err := c.Do(req)
 		r := time.Now()
 		if err != nil {
-			return 0, info, fmt.Errorf("clock: GET /healthz: %w: %w", seckill.ErrUnavailable, err)
+			return 0, info, fmt.Errorf("clock: GET /healthz: %w: %w", apperr.ErrUnavailable, err)
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return 0, info, fmt.Errorf("clock: GET /healthz: HTTP %d: %w", resp.StatusCode, seckill.ErrUnavailable)
+			return 0, info, fmt.Errorf("clock: GET /healthz: HTTP %d: %w", resp.StatusCode, apperr.ErrUnavailable)
 		}
 		d, err := http.ParseTime(resp.Header.Get("Date"))
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Environment variables the tool reads, the same ones the server reads, so
@@ -203,7 +204,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports what is wrong with c, wrapping seckill.ErrInvalidInput.
+// Validate reports what is wrong with c, wrapping apperr.ErrInvalidInput.
 func (c Config) Validate() error {
 	var problems []string
 	u, err := url.Parse(c.BaseURL)
@@ -298,7 +299,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%w: loadtest: %s", seckill.ErrInvalidInput, strings.Join(problems, "; "))
+		return fmt.Errorf("%w: loadtest: %s", apperr.ErrInvalidInput, strings.Join(problems, "; "))
 	}
 	return nil
 }
@@ -559,7 +560,7 @@ func flagSet(cfg *Config, s Scenario) *flag.FlagSet {
 // flag.ErrHelp; print Usage then.
 func ParseFlags(s Scenario, args []string, env func(string) string) (Config, error) {
 	if !s.valid() {
-		return Config{}, fmt.Errorf("%w: loadtest: unknown scenario %q (want one of %v)", seckill.ErrInvalidInput, s, Scenarios())
+		return Config{}, fmt.Errorf("%w: loadtest: unknown scenario %q (want one of %v)", apperr.ErrInvalidInput, s, Scenarios())
 	}
 	if env == nil {
 		env = func(string) string { return "" }
@@ -588,16 +589,16 @@ func ParseFlags(s Scenario, args []string, env func(string) string) (Config, err
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
 		}
-		return cfg, fmt.Errorf("%w: loadtest %s: %w (see loadtest %s -h)", seckill.ErrInvalidInput, s, err, s)
+		return cfg, fmt.Errorf("%w: loadtest %s: %w (see loadtest %s -h)", apperr.ErrInvalidInput, s, err, s)
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("%w: loadtest %s: unexpected argument %q (see loadtest %s -h)", seckill.ErrInvalidInput, s, fs.Arg(0), s)
+		return cfg, fmt.Errorf("%w: loadtest %s: unexpected argument %q (see loadtest %s -h)", apperr.ErrInvalidInput, s, fs.Arg(0), s)
 	}
 	urlSet := false
 	fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
 	if len(cfg.Targets) > 0 {
 		if urlSet {
-			return cfg, fmt.Errorf("%w: loadtest %s: -url and -target: give one of them", seckill.ErrInvalidInput, s)
+			return cfg, fmt.Errorf("%w: loadtest %s: -url and -target: give one of them", apperr.ErrInvalidInput, s)
 		}
 		cfg.BaseURL = cfg.Targets[0]
 	}
@@ -608,13 +609,13 @@ func ParseFlags(s Scenario, args []string, env func(string) string) (Config, err
 		}
 	}
 	if s == ScenarioRoom && cfg.Room < 1 {
-		return cfg, fmt.Errorf("%w: loadtest room: shoppers must be at least 1", seckill.ErrInvalidInput)
+		return cfg, fmt.Errorf("%w: loadtest room: shoppers must be at least 1", apperr.ErrInvalidInput)
 	}
 	if s == ScenarioChurn && cfg.Churn <= 0 {
-		return cfg, fmt.Errorf("%w: loadtest churn: -for must be positive", seckill.ErrInvalidInput)
+		return cfg, fmt.Errorf("%w: loadtest churn: -for must be positive", apperr.ErrInvalidInput)
 	}
 	if s == ScenarioCeiling && cfg.Ceiling == "" {
-		return cfg, fmt.Errorf("%w: loadtest ceiling: -path must be a path starting with /", seckill.ErrInvalidInput)
+		return cfg, fmt.Errorf("%w: loadtest ceiling: -path must be a path starting with /", apperr.ErrInvalidInput)
 	}
 	return cfg, cfg.Validate()
 }

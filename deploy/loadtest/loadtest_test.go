@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/loadtest"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // sale is a small flash sale against a double: 150 shoppers, 3 attempts
@@ -226,7 +226,7 @@ func TestWrongAdminTokenStopsTheRun(t *testing.T) {
 	cfg, _ := sale(t, honest, 0)
 	cfg.AdminToken = "wrong"
 	rep, out, err := run(t, cfg)
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	require.Empty(t, rep.VoucherID)
 	require.Empty(t, out)
 }
@@ -354,17 +354,17 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, "postgres://x@db/seckill", cfg.DatabaseURL)
 	require.Equal(t, "/srv/dev", cfg.DataDir)
 	_, err = loadtest.ParseFlags(loadtest.ScenarioCrowd, []string{"-buyers", "0"}, func(k string) string { return env[k] })
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 
 	_, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-h"}, nil)
 	require.ErrorIs(t, err, flag.ErrHelp)
 
 	for _, bad := range [][]string{{"-qty", "1:x"}, {"-qty", "0"}, {"-replay", "2"}, {"-open-in", "10ms"}, {"-kind", "auction"}, {"extra"}} {
 		_, err = loadtest.ParseFlags(loadtest.ScenarioSale, bad, func(k string) string { return env[k] })
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%v", bad)
 	}
 	_, err = loadtest.ParseFlags(loadtest.ScenarioSale, nil, nil)
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	require.ErrorContains(t, err, "SECKILL_JWT_SECRET is not set")
 
 	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-target", "gw1:9000, http://gw2:9000/,https://gw3"}, func(k string) string { return env[k] })
@@ -376,13 +376,13 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, 8, cfg.Shards)
 	for _, bad := range [][]string{{"-shards", "65"}, {"-shards", "-1"}, {"-target", ","}, {"-target", "gw1:9000", "-url", "http://gw:1"}, {"-target", "ftp://gw"}} {
 		_, err = loadtest.ParseFlags(loadtest.ScenarioSale, bad, func(k string) string { return env[k] })
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%v", bad)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%v", bad)
 	}
 
 	var usage bytes.Buffer
 	loadtest.Usage(&usage, loadtest.ScenarioSale)
 	require.Contains(t, usage.String(), "-shoppers")
-	require.True(t, errors.Is(err, seckill.ErrInvalidInput))
+	require.True(t, errors.Is(err, apperr.ErrInvalidInput))
 }
 
 // TestParseFlagsReadsDevEnv: against `seckill dev`, what the environment
@@ -447,7 +447,7 @@ func TestParseFlagsPerScenario(t *testing.T) {
 		loadtest.ScenarioCeiling: "-shoppers",
 	} {
 		_, err := loadtest.ParseFlags(s, []string{foreign, "1"}, env)
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%s %s", s, foreign)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%s %s", s, foreign)
 		var usage bytes.Buffer
 		loadtest.Usage(&usage, s)
 		require.Contains(t, usage.String(), "usage: loadtest "+string(s))
@@ -458,6 +458,6 @@ func TestParseFlagsPerScenario(t *testing.T) {
 		args string
 	}{{loadtest.ScenarioRoom, "-shoppers 0"}, {loadtest.ScenarioChurn, "-for 0s"}, {loadtest.ScenarioCeiling, "-path healthz"}, {"auction", ""}} {
 		_, err := loadtest.ParseFlags(bad.s, strings.Fields(bad.args), env)
-		require.ErrorIs(t, err, seckill.ErrInvalidInput, "%s %s", bad.s, bad.args)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput, "%s %s", bad.s, bad.args)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
@@ -109,7 +110,7 @@ type RoomReport struct {
 	ElapsedS float64          `json:"elapsed_s"`
 }
 
-type roomQueue = waitroom.APIQueue
+type roomQueue = api.Queue
 
 // roomShopper is one joiner as the tool follows it.
 type roomShopper struct {
@@ -336,8 +337,8 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			mu.Unlock()
 			return
 		}
-		s.state = q.State
-		switch q.State {
+		s.state = waitroom.State(q.State)
+		switch waitroom.State(q.State) {
 		case waitroom.StateWaiting:
 			wait := time.Duration(float64(q.Position) / float64(cfg.RoomRate) * 0.8 * float64(time.Second))
 			mu.Lock()
@@ -349,7 +350,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 				buy(s, *q.Pass)
 			}
 		default:
-			if q.State == waitroom.StateClosed {
+			if waitroom.State(q.State) == waitroom.StateClosed {
 				closed.Store(true)
 			}
 		}
@@ -439,11 +440,11 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			select {
 			case <-run.Done():
 			case q := <-s.sock.news:
-				s.state = q.State
+				s.state = waitroom.State(q.State)
 				switch {
-				case q.State == waitroom.StateAdmitted:
+				case waitroom.State(q.State) == waitroom.StateAdmitted:
 					buy(s, *q.Pass)
-				case q.State == waitroom.StateClosed:
+				case waitroom.State(q.State) == waitroom.StateClosed:
 					closed.Store(true)
 				}
 			}
@@ -477,7 +478,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	for _, w := range watchers {
 		w.mu.Lock()
 		rep.SocketFrames += int64(len(w.frames))
-		if slices.ContainsFunc(w.frames, func(f roomFrame) bool { return f.q.State == waitroom.StateAdmitted }) {
+		if slices.ContainsFunc(w.frames, func(f roomFrame) bool { return waitroom.State(f.q.State) == waitroom.StateAdmitted }) {
 			rep.SocketsAdmitted++
 		}
 		rep.FrameBunchMS = max(rep.FrameBunchMS, ms(frameBunch(w.frames, time.Second)))
@@ -485,7 +486,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 			if i > 0 {
 				minGap = min(minGap, f.at.Sub(w.frames[i-1].at))
 			}
-			if f.q.State == waitroom.StateAdmitted && f.q.PassExpiresAt != nil {
+			if waitroom.State(f.q.State) == waitroom.StateAdmitted && f.q.PassExpiresAt != nil {
 				admittedAt := f.q.PassExpiresAt.Add(-waitroom.DefaultPassTTL)
 				admittedPush = append(admittedPush, f.at.Add(offset).Sub(admittedAt))
 			}

@@ -138,7 +138,7 @@ func readUntilClosed(ctx context.Context, api *apiClient, queuePath string, s *r
 		status, body, err := api.raw(ctx, http.MethodGet, queuePath, map[string]string{"Authorization": "Bearer " + s.token}, nil)
 		var q roomQueue
 		if err == nil && status == http.StatusOK && json.Unmarshal(body, &q) == nil {
-			last = q.State
+			last = waitroom.State(q.State)
 			if last != waitroom.StateWaiting {
 				return last
 			}

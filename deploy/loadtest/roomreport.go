@@ -20,6 +20,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/pause"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
@@ -194,15 +195,12 @@ func readRoomSocket(conn *websocket.Conn) *roomSocket {
 				return
 			}
 			at := time.Now()
-			var f struct {
-				Type  string    `json:"type"`
-				Queue roomQueue `json:"queue"`
-			}
-			if json.Unmarshal(msg, &f) == nil && f.Type == waitroom.FrameQueue {
+			var f api.Frame
+			if json.Unmarshal(msg, &f) == nil && f.Type == api.FrameQueue && f.Queue != nil {
 				s.mu.Lock()
-				s.frames = append(s.frames, roomFrame{at, f.Queue})
+				s.frames = append(s.frames, roomFrame{at, *f.Queue})
 				s.mu.Unlock()
-				if q := f.Queue; (q.State == waitroom.StateAdmitted && q.Pass != nil) || q.State == waitroom.StateClosed || q.State == waitroom.StateExpired {
+				if q := *f.Queue; (waitroom.State(q.State) == waitroom.StateAdmitted && q.Pass != nil) || waitroom.State(q.State) == waitroom.StateClosed || waitroom.State(q.State) == waitroom.StateExpired {
 					select {
 					case s.news <- q:
 					default: // told already

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Rules for usernames: what the users table accepts, in characters that need
@@ -28,10 +28,10 @@ type User struct {
 // UserStore keeps the accounts (orders/pgstore implements it).
 type UserStore interface {
 	// CreateUser stores a user and returns its id. A name already in use is
-	// an error wrapping seckill.ErrUsernameTaken.
+	// an error wrapping apperr.ErrUsernameTaken.
 	CreateUser(ctx context.Context, username, passwordHash string) (int64, error)
 	// UserByName returns the user called username, or an error wrapping
-	// seckill.ErrNotFound.
+	// apperr.ErrNotFound.
 	UserByName(ctx context.Context, username string) (User, error)
 }
 
@@ -51,7 +51,7 @@ func NewAccounts(store UserStore, tokens *Tokens) *Accounts {
 }
 
 // ValidateUsername checks a username: MinUsernameLen to MaxUsernameLen of
-// a-z, A-Z, 0-9, '_', '.', '-'. Errors wrap seckill.ErrInvalidInput.
+// a-z, A-Z, 0-9, '_', '.', '-'. Errors wrap apperr.ErrInvalidInput.
 func ValidateUsername(username string) error {
 	if !validUsername(username) {
 		return invalidInput(fmt.Sprintf("the username must be %d to %d letters, digits, '_', '.' or '-'", MinUsernameLen, MaxUsernameLen))
@@ -73,8 +73,8 @@ func validUsername(s string) bool {
 	return true
 }
 
-// Register creates an account. Bad input wraps seckill.ErrInvalidInput; a
-// name in use wraps seckill.ErrUsernameTaken.
+// Register creates an account. Bad input wraps apperr.ErrInvalidInput; a
+// name in use wraps apperr.ErrUsernameTaken.
 func (a *Accounts) Register(ctx context.Context, username, password string) (User, error) {
 	if err := ValidateUsername(username); err != nil {
 		return User{}, err
@@ -92,7 +92,7 @@ func (a *Accounts) Register(ctx context.Context, username, password string) (Use
 
 // Login checks the credentials and returns a token for the user, its id and
 // when the token expires. An unknown user and a wrong password are the same
-// error (wrapping seckill.ErrUnauthenticated) and take the same time.
+// error (wrapping apperr.ErrUnauthenticated) and take the same time.
 func (a *Accounts) Login(ctx context.Context, username, password string) (string, int64, time.Time, error) {
 	if username == "" || password == "" {
 		return "", 0, time.Time{}, invalidInput("username and password are required")
@@ -105,7 +105,7 @@ func (a *Accounts) Login(ctx context.Context, username, password string) (string
 	}
 	u, err := a.store.UserByName(ctx, username)
 	switch {
-	case errors.Is(err, seckill.ErrNotFound):
+	case errors.Is(err, apperr.ErrNotFound):
 		// Spend the same time as a real comparison; the result is ignored.
 		_ = a.spend([]byte(dummyHash), []byte(password))
 		return "", 0, time.Time{}, wrongCredentials()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // memUsers is an in-test UserStore: the domain interface of this package,
@@ -32,7 +32,7 @@ func (m *memUsers) CreateUser(_ context.Context, username, hash string) (int64, 
 		return 0, m.err
 	}
 	if _, ok := m.byName[username]; ok {
-		return 0, fmt.Errorf("%w: %s", seckill.ErrUsernameTaken, username)
+		return 0, fmt.Errorf("%w: %s", apperr.ErrUsernameTaken, username)
 	}
 	m.nextID++
 	m.byName[username] = User{ID: m.nextID, Username: username, PasswordHash: hash}
@@ -47,7 +47,7 @@ func (m *memUsers) UserByName(_ context.Context, username string) (User, error) 
 	}
 	u, ok := m.byName[username]
 	if !ok {
-		return User{}, fmt.Errorf("user %q: %w", username, seckill.ErrNotFound)
+		return User{}, fmt.Errorf("user %q: %w", username, apperr.ErrNotFound)
 	}
 	return u, nil
 }
@@ -64,18 +64,18 @@ func TestPasswords(t *testing.T) {
 	h, err := HashPassword("correct horse")
 	require.NoError(t, err)
 	require.NoError(t, CheckPassword(h, "correct horse"))
-	require.ErrorIs(t, CheckPassword(h, "correct horsE"), seckill.ErrUnauthenticated)
+	require.ErrorIs(t, CheckPassword(h, "correct horsE"), apperr.ErrUnauthenticated)
 
 	_, err = HashPassword("short")
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	_, err = HashPassword(strings.Repeat("x", MaxPasswordLen+1))
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	_, err = HashPassword(strings.Repeat("x", MaxPasswordLen))
 	require.NoError(t, err)
 
 	err = CheckPassword("not a bcrypt hash", "whatever1")
 	require.Error(t, err)
-	require.NotErrorIs(t, err, seckill.ErrUnauthenticated, "a broken stored hash is our fault, not the caller's")
+	require.NotErrorIs(t, err, apperr.ErrUnauthenticated, "a broken stored hash is our fault, not the caller's")
 }
 
 func TestValidateUsername(t *testing.T) {
@@ -84,7 +84,7 @@ func TestValidateUsername(t *testing.T) {
 		require.NoError(t, ValidateUsername(ok), ok)
 	}
 	for _, bad := range []string{"", "ab", strings.Repeat("a", 33), "bob smith", "bob@x", "bób", "a/b", "<script>"} {
-		require.ErrorIs(t, ValidateUsername(bad), seckill.ErrInvalidInput, bad)
+		require.ErrorIs(t, ValidateUsername(bad), apperr.ErrInvalidInput, bad)
 	}
 }
 
@@ -102,11 +102,11 @@ func TestRegisterAndLogin(t *testing.T) {
 	require.NotContains(t, u.PasswordHash, "wonderland")
 
 	_, err = acc.Register(ctx, "alice", "otherpassword")
-	require.ErrorIs(t, err, seckill.ErrUsernameTaken)
+	require.ErrorIs(t, err, apperr.ErrUsernameTaken)
 	_, err = acc.Register(ctx, "al", "wonderland")
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	_, err = acc.Register(ctx, "alice2", "short")
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 
 	token, id, exp, err := acc.Login(ctx, "alice", "wonderland")
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestRegisterAndLogin(t *testing.T) {
 	require.Equal(t, u.ID, got)
 
 	_, _, _, err = acc.Login(ctx, "alice", "wonderlanD")
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	wrongPassword := err.Error()
 
 	// An unknown user costs one bcrypt comparison at the real cost, like a
@@ -128,18 +128,18 @@ func TestRegisterAndLogin(t *testing.T) {
 		return bcrypt.CompareHashAndPassword(hash, password)
 	}
 	_, _, _, err = acc.Login(ctx, "nobody", "wonderland")
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	require.Equal(t, wrongPassword, err.Error(), "an unknown user and a wrong password must read the same")
 	require.Equal(t, []string{dummyHash}, spent, "the dummy comparison ran")
 
 	_, _, _, err = acc.Login(ctx, "", "")
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	_, _, _, err = acc.Login(ctx, "bad name!", "wonderland")
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 
 	// A store failure is neither the caller's fault nor a wrong password.
-	store.err = fmt.Errorf("%w: connection refused", seckill.ErrUnavailable)
+	store.err = fmt.Errorf("%w: connection refused", apperr.ErrUnavailable)
 	_, _, _, err = acc.Login(ctx, "alice", "wonderland")
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
-	require.NotErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
+	require.NotErrorIs(t, err, apperr.ErrUnauthenticated)
 }

@@ -3,16 +3,19 @@
 // login. It knows nothing of HTTP; the gateway reads the bearer token and asks
 // [Tokens.Verify].
 //
-// Every error a caller should turn into an answer wraps one of the sentinels
-// of package seckill: ErrUnauthenticated for a missing, forged or expired
-// token and for wrong credentials, ErrInvalidInput for a username or password
-// that breaks the rules, ErrUsernameTaken (from the [UserStore]) for a name in
-// use. Errors whose text is fit for a shopper also carry it in a
-// [seckill.PublicError], whose sentence the gateway shows instead of its generic one.
+// Every error a caller should turn into an answer wraps one of the kinds of
+// seckill/apperr: ErrUnauthenticated for a missing, forged or expired token
+// and for wrong credentials, ErrInvalidInput for a username or password that
+// breaks the rules, ErrUsernameTaken (from the [UserStore]) for a name in
+// use. Errors whose text is fit for a shopper also carry it in an
+// [apperr.PublicError], whose sentence the gateway shows instead of its
+// generic one.
 package auth
 
-import "github.com/flashsale/seckill/seckill"
+import (
+	"github.com/flashsale/seckill/seckill/apperr"
+)
 
-func invalidInput(msg string) error { return seckill.Public(seckill.ErrInvalidInput, msg) }
+func invalidInput(msg string) error { return apperr.Public(apperr.ErrInvalidInput, msg) }
 
-func unauthenticated(msg string) error { return seckill.Public(seckill.ErrUnauthenticated, msg) }
+func unauthenticated(msg string) error { return apperr.Public(apperr.ErrUnauthenticated, msg) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // FuzzVerify: no token makes Verify panic, and every refusal is
@@ -31,7 +31,7 @@ func FuzzVerify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, token string) {
 		id, err := tk.Verify(token)
 		if err != nil {
-			if !errors.Is(err, seckill.ErrUnauthenticated) {
+			if !errors.Is(err, apperr.ErrUnauthenticated) {
 				t.Fatalf("refusal not ErrUnauthenticated: %v", err)
 			}
 			return

@@ -24,7 +24,7 @@ const hashCost = bcrypt.DefaultCost
 // exist.
 const dummyHash = "$2a$10$Km.FeCtkQdPSdMk3MW6QaOfE/Ax.3No/QN0FmTe7fHDdCBEe.mAHK"
 
-// ValidatePassword checks the length rules; errors wrap seckill.ErrInvalidInput.
+// ValidatePassword checks the length rules; errors wrap apperr.ErrInvalidInput.
 func ValidatePassword(password string) error {
 	if len(password) < MinPasswordLen || len(password) > MaxPasswordLen {
 		return invalidInput(fmt.Sprintf("the password must be %d to %d bytes long", MinPasswordLen, MaxPasswordLen))
@@ -45,7 +45,7 @@ func HashPassword(password string) (string, error) {
 }
 
 // CheckPassword returns nil when password matches hash, an error wrapping
-// seckill.ErrUnauthenticated when it does not, and any other error when the
+// apperr.ErrUnauthenticated when it does not, and any other error when the
 // stored hash is unreadable (a fault of the store, not of the caller).
 func CheckPassword(hash, password string) error {
 	err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(password))

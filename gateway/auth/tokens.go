@@ -9,7 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Rules of the tokens this platform accepts.
@@ -72,7 +72,7 @@ func (t *Tokens) TTL() time.Duration { return t.ttl }
 // as in the token's exp).
 func (t *Tokens) Issue(userID int64) (string, time.Time, error) {
 	if userID <= 0 {
-		return "", time.Time{}, fmt.Errorf("%w: user id must be positive, got %d", seckill.ErrInvalidInput, userID)
+		return "", time.Time{}, fmt.Errorf("%w: user id must be positive, got %d", apperr.ErrInvalidInput, userID)
 	}
 	now := t.now().UTC().Truncate(time.Second)
 	exp := now.Add(t.ttl)
@@ -90,13 +90,13 @@ func (t *Tokens) Issue(userID int64) (string, time.Time, error) {
 
 // Verify checks a token's algorithm, signature, exp (required) and the other
 // time claims within Leeway, and returns the user id of its sub. Every
-// failure wraps seckill.ErrUnauthenticated.
+// failure wraps apperr.ErrUnauthenticated.
 func (t *Tokens) Verify(token string) (int64, error) {
 	if token == "" {
 		return 0, unauthenticated("sign in first")
 	}
 	if len(token) > MaxTokenLen {
-		return 0, fmt.Errorf("%w: token longer than %d bytes", seckill.ErrUnauthenticated, MaxTokenLen)
+		return 0, fmt.Errorf("%w: token longer than %d bytes", apperr.ErrUnauthenticated, MaxTokenLen)
 	}
 	now := t.now()
 	if id, ok := t.verified.get(token, now); ok {
@@ -115,9 +115,9 @@ func (t *Tokens) verifyLibrary(token string) (int64, error) {
 	var claims jwt.RegisteredClaims
 	if _, err := t.parser.ParseWithClaims(token, &claims, t.key); err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) {
-			return 0, &seckill.PublicError{Kind: seckill.ErrUnauthenticated, Message: "your session has expired; please sign in again", Cause: err}
+			return 0, &apperr.PublicError{Kind: apperr.ErrUnauthenticated, Message: "your session has expired; please sign in again", Cause: err}
 		}
-		return 0, fmt.Errorf("%w: %w", seckill.ErrUnauthenticated, err)
+		return 0, fmt.Errorf("%w: %w", apperr.ErrUnauthenticated, err)
 	}
 	id, err := parseUserID(claims.Subject)
 	if err != nil {
@@ -142,7 +142,7 @@ func (t *Tokens) key(tok *jwt.Token) (any, error) {
 func parseUserID(sub string) (int64, error) {
 	id, err := strconv.ParseInt(sub, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != sub {
-		return 0, fmt.Errorf("%w: token subject is not a user id", seckill.ErrUnauthenticated)
+		return 0, fmt.Errorf("%w: token subject is not a user id", apperr.ErrUnauthenticated)
 	}
 	return id, nil
 }

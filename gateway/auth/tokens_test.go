@@ -10,7 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -78,7 +78,7 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 	require.Equal(t, int64(7), id)
 
 	_, _, err = tk.Issue(0)
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 }
 
 func TestVerifyLeeway(t *testing.T) {
@@ -95,7 +95,7 @@ func TestVerifyLeeway(t *testing.T) {
 
 	tk.now = func() time.Time { return exp.Add(Leeway + time.Second) }
 	_, err = tk.Verify(token)
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	require.ErrorIs(t, err, jwt.ErrTokenExpired)
 }
 
@@ -153,7 +153,7 @@ func TestVerifyRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			id, err := tk.Verify(token)
-			require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+			require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 			require.Zero(t, id)
 		})
 	}
@@ -202,6 +202,6 @@ func TestFastVerifyTakesIssuedTokens(t *testing.T) {
 	// Refusals keep the library's words.
 	tk.now = func() time.Time { return exp.Add(time.Hour) }
 	_, err = tk.Verify(token)
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	require.ErrorContains(t, err, "expired")
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // TestVerifiedTokensAreRemembered: a second Verify of a token is a cache
@@ -35,14 +35,14 @@ func TestVerifiedTokensAreRemembered(t *testing.T) {
 	// A forged signature is another key: parsed, and refused.
 	forged := token[:len(token)-2] + flip(token[len(token)-2:])
 	_, err = tk.Verify(forged)
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	_, cached = tk.verified.get(forged, now)
 	require.False(t, cached)
 
 	// Past exp + Leeway the cached token is refused like any expired one.
 	tk.now = func() time.Time { return exp.Add(Leeway + time.Second) }
 	_, err = tk.Verify(token)
-	require.ErrorIs(t, err, seckill.ErrUnauthenticated)
+	require.ErrorIs(t, err, apperr.ErrUnauthenticated)
 	var pe interface{ PublicMessage() string }
 	require.True(t, errors.As(err, &pe))
 	require.Contains(t, pe.PublicMessage(), "expired")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -46,7 +47,7 @@ type RequestOrders interface {
 // errNoRoom is the answer for a voucher with a waiting room on a pipeline
 // without one.
 func errNoRoom() error {
-	return seckill.Public(seckill.ErrUnavailable, "the waiting room is not available on this server")
+	return apperr.Public(apperr.ErrUnavailable, "the waiting room is not available on this server")
 }
 
 // checkPass is step 2, right after the catalog: what the pass's signature
@@ -129,7 +130,7 @@ func (p *Pipeline) replayWithoutPass(ctx context.Context, a *Attempt, refused er
 // and made no order, and the pass is given back.
 func passSpent(err error) bool {
 	for _, final := range []error{seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrEnded,
-		seckill.ErrNotStarted, seckill.ErrInvalidInput, seckill.ErrConflict, seckill.ErrOutcomeUnknown} {
+		seckill.ErrNotStarted, apperr.ErrInvalidInput, apperr.ErrConflict, seckill.ErrOutcomeUnknown} {
 		if errors.Is(err, final) {
 			return true
 		}

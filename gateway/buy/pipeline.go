@@ -2,7 +2,8 @@
 // purchase, top to bottom, in the order written in Pipeline's comment. It
 // knows nothing of HTTP: the gateway decodes the request into an Attempt,
 // calls Buy, and encodes what it returns (every refusal is an error
-// wrapping a seckill sentinel, which the gateway's error table maps).
+// wrapping a kind of seckill/apperr or a refusal of seckill, which the
+// gateway's error table maps).
 // gateway/edge implements the pluggable steps (Steps).
 package buy
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // pausedRetryAfter is the Retry-After of 503 sale_paused: an operator's pause
@@ -26,7 +28,7 @@ const knownTimeout = time.Second
 
 // Catalog is the vouchers, in memory (seckill.Catalog implements it).
 type Catalog interface {
-	// Voucher returns one voucher, or seckill.ErrNotFound.
+	// Voucher returns one voucher, or apperr.ErrNotFound.
 	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
 }
 
@@ -220,7 +222,7 @@ func (p *Pipeline) fromCatalog(ctx context.Context, a *Attempt) error {
 	}
 	if err := seckill.CertainRefusal(v, p.now(), a.Request.RequestKey != ""); err != nil {
 		if v.Paused {
-			err = seckill.WithRetryAfter(err, pausedRetryAfter)
+			err = apperr.WithRetryAfter(err, pausedRetryAfter)
 		}
 		return err
 	}
@@ -302,7 +304,7 @@ func (p *Pipeline) replayStatus(ctx context.Context, userID int64, pur Purchase)
 	}
 	o, err := p.orders.Get(ctx, userID, pur.OrderID)
 	switch {
-	case errors.Is(err, seckill.ErrNotFound):
+	case errors.Is(err, apperr.ErrNotFound):
 		pur.Status = orders.StatusFailed
 		return pur, nil
 	case err != nil:

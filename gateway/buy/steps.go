@@ -50,7 +50,7 @@ type Steps struct {
 	SoldOut SoldOut
 }
 
-// Limit charges one attempt to a budget or refuses it (seckill.ErrRateLimited,
+// Limit charges one attempt to a budget or refuses it (apperr.ErrRateLimited,
 // with its Retry-After); it sets its RateLimit headers on the attempt.
 type Limit interface {
 	Take(ctx context.Context, a *Attempt) error

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/gateway/buy"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // addrShards splits AddrLimit's table so that concurrent requests from
@@ -90,8 +90,8 @@ func (l *AddrLimit) charge(key string, now time.Time) (gcraResult, error) {
 	res := l.decide(key, now)
 	if !res.allowed {
 		l.m.reject(l.name, "rate_limited")
-		return res, seckill.WithRetryAfter(
-			fmt.Errorf("%w: %s: too many requests", seckill.ErrRateLimited, l.name), res.retryAfter)
+		return res, apperr.WithRetryAfter(
+			fmt.Errorf("%w: %s: too many requests", apperr.ErrRateLimited, l.name), res.retryAfter)
 	}
 	l.m.allow(l.name)
 	return res, nil

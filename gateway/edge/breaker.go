@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // ModeKey is the Redis key of the fleet-wide ops switch.
@@ -38,7 +39,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeAuto, ModeOpen, ModeClosed:
 		return m, nil
 	}
-	return "", fmt.Errorf("%w: mode must be auto, open or closed", seckill.ErrInvalidInput)
+	return "", fmt.Errorf("%w: mode must be auto, open or closed", apperr.ErrInvalidInput)
 }
 
 // States reported by Breaker.State besides gobreaker's closed, half-open, open.
@@ -147,8 +148,8 @@ func isDependencyFailure(err error) bool {
 	}
 	for _, answer := range []error{
 		seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrNotStarted, seckill.ErrEnded,
-		seckill.ErrNotFound, seckill.ErrInvalidInput, seckill.ErrConflict, seckill.ErrCaptchaInvalid,
-		seckill.ErrRateLimited, seckill.ErrUnauthenticated, seckill.ErrForbidden, seckill.ErrTooLarge,
+		apperr.ErrNotFound, apperr.ErrInvalidInput, apperr.ErrConflict, apperr.ErrCaptchaInvalid,
+		apperr.ErrRateLimited, apperr.ErrUnauthenticated, apperr.ErrForbidden, apperr.ErrTooLarge,
 		seckill.ErrNotAdmitted,
 		// One voucher's Redis state being restored by the healers: the path
 		// works for every other voucher, so the breaker must not open.
@@ -202,7 +203,7 @@ func (b *Breaker) Refuse(pathName string) error {
 }
 
 func (b *Breaker) refusal(why string, retry time.Duration) error {
-	return seckill.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", seckill.ErrUnavailable, why), retry)
+	return apperr.WithRetryAfter(fmt.Errorf("%w: circuit breaker %s", apperr.ErrUnavailable, why), retry)
 }
 
 // untilHalfOpen is when the open breaker of path lets probes through.
@@ -260,7 +261,7 @@ func (b *Breaker) SetMode(ctx context.Context, m Mode) error {
 		return err
 	}
 	if err := b.rdb.Set(ctx, b.key, string(m), 0).Err(); err != nil {
-		return fmt.Errorf("%w: redis set breaker mode: %w", seckill.ErrUnavailable, err)
+		return fmt.Errorf("%w: redis set breaker mode: %w", apperr.ErrUnavailable, err)
 	}
 	b.switchMu.Lock()
 	defer b.switchMu.Unlock()

@@ -16,6 +16,7 @@ import (
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -51,7 +52,7 @@ func TestBreakerOpensOnDeadRedisAndClosesByItself(t *testing.T) {
 	for e.Breaker.State() != "open" {
 		start := time.Now()
 		err := try()
-		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
 		require.Less(t, time.Since(start), 5*time.Second, "a request hung")
 		failures++
 		require.LessOrEqual(t, failures, 5)
@@ -73,7 +74,7 @@ func TestBreakerOpensOnDeadRedisAndClosesByItself(t *testing.T) {
 		if proxy.dials.Load() != dials {
 			dialing++
 		}
-		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
 		require.GreaterOrEqual(t, retryAfter(err), time.Second)
 		if e.Breaker.State() != "open" {
 			took = took[:i+1]
@@ -140,17 +141,17 @@ func TestOpsSwitchFleetWide(t *testing.T) {
 
 	require.NoError(t, a.Breaker.SetMode(ctx, edge.ModeOpen))
 	start := time.Now()
-	require.ErrorIs(t, buyOn(a), seckill.ErrUnavailable)
+	require.ErrorIs(t, buyOn(a), apperr.ErrUnavailable)
 	require.Eventually(t, func() bool { return buyOn(b) != nil }, time.Second, 10*time.Millisecond)
 	t.Logf("second instance obeyed PUT open after %v", time.Since(start))
 	err := buyOn(b)
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.Positive(t, retryAfter(err))
 	require.Equal(t, edge.StateForcedOpen, b.Breaker.State())
 	require.Equal(t, edge.ModeOpen, b.Breaker.Mode())
 
 	c, _ := newEdge(t, rdb, cfg) // started after the PUT
-	require.ErrorIs(t, buyOn(c), seckill.ErrUnavailable)
+	require.ErrorIs(t, buyOn(c), apperr.ErrUnavailable)
 
 	require.NoError(t, b.Breaker.SetMode(ctx, edge.ModeAuto))
 	start = time.Now()
@@ -166,12 +167,12 @@ func TestOpsSwitchFleetWide(t *testing.T) {
 	}
 	for range 20 {
 		_, err := chain(c.Steps(), seckill.Voucher{ID: 1}, fail)(ctx, attempt(1, 1))
-		require.NotErrorIs(t, err, seckill.ErrUnavailable)
+		require.NotErrorIs(t, err, apperr.ErrUnavailable)
 	}
 	require.Equal(t, edge.StateForcedClosed, c.Breaker.State())
 
 	_, err = edge.ParseMode("half")
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 }
 
 // An instance that cannot reach Redis keeps the last mode it read.
@@ -203,15 +204,15 @@ func TestBreakerPerPath(t *testing.T) {
 	common := seckill.Voucher{ID: 11, Kind: seckill.KindCommon}
 	flash := seckill.Voucher{ID: 12, Kind: seckill.KindSeckill}
 	contended := func(context.Context, *pipe.Attempt) (pipe.Sale, error) {
-		return pipe.Sale{}, fmt.Errorf("%w: deadlocked 4 times on the voucher's row", seckill.ErrUnavailable)
+		return pipe.Sale{}, fmt.Errorf("%w: deadlocked 4 times on the voucher's row", apperr.ErrUnavailable)
 	}
 	var sold atomic.Int64
 	for u := range int64(3) {
 		_, err := chain(e.Steps(), common, contended)(ctx, attempt(common.ID, u+1))
-		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
 	}
 	_, err := chain(e.Steps(), common, accept(&sold))(ctx, attempt(common.ID, 9))
-	require.ErrorIs(t, err, seckill.ErrUnavailable, "the PostgreSQL path is open")
+	require.ErrorIs(t, err, apperr.ErrUnavailable, "the PostgreSQL path is open")
 	require.Contains(t, err.Error(), "PostgreSQL")
 	require.Zero(t, sold.Load())
 
@@ -229,7 +230,7 @@ func TestBreakerPerPath(t *testing.T) {
 	// The operator's switch is for the whole sale: both paths.
 	require.NoError(t, e.Breaker.SetMode(ctx, edge.ModeOpen))
 	_, err = chain(e.Steps(), flash, accept(&sold))(ctx, attempt(flash.ID, 1000))
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.Equal(t, map[string]string{edge.PathRedis: edge.StateForcedOpen, edge.PathPostgreSQL: edge.StateForcedOpen}, e.Breaker.Paths())
 	require.NoError(t, e.Breaker.SetMode(ctx, edge.ModeClosed))
 	_, err = chain(e.Steps(), common, accept(&sold))(ctx, attempt(common.ID, 1001))

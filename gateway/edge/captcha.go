@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway/buy"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // CaptchaKeyPrefix prefixes the Redis key of each live captcha's answer.
@@ -146,22 +146,22 @@ func (c *Captchas) New(ctx context.Context) (id, image string, err error) {
 	}
 	id, image, _, err = c.captcha.Generate()
 	if err != nil {
-		return "", "", fmt.Errorf("%w: captcha: %w", seckill.ErrUnavailable, err)
+		return "", "", fmt.Errorf("%w: captcha: %w", apperr.ErrUnavailable, err)
 	}
 	return id, image, nil
 }
 
 // Check judges an answer and burns the captcha whatever the verdict. A wrong,
-// expired, reused, empty or malformed one is seckill.ErrCaptchaInvalid.
+// expired, reused, empty or malformed one is apperr.ErrCaptchaInvalid.
 func (c *Captchas) Check(ctx context.Context, id, answer string) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	ok, err := c.store.check(ctx, id, answer, true)
 	if err != nil {
-		return fmt.Errorf("%w: redis captcha: %w", seckill.ErrUnavailable, err)
+		return fmt.Errorf("%w: redis captcha: %w", apperr.ErrUnavailable, err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: missing, wrong, expired or already used", seckill.ErrCaptchaInvalid)
+		return fmt.Errorf("%w: missing, wrong, expired or already used", apperr.ErrCaptchaInvalid)
 	}
 	return nil
 }
@@ -182,7 +182,7 @@ func (g captchaGate) Check(ctx context.Context, a *buy.Attempt, known bool) erro
 	}
 	if err := g.e.Captchas.Check(ctx, a.CaptchaID, a.CaptchaAnswer); err != nil {
 		reason := "invalid"
-		if errors.Is(err, seckill.ErrUnavailable) {
+		if errors.Is(err, apperr.ErrUnavailable) {
 			reason = "error"
 		}
 		g.e.metrics.reject(gateCaptcha, reason)

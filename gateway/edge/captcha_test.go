@@ -12,6 +12,7 @@ import (
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -36,25 +37,25 @@ func TestCaptchaSingleUseSharedByInstances(t *testing.T) {
 	// white space; then never again.
 	id, answer := newCaptcha(t, a.Captchas)
 	require.NoError(t, b.Captchas.Check(ctx, id, " "+strings.ToUpper(answer[:2])+" \t"+answer[2:]+"\n"))
-	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
-	require.ErrorIs(t, b.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), apperr.ErrCaptchaInvalid)
+	require.ErrorIs(t, b.Captchas.Check(ctx, id, answer), apperr.ErrCaptchaInvalid)
 
 	// A wrong answer burns it.
 	id, answer = newCaptcha(t, a.Captchas)
-	require.ErrorIs(t, b.Captchas.Check(ctx, id, answer+"0"), seckill.ErrCaptchaInvalid)
-	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, b.Captchas.Check(ctx, id, answer+"0"), apperr.ErrCaptchaInvalid)
+	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), apperr.ErrCaptchaInvalid)
 
 	// An empty answer burns it too.
 	id, answer = newCaptcha(t, a.Captchas)
-	require.ErrorIs(t, b.Captchas.Check(ctx, id, "  "), seckill.ErrCaptchaInvalid)
-	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, b.Captchas.Check(ctx, id, "  "), apperr.ErrCaptchaInvalid)
+	require.ErrorIs(t, a.Captchas.Check(ctx, id, answer), apperr.ErrCaptchaInvalid)
 
 	// mojocn/base64Captcha#94 and friends: never a match.
 	for _, c := range [][2]string{
 		{"", ""}, {"", answer}, {"unknownid", ""}, {"unknownid", "12345"},
 		{"../etc", "1"}, {"a b", "1"}, {strings.Repeat("a", 65), "1"}, {"id\x00", "1"},
 	} {
-		require.ErrorIs(t, a.Captchas.Check(ctx, c[0], c[1]), seckill.ErrCaptchaInvalid, "%q", c)
+		require.ErrorIs(t, a.Captchas.Check(ctx, c[0], c[1]), apperr.ErrCaptchaInvalid, "%q", c)
 	}
 	store := edge.NewRedisStore(rdb, time.Minute)
 	require.False(t, store.Verify("unknownid", "", true))
@@ -67,7 +68,7 @@ func TestCaptchaExpires(t *testing.T) {
 	e, _ := newEdge(t, rdb, edge.Config{CaptchaTTL: 300 * time.Millisecond})
 	id, answer := newCaptcha(t, e.Captchas)
 	time.Sleep(400 * time.Millisecond)
-	require.ErrorIs(t, e.Captchas.Check(context.Background(), id, answer), seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, e.Captchas.Check(context.Background(), id, answer), apperr.ErrCaptchaInvalid)
 }
 
 func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
@@ -83,7 +84,7 @@ func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
 
 	guarded := chain(e.Steps(), seckill.Voucher{ID: 2, CaptchaRequired: true}, accept(&sold))
 	_, err = guarded(ctx, attempt(2, 7))
-	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, err, apperr.ErrCaptchaInvalid)
 
 	id, answer := newCaptcha(t, e.Captchas)
 	a := attempt(2, 7)
@@ -91,7 +92,7 @@ func TestCaptchaGateOnlyForVouchersThatRequireIt(t *testing.T) {
 	_, err = guarded(ctx, a)
 	require.NoError(t, err)
 	_, err = guarded(ctx, a)
-	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid)
+	require.ErrorIs(t, err, apperr.ErrCaptchaInvalid)
 	require.EqualValues(t, 2, sold.Load())
 }
 
@@ -125,9 +126,9 @@ func TestCaptchaSkippedForIdempotentRetry(t *testing.T) {
 	require.Equal(t, first.OrderID, again.OrderID)
 
 	_, err = buy(ctx, keyed(7, "another"))
-	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid, "a new request needs a new captcha")
+	require.ErrorIs(t, err, apperr.ErrCaptchaInvalid, "a new request needs a new captcha")
 	_, err = buy(ctx, keyed(8, "retry-me"))
-	require.ErrorIs(t, err, seckill.ErrCaptchaInvalid, "another user's key is not this one's")
+	require.ErrorIs(t, err, apperr.ErrCaptchaInvalid, "another user's key is not this one's")
 	left, err := redisstock.New(rdb).StockLeft(ctx, v.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 9, left[v.ID], "the retry sold nothing")

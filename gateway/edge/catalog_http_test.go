@@ -21,6 +21,7 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -33,14 +34,14 @@ func (nopBuyer) Buy(context.Context, seckill.BuyRequest) (seckill.ReserveResult,
 type nopOrders struct{}
 
 func (nopOrders) Get(context.Context, int64, int64) (orders.Order, error) {
-	return orders.Order{}, seckill.ErrNotFound
+	return orders.Order{}, apperr.ErrNotFound
 }
 func (nopOrders) List(context.Context, int64) ([]orders.Order, error) { return nil, nil }
 
 type nopStats struct{}
 
 func (nopStats) Stats(context.Context, int64) (orders.Stats, error) {
-	return orders.Stats{}, seckill.ErrNotFound
+	return orders.Stats{}, apperr.ErrNotFound
 }
 
 const catalogAdmin = "admin-token-0123456789"

@@ -5,8 +5,9 @@
 // per-username limit of failed logins, the single-use
 // captcha, the circuit breaker with its fleet-wide ops switch, and the
 // sold-out flag. It implements buy.Steps and gateway.Gates and knows
-// nothing of HTTP: every refusal is an error wrapping a seckill sentinel,
-// the gateway turns it into a status code.
+// nothing of HTTP: every refusal is an error wrapping a kind of
+// seckill/apperr or a refusal of seckill, which the gateway turns into a
+// status code.
 //
 // # Order
 //

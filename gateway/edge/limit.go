@@ -14,7 +14,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/flashsale/seckill/gateway/buy"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Gate names in metrics.
@@ -62,8 +62,8 @@ func (g *globalLimit) Take(_ context.Context, a *buy.Attempt) error {
 	if !res.allowed {
 		setRateHeaders(a.SetHeader, g.rate, 0, res.resetAfter)
 		g.m.reject(gateGlobal, "rate_limited")
-		return seckill.WithRetryAfter(
-			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateGlobal), res.retryAfter)
+		return apperr.WithRetryAfter(
+			fmt.Errorf("%w: %s", apperr.ErrRateLimited, gateGlobal), res.retryAfter)
 	}
 	g.m.allow(gateGlobal)
 	return nil
@@ -102,8 +102,8 @@ func (g *userLimit) Take(ctx context.Context, a *buy.Attempt) error {
 	setRateHeaders(a.SetHeader, g.rate, res.Remaining, res.ResetAfter)
 	if res.Allowed == 0 {
 		g.m.reject(gateUser, "rate_limited")
-		return seckill.WithRetryAfter(
-			fmt.Errorf("%w: %s", seckill.ErrRateLimited, gateUser), res.RetryAfter)
+		return apperr.WithRetryAfter(
+			fmt.Errorf("%w: %s", apperr.ErrRateLimited, gateUser), res.RetryAfter)
 	}
 	g.m.allow(gateUser)
 	return nil
@@ -154,7 +154,7 @@ func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 	}
 	if res.Allowed == 0 {
 		l.metrics.reject(l.gate, "rate_limited")
-		return seckill.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", seckill.ErrRateLimited), res.RetryAfter)
+		return apperr.WithRetryAfter(fmt.Errorf("%w: too many attempts from this address", apperr.ErrRateLimited), res.RetryAfter)
 	}
 	l.metrics.allow(l.gate)
 	return nil
@@ -196,8 +196,8 @@ func (l *nameLimit) Take(ctx context.Context, username string) error {
 	}
 	if res.Allowed == 0 {
 		l.m.reject(gateLoginName, "rate_limited")
-		return seckill.WithRetryAfter(fmt.Errorf(
-			"%w: too many failed logins for this username; wait before trying again", seckill.ErrRateLimited), max(res.RetryAfter, time.Second))
+		return apperr.WithRetryAfter(fmt.Errorf(
+			"%w: too many failed logins for this username; wait before trying again", apperr.ErrRateLimited), max(res.RetryAfter, time.Second))
 	}
 	l.m.allow(gateLoginName)
 	return nil

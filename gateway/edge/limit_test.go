@@ -18,6 +18,7 @@ import (
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 func TestUserLimitRetryAfterLetsTheNextOneThrough(t *testing.T) {
@@ -38,7 +39,7 @@ func TestUserLimitRetryAfterLetsTheNextOneThrough(t *testing.T) {
 	}
 	a := attempt(1, alice)
 	_, err := buy(ctx, a)
-	require.ErrorIs(t, err, seckill.ErrRateLimited)
+	require.ErrorIs(t, err, apperr.ErrRateLimited)
 	wait := retryAfter(err)
 	require.Greater(t, wait, time.Duration(0))
 	require.LessOrEqual(t, wait, time.Second)
@@ -80,7 +81,7 @@ func TestGlobalLimitAcrossInstances(t *testing.T) {
 	for i := range 600 {
 		_, err := buys[i%2](context.Background(), attempt(1, int64(i+1)))
 		if err != nil {
-			require.ErrorIs(t, err, seckill.ErrRateLimited)
+			require.ErrorIs(t, err, apperr.ErrRateLimited)
 			require.Positive(t, retryAfter(err))
 			// Each instance enforces half the rate, no less: its next
 			// token is at most one half-rate interval away.
@@ -126,7 +127,7 @@ func TestGlobalLimitAloneGetsFullRate(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, allowed, burst, "the burst is given at once")
 	require.LessOrEqual(t, float64(allowed), burst+rate*time.Since(began).Seconds()+1)
-	require.ErrorIs(t, err, seckill.ErrRateLimited)
+	require.ErrorIs(t, err, apperr.ErrRateLimited)
 	wait := retryAfter(err)
 	require.Greater(t, wait, time.Duration(0))
 	require.LessOrEqual(t, wait, time.Second/rate+time.Millisecond)
@@ -198,7 +199,7 @@ func TestCredentialLimitPerIP(t *testing.T) {
 		require.NoError(t, lim.Allow(ctx, ip))
 	}
 	err := lim.Allow(ctx, ip)
-	require.ErrorIs(t, err, seckill.ErrRateLimited)
+	require.ErrorIs(t, err, apperr.ErrRateLimited)
 	require.Greater(t, retryAfter(err), time.Second)
 	require.NoError(t, lim.Allow(ctx, ip+"-other"))
 }
@@ -258,7 +259,7 @@ func TestFloodingAccountDoesNotSpendTheGlobalBudget(t *testing.T) {
 		a := attempt(1, bot)
 		a.ClientKey = "6.6.6.6"
 		if _, err := buy(ctx, a); err != nil {
-			require.ErrorIs(t, err, seckill.ErrRateLimited)
+			require.ErrorIs(t, err, apperr.ErrRateLimited)
 			refused++
 		}
 	}
@@ -294,7 +295,7 @@ func TestAddressBudgetComesFirst(t *testing.T) {
 		a := attempt(1, base+int64(i)) // a new account every time
 		a.ClientKey = "2001:db8:6:600::/56"
 		if _, err := buy(ctx, a); err != nil {
-			require.ErrorIs(t, err, seckill.ErrRateLimited)
+			require.ErrorIs(t, err, apperr.ErrRateLimited)
 			require.Positive(t, retryAfter(err))
 			refused++
 		}
@@ -331,8 +332,8 @@ func TestLoginNameLimit(t *testing.T) {
 		require.NoError(t, names.Take(ctx, victim))
 	}
 	err := names.Take(ctx, victim)
-	require.ErrorIs(t, err, seckill.ErrRateLimited)
+	require.ErrorIs(t, err, apperr.ErrRateLimited)
 	require.GreaterOrEqual(t, retryAfter(err), time.Second)
-	require.ErrorIs(t, names.Take(ctx, strings.ToUpper(victim)), seckill.ErrRateLimited, "case does not make a new budget")
+	require.ErrorIs(t, names.Take(ctx, strings.ToUpper(victim)), apperr.ErrRateLimited, "case does not make a new budget")
 	require.NoError(t, names.Take(ctx, victim+"_other"))
 }

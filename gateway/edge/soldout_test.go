@@ -12,6 +12,7 @@ import (
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -204,7 +205,7 @@ func TestSoldOutSawReleaseOfUnqueued(t *testing.T) {
 	const v = 77
 	e.SoldOut.Saw(v, pipe.Sale{StockKnown: true, StockLeft: 0}, nil)
 	require.True(t, e.SoldOut.IsFlagged(v), "the last unit was taken")
-	e.SoldOut.Saw(v, pipe.Sale{}, fmt.Errorf("%w: queue: %w", seckill.ErrUnavailable, seckill.ErrNotQueued))
+	e.SoldOut.Saw(v, pipe.Sale{}, fmt.Errorf("%w: queue: %w", apperr.ErrUnavailable, seckill.ErrNotQueued))
 	require.False(t, e.SoldOut.IsFlagged(v), "the unqueued reservation was given back")
 	e.SoldOut.Saw(v, pipe.Sale{StockKnown: true, StockLeft: 2}, nil)
 	require.False(t, e.SoldOut.IsFlagged(v), "units are left")

@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/pause"
 )
 
@@ -55,13 +56,13 @@ type ConsumerConfig struct {
 	// DeadLetters, when set, takes the messages that cannot be handled: a
 	// message that is not a reservation at once, and one the handler still
 	// fails alone after DeadLetterAfter attempts of its batch with an error
-	// that is not seckill.ErrUnavailable. Without it a message that is not a
+	// that is not apperr.ErrUnavailable. Without it a message that is not a
 	// reservation is logged and skipped, and a failing batch is retried
 	// for ever.
 	DeadLetters *DeadLetters
 	// DeadLetterAfter is how many attempts a batch gets before its messages
 	// are tried one by one and the failing ones dead-lettered (default 5).
-	// A dependency outage (seckill.ErrUnavailable) never dead-letters
+	// A dependency outage (apperr.ErrUnavailable) never dead-letters
 	// anything: the batch waits for it.
 	DeadLetterAfter int
 }
@@ -132,7 +133,7 @@ func ConsumerGroupConfig() *sarama.Config {
 func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	cfg.defaults()
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
-		return nil, fmt.Errorf("kafkaq: consumer: %w: brokers and topic are required", seckill.ErrInvalidInput)
+		return nil, fmt.Errorf("kafkaq: consumer: %w: brokers and topic are required", apperr.ErrInvalidInput)
 	}
 	group, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, ConsumerGroupConfig())
 	if err != nil {
@@ -395,7 +396,7 @@ func (h *claimHandler) deadLetter(ctx context.Context, msg *sarama.ConsumerMessa
 // transient reports whether err is a dependency outage (or a deadline): worth
 // waiting for, never a reason to set a message aside.
 func transient(err error) bool {
-	return errors.Is(err, seckill.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return errors.Is(err, apperr.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // Decode parses one message value. A message without usable ids is an error:
@@ -406,7 +407,7 @@ func Decode(value []byte) (seckill.Reservation, error) {
 		return seckill.Reservation{}, fmt.Errorf("kafkaq: decode: %w", err)
 	}
 	if r.OrderID <= 0 || r.VoucherID <= 0 || r.UserID <= 0 {
-		return seckill.Reservation{}, fmt.Errorf("kafkaq: decode: %w: order, voucher and user ids are required", seckill.ErrInvalidInput)
+		return seckill.Reservation{}, fmt.Errorf("kafkaq: decode: %w: order, voucher and user ids are required", apperr.ErrInvalidInput)
 	}
 	return r, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/kafkaq/kafkaqtest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/testlog"
 )
 
@@ -405,7 +406,7 @@ func TestDeadLetters(t *testing.T) {
 				}
 				if r.OrderID == 4 && outages > 0 {
 					outages--
-					return seckill.ErrUnavailable
+					return apperr.ErrUnavailable
 				}
 			}
 			for _, r := range batch {

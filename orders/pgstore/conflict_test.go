@@ -11,6 +11,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // A synchronous buy that PostgreSQL picks as a deadlock's victim is run
@@ -109,7 +110,7 @@ func TestEndlessDeadlocksAreUnavailable(t *testing.T) {
 		}
 		select {
 		case err := <-done:
-			require.ErrorIs(t, err, seckill.ErrUnavailable)
+			require.ErrorIs(t, err, apperr.ErrUnavailable)
 			require.Contains(t, err.Error(), "deadlock")
 			require.Contains(t, err.Error(), "gave up after 4 attempts", "every attempt deadlocked")
 			// Each round causes one deadlock, or two: when the buy's

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Pay marks the user's order paid: ONE conditional UPDATE, so a payment and a
@@ -44,11 +45,11 @@ func (s *Store) whyNot(ctx context.Context, userID, orderID int64, to orders.Sta
 	case err != nil:
 		return orders.Order{}, err
 	case o.UserID != userID:
-		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", orderID, seckill.ErrNotFound)
+		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", orderID, apperr.ErrNotFound)
 	case o.Status == to:
 		return o, fmt.Errorf("pgstore: order %d is %s: %w", orderID, o.Status, orders.ErrAlready)
 	}
-	return orders.Order{}, fmt.Errorf("pgstore: order %d is %s and cannot be %s: %w", orderID, o.Status, to, seckill.ErrConflict)
+	return orders.Order{}, fmt.Errorf("pgstore: order %d is %s and cannot be %s: %w", orderID, o.Status, to, apperr.ErrConflict)
 }
 
 // Cancel cancels the user's created order and puts its stock back, in one
@@ -75,7 +76,7 @@ func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (_ orders.Ord
 func (s *Store) CancelExpired(ctx context.Context, max int) (_ []orders.Order, err error) {
 	defer unavailable(&err)
 	if max <= 0 {
-		return nil, fmt.Errorf("pgstore: cancel expired: %w: max %d", seckill.ErrInvalidInput, max)
+		return nil, fmt.Errorf("pgstore: cancel expired: %w: max %d", apperr.ErrInvalidInput, max)
 	}
 	list, err := s.cancelWhere(ctx, `id IN (
 		SELECT id FROM orders WHERE status = 'created' AND pay_deadline <= now()
@@ -262,7 +263,7 @@ func (s *Store) buySync(ctx context.Context, orderID int64, req seckill.BuyReque
 		FROM vouchers WHERE id = $1 FOR NO KEY UPDATE`, req.VoucherID).
 		Scan(&kind, &left, &limit, &price, &begin, &end, &now)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return orders.Order{}, fmt.Errorf("pgstore: buy: voucher %d: %w", req.VoucherID, seckill.ErrNotFound)
+		return orders.Order{}, fmt.Errorf("pgstore: buy: voucher %d: %w", req.VoucherID, apperr.ErrNotFound)
 	}
 	if err != nil {
 		return orders.Order{}, fmt.Errorf("pgstore: buy: voucher %d: %w", req.VoucherID, err)
@@ -280,7 +281,7 @@ func (s *Store) buySync(ctx context.Context, orderID int64, req seckill.BuyReque
 	}
 	switch {
 	case seckill.Kind(kind) == seckill.KindSeckill:
-		return orders.Order{}, fmt.Errorf("pgstore: buy: voucher %d is sold through Redis: %w", req.VoucherID, seckill.ErrInvalidInput)
+		return orders.Order{}, fmt.Errorf("pgstore: buy: voucher %d is sold through Redis: %w", req.VoucherID, apperr.ErrInvalidInput)
 	case now.Before(begin):
 		return orders.Order{}, fmt.Errorf("pgstore: buy: voucher %d: %w", req.VoucherID, seckill.ErrNotStarted)
 	case !now.Before(end):

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/seckill/orders"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 const orderColumns = `id, voucher_id, user_id, quantity, amount_cents, status, coalesce(request_key, ''),
@@ -36,12 +36,12 @@ func collectOrders(rows pgx.Rows) ([]orders.Order, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (orders.Order, error) { return scanOrder(row) })
 }
 
-// Order returns order id, or an error wrapping seckill.ErrNotFound.
+// Order returns order id, or an error wrapping apperr.ErrNotFound.
 func (s *Store) Order(ctx context.Context, id int64) (_ orders.Order, err error) {
 	defer unavailable(&err)
 	o, err := scanOrder(s.pool.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", id, seckill.ErrNotFound)
+		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", id, apperr.ErrNotFound)
 	}
 	if err != nil {
 		return orders.Order{}, fmt.Errorf("pgstore: order %d: %w", id, err)
@@ -75,7 +75,7 @@ func (s *Store) OrderIDByRequestKey(ctx context.Context, userID, voucherID int64
 func (s *Store) OrdersByUser(ctx context.Context, userID int64, limit int) (_ []orders.Order, err error) {
 	defer unavailable(&err)
 	if limit <= 0 {
-		return nil, fmt.Errorf("pgstore: orders by user: %w: limit %d", seckill.ErrInvalidInput, limit)
+		return nil, fmt.Errorf("pgstore: orders by user: %w: limit %d", apperr.ErrInvalidInput, limit)
 	}
 	rows, err := s.pool.Query(ctx,
 		`SELECT `+orderColumns+` FROM orders WHERE user_id = $1 ORDER BY id DESC LIMIT $2`, userID, limit)
@@ -90,7 +90,7 @@ func (s *Store) OrdersByUser(ctx context.Context, userID int64, limit int) (_ []
 }
 
 // Stats returns the stock and the orders per status of voucher id, or an
-// error wrapping seckill.ErrNotFound.
+// error wrapping apperr.ErrNotFound.
 func (s *Store) Stats(ctx context.Context, voucherID int64) (_ orders.Stats, err error) {
 	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `
@@ -123,7 +123,7 @@ func (s *Store) Stats(ctx context.Context, voucherID int64) (_ orders.Stats, err
 		return orders.Stats{}, fmt.Errorf("pgstore: stats %d: %w", voucherID, err)
 	}
 	if !found {
-		return orders.Stats{}, fmt.Errorf("pgstore: stats: voucher %d: %w", voucherID, seckill.ErrNotFound)
+		return orders.Stats{}, fmt.Errorf("pgstore: stats: voucher %d: %w", voucherID, apperr.ErrNotFound)
 	}
 	return st, nil
 }

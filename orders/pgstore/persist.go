@@ -16,6 +16,8 @@ import (
 	"github.com/flashsale/seckill/seckill"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // permanentError says a transaction was rolled back because something in it
@@ -50,7 +52,7 @@ func (e *permanentError) Error() string {
 func (s *Store) PersistBatch(ctx context.Context, rs []seckill.Reservation, payTimeout time.Duration) (_ orders.BatchResult, err error) {
 	defer unavailable(&err)
 	if payTimeout <= 0 {
-		return orders.BatchResult{}, fmt.Errorf("pgstore: persist: %w: pay timeout %s", seckill.ErrInvalidInput, payTimeout)
+		return orders.BatchResult{}, fmt.Errorf("pgstore: persist: %w: pay timeout %s", apperr.ErrInvalidInput, payTimeout)
 	}
 	results := make([]orders.Persisted, len(rs))
 	first := make(map[int64]int, len(rs))
@@ -263,12 +265,12 @@ func (s *Store) persistTx(ctx context.Context, batch []seckill.Reservation, payT
 func (s *Store) whyNotInserted(ctx context.Context, tx pgx.Tx, r seckill.Reservation) error {
 	var voucherExists bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM vouchers WHERE id = $1)`, r.VoucherID).Scan(&voucherExists); err != nil {
-		return fmt.Errorf("%w: order %d was not inserted", seckill.ErrConflict, r.OrderID)
+		return fmt.Errorf("%w: order %d was not inserted", apperr.ErrConflict, r.OrderID)
 	}
 	if !voucherExists {
-		return fmt.Errorf("%w: voucher %d is not in PostgreSQL", seckill.ErrNotFound, r.VoucherID)
+		return fmt.Errorf("%w: voucher %d is not in PostgreSQL", apperr.ErrNotFound, r.VoucherID)
 	}
-	return fmt.Errorf("%w: request key %q is used by another order", seckill.ErrConflict, r.RequestKey)
+	return fmt.Errorf("%w: request key %q is used by another order", apperr.ErrConflict, r.RequestKey)
 }
 
 // classify turns a data or constraint error of the database into a
@@ -286,7 +288,7 @@ func classify(err error, n int) error {
 		if n > 1 {
 			return &permanentError{}
 		}
-		return &permanentError{reason: fmt.Errorf("%w: %w", seckill.ErrInvalidInput, err)}
+		return &permanentError{reason: fmt.Errorf("%w: %w", apperr.ErrInvalidInput, err)}
 	}
 	return err
 }
@@ -317,7 +319,7 @@ RETURNING ` + orderColumns
 // wins and the result is a duplicate.
 func (s *Store) insertFailed(ctx context.Context, r seckill.Reservation, reason error) (orders.Persisted, error) {
 	key := &r.RequestKey
-	if r.RequestKey == "" || errors.Is(reason, seckill.ErrConflict) {
+	if r.RequestKey == "" || errors.Is(reason, apperr.ErrConflict) {
 		// The key belongs to another order; the failed row must not take it.
 		key = nil
 	}
@@ -333,7 +335,7 @@ func (s *Store) insertFailed(ctx context.Context, r seckill.Reservation, reason 
 		if err == nil {
 			return orders.Persisted{Reservation: r, Outcome: orders.OutcomeDuplicate, Order: o}, nil
 		}
-		if !errors.Is(err, seckill.ErrNotFound) {
+		if !errors.Is(err, apperr.ErrNotFound) {
 			return orders.Persisted{}, err
 		}
 		// The request key was taken in the meantime: store without it.

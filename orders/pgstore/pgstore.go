@@ -24,10 +24,11 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Store reads and writes users, vouchers and orders over a pgx pool. Every
-// method's error wraps seckill.ErrUnavailable when PostgreSQL could not be
+// method's error wraps apperr.ErrUnavailable when PostgreSQL could not be
 // reached or did not answer in time (see unavailable).
 type Store struct {
 	pool *pgxpool.Pool
@@ -77,7 +78,7 @@ func conflicted(err error) bool {
 // aborts it for a deadlock or a serialization failure, up to
 // conflictAttempts times with jittered waits. This is the one place such
 // conflicts are handled: every transaction of the store runs through it.
-// When they persist, the error wraps seckill.ErrUnavailable (503 with
+// When they persist, the error wraps apperr.ErrUnavailable (503 with
 // Retry-After: the database is too contended right now, which is not the
 // client's fault and not an internal error). tx must start from scratch on
 // every call.
@@ -89,7 +90,7 @@ func retryConflicts[T any](ctx context.Context, tx func() (T, error)) (T, error)
 			return v, err
 		}
 		if attempt == conflictAttempts {
-			return v, fmt.Errorf("%w: gave up after %d attempts: %w", seckill.ErrUnavailable, attempt, err)
+			return v, fmt.Errorf("%w: gave up after %d attempts: %w", apperr.ErrUnavailable, attempt, err)
 		}
 		t := time.NewTimer(time.Duration(rand.Int64N(int64(wait))) + 1)
 		select {
@@ -102,7 +103,7 @@ func retryConflicts[T any](ctx context.Context, tx func() (T, error)) (T, error)
 	}
 }
 
-// unavailable marks *errp with seckill.ErrUnavailable when it says PostgreSQL
+// unavailable marks *errp with apperr.ErrUnavailable when it says PostgreSQL
 // could not be reached or did not answer in time, keeping err in the chain.
 // Every exported method defers it on its error result, so the
 // gateway answers a database outage with 503 unavailable instead of 500, and
@@ -110,8 +111,8 @@ func retryConflicts[T any](ctx context.Context, tx func() (T, error)) (T, error)
 // Anything else (constraint violations, bad data, not found) is returned as
 // it is, with the sentinel it already wraps.
 func unavailable(errp *error) {
-	if err := *errp; err != nil && !errors.Is(err, seckill.ErrUnavailable) && (unreachable(err) || conflicted(err)) {
-		*errp = fmt.Errorf("%w: %w", seckill.ErrUnavailable, err)
+	if err := *errp; err != nil && !errors.Is(err, apperr.ErrUnavailable) && (unreachable(err) || conflicted(err)) {
+		*errp = fmt.Errorf("%w: %w", apperr.ErrUnavailable, err)
 	}
 }
 
@@ -148,7 +149,7 @@ func unreachable(err error) bool {
 }
 
 // CreateUser stores a new user and returns its id. A name in use returns an
-// error wrapping seckill.ErrUsernameTaken.
+// error wrapping apperr.ErrUsernameTaken.
 func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (_ int64, err error) {
 	defer unavailable(&err)
 	var id int64
@@ -160,9 +161,9 @@ func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (
 		if errors.As(err, &pgErr) {
 			switch {
 			case pgErr.Code == codeUniqueViolation:
-				return 0, fmt.Errorf("pgstore: user %q: %w", username, seckill.ErrUsernameTaken)
+				return 0, fmt.Errorf("pgstore: user %q: %w", username, apperr.ErrUsernameTaken)
 			case pgErr.Code == "23514": // check_violation: the name's length
-				return 0, fmt.Errorf("pgstore: user %q: %w: %s", username, seckill.ErrInvalidInput, pgErr.Message)
+				return 0, fmt.Errorf("pgstore: user %q: %w: %s", username, apperr.ErrInvalidInput, pgErr.Message)
 			}
 		}
 		return 0, fmt.Errorf("pgstore: create user: %w", err)
@@ -171,7 +172,7 @@ func (s *Store) CreateUser(ctx context.Context, username, passwordHash string) (
 }
 
 // UserByName returns the user called username, or an error wrapping
-// seckill.ErrNotFound.
+// apperr.ErrNotFound.
 func (s *Store) UserByName(ctx context.Context, username string) (_ User, err error) {
 	defer unavailable(&err)
 	var u User
@@ -179,7 +180,7 @@ func (s *Store) UserByName(ctx context.Context, username string) (_ User, err er
 		`SELECT id, username, password_hash FROM users WHERE username = $1`, username).
 		Scan(&u.ID, &u.Username, &u.PasswordHash)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return User{}, fmt.Errorf("pgstore: user %q: %w", username, seckill.ErrNotFound)
+		return User{}, fmt.Errorf("pgstore: user %q: %w", username, apperr.ErrNotFound)
 	}
 	if err != nil {
 		return User{}, fmt.Errorf("pgstore: user by name: %w", err)
@@ -266,12 +267,12 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
 }
 
 // Voucher returns voucher id with PostgreSQL's stock_left, or an error
-// wrapping seckill.ErrNotFound.
+// wrapping apperr.ErrNotFound.
 func (s *Store) Voucher(ctx context.Context, id int64) (_ seckill.Voucher, err error) {
 	defer unavailable(&err)
 	v, err := scanVoucher(s.pool.QueryRow(ctx, `SELECT `+voucherColumns+` FROM vouchers WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, seckill.ErrNotFound)
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, err)
@@ -280,13 +281,13 @@ func (s *Store) Voucher(ctx context.Context, id int64) (_ seckill.Voucher, err e
 }
 
 // SetVoucherPaused records the operator's pause of voucher id (or its end)
-// and returns the voucher, or an error wrapping seckill.ErrNotFound.
+// and returns the voucher, or an error wrapping apperr.ErrNotFound.
 func (s *Store) SetVoucherPaused(ctx context.Context, id int64, paused bool) (_ seckill.Voucher, err error) {
 	defer unavailable(&err)
 	v, err := scanVoucher(s.pool.QueryRow(ctx,
 		`UPDATE vouchers SET paused = $2 WHERE id = $1 RETURNING `+voucherColumns, id, paused))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, seckill.ErrNotFound)
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, apperr.ErrNotFound)
 	}
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: pause voucher %d: %w", id, err)

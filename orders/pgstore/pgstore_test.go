@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 const payTimeout = 15 * time.Minute
@@ -33,14 +34,14 @@ func TestUsers(t *testing.T) {
 	require.Positive(t, id)
 
 	_, err = s.CreateUser(ctx, "alice", "hash-b")
-	require.ErrorIs(t, err, seckill.ErrUsernameTaken)
+	require.ErrorIs(t, err, apperr.ErrUsernameTaken)
 
 	u, err := s.UserByName(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, pgstore.User{ID: id, Username: "alice", PasswordHash: "hash-a"}, u)
 
 	_, err = s.UserByName(ctx, "bob")
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 }
 
 func TestCreateVoucher(t *testing.T) {
@@ -57,7 +58,7 @@ func TestCreateVoucher(t *testing.T) {
 		bad := in
 		bad.StockTotal = 0
 		_, err := s.CreateVoucher(ctx, bad, nil)
-		require.ErrorIs(t, err, seckill.ErrInvalidInput)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	})
 
 	// Redis warming failed: nothing may be left in PostgreSQL.
@@ -70,7 +71,7 @@ func TestCreateVoucher(t *testing.T) {
 	require.ErrorIs(t, err, warmErr)
 	require.Positive(t, seen.ID)
 	_, err = s.Voucher(ctx, seen.ID)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 
 	v1, err := s.CreateVoucher(ctx, in, func(_ context.Context, v seckill.Voucher) error {
 		seen = v
@@ -161,9 +162,9 @@ func TestPersistBatchCreates(t *testing.T) {
 	require.Zero(t, st.Orders[orders.StatusFailed])
 
 	_, err = s.Order(ctx, 42)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 	_, err = s.Stats(ctx, v.ID+1000)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 }
 
 func TestPersistBatchDuplicates(t *testing.T) {
@@ -221,7 +222,7 @@ func TestPersistBatchOneBad(t *testing.T) {
 	require.Equal(t, orders.OutcomeCreated, res.Results[2].Outcome)
 	failed := res.Results[1]
 	require.Equal(t, orders.OutcomeFailed, failed.Outcome)
-	require.ErrorIs(t, failed.Reason, seckill.ErrNotFound)
+	require.ErrorIs(t, failed.Reason, apperr.ErrNotFound)
 	require.Equal(t, orders.StatusFailed, failed.Order.Status)
 	require.True(t, failed.Order.ReleasePending)
 	require.True(t, failed.Order.PayDeadline.IsZero())
@@ -248,7 +249,7 @@ func TestPersistBatchOneBad(t *testing.T) {
 	res, err = s.PersistBatch(ctx, []seckill.Reservation{pgstoretest.Reservation(v.ID, 1, 0), pgstoretest.Reservation(v.ID, 3, 1)}, payTimeout)
 	require.NoError(t, err)
 	require.Equal(t, orders.OutcomeFailed, res.Results[0].Outcome)
-	require.ErrorIs(t, res.Results[0].Reason, seckill.ErrInvalidInput)
+	require.ErrorIs(t, res.Results[0].Reason, apperr.ErrInvalidInput)
 	require.Equal(t, orders.OutcomeCreated, res.Results[1].Outcome)
 }
 
@@ -317,7 +318,7 @@ func TestPersistBatchStockAndLimit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, orders.OutcomeCreated, res.Results[0].Outcome)
 		require.Equal(t, orders.OutcomeFailed, res.Results[1].Outcome)
-		require.ErrorIs(t, res.Results[1].Reason, seckill.ErrConflict)
+		require.ErrorIs(t, res.Results[1].Reason, apperr.ErrConflict)
 		require.Empty(t, res.Results[1].Order.RequestKey)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // everyMethod calls each exported method of s that reads or writes
@@ -47,7 +48,7 @@ func everyMethod(ctx context.Context, s *pgstore.Store) map[string]error {
 }
 
 // TestUnreachableIsUnavailable: with nothing listening where the pool
-// points, every method's error wraps seckill.ErrUnavailable (the gateway's
+// points, every method's error wraps apperr.ErrUnavailable (the gateway's
 // 503) and still carries the driver's connect error.
 func TestUnreachableIsUnavailable(t *testing.T) {
 	t.Parallel()
@@ -55,7 +56,7 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	for name, err := range everyMethod(t.Context(), pgstore.New(pool)) {
-		require.ErrorIs(t, err, seckill.ErrUnavailable, name)
+		require.ErrorIs(t, err, apperr.ErrUnavailable, name)
 		_, ok := errors.AsType[*pgconn.ConnectError](err)
 		require.True(t, ok, "%s keeps the driver's error: %v", name, err)
 	}
@@ -71,7 +72,7 @@ func TestClosedPoolIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	pool.Close()
 	for name, err := range everyMethod(t.Context(), s) {
-		require.ErrorIs(t, err, seckill.ErrUnavailable, name)
+		require.ErrorIs(t, err, apperr.ErrUnavailable, name)
 		require.ErrorIs(t, err, puddle.ErrClosedPool, name)
 	}
 }
@@ -85,14 +86,14 @@ func TestDeadlineIsUnavailableCancelIsNot(t *testing.T) {
 	expired, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
 	_, err := s.Vouchers(expired)
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err = s.Vouchers(cancelled)
 	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 }
 
 // TestTerminatedConnectionIsUnavailable: the server ends the store's
@@ -118,7 +119,7 @@ func TestTerminatedConnectionIsUnavailable(t *testing.T) {
 	require.True(t, done)
 
 	_, err = pgstore.New(pool).Vouchers(t.Context())
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 }
 
 // TestRefusalsKeepTheirMeaning: what the database refuses because of the
@@ -131,17 +132,17 @@ func TestRefusalsKeepTheirMeaning(t *testing.T) {
 	_, err := s.CreateUser(ctx, "dora", "hash")
 	require.NoError(t, err)
 	_, err = s.CreateUser(ctx, "dora", "hash")
-	require.ErrorIs(t, err, seckill.ErrUsernameTaken)
-	require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUsernameTaken)
+	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 
 	_, err = s.Voucher(ctx, 987654321)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
-	require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
+	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 
 	v := pgstoretest.NewVoucher(t, s, 1, 1)
 	_, err = s.Pay(ctx, 1, 987654321)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
-	require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
+	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 
 	// A title PostgreSQL would refuse (NUL) never reaches it.
 	now := time.Now()
@@ -149,10 +150,10 @@ func TestRefusalsKeepTheirMeaning(t *testing.T) {
 		Title: "a\x00b", Kind: seckill.KindLimit, PriceCents: 1, StockTotal: 1, PerUserLimit: 1,
 		BeginAt: now, EndAt: now.Add(time.Hour),
 	}, nil)
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
-	require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
+	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 
 	_, err = s.BuySync(ctx, pgstoretest.Reservation(1, 1, 1).OrderID, seckill.BuyRequest{VoucherID: v.ID, UserID: 1, Quantity: 1}, payTimeout)
-	require.ErrorIs(t, err, seckill.ErrInvalidInput, "a seckill voucher is not sold here")
-	require.NotErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput, "a seckill voucher is not sold here")
+	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/lua"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // DefaultLeaseTTL is how long a node lease lives without renewal. Renewal
@@ -77,7 +77,7 @@ func leaseNode(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger,
 		n := (start + i) % (MaxNode + 1)
 		ok, err := rdb.SetNX(ctx, nodeKey(n), l.token, ttl).Result()
 		if err != nil {
-			return nil, fmt.Errorf("%w: lease node id: %w", seckill.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: lease node id: %w", apperr.ErrUnavailable, err)
 		}
 		if ok {
 			l.node, l.key = n, nodeKey(n)
@@ -86,7 +86,7 @@ func leaseNode(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger,
 			return l, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: all %d node ids are leased", seckill.ErrUnavailable, MaxNode+1)
+	return nil, fmt.Errorf("%w: all %d node ids are leased", apperr.ErrUnavailable, MaxNode+1)
 }
 
 // Node is the leased node id.
@@ -156,7 +156,7 @@ func (l *Lease) Close(ctx context.Context) error {
 		<-l.done
 		err = l.release.Run(ctx, l.rdb, []string{l.key}, l.token).Err()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			err = fmt.Errorf("%w: release node id lease: %w", seckill.ErrUnavailable, err)
+			err = fmt.Errorf("%w: release node id lease: %w", apperr.ErrUnavailable, err)
 		} else {
 			err = nil
 		}

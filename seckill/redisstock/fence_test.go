@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -141,7 +141,7 @@ func TestShardedRebuildFencedInEveryBucket(t *testing.T) {
 				close(hook.resume)
 				select {
 				case err := <-done:
-					require.ErrorIs(t, err, seckill.ErrConflict, "the stale healer's rebuild is refused")
+					require.ErrorIs(t, err, apperr.ErrConflict, "the stale healer's rebuild is refused")
 				case <-time.After(30 * time.Second):
 					t.Fatal("healer A never returned")
 				}
@@ -153,7 +153,7 @@ func TestShardedRebuildFencedInEveryBucket(t *testing.T) {
 
 				// Started over from the last bucket, its write is refused in
 				// every bucket too.
-				require.ErrorIs(t, stale.Rebuild(ctx, redisstock.Truth{Voucher: v, Fence: lockA.Token()}), seckill.ErrConflict)
+				require.ErrorIs(t, stale.Rebuild(ctx, redisstock.Truth{Voucher: v, Fence: lockA.Token()}), apperr.ErrConflict)
 				require.Equal(t, before, bucketMetas(t, rdb, v.ID, k))
 				snap := b.balanced(t, v)
 				require.Equal(t, int64(5), snap.Held)

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/lua"
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // healRequests is the list on which gateways ask the healers to look at a
@@ -187,7 +187,7 @@ func (l *HealLock) Unlock(ctx context.Context) error {
 }
 
 // errFenceLost is Rebuild's answer when Truth.Fence no longer holds the lease.
-var errFenceLost = fmt.Errorf("%w: the heal lease was lost before the rebuild committed; another healer owns the voucher now", seckill.ErrConflict)
+var errFenceLost = fmt.Errorf("%w: the heal lease was lost before the rebuild committed; another healer owns the voucher now", apperr.ErrConflict)
 
 // fenceNumber is the fencing number of a HealLock's token ("" is unfenced:
 // 0).
@@ -198,7 +198,7 @@ func fenceNumber(token string) (int64, error) {
 	num, _, _ := strings.Cut(token, ":")
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%w: the fence %q is not a heal lease's token", seckill.ErrInvalidInput, token)
+		return 0, fmt.Errorf("%w: the fence %q is not a heal lease's token", apperr.ErrInvalidInput, token)
 	}
 	return n, nil
 }

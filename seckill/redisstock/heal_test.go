@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -65,7 +66,7 @@ func TestHealLeaseAndFence(t *testing.T) {
 	stale := v
 	stale.StockLeft = 3
 	err = b.store.Rebuild(ctx, redisstock.Truth{Voucher: stale, Holds: []seckill.Reservation{res(v, next(), 7, "")}, Fence: first.Token()})
-	require.ErrorIs(t, err, seckill.ErrConflict, "a fenced rebuild with a lost lease commits nothing")
+	require.ErrorIs(t, err, apperr.ErrConflict, "a fenced rebuild with a lost lease commits nothing")
 	after, err := b.store.Snapshot(ctx, v.ID)
 	require.NoError(t, err)
 	require.Equal(t, before, after)

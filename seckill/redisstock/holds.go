@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // parseHold decodes an orders entry. live is false for the tombstone.
@@ -272,7 +273,7 @@ func (s *Store) Confirm(ctx context.Context, rs []seckill.Reservation) error {
 // compute reservedBefore from Redis TIME too when hosts' clocks may disagree.
 func (s *Store) Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error) {
 	if max <= 0 {
-		return nil, fmt.Errorf("%w: max must be positive", seckill.ErrInvalidInput)
+		return nil, fmt.Errorf("%w: max must be positive", apperr.ErrInvalidInput)
 	}
 	n, err := s.shardCount(ctx, voucherID)
 	if err != nil {

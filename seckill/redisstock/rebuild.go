@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Truth is one voucher's state as PostgreSQL records it: what Rebuild writes
@@ -179,7 +180,7 @@ func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any)
 			continue
 		}
 		if err != nil {
-			if errors.Is(err, seckill.ErrUnavailable) || errors.Is(err, errFenceLost) {
+			if errors.Is(err, apperr.ErrUnavailable) || errors.Is(err, errFenceLost) {
 				return err
 			}
 			return unavailable("rebuild", err)
@@ -187,7 +188,7 @@ func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any)
 		return nil
 	}
 	return fmt.Errorf("%w: voucher %d changed under %d rebuild attempts; take it off sale first",
-		seckill.ErrConflict, t.Voucher.ID, rebuildAttempts)
+		apperr.ErrConflict, t.Voucher.ID, rebuildAttempts)
 }
 
 // checkBucketFence returns errFenceLost when a later lease than fence (token
@@ -233,13 +234,13 @@ func (t Truth) check() error {
 		for _, r := range list {
 			switch {
 			case r.VoucherID != v.ID:
-				return fmt.Errorf("%w: order %d is of voucher %d, not %d", seckill.ErrInvalidInput, r.OrderID, r.VoucherID, v.ID)
+				return fmt.Errorf("%w: order %d is of voucher %d, not %d", apperr.ErrInvalidInput, r.OrderID, r.VoucherID, v.ID)
 			case r.OrderID <= 0 || r.UserID <= 0 || r.Quantity < 1:
-				return fmt.Errorf("%w: order %d needs positive ids and quantity", seckill.ErrInvalidInput, r.OrderID)
+				return fmt.Errorf("%w: order %d needs positive ids and quantity", apperr.ErrInvalidInput, r.OrderID)
 			case len(r.RequestKey) > seckill.MaxRequestKey:
-				return fmt.Errorf("%w: order %d has a request key longer than %d", seckill.ErrInvalidInput, r.OrderID, seckill.MaxRequestKey)
+				return fmt.Errorf("%w: order %d has a request key longer than %d", apperr.ErrInvalidInput, r.OrderID, seckill.MaxRequestKey)
 			case seen[r.OrderID]:
-				return fmt.Errorf("%w: order %d listed twice", seckill.ErrInvalidInput, r.OrderID)
+				return fmt.Errorf("%w: order %d listed twice", apperr.ErrInvalidInput, r.OrderID)
 			}
 			seen[r.OrderID] = true
 			if i < 2 {
@@ -249,7 +250,7 @@ func (t Truth) check() error {
 	}
 	if v.StockLeft+held != v.StockTotal {
 		return fmt.Errorf("%w: voucher %d does not balance: left %d + held %d != total %d",
-			seckill.ErrInvalidInput, v.ID, v.StockLeft, held, v.StockTotal)
+			apperr.ErrInvalidInput, v.ID, v.StockLeft, held, v.StockTotal)
 	}
 	return nil
 }

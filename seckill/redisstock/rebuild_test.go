@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -126,7 +127,7 @@ func TestRebuildRefusesBadTruth(t *testing.T) {
 		"bad voucher":      {Voucher: withLeft(v, 11)},
 	}
 	for name, truth := range cases {
-		require.ErrorIs(t, b.store.Rebuild(ctx, truth), seckill.ErrInvalidInput, name)
+		require.ErrorIs(t, b.store.Rebuild(ctx, truth), apperr.ErrInvalidInput, name)
 	}
 	n, err := b.rdb.Exists(ctx, redisstock.VoucherKeys(v.ID).Meta).Result()
 	require.NoError(t, err)
@@ -168,7 +169,7 @@ func TestRebuildDuringACrowdStaysBalanced(t *testing.T) {
 		switch {
 		case err == nil:
 			rebuilt++
-		case errors.Is(err, seckill.ErrConflict):
+		case errors.Is(err, apperr.ErrConflict):
 			conflicts++
 		default:
 			require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Return codes of reserve.lua.
@@ -179,7 +180,7 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 }
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
-// and the seckill sentinel errors.
+// and the errors of seckill and seckill/apperr.
 func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.ReserveResult, error) {
 	res := seckill.ReserveResult{StockLeft: left}
 	switch code {
@@ -191,7 +192,7 @@ func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.R
 		return res, nil
 	case codeNotOnSale:
 		return res, fmt.Errorf("%w: %w: voucher %d has no stock state in Redis (never warmed, lost, or being rebuilt)",
-			seckill.ErrStockMissing, seckill.ErrUnavailable, r.VoucherID)
+			seckill.ErrStockMissing, apperr.ErrUnavailable, r.VoucherID)
 	case codeNotStarted:
 		return res, fmt.Errorf("%w: voucher %d", seckill.ErrNotStarted, r.VoucherID)
 	case codeEnded:
@@ -204,7 +205,7 @@ func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.R
 		// Order ids must be unique across the fleet (orderid leases node
 		// ids); this means they were not. A retry gets a fresh id.
 		return res, fmt.Errorf("%w: order id %d already names another reservation of voucher %d",
-			seckill.ErrUnavailable, orderID, r.VoucherID)
+			apperr.ErrUnavailable, orderID, r.VoucherID)
 	}
 	return res, fmt.Errorf("reserve.lua: unknown code %d", code)
 }
@@ -259,10 +260,10 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 	case seckill.ReleaseIfPending:
 		m = "ifpending"
 	default:
-		return NothingReleased, fmt.Errorf("%w: release mode %d", seckill.ErrInvalidInput, mode)
+		return NothingReleased, fmt.Errorf("%w: release mode %d", apperr.ErrInvalidInput, mode)
 	}
 	if voucherID <= 0 || orderID <= 0 {
-		return NothingReleased, fmt.Errorf("%w: release needs positive voucher and order ids", seckill.ErrInvalidInput)
+		return NothingReleased, fmt.Errorf("%w: release needs positive voucher and order ids", apperr.ErrInvalidInput)
 	}
 	shards, err := s.shardCount(ctx, voucherID)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/redisstock/redisstocktest"
 )
@@ -68,7 +69,7 @@ func TestShardedWarmSplitsStock(t *testing.T) {
 		require.NoError(t, b.store.Warm(ctx, v), "a retried warm is harmless")
 		other := v
 		other.Shards = 4
-		require.ErrorIs(t, b.store.Warm(ctx, other), seckill.ErrConflict, "the shard count is part of the sale")
+		require.ErrorIs(t, b.store.Warm(ctx, other), apperr.ErrConflict, "the shard count is part of the sale")
 		left, err := b.store.StockLeft(ctx, v.ID)
 		require.NoError(t, err)
 		require.Equal(t, map[int64]int64{v.ID: 21}, left)
@@ -176,7 +177,7 @@ func TestShardedCrowd(t *testing.T) {
 						for {
 							r := res(v, u, 1, key)
 							got, err := b.store.Reserve(ctx, r)
-							if errors.Is(err, seckill.ErrUnavailable) {
+							if errors.Is(err, apperr.ErrUnavailable) {
 								continue // a shopper retries a 503
 							}
 							a := answer{user: u, key: key}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Store is the Redis stock. It is safe for concurrent use.
@@ -90,5 +91,5 @@ var _ seckill.Stock = (*Store)(nil)
 
 // unavailable wraps a Redis failure in the platform's sentinel.
 func unavailable(what string, err error) error {
-	return fmt.Errorf("%w: redis %s: %w", seckill.ErrUnavailable, what, err)
+	return fmt.Errorf("%w: redis %s: %w", apperr.ErrUnavailable, what, err)
 }

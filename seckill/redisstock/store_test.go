@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -123,7 +124,7 @@ func TestReserveReturnCodes(t *testing.T) {
 		v := voucher(10, 1, now.Add(-time.Minute), now.Add(time.Hour)) // never warmed
 		_, err := b.store.Reserve(ctx, res(v, next(), 1, ""))
 		require.ErrorIs(t, err, seckill.ErrStockMissing)
-		require.ErrorIs(t, err, seckill.ErrUnavailable, "a caller that knows nothing of it answers 503, never 404")
+		require.ErrorIs(t, err, apperr.ErrUnavailable, "a caller that knows nothing of it answers 503, never 404")
 	})
 	t.Run("not started", func(t *testing.T) {
 		v := voucher(10, 1, now.Add(time.Hour), now.Add(2*time.Hour))
@@ -164,11 +165,11 @@ func TestReserveReturnCodes(t *testing.T) {
 		other := r
 		other.UserID = next()
 		_, err := b.store.Reserve(ctx, other)
-		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
 		other = r
 		other.Quantity = 2
 		_, err = b.store.Reserve(ctx, other)
-		require.ErrorIs(t, err, seckill.ErrUnavailable)
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
 		b.balanced(t, v)
 	})
 	t.Run("invalid input", func(t *testing.T) {
@@ -181,7 +182,7 @@ func TestReserveReturnCodes(t *testing.T) {
 			{OrderID: next(), VoucherID: v.ID, UserID: next(), Quantity: 1, RequestKey: string(make([]byte, seckill.MaxRequestKey+1))},
 		} {
 			_, err := b.store.Reserve(ctx, r)
-			require.ErrorIs(t, err, seckill.ErrInvalidInput, "%+v", r)
+			require.ErrorIs(t, err, apperr.ErrInvalidInput, "%+v", r)
 		}
 	})
 }
@@ -402,7 +403,7 @@ func TestReleaseModes(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok)
 		_, err = b.store.Release(ctx, v.ID, next(), seckill.ReleaseMode(42))
-		require.ErrorIs(t, err, seckill.ErrInvalidInput)
+		require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	})
 	t.Run("after unwarm nothing is resurrected", func(t *testing.T) {
 		v := b.onSale(t, 10, 5)
@@ -534,17 +535,17 @@ func TestWarmAndStockLeft(t *testing.T) {
 	require.NoError(t, b.store.Warm(ctx, v))
 	changed := v
 	changed.StockTotal, changed.StockLeft = 20, 20
-	require.ErrorIs(t, b.store.Warm(ctx, changed), seckill.ErrConflict)
+	require.ErrorIs(t, b.store.Warm(ctx, changed), apperr.ErrConflict)
 	changed = v
 	changed.EndAt = changed.EndAt.Add(time.Hour)
-	require.ErrorIs(t, b.store.Warm(ctx, changed), seckill.ErrConflict)
+	require.ErrorIs(t, b.store.Warm(ctx, changed), apperr.ErrConflict)
 
 	bad := v
 	bad.ID = next()
 	bad.StockLeft = bad.StockTotal + 1
-	require.ErrorIs(t, b.store.Warm(ctx, bad), seckill.ErrInvalidInput)
+	require.ErrorIs(t, b.store.Warm(ctx, bad), apperr.ErrInvalidInput)
 	bad.StockLeft, bad.EndAt = 1, bad.BeginAt
-	require.ErrorIs(t, b.store.Warm(ctx, bad), seckill.ErrInvalidInput)
+	require.ErrorIs(t, b.store.Warm(ctx, bad), apperr.ErrInvalidInput)
 
 	meta, err := b.rdb.HGetAll(ctx, redisstock.VoucherKeys(v.ID).Meta).Result()
 	require.NoError(t, err)
@@ -674,7 +675,7 @@ func TestPendingForTheReconciler(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 4)
 	_, err = b.store.Pending(ctx, v.ID, cut, 0)
-	require.ErrorIs(t, err, seckill.ErrInvalidInput)
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	require.Equal(t, int64(4), b.balanced(t, v).Pending)
 }
 

@@ -13,23 +13,24 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // checkVoucher checks what Warm and Rebuild write into meta.
 func checkVoucher(v seckill.Voucher) error {
 	switch {
 	case v.ID <= 0:
-		return fmt.Errorf("%w: voucher id must be positive", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: voucher id must be positive", apperr.ErrInvalidInput)
 	case v.StockTotal < 1 || v.StockTotal > seckill.MaxStock:
-		return fmt.Errorf("%w: stock total must be 1 to %d", seckill.ErrInvalidInput, seckill.MaxStock)
+		return fmt.Errorf("%w: stock total must be 1 to %d", apperr.ErrInvalidInput, seckill.MaxStock)
 	case v.StockLeft < 0 || v.StockLeft > v.StockTotal:
-		return fmt.Errorf("%w: stock left must be 0 to the total", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: stock left must be 0 to the total", apperr.ErrInvalidInput)
 	case v.PerUserLimit < 1:
-		return fmt.Errorf("%w: per-user limit must be positive", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: per-user limit must be positive", apperr.ErrInvalidInput)
 	case v.PriceCents < 0:
-		return fmt.Errorf("%w: price must not be negative", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: price must not be negative", apperr.ErrInvalidInput)
 	case v.BeginAt.IsZero() || !v.EndAt.After(v.BeginAt):
-		return fmt.Errorf("%w: the sale window must end after it begins", seckill.ErrInvalidInput)
+		return fmt.Errorf("%w: the sale window must end after it begins", apperr.ErrInvalidInput)
 	}
 	return nil
 }
@@ -75,7 +76,7 @@ func (s *Store) Warm(ctx context.Context, v seckill.Voucher) error {
 			return unavailable("warm", err)
 		}
 		if got < 0 {
-			return fmt.Errorf("%w: voucher %d is already on sale in Redis with other values", seckill.ErrConflict, v.ID)
+			return fmt.Errorf("%w: voucher %d is already on sale in Redis with other values", apperr.ErrConflict, v.ID)
 		}
 	}
 	return nil
@@ -103,7 +104,7 @@ func (s *Store) claimShards(ctx context.Context, id int64, n int, expire time.Ti
 		return unavailable("warm", err)
 	}
 	if err == nil && cur != n {
-		return fmt.Errorf("%w: voucher %d is already on sale in Redis with %d shards, not %d", seckill.ErrConflict, id, cur, n)
+		return fmt.Errorf("%w: voucher %d is already on sale in Redis with %d shards, not %d", apperr.ErrConflict, id, cur, n)
 	}
 	s.shards.Store(id, n)
 	return nil

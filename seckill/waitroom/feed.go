@@ -41,7 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Channel is the Redis pub/sub channel of the rooms' announcements: line
@@ -627,7 +627,7 @@ func (f *Feed) readRanks(ctx context.Context, l Line, users []int64) {
 func (f *Feed) readStates(ctx context.Context, l Line, users []int64) {
 	for _, u := range users {
 		st, err := f.room.run(ctx, "read", l, u)
-		if err != nil && !errors.Is(err, seckill.ErrNotFound) {
+		if err != nil && !errors.Is(err, apperr.ErrNotFound) {
 			if errors.Is(err, context.Canceled) {
 				return
 			}

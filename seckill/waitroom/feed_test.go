@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -21,7 +22,7 @@ type sockets struct {
 
 type got struct {
 	at time.Time
-	q  waitroom.APIQueue
+	q  api.Queue
 }
 
 func newSockets(users ...int64) *sockets {
@@ -39,11 +40,8 @@ func (s *sockets) Connected(u int64) bool {
 }
 
 func (s *sockets) Deliver(u int64, frame []byte) bool {
-	var f struct {
-		Type  string            `json:"type"`
-		Queue waitroom.APIQueue `json:"queue"`
-	}
-	if err := json.Unmarshal(frame, &f); err != nil || f.Type != "queue" {
+	var f api.Frame
+	if err := json.Unmarshal(frame, &f); err != nil || f.Type != api.FrameQueue || f.Queue == nil {
 		panic("not a queue frame: " + string(frame))
 	}
 	s.mu.Lock()
@@ -51,7 +49,7 @@ func (s *sockets) Deliver(u int64, frame []byte) bool {
 	if !s.users[u] {
 		return false
 	}
-	s.frames[u] = append(s.frames[u], got{time.Now(), f.Queue})
+	s.frames[u] = append(s.frames[u], got{time.Now(), *f.Queue})
 	return true
 }
 
@@ -108,7 +106,7 @@ func TestFeedPushesPlaceThenPass(t *testing.T) {
 		require.Equal(t, waitroom.StateWaiting, st.State)
 	}
 	require.Eventually(t, func() bool {
-		return len(out.of(3)) > 0 && out.of(3)[len(out.of(3))-1].q.State == waitroom.StateAdmitted
+		return len(out.of(3)) > 0 && waitroom.State(out.of(3)[len(out.of(3))-1].q.State) == waitroom.StateAdmitted
 	},
 		5*time.Second, 20*time.Millisecond, "user 3 is admitted within a second or so at 3 a second")
 	frames := out.of(3)
@@ -124,14 +122,14 @@ func TestFeedPushesPlaceThenPass(t *testing.T) {
 	mu.Unlock()
 	require.Eventually(t, func() bool {
 		f := out.of(30)
-		return len(f) > 0 && f[len(f)-1].q.State == waitroom.StateClosed
+		return len(f) > 0 && waitroom.State(f[len(f)-1].q.State) == waitroom.StateClosed
 	}, 5*time.Second, 20*time.Millisecond, "the last in line hears the room closed: %+v", out.of(30))
 
 	for _, u := range users {
 		f := out.of(u)
 		for i := 1; i < len(f); i++ {
 			require.GreaterOrEqual(t, f[i].at.Sub(f[i-1].at), 950*time.Millisecond, "user %d: at most a frame a second", u)
-			if f[i].q.State == waitroom.StateWaiting {
+			if waitroom.State(f[i].q.State) == waitroom.StateWaiting {
 				require.Less(t, f[i].q.Position, f[i-1].q.Position, "user %d: the place only moves forward", u)
 				require.Equal(t, f[i].q.Position-1, f[i].q.Ahead)
 			}
@@ -139,7 +137,7 @@ func TestFeedPushesPlaceThenPass(t *testing.T) {
 	}
 	// User 30 waited the whole time: the positions pushed are its real ones.
 	for _, g := range out.of(30) {
-		if g.q.State == waitroom.StateWaiting {
+		if waitroom.State(g.q.State) == waitroom.StateWaiting {
 			require.Positive(t, g.q.ETASeconds)
 		}
 	}
@@ -173,7 +171,7 @@ func TestFeedPrequeueRanksAtBegin(t *testing.T) {
 		q := f[len(f)-1].q
 		st, err := room.Status(ctx, line, u)
 		require.NoError(t, err)
-		if q.State == waitroom.StateWaiting && st.State == waitroom.StateWaiting {
+		if waitroom.State(q.State) == waitroom.StateWaiting && st.State == waitroom.StateWaiting {
 			// The pushed place is the room's, give or take the steps since.
 			require.GreaterOrEqual(t, q.Position, st.Position, "user %d", u)
 			require.LessOrEqual(t, q.Position-st.Position, int64(3), "user %d", u)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // A room survives a Redis data loss (see README.md, "The waiting room"):
@@ -21,7 +21,7 @@ import (
 //     and admissions.
 //   - While the voucher's stock meta is missing from Redis (the stock was
 //     lost with the room: the same slot, the same node) the room's scripts
-//     answer lost, which callers see as seckill.ErrUnavailable (503, try
+//     answer lost, which callers see as apperr.ErrUnavailable (503, try
 //     again): nobody joins a line that is about to be put back, and no pass
 //     is refused for want of a record.
 //   - The healer, before it puts the stock back, calls Recover with the copy
@@ -48,7 +48,7 @@ func (r *Room) keys(voucherID int64) []string {
 
 // errLost is the answer of a room whose Redis state is being restored.
 func errLost(voucherID int64) error {
-	return &seckill.PublicError{Kind: seckill.ErrUnavailable,
+	return &apperr.PublicError{Kind: apperr.ErrUnavailable,
 		Message: "the waiting room is being restored after a Redis failure; try again in a few seconds, your place is kept",
 		Cause:   fmt.Errorf("waitroom: voucher %d: the room's Redis state is missing until the healer restores it", voucherID)}
 }

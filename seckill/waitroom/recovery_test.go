@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/seckill/deploy/localstack"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
@@ -113,13 +114,13 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 	}
 	require.NoError(t, rdb.Del(ctx, keys...).Err())
 	_, err = room.Status(ctx, line, 3)
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	_, err = room.Join(ctx, line, 9)
-	require.ErrorIs(t, err, seckill.ErrUnavailable, "nobody joins a line about to be put back")
+	require.ErrorIs(t, err, apperr.ErrUnavailable, "nobody joins a line about to be put back")
 	_, err = room.Claim(ctx, id, 2, st2.Pass, "")
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	_, err = room.Admit(ctx, line, 10)
-	require.ErrorIs(t, err, seckill.ErrUnavailable)
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
 
 	wrote, err := room.Recover(ctx, line, cp.list(), []int64{1})
 	require.NoError(t, err)

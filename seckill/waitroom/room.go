@@ -40,6 +40,7 @@ import (
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Line is the waiting room of one voucher as its record sets it.
@@ -189,7 +190,7 @@ func (r *Room) Join(ctx context.Context, l Line, userID int64) (Status, error) {
 	return st, err
 }
 
-// Status is userID's place in l's line; seckill.ErrNotFound when they
+// Status is userID's place in l's line; apperr.ErrNotFound when they
 // never joined. It is announced as Join's is: a page opened again (a new
 // socket, maybe on another instance) reads its place, and gets pushes again.
 func (r *Room) Status(ctx context.Context, l Line, userID int64) (Status, error) {
@@ -202,7 +203,7 @@ func (r *Room) Status(ctx context.Context, l Line, userID int64) (Status, error)
 
 func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Status, error) {
 	if l.AdmitPerSecond <= 0 {
-		return Status{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, seckill.ErrInvalidInput)
+		return Status{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, apperr.ErrInvalidInput)
 	}
 	res, err := r.join.Run(ctx, r.rdb, r.keys(l.VoucherID), mode, userID,
 		r.sig.place(l.VoucherID, userID), l.Opens().UnixMilli(), l.BeginAt.UnixMilli(),
@@ -217,9 +218,9 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now}
 	switch code {
 	case codeNotIn:
-		return Status{}, seckill.Public(seckill.ErrNotFound, "you are not in this voucher's line; join it first")
+		return Status{}, apperr.Public(apperr.ErrNotFound, "you are not in this voucher's line; join it first")
 	case codeNotOpen:
-		return Status{}, seckill.Public(seckill.ErrNotStarted,
+		return Status{}, apperr.Public(seckill.ErrNotStarted,
 			"the line opens at "+l.Opens().UTC().Format(time.RFC3339)+"; join then")
 	case codeWaiting:
 		st.State = StateWaiting
@@ -293,7 +294,7 @@ func (r *Room) Close(ctx context.Context, l Line) (Step, error) {
 
 func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (Step, error) {
 	if l.AdmitPerSecond <= 0 {
-		return Step{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, seckill.ErrInvalidInput)
+		return Step{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, apperr.ErrInvalidInput)
 	}
 	cl := "0"
 	if closing {
@@ -421,8 +422,8 @@ func (r *Room) Stats(ctx context.Context, voucherID int64) (Stats, error) {
 	return st, nil
 }
 
-func notAdmitted(msg string) error { return seckill.Public(seckill.ErrNotAdmitted, msg) }
+func notAdmitted(msg string) error { return apperr.Public(seckill.ErrNotAdmitted, msg) }
 
 func unavailable(what string, err error) error {
-	return fmt.Errorf("waitroom: %s: %w: %w", what, seckill.ErrUnavailable, err)
+	return fmt.Errorf("waitroom: %s: %w: %w", what, apperr.ErrUnavailable, err)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -135,7 +136,7 @@ func TestOnePlacePerUser(t *testing.T) {
 	require.Equal(t, int64(1), first.Position)
 
 	_, err = rooms[0].Status(ctx, line, 999)
-	require.ErrorIs(t, err, seckill.ErrNotFound)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
 	early := waitroom.Line{VoucherID: 140004, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour),
 		AdmitPerSecond: 5, PrequeueSeconds: 60}
 	_, err = rooms[0].Join(ctx, early, 7)

@@ -1,0 +1,23 @@
+package api
+
+import "time"
+
+// Credentials is the body of POST /api/v1/users and /api/v1/sessions (the
+// `Credentials` object).
+type Credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// User is an account (the `User` object).
+type User struct {
+	ID       string `json:"id"`
+	Username string `json:"username"`
+}
+
+// Session is a signed-in shopper's bearer token (the `Session` object).
+type Session struct {
+	Token     string    `json:"token"`
+	UserID    string    `json:"user_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

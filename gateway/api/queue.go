@@ -1,0 +1,26 @@
+package api
+
+import "time"
+
+// QueueJoin is the body of POST /api/v1/vouchers/{id}/queue (the
+// `QueueJoin` object).
+type QueueJoin struct {
+	CaptchaID     string `json:"captcha_id"`
+	CaptchaAnswer string `json:"captcha_answer"`
+}
+
+// Queue is a shopper's place in a voucher's waiting room (the `Queue`
+// object), answered by the queue routes and pushed in queue frames.
+type Queue struct {
+	VoucherID string `json:"voucher_id"`
+	// State is waiting, admitted, expired or closed.
+	State string `json:"state"`
+	// Position counts from 1 while waiting; 0 otherwise.
+	Position   int64 `json:"position"`
+	Ahead      int64 `json:"ahead"`
+	ETASeconds int64 `json:"eta_seconds"`
+	// Pass and PassExpiresAt are set only while admitted with the pass
+	// unused; null otherwise.
+	Pass          *string    `json:"pass"`
+	PassExpiresAt *time.Time `json:"pass_expires_at"`
+}

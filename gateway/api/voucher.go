@@ -1,0 +1,90 @@
+package api
+
+import "time"
+
+// Voucher is something on sale (the `Voucher` object), in the catalog, in
+// an operator's answers and in voucher frames.
+type Voucher struct {
+	ID              string    `json:"id"`
+	Title           string    `json:"title"`
+	Kind            string    `json:"kind"`
+	PriceCents      int64     `json:"price_cents"`
+	StockTotal      int64     `json:"stock_total"`
+	StockLeft       int64     `json:"stock_left"`
+	PerUserLimit    int64     `json:"per_user_limit"`
+	BeginAt         time.Time `json:"begin_at"`
+	EndAt           time.Time `json:"end_at"`
+	CaptchaRequired bool      `json:"captcha_required"`
+	// State is where the sale stands (scheduled, on_sale, paused, sold_out,
+	// ended), as of the catalog's last refresh.
+	State string `json:"state"`
+	// Shards is how many Redis buckets hold the stock (1 for most).
+	Shards int `json:"shards"`
+	// WaitingRoom is the voucher's line, null when buying needs no pass.
+	WaitingRoom *WaitingRoom `json:"waiting_room"`
+}
+
+// WaitingRoom is a voucher's waiting room, out and in (the `WaitingRoom`
+// object). Pointers tell a missing figure from zero on the way in.
+type WaitingRoom struct {
+	AdmitPerSecond  *int64 `json:"admit_per_second"`
+	PrequeueSeconds *int64 `json:"prequeue_seconds"`
+}
+
+// NewVoucher is the operator's new voucher, the body of POST
+// /api/v1/admin/vouchers (the `NewVoucher` object).
+type NewVoucher struct {
+	Title           *string `json:"title"`
+	Kind            *string `json:"kind"`
+	PriceCents      *int64  `json:"price_cents"`
+	Stock           *int64  `json:"stock"`
+	PerUserLimit    *int64  `json:"per_user_limit"`
+	BeginAt         *string `json:"begin_at"`
+	EndAt           *string `json:"end_at"`
+	CaptchaRequired bool    `json:"captcha_required"`
+	// Shards defaults to 1; 0 is refused rather than read as the default.
+	Shards      *int         `json:"shards"`
+	WaitingRoom *WaitingRoom `json:"waiting_room"`
+}
+
+// VoucherState is the body of PUT /api/v1/admin/vouchers/{id}/state: the
+// operator's pause ("paused") or its end ("on_sale").
+type VoucherState struct {
+	State string `json:"state"`
+}
+
+// Stats are a voucher's figures for the operator (the `Stats` object).
+type Stats struct {
+	VoucherID  string `json:"voucher_id"`
+	StockTotal int64  `json:"stock_total"`
+	StockLeft  int64  `json:"stock_left"`
+	Reserved   int64  `json:"reserved"`
+	Created    int64  `json:"created"`
+	Paid       int64  `json:"paid"`
+	Cancelled  int64  `json:"cancelled"`
+	Failed     int64  `json:"failed"`
+	// Drift is Redis's view beside PostgreSQL's, and every disagreement in
+	// words; absent for vouchers other than seckill ones.
+	Drift *Drift `json:"drift,omitempty"`
+	// Queue is the waiting room's figures; absent for a voucher without one.
+	Queue *QueueStats `json:"queue,omitempty"`
+}
+
+// Drift is the drift report of one seckill voucher (Stats.drift).
+type Drift struct {
+	RedisOnSale bool     `json:"redis_on_sale"`
+	RedisLeft   int64    `json:"redis_left"`
+	RedisHeld   int64    `json:"redis_held"`
+	Pending     int64    `json:"pending"`
+	InFlight    int64    `json:"in_flight"`
+	OK          bool     `json:"ok"`
+	Problems    []string `json:"problems"`
+}
+
+// QueueStats are a waiting room's figures (Stats.queue).
+type QueueStats struct {
+	Waiting    int64 `json:"waiting"`
+	Admitted   int64 `json:"admitted"`
+	Expired    int64 `json:"expired"`
+	PassesUsed int64 `json:"passes_used"`
+}
