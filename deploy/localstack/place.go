@@ -31,6 +31,11 @@ func (p Place) host() string {
 	return p.Host
 }
 
+// remote reports whether clients come from other hosts, so the service
+// must let them in (redis-server's protected mode, PostgreSQL's
+// pg_hba.conf let in only loopback clients by default).
+func (p Place) remote() bool { return p.Host != "" && !net.ParseIP(p.Host).IsLoopback() }
+
 // wrap makes spec run in the place's namespace: through nsenter, which
 // enters it and execs the service (same pid, so signals, the parent-death
 // signal and the process group stay as they were). A credential moves to

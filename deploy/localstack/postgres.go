@@ -181,6 +181,16 @@ func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, pla
 		"-c", "unix_socket_directories=" + socketDir,
 		"-c", "max_connections=200",
 	}
+	if place.remote() {
+		// The clients are on other hosts; initdb's pg_hba.conf lets in
+		// only loopback ones. The server listens on its host's address
+		// alone, in a network of the caller's making.
+		hba := filepath.Join(dir, "pg_hba.remote.conf")
+		if err := os.WriteFile(hba, []byte("local all all trust\nhost all all 0.0.0.0/0 trust\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("localstack: %w", err)
+		}
+		args = append(args, "-c", "hba_file="+hba)
+	}
 	if !fsync {
 		args = append(args,
 			"-c", "fsync=off",

@@ -80,6 +80,9 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 			args: []string{
 				"--port", strconv.Itoa(port),
 				"--bind", opts.Place.host(),
+				// Protected mode lets in only loopback clients; a placed
+				// server is reached from other hosts.
+				"--protected-mode", yesNo(!opts.Place.remote()),
 				"--save", "",
 				"--appendonly", appendOnly,
 				"--dir", dir,
@@ -156,4 +159,11 @@ func ping(ctx context.Context, addr string) error {
 		return fmt.Errorf("redis answered %q", strings.TrimSpace(line))
 	}
 	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -224,6 +224,9 @@ func (c *RedisCluster) startNodes(ctx context.Context, ports clusterPorts) error
 			args: []string{
 				"--port", strconv.Itoa(p[0]),
 				"--bind", place.host(),
+				// Protected mode lets in only loopback clients; a placed
+				// server is reached from other hosts.
+				"--protected-mode", yesNo(!place.remote()),
 				"--save", "",
 				"--appendonly", appendOnly,
 				"--dir", dir,

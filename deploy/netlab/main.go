@@ -29,10 +29,21 @@ const netnsDir = "/run/netns"
 // run after, however the run ended. In the binary run again, Main runs the
 // tests (run, usually testing.M's Run). It must be root.
 func Main(run func() int) {
-	if os.Getenv(envRun) != "" {
+	if os.Getenv(envRun) != "" || listing() {
 		os.Exit(run())
 	}
 	os.Exit(reexec())
+}
+
+// listing reports whether the binary only lists its tests (go test
+// -list), which needs no lab.
+func listing() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.list") {
+			return true
+		}
+	}
+	return false
 }
 
 // Running reports whether this process is a test binary Main re-ran inside
