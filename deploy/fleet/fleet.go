@@ -82,6 +82,11 @@ type Options struct {
 	Env map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
+	// RedisParams are go-redis URL parameters every process's Redis
+	// address gets, e.g. "read_timeout=250ms&write_timeout=250ms" (the
+	// client's own defaults when empty): a deployment sets them in
+	// SECKILL_REDIS_URL, or in SECKILL_REDIS_CLUSTER_ADDRS's URL form.
+	RedisParams string
 	// Place puts each service and process on a host of its own
 	// (deploy/netlab): it is asked for "redis" (or "redis-1" and on for the
 	// nodes of a cluster), "postgres", "kafka" (the in-process broker's
@@ -288,9 +293,19 @@ func (f *Fleet) baseEnv() map[string]string {
 	env := BaseEnv(f.AdminToken, f.JWTSecret)
 	env["SECKILL_DATABASE_URL"] = f.Postgres.URL
 	env["SECKILL_KAFKA_BROKERS"] = strings.Join(f.Brokers(), ",")
-	if f.RedisCluster != nil {
+	switch p := f.opts.RedisParams; {
+	case f.RedisCluster != nil && p != "":
+		// The one-URL form: the first node, the others as addr=.
+		var q []string
+		for _, a := range f.RedisCluster.Addrs[1:] {
+			q = append(q, "addr="+a)
+		}
+		env["SECKILL_REDIS_CLUSTER_ADDRS"] = "redis://" + f.RedisCluster.Addrs[0] + "?" + strings.Join(append(q, p), "&")
+	case f.RedisCluster != nil:
 		env["SECKILL_REDIS_CLUSTER_ADDRS"] = strings.Join(f.RedisCluster.Addrs, ",")
-	} else {
+	case p != "":
+		env["SECKILL_REDIS_URL"] = f.Redis.URL + "?" + p
+	default:
 		env["SECKILL_REDIS_URL"] = f.Redis.URL
 	}
 	for k, v := range f.opts.Env {

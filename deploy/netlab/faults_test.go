@@ -3,6 +3,7 @@ package netlab_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,25 +21,49 @@ import (
 var (
 	netShort = struct {
 		chaos chaos.Options
-		shape fleet.Shape
-		down  time.Duration
+		fleet netlab.FleetOptions
 	}{
 		chaos: chaos.Options{Shoppers: 200, Arrive: 6 * time.Second, FaultAt: 1500 * time.Millisecond,
 			Patience: 30 * time.Second, SettleWithin: 2 * time.Minute, Faults: []string{netlab.FaultGatewayRedis}},
-		shape: fleet.Shape{Gateways: 2, Workers: 1, Sweepers: 1, RedisMasters: 1},
-		down:  3 * time.Second,
+		fleet: netlab.FleetOptions{Shape: fleet.Shape{Gateways: 2, Workers: 1, Sweepers: 1, RedisMasters: 1}, Down: 3 * time.Second},
 	}
 	netFull = struct {
 		chaos chaos.Options
-		shape fleet.Shape
-		down  time.Duration
+		fleet netlab.FleetOptions
 	}{
 		chaos: chaos.Options{Shoppers: 3000, Arrive: 30 * time.Second, FaultAt: 8 * time.Second,
 			Patience: time.Minute, SettleWithin: 3 * time.Minute, Faults: netlab.Faults()},
-		shape: fleet.Shape{Gateways: 3, Workers: 2, Sweepers: 1, RedisMasters: 3},
-		down:  10 * time.Second,
+		fleet: netlab.FleetOptions{Shape: fleet.Shape{Gateways: 3, Workers: 2, Sweepers: 1, RedisMasters: 3}, Down: 10 * time.Second},
 	}
 )
+
+// tightRedis are Redis client settings near the lab's round trip, for the
+// second pass of the full form.
+const tightRedis = "read_timeout=250ms&write_timeout=250ms"
+
+// runFaults starts a fleet of shape on new hosts of lab, with the Redis
+// clients' URL parameters redisParams, and runs opts' faults on it.
+func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts chaos.Options, redisParams string) []chaos.Result {
+	t.Helper()
+	shape.Bin, shape.Logf, shape.RedisParams = opts.Bin, t.Logf, redisParams
+	shape.Dir = filepath.Join(opts.Dir, "fleet"+strings.NewReplacer("=", "-", "&", "-").Replace(redisParams))
+	f, err := netlab.StartFleet(t.Context(), lab, shape)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, addr := range f.GatewayAddrs() {
+		require.True(t, strings.HasPrefix(addr, "10.231.0."), "gateway %s is on a host of its own", addr)
+	}
+	opts.System = f.System()
+	results, err := chaos.Run(t.Context(), opts)
+	require.NoError(t, err)
+	require.Len(t, results, len(opts.Faults))
+	for i := range results {
+		if redisParams != "" {
+			results[i].Fault += " (Redis " + strings.ReplaceAll(redisParams, "&", ", ") + ")"
+		}
+	}
+	return results
+}
 
 // TestNetFaults runs the fleet with every process and service on a host of
 // its own and makes each fault of the network (a gateway cut off from
@@ -48,7 +73,8 @@ var (
 // Redis and PostgreSQL agreeing again without an operator.
 // SECKILL_NETLAB=full runs the full form; SECKILL_CHAOS_FAULTS picks faults
 // (comma separated); SECKILL_NETLAB_TABLE writes the table there too;
-// SECKILL_CHAOS_BIN uses a built binary.
+// SECKILL_CHAOS_BIN uses a built binary; SECKILL_NETLAB_REDIS gives the
+// Redis clients go-redis URL parameters (read_timeout=250ms).
 func TestNetFaults(t *testing.T) {
 	form := netShort
 	if os.Getenv("SECKILL_NETLAB") == "full" {
@@ -81,18 +107,15 @@ func TestNetFaults(t *testing.T) {
 	lab, err := netlab.New(netlab.Options{Logf: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(lab.Close)
-	f, err := netlab.StartFleet(t.Context(), lab, netlab.FleetOptions{
-		Bin: bin, Dir: dir, Shape: form.shape, Down: form.down, Logf: t.Logf,
-	})
-	require.NoError(t, err)
-	t.Cleanup(f.Close)
-	for _, addr := range f.GatewayAddrs() {
-		require.True(t, strings.HasPrefix(addr, "10.231.0."), "gateway %s is on a host of its own", addr)
+	opts.Dir, opts.Bin, opts.Logf = dir, bin, t.Logf
+	results := runFaults(t, lab, form.fleet, opts, os.Getenv("SECKILL_NETLAB_REDIS"))
+	if os.Getenv("SECKILL_NETLAB") == "full" && os.Getenv("SECKILL_CHAOS_FAULTS") == "" {
+		// The Redis faults again with the Redis clients' timeouts near
+		// the round trip: does the cut-off gateway answer fast, and does
+		// a breaker open on a slow link that works?
+		opts.Faults = []string{netlab.FaultGatewayRedis, netlab.FaultSlowRedis}
+		results = append(results, runFaults(t, lab, form.fleet, opts, tightRedis)...)
 	}
-
-	opts.System, opts.Dir, opts.Bin, opts.Logf = f.System(), dir, bin, t.Logf
-	results, err := chaos.Run(t.Context(), opts)
-	require.NoError(t, err)
 	var table strings.Builder
 	require.NoError(t, chaos.WriteOutcomeTable(&table, results))
 	t.Logf("\n%s", table.String())
@@ -102,7 +125,6 @@ func TestNetFaults(t *testing.T) {
 	fwd, dropped := lab.Stats()
 	t.Logf("the switch forwarded %d frames and dropped %d", fwd, dropped)
 
-	require.Len(t, results, len(opts.Faults))
 	for _, res := range results {
 		t.Run(res.Fault, func(t *testing.T) {
 			require.Empty(t, res.Broken(), "%s: the sale did not come through whole", res.Fault)

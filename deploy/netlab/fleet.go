@@ -3,17 +3,22 @@ package netlab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/flashsale/seckill/deploy/chaos"
 	"github.com/flashsale/seckill/deploy/fleet"
 	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill/pause"
 )
 
@@ -22,11 +27,13 @@ const (
 	FaultGatewayRedis   = "net: a gateway cut off from Redis"
 	FaultSlowRedis      = "net: 40 ms round trip and 1 % loss between the gateways and Redis"
 	FaultWorkerPostgres = "net: a worker cut off from PostgreSQL mid-batch"
+	FaultWorkerKafka    = "net: a worker cut off from Kafka past its session"
+	FaultShoppers       = "net: a gateway cut off from its shoppers only"
 )
 
 // Faults lists every fault a Fleet makes.
 func Faults() []string {
-	return []string{FaultGatewayRedis, FaultSlowRedis, FaultWorkerPostgres}
+	return []string{FaultGatewayRedis, FaultSlowRedis, FaultWorkerPostgres, FaultWorkerKafka, FaultShoppers}
 }
 
 // FleetOptions configures StartFleet.
@@ -38,6 +45,9 @@ type FleetOptions struct {
 	Shape fleet.Shape
 	// Down is how long each fault lasts.
 	Down time.Duration
+	// RedisParams are go-redis URL parameters for every process's Redis
+	// client (fleet.Options.RedisParams), e.g. a read timeout.
+	RedisParams string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -66,7 +76,7 @@ func StartFleet(ctx context.Context, lab *Lab, opts FleetOptions) (*Fleet, error
 	}
 	f := &Fleet{lab: lab, opts: opts, hosts: map[string]*Host{}}
 	fl, err := fleet.Start(ctx, fleet.Options{
-		Bin: opts.Bin, Dir: opts.Dir, Shape: opts.Shape, Logf: opts.Logf,
+		Bin: opts.Bin, Dir: opts.Dir, Shape: opts.Shape, Logf: opts.Logf, RedisParams: opts.RedisParams,
 		Place: func(name string) localstack.Place {
 			h, err := f.host(name)
 			if err != nil {
@@ -124,6 +134,8 @@ func (f *Fleet) System() *chaos.System {
 		FaultGatewayRedis:   f.gatewayFromRedis,
 		FaultSlowRedis:      f.slowRedis,
 		FaultWorkerPostgres: f.workerFromPostgres,
+		FaultWorkerKafka:    f.workerFromKafka,
+		FaultShoppers:       f.gatewayFromShoppers,
 	}}
 }
 
@@ -216,16 +228,165 @@ func (f *Fleet) slowRedis(ctx context.Context, w chaos.Watch, res *chaos.Result)
 }
 
 // workerFromPostgres cuts the first worker off from PostgreSQL for Down
-// while the crowd's orders stream in, so it is cut in the middle of a
-// batch: its transaction's packets vanish both ways.
+// at a moment it has a transaction open (a batch being written), so its
+// packets vanish both ways mid-transaction: what PostgreSQL does with the
+// open transaction, and whether the other worker keeps writing meanwhile.
 func (f *Fleet) workerFromPostgres(ctx context.Context, w chaos.Watch, res *chaos.Result) error {
 	wk := f.group("worker-")[0]
-	heal := f.lab.Partition([]*Host{wk}, f.group("postgres"))
+	before, err := f.orderCount(ctx)
+	if err != nil {
+		return err
+	}
+	// A batch takes milliseconds: cut, and look whether a transaction of
+	// the worker was caught open; if not, mend and try again.
+	var (
+		heal   func()
+		caught []int32
+		tries  int
+		began  time.Time
+	)
+	for tries = 1; tries <= 50 && caught == nil; tries++ {
+		began = time.Now()
+		heal = f.lab.Partition([]*Host{wk}, f.group("postgres"))
+		if err := pause.For(ctx, 200*time.Millisecond); err != nil {
+			heal()
+			return err
+		}
+		open, err := f.openTransactions(ctx, wk, began)
+		if err != nil {
+			heal()
+			return err
+		}
+		if len(open) > 0 {
+			caught = open
+			break
+		}
+		heal()
+		if err := pause.For(ctx, time.Duration(rand.N(100))*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if caught == nil {
+		return fmt.Errorf("netlab: no cut of %s caught a transaction of it open in %d tries", wk.Name, tries-1)
+	}
+	err = pause.For(ctx, f.opts.Down)
+	during, cerr := f.orderCount(ctx)
+	held, herr := f.stillThere(ctx, caught)
+	heal()
+	healed := time.Now()
+	if err = errors.Join(err, cerr, herr); err != nil {
+		return err
+	}
+	res.FaultEnded = healed
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("%s (%s) cut off from PostgreSQL for %v, at try %d with %d of its transactions open (backends %v); PostgreSQL took %d orders meanwhile from the other worker",
+			wk.Name, wk.IP, f.opts.Down, tries, len(caught), caught, during-before),
+		fmt.Sprintf("at the end of the cut PostgreSQL still held %d of those transactions open", len(held)))
+	// How long the backends of the transactions cut off stay: PostgreSQL
+	// learns the client is gone only from its socket.
+	for deadline := healed.Add(time.Minute); len(held) > 0; {
+		left, err := f.stillThere(ctx, held)
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("those transactions ended %.1f s after the link came back", time.Since(healed).Seconds()))
+			break
+		}
+		if time.Now().After(deadline) {
+			res.Notes = append(res.Notes, fmt.Sprintf("transactions %v still open a minute after the link came back", left))
+			break
+		}
+		if err := pause.For(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openTransactions lists the PostgreSQL backends of h inside a
+// transaction that began before since.
+func (f *Fleet) openTransactions(ctx context.Context, h *Host, since time.Time) ([]int32, error) {
+	var pids []int32
+	err := f.Pool.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE client_addr = $1::inet AND xact_start < $2`, h.IP, since).Scan(&pids)
+	return pids, err
+}
+
+// stillThere is those of pids whose transaction is still open.
+func (f *Fleet) stillThere(ctx context.Context, pids []int32) ([]int32, error) {
+	var left []int32
+	err := f.Pool.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE pid = ANY($1) AND xact_start IS NOT NULL`, pids).Scan(&left)
+	return left, err
+}
+
+func (f *Fleet) orderCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := f.Pool.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n)
+	return n, err
+}
+
+// workerFromKafka cuts the first worker off from the broker for Down,
+// longer than the consumer group's session (sarama's 10 s): the group
+// gives its partitions to the other worker while it still runs, holding
+// what it had fetched, and it comes back to a group that moved on.
+func (f *Fleet) workerFromKafka(ctx context.Context, w chaos.Watch, res *chaos.Result) error {
+	wk := f.group("worker-")[0]
+	down := max(f.opts.Down, 15*time.Second)
+	heal := f.lab.Partition([]*Host{wk}, f.group("kafka"))
+	err := pause.For(ctx, down)
+	members := f.groupMembers()
+	heal()
+	res.Notes = append(res.Notes, fmt.Sprintf("%s (%s) cut off from the broker for %v (the group's session is 10 s); at the end the group had %s",
+		wk.Name, wk.IP, down, members))
+	return err
+}
+
+// groupMembers says the workers' consumer group's state and members.
+func (f *Fleet) groupMembers() string {
+	admin, err := sarama.NewClusterAdmin(f.Brokers(), kafkaq.ConsumerGroupConfig())
+	if err != nil {
+		return "no answer: " + err.Error()
+	}
+	defer func() { _ = admin.Close() }()
+	groups, err := admin.DescribeConsumerGroups([]string{kafkaq.DefaultGroup})
+	if err != nil || len(groups) != 1 {
+		return fmt.Sprintf("no answer: %v", err)
+	}
+	var hosts []string
+	for _, m := range groups[0].Members {
+		hosts = append(hosts, m.ClientHost)
+	}
+	slices.Sort(hosts)
+	return fmt.Sprintf("%d members (%s), state %s", len(hosts), strings.Join(hosts, ", "), groups[0].State)
+}
+
+// gatewayFromShoppers cuts the last gateway off from the control host,
+// where the shoppers are, for Down, and from nothing else: its
+// connections go silent, each shopper waits out its client's timeout
+// (15 s) and asks the next gateway with the same key, which must give the
+// same order back.
+func (f *Fleet) gatewayFromShoppers(ctx context.Context, w chaos.Watch, res *chaos.Result) error {
+	gws := f.group("gateway-")
+	gw, cut := gws[len(gws)-1], len(gws)-1
+	began := time.Now()
+	heal := f.lab.Partition([]*Host{gw}, []*Host{f.lab.Control()})
 	err := pause.For(ctx, f.opts.Down)
 	heal()
-	res.Notes = append(res.Notes, fmt.Sprintf("%s (%s) cut off from PostgreSQL for %v with %d buys in flight at the end",
-		wk.Name, wk.IP, f.opts.Down, w.InFlight()))
-	return err
+	healed := time.Now()
+	if err == nil {
+		err = settle(ctx, w, 30*time.Second)
+	}
+	if err != nil {
+		return err
+	}
+	res.FaultEnded = healed
+	during := window(w.Answers(), began, healed)
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("%s (%s) cut off from its shoppers for %v; the buys sent to it meanwhile: %s", gw.Name, gw.IP, f.opts.Down, during.of(cut)),
+		fmt.Sprintf("the buys sent to the other gateways meanwhile (retries from it among them): %s", during.except(cut)))
+	return nil
 }
 
 // watchBreakers asks every gateway for its breaker every 250 ms until the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/seckill/deploy/localstack"
@@ -40,6 +41,7 @@ type Lab struct {
 	opts   Options
 	sw     *switchboard
 
+	seq   atomic.Int64 // of the hosts' namespaces
 	mu    sync.Mutex
 	hosts []*Host
 }
@@ -99,7 +101,9 @@ func (l *Lab) Control() *Host {
 
 // Host makes a new host named name and joins it to the switch.
 func (l *Lab) Host(name string) (*Host, error) {
-	ns := l.prefix + "h-" + name
+	// The sequence number keeps names unique when two fleets of a run
+	// both have a gateway-1.
+	ns := fmt.Sprintf("%sh%d-%s", l.prefix, l.seq.Add(1), name)
 	if err := ip("netns", "add", ns); err != nil {
 		return nil, err
 	}
@@ -215,5 +219,9 @@ func (l *Lab) Close() {
 			removeNetns(filepath.Base(h.Netns))
 		}
 	}
+	// The control host stays for the next lab of this run: take its end
+	// of the pair away now (the kernel frees a removed namespace's
+	// interfaces later, in the background).
+	_ = ip("-n", l.prefix+ctlName, "link", "del", "eth0")
 	removeNetns(l.prefix + labName)
 }
