@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,10 @@ const tightRedis = "read_timeout=250ms&write_timeout=250ms"
 func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts chaos.Options, redisParams string) []chaos.Result {
 	t.Helper()
 	shape.Bin, shape.Logf, shape.RedisParams = opts.Bin, t.Logf, redisParams
+	if slices.Contains(opts.Faults, netlab.FaultSweeperRedis) {
+		// Orders that expire during the crowd, for the sweeper to cancel.
+		shape.Env = map[string]string{"SECKILL_PAY_TIMEOUT": "8s"}
+	}
 	shape.Dir = filepath.Join(opts.Dir, "fleet"+strings.NewReplacer("=", "-", "&", "-").Replace(redisParams))
 	f, err := netlab.StartFleet(t.Context(), lab, shape)
 	require.NoError(t, err)
@@ -115,6 +120,8 @@ func TestNetFaults(t *testing.T) {
 		// a breaker open on a slow link that works?
 		opts.Faults = []string{netlab.FaultGatewayRedis, netlab.FaultSlowRedis}
 		results = append(results, runFaults(t, lab, form.fleet, opts, tightRedis)...)
+		opts.Faults = []string{netlab.FaultSweeperRedis}
+		results = append(results, runFaults(t, lab, form.fleet, opts, "")...)
 	}
 	var table strings.Builder
 	require.NoError(t, chaos.WriteOutcomeTable(&table, results))

@@ -29,6 +29,9 @@ const (
 	FaultWorkerPostgres = "net: a worker cut off from PostgreSQL mid-batch"
 	FaultWorkerKafka    = "net: a worker cut off from Kafka past its session"
 	FaultShoppers       = "net: a gateway cut off from its shoppers only"
+	// FaultSweeperRedis needs orders that expire during the crowd: a fleet
+	// with a short SECKILL_PAY_TIMEOUT (FleetOptions.Env).
+	FaultSweeperRedis = "net: the sweeper cut off from Redis while it cancels"
 )
 
 // Faults lists every fault a Fleet makes.
@@ -48,6 +51,8 @@ type FleetOptions struct {
 	// RedisParams are go-redis URL parameters for every process's Redis
 	// client (fleet.Options.RedisParams), e.g. a read timeout.
 	RedisParams string
+	// Env adds SECKILL_* settings to every process (fleet.Options.Env).
+	Env map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -77,6 +82,7 @@ func StartFleet(ctx context.Context, lab *Lab, opts FleetOptions) (*Fleet, error
 	f := &Fleet{lab: lab, opts: opts, hosts: map[string]*Host{}}
 	fl, err := fleet.Start(ctx, fleet.Options{
 		Bin: opts.Bin, Dir: opts.Dir, Shape: opts.Shape, Logf: opts.Logf, RedisParams: opts.RedisParams,
+		Env: opts.Env,
 		Place: func(name string) localstack.Place {
 			h, err := f.host(name)
 			if err != nil {
@@ -136,6 +142,7 @@ func (f *Fleet) System() *chaos.System {
 		FaultWorkerPostgres: f.workerFromPostgres,
 		FaultWorkerKafka:    f.workerFromKafka,
 		FaultShoppers:       f.gatewayFromShoppers,
+		FaultSweeperRedis:   f.sweeperFromRedis,
 	}}
 }
 
@@ -284,24 +291,39 @@ func (f *Fleet) workerFromPostgres(ctx context.Context, w chaos.Watch, res *chao
 		fmt.Sprintf("at the end of the cut PostgreSQL still held %d of those transactions open", len(held)))
 	// How long the backends of the transactions cut off stay: PostgreSQL
 	// learns the client is gone only from its socket.
-	for deadline := healed.Add(time.Minute); len(held) > 0; {
+	if len(held) == 0 {
+		return nil
+	}
+	return untilGone(ctx, healed, res, "those transactions ended", func() (string, error) {
 		left, err := f.stillThere(ctx, held)
+		if len(left) == 0 {
+			return "", err
+		}
+		return fmt.Sprintf("transactions %v still open", left), err
+	})
+}
+
+// untilGone asks left every 100 ms, for up to a minute after healed, until
+// it says nothing is left, and notes how long after healed that was as
+// done ("... 1.2 s after the link came back"), or what was still left.
+func untilGone(ctx context.Context, healed time.Time, res *chaos.Result, done string, left func() (string, error)) error {
+	for deadline := healed.Add(time.Minute); ; {
+		what, err := left()
 		if err != nil {
 			return err
 		}
-		if len(left) == 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("those transactions ended %.1f s after the link came back", time.Since(healed).Seconds()))
-			break
+		if what == "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s %.1f s after the link came back", done, time.Since(healed).Seconds()))
+			return nil
 		}
 		if time.Now().After(deadline) {
-			res.Notes = append(res.Notes, fmt.Sprintf("transactions %v still open a minute after the link came back", left))
-			break
+			res.Notes = append(res.Notes, what+" a minute after the link came back")
+			return nil
 		}
 		if err := pause.For(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // openTransactions lists the PostgreSQL backends of h inside a
@@ -341,6 +363,50 @@ func (f *Fleet) workerFromKafka(ctx context.Context, w chaos.Watch, res *chaos.R
 	res.Notes = append(res.Notes, fmt.Sprintf("%s (%s) cut off from the broker for %v (the group's session is 10 s); at the end the group had %s",
 		wk.Name, wk.IP, down, members))
 	return err
+}
+
+// sweeperFromRedis cuts every sweeper off from Redis for Down while
+// unpaid orders expire: each cancellation commits in PostgreSQL with its
+// stock's return to Redis owed (redis_release_pending, an outbox), which
+// must be paid once the link is back.
+func (f *Fleet) sweeperFromRedis(ctx context.Context, w chaos.Watch, res *chaos.Result) error {
+	sweepers := f.group("sweeper-")
+	if len(sweepers) == 0 {
+		return errors.New("netlab: no sweeper to cut off")
+	}
+	cancelledBefore, _, err := f.cancellations(ctx)
+	if err != nil {
+		return err
+	}
+	heal := f.lab.Partition(sweepers, f.group("redis"))
+	err = pause.For(ctx, f.opts.Down)
+	cancelled, owed, cerr := f.cancellations(ctx)
+	heal()
+	healed := time.Now()
+	if err = errors.Join(err, cerr); err != nil {
+		return err
+	}
+	res.FaultEnded = healed
+	res.Notes = append(res.Notes, fmt.Sprintf("%d sweepers cut off from Redis for %v: %d orders cancelled meanwhile, %d returns of stock to Redis owed at the end",
+		len(sweepers), f.opts.Down, cancelled-cancelledBefore, owed))
+	if owed == 0 {
+		return nil
+	}
+	return untilGone(ctx, healed, res, "every return paid", func() (string, error) {
+		_, owed, err := f.cancellations(ctx)
+		if owed == 0 {
+			return "", err
+		}
+		return fmt.Sprintf("%d returns still owed", owed), err
+	})
+}
+
+// cancellations counts the cancelled orders and those whose stock's
+// return to Redis is still owed.
+func (f *Fleet) cancellations(ctx context.Context) (cancelled, owed int64, err error) {
+	err = f.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'cancelled'), count(*) FILTER (WHERE redis_release_pending)
+		FROM orders`).Scan(&cancelled, &owed)
+	return cancelled, owed, err
 }
 
 // groupMembers says the workers' consumer group's state and members.
