@@ -264,6 +264,7 @@ crowd: deps build
 # (also kept in .run/netlab.md). NETLAB_FAULTS picks faults by name, comma
 # separated (see deploy/netlab.Faults).
 netlab: deps build
+	@$(call install_deps,iproute2)
 	@mkdir -p .run; rm -f .run/netlab.md; status=0; \
 	SECKILL_NETLAB=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_NETLAB_TABLE=$(CURDIR)/.run/netlab.md \
 		SECKILL_CHAOS_FAULTS="$(NETLAB_FAULTS)" $(GO) test -count=1 -v -timeout 30m -run '^TestNetFaults$$' ./deploy/netlab || status=$$?; \
