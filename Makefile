@@ -31,6 +31,13 @@
 #                of 6,000 shoppers spread over the gateways while one gateway
 #                and one worker are killed -9, then every check (deploy/chaos
 #                TestFleet; a few minutes). `make test` runs it with 240.
+#   make netlab  faults only a network makes: the fleet with every process
+#                and service on a host of its own (network namespaces joined
+#                by a switch of 0.2-0.5 ms links; root), a crowd of 3,000
+#                per fault while a gateway is cut off from Redis, the
+#                gateways reach Redis over 40 ms and 1 % loss, a worker is
+#                cut off from PostgreSQL; every check (deploy/netlab; a few
+#                minutes). `make test` runs the first with 200 shoppers.
 #   make crowd   the real crowd against `bin/seckill dev` (SECKILL_GLOBAL_RATE
 #                =2000): catalog beside /healthz, PostgreSQL transactions,
 #                sockets and push delay, 100 shoppers under a bot (about a minute)
@@ -84,7 +91,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps kafka-jars build run test vet lint test-race fuzz bench chaos fleet crowd capacity conformance clean
+.PHONY: deps test-deps kafka-jars build run test vet lint test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -105,7 +112,7 @@ RACE_TIMEOUT ?= 10m
 # machine that never runs real Kafka is spared some 200 MB.
 KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
-TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus
+TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2
 
 deps:
 	@$(call install_deps,$(RUN_DEPS))
@@ -120,6 +127,7 @@ define install_deps
 	if has postgresql; then compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v postgres && command -v initdb; } >/dev/null 2>&1 || missing+=(postgresql); fi; \
 	if has chromium; then command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); fi; \
 	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
+	if has iproute2; then command -v ip >/dev/null 2>&1 || missing+=(iproute2); fi; \
 	if has maven; then command -v mvn >/dev/null 2>&1 || missing+=(maven); fi; \
 	if has default-jre-headless; then command -v java >/dev/null 2>&1 || [ -x /usr/lib/jvm/default-java/bin/java ] || missing+=(default-jre-headless); fi; \
 	if [ $${#missing[@]} -eq 0 ]; then echo "deps: $(strip $(1)) installed"; exit 0; fi; \
@@ -189,7 +197,7 @@ test-race: deps
 # TEST_PROGRESS are the packages whose tests make test prints as each ends:
 # the end-to-end ones, which take minutes (deploy/testfmt prints everything
 # else as go test would, a package's line when it ends).
-TEST_PROGRESS ?= cmd/seckill,deploy/chaos
+TEST_PROGRESS ?= cmd/seckill,deploy/chaos,deploy/netlab
 
 test: test-deps vet kafka-jars
 	$(GO) build -o bin/testfmt ./deploy/testfmt
@@ -250,6 +258,17 @@ fleet: deps build
 # -crowd); the table says each figure, its target and verdict.
 crowd: deps build
 	$(GO) run ./cmd/bench -crowd -bin $(BIN) -loadtest $(LOADTEST) -crowd-args "$(CROWD_FLAGS)"
+
+# netlab runs deploy/netlab's TestNetFaults in its full form against
+# bin/seckill (as root: it makes network namespaces) and prints the table
+# (also kept in .run/netlab.md). NETLAB_FAULTS picks faults by name, comma
+# separated (see deploy/netlab.Faults).
+netlab: deps build
+	@$(call install_deps,iproute2)
+	@mkdir -p .run; rm -f .run/netlab.md; status=0; \
+	SECKILL_NETLAB=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_NETLAB_TABLE=$(CURDIR)/.run/netlab.md \
+		SECKILL_CHAOS_FAULTS="$(NETLAB_FAULTS)" $(GO) test -count=1 -v -timeout 30m -run '^TestNetFaults$$' ./deploy/netlab || status=$$?; \
+	if [ -f .run/netlab.md ]; then echo; cat .run/netlab.md; fi; exit $$status
 
 # capacity compares Redis shapes with the same crowd on fleets of processes:
 # one redis-server, a 3-master Redis Cluster, and that cluster with a voucher

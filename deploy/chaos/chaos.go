@@ -76,6 +76,32 @@ type Options struct {
 	// KafkaDown is how long a Kafka node stays killed, frozen or stopped;
 	// zero means 10 s.
 	KafkaDown time.Duration
+	// System, when set, is a fleet started outside the suite with faults
+	// of its own (deploy/netlab's, across a network): Faults then names
+	// those, and each runs on it with the same crowd and checks.
+	System *System
+}
+
+// System is a running fleet the suite did not start, and the faults it
+// can make. The crowd is spread over its gateways; the checks ask the
+// first gateway and read its PostgreSQL pool.
+type System struct {
+	Fleet *fleet.Fleet
+	// Faults by name.
+	Faults map[string]Inject
+}
+
+// Inject strikes one fault into a crowd at its FaultAt and returns once
+// the fault is over (the link back): seconds to heal count from then.
+type Inject func(ctx context.Context, w Watch, res *Result) error
+
+// Watch is what a fault sees of the crowd it strikes.
+type Watch interface {
+	// InFlight is how many buys are sent and not answered yet.
+	InFlight() int64
+	// Answers are the buys answered so far, in the order their answers
+	// came.
+	Answers() []Answer
 }
 
 // Result is what one fault did to one crowd.
@@ -101,6 +127,13 @@ type Result struct {
 	Settle  time.Duration
 	// Answers counts what the shoppers were answered.
 	Answers string
+	// TurnedAway counts the shoppers whose last answer was neither a 202
+	// nor a 409: sent away without an order (they gave up after 503s or
+	// no answer).
+	TurnedAway int
+	// BuyP50 and BuyP99 are the medians and 99th percentile of the time
+	// a buy took to be answered, retries each counted.
+	BuyP50, BuyP99 time.Duration
 	// Drift is the last drift report's verdict when it was not clean after
 	// SettleWithin (the system did not heal by itself); empty when clean.
 	Drift string
@@ -111,6 +144,9 @@ type Result struct {
 	// Notes says what the fault did, for the log (e.g. how many buys were
 	// caught in flight).
 	Notes []string
+	// FaultEnded, when an Inject sets it, is when its fault ended (the link
+	// came back) if it returned later; seconds to heal count from it.
+	FaultEnded time.Time
 }
 
 // run state shared by the faults of one Run.
@@ -145,10 +181,20 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if len(opts.Faults) == 0 && opts.ApacheKafka {
 		names = ApacheFaults()
 	}
-	if err := checkFaults(opts, names); err != nil {
+	r := &runner{opts: opts, admin: randomHex(16), secret: randomHex(32), next: 1_000_000}
+	if opts.System != nil {
+		if len(opts.Faults) == 0 {
+			return nil, errors.New("chaos: Options.Faults must name faults of Options.System")
+		}
+		for _, n := range opts.Faults {
+			if opts.System.Faults[n] == nil {
+				return nil, fmt.Errorf("chaos: Options.System has no fault %q", n)
+			}
+		}
+		r.admin, r.secret = opts.System.Fleet.AdminToken, opts.System.Fleet.JWTSecret
+	} else if err := checkFaults(opts, names); err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, admin: randomHex(16), secret: randomHex(32), next: 1_000_000}
 	var err error
 	if r.tokens, err = auth.NewTokens([]byte(r.secret), 2*time.Hour); err != nil {
 		return nil, err
@@ -199,8 +245,16 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 		sys    system
 		inject func(ctx context.Context, c *crowd, res *Result) error
 	)
-	switch name {
-	case FaultWholeProcessKill:
+	switch {
+	case r.opts.System != nil:
+		f := r.opts.System.Fleet
+		for _, addr := range f.GatewayAddrs() {
+			sys.apis = append(sys.apis, newAPI(addr, r.admin))
+		}
+		sys.api, sys.pool = sys.apis[0], func() *pgxpool.Pool { return f.Pool }
+		strike := r.opts.System.Faults[name]
+		inject = func(ctx context.Context, c *crowd, res *Result) error { return strike(ctx, c, res) }
+	case name == FaultWholeProcessKill:
 		d, err := r.startDev(ctx)
 		if err != nil {
 			return res, err
@@ -208,7 +262,7 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 		defer d.close()
 		sys = system{api: d.api, pool: d.currentPool}
 		inject = d.killAndRestart
-	case FaultFleet:
+	case name == FaultFleet:
 		f, err := r.startFleet(ctx)
 		if err != nil {
 			return res, err
@@ -252,6 +306,9 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 		return res, err
 	}
 	faultEnd := time.Now()
+	if !res.FaultEnded.IsZero() {
+		faultEnd = res.FaultEnded
+	}
 
 	// Heal: the first clean comparison after the fault, watched while the
 	// crowd goes on.
@@ -277,6 +334,8 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	accepted := c.acceptedOrders()
 	res.Accepted = len(accepted)
 	res.Answers = c.summary()
+	res.TurnedAway = c.turnedAway()
+	res.BuyP50, res.BuyP99 = Percentile(c.Answers(), 0.50), Percentile(c.Answers(), 0.99)
 	res.Problems = append(res.Problems, c.problems...)
 
 	final, last, settled := r.settle(ctx, sys, voucherID, accepted)
@@ -435,6 +494,20 @@ func (r *runner) check(ctx context.Context, sys system, voucherID int64, accepte
 			problem("order %d: GET /api/v1/orders says %q, PostgreSQL %q", id, got, final[id])
 		}
 	}
+}
+
+// Percentile is the time the answers at quantile q (0 to 1) took; 0 for
+// none.
+func Percentile(answers []Answer, q float64) time.Duration {
+	if len(answers) == 0 {
+		return 0
+	}
+	took := make([]time.Duration, len(answers))
+	for i, a := range answers {
+		took[i] = a.Took
+	}
+	slices.Sort(took)
+	return took[min(len(took)-1, int(q*float64(len(took))))]
 }
 
 // apiSample is how many accepted orders the API is asked about per fault.

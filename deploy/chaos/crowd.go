@@ -6,6 +6,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type crowd struct {
 	firstAccepts atomic.Int64
 
 	mu       sync.Mutex
+	log      []Answer        // every buy answered, in order
 	accepted map[int64]int64 // order id -> user id, every 202
 	keyOrder map[int64]int64 // user id -> the order id their key got
 	answers  map[string]int  // every answer by status, retries included
@@ -87,10 +89,12 @@ func (c *crowd) shop(ctx context.Context, user int64, gw int) {
 			OrderID string `json:"order_id"`
 		}
 		c.inFlight.Add(1)
+		sent := time.Now()
 		status, retryAfter, err := c.apis[gw].call(ctx, http.MethodPost, path, token, key, map[string]any{"quantity": 1}, &out)
 		c.inFlight.Add(-1)
 		label := answerLabel(status, retryAfter, err)
 		c.count(label, false)
+		c.record(Answer{Gateway: gw, Label: label, At: sent, Took: time.Since(sent)})
 		if err == nil {
 			if attempt == 0 {
 				c.firstAccepts.Add(1)
@@ -150,6 +154,49 @@ func (c *crowd) count(label string, final bool) {
 	} else {
 		c.answers[label]++
 	}
+}
+
+// Answer is one buy's answer, as the crowd saw it.
+type Answer struct {
+	// Gateway is the index of the gateway asked.
+	Gateway int
+	// Label is the answer: "202", "409", "503", "no answer" (a transport
+	// error) or "503 without Retry-After".
+	Label string
+	// At is when the buy was sent, Took how long its answer took.
+	At   time.Time
+	Took time.Duration
+}
+
+func (c *crowd) record(a Answer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, a)
+}
+
+// InFlight is how many buys are sent and not answered yet.
+func (c *crowd) InFlight() int64 { return c.inFlight.Load() }
+
+// Answers are the buys answered so far, in the order their answers came.
+func (c *crowd) Answers() []Answer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+// turnedAway counts the shoppers whose last answer was neither a 202 nor
+// a 409 (sold out, over the limit): those the fault sent away without an
+// order.
+func (c *crowd) turnedAway() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for label, count := range c.finals {
+		if label != "202" && label != "409" {
+			n += count
+		}
+	}
+	return n
 }
 
 func (c *crowd) accept(user, orderID int64) {

@@ -244,6 +244,7 @@ func TestProductionBinaryLinksNoTool(t *testing.T) {
 		module + "/deploy/localstack",
 		module + "/deploy/fleet",
 		module + "/deploy/chaos",
+		module + "/deploy/netlab",
 		"github.com/twmb/franz-go/pkg/kfake",
 	}
 	for _, pkg := range deps {

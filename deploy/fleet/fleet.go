@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -81,6 +82,17 @@ type Options struct {
 	Env map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
+	// RedisParams are go-redis URL parameters every process's Redis
+	// address gets, e.g. "read_timeout=250ms&write_timeout=250ms" (the
+	// client's own defaults when empty): a deployment sets them in
+	// SECKILL_REDIS_URL, or in SECKILL_REDIS_CLUSTER_ADDRS's URL form.
+	RedisParams string
+	// Place puts each service and process on a host of its own
+	// (deploy/netlab): it is asked for "redis" (or "redis-1" and on for the
+	// nodes of a cluster), "postgres", "kafka" (the in-process broker's
+	// listener) and each process's name ("gateway-1", "worker-2", ...). Nil,
+	// or a zero Place, is 127.0.0.1 in this namespace.
+	Place func(name string) localstack.Place
 }
 
 // Fleet is the running services and processes. Its fields are for reading.
@@ -131,6 +143,9 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	if opts.Place == nil {
+		opts.Place = func(string) localstack.Place { return localstack.Place{} }
+	}
 	if opts.AdminToken == "" {
 		opts.AdminToken = randomHex(16)
 	}
@@ -155,17 +170,23 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	var services sync.WaitGroup
 	services.Go(func() {
 		if s.RedisMasters > 1 {
+			places := make([]localstack.Place, s.RedisMasters)
+			for i := range places {
+				places[i] = opts.Place(fmt.Sprintf("redis-%d", i+1))
+			}
 			f.RedisCluster, redisErr = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
-				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters,
+				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters, Places: places,
 			})
 			return
 		}
 		f.Redis, redisErr = localstack.StartRedis(ctx, localstack.RedisOptions{
-			Dir: filepath.Join(opts.Dir, "redis"), Persist: opts.RedisPersist,
+			Dir: filepath.Join(opts.Dir, "redis"), Persist: opts.RedisPersist, Place: opts.Place("redis"),
 		})
 	})
 	services.Go(func() {
-		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{Dir: filepath.Join(opts.Dir, "postgres")})
+		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{
+			Dir: filepath.Join(opts.Dir, "postgres"), Place: opts.Place("postgres"),
+		})
 	})
 	services.Go(func() { kafkaErr = f.startKafka(ctx, s.Partitions) })
 	services.Wait()
@@ -230,7 +251,7 @@ func (f *Fleet) startKafka(ctx context.Context, partitions int32) (err error) {
 		f.ApacheKafka, err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: 3, Topics: topics, Dir: dir})
 		return err
 	}
-	f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir})
+	f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir, Place: f.opts.Place("kafka")})
 	return err
 }
 
@@ -272,9 +293,19 @@ func (f *Fleet) baseEnv() map[string]string {
 	env := BaseEnv(f.AdminToken, f.JWTSecret)
 	env["SECKILL_DATABASE_URL"] = f.Postgres.URL
 	env["SECKILL_KAFKA_BROKERS"] = strings.Join(f.Brokers(), ",")
-	if f.RedisCluster != nil {
+	switch p := f.opts.RedisParams; {
+	case f.RedisCluster != nil && p != "":
+		// The one-URL form: the first node, the others as addr=.
+		var q []string
+		for _, a := range f.RedisCluster.Addrs[1:] {
+			q = append(q, "addr="+a)
+		}
+		env["SECKILL_REDIS_CLUSTER_ADDRS"] = "redis://" + f.RedisCluster.Addrs[0] + "?" + strings.Join(append(q, p), "&")
+	case f.RedisCluster != nil:
 		env["SECKILL_REDIS_CLUSTER_ADDRS"] = strings.Join(f.RedisCluster.Addrs, ",")
-	} else {
+	case p != "":
+		env["SECKILL_REDIS_URL"] = f.Redis.URL + "?" + p
+	default:
 		env["SECKILL_REDIS_URL"] = f.Redis.URL
 	}
 	for k, v := range f.opts.Env {
@@ -289,13 +320,20 @@ func (f *Fleet) newProcess(role, name string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	place := f.opts.Place(name)
+	if place.Host != "" {
+		_, port, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(place.Host, port)
+	}
 	env := make(map[string]string, len(f.env)+2)
 	for k, v := range f.env {
 		env[k] = v
 	}
 	env["SECKILL_ROLES"] = role
 	env["SECKILL_HTTP_ADDR"] = addr
-	return NewProcess(name, f.opts.Bin, f.opts.Dir, []string{"serve"}, env), nil
+	p := NewProcess(name, f.opts.Bin, f.opts.Dir, []string{"serve"}, env)
+	p.Netns = place.Netns
+	return p, nil
 }
 
 // Env is the configuration every process of the fleet shares (services,

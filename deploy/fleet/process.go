@@ -45,6 +45,9 @@ type Process struct {
 	Addr string
 	// LogPath is where its output goes, appended run after run.
 	LogPath string
+	// Netns is the path of the network namespace it runs in (its own host,
+	// deploy/netlab); empty is this one's.
+	Netns string
 
 	bin  string
 	args []string
@@ -80,6 +83,10 @@ func (p *Process) Start(ctx context.Context, timeout time.Duration) error {
 	defer logFile.Close()
 	fmt.Fprintf(logFile, "\n==== %s: start %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
 	cmd := exec.Command(p.bin, p.args...)
+	if p.Netns != "" {
+		// nsenter enters the namespace and execs the binary: same pid.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + p.Netns, "--", p.bin}, p.args...)...)
+	}
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, and SIGKILL if the caller dies, so no seckill

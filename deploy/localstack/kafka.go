@@ -24,12 +24,16 @@ type KafkaOptions struct {
 	// group offsets there and reload them at the next start (dev mode, so a
 	// restart loses no message in flight). Empty keeps everything in memory.
 	Dir string
+	// Place is the host the broker listens on: its address, and the
+	// network namespace its listener is made in (the broker itself runs in
+	// this process). The zero Place is 127.0.0.1.
+	Place Place
 	// Log receives the broker's errors and warnings; nil discards them.
 	Log *slog.Logger
 }
 
 // Kafka is an in-process kfake broker: it speaks the Kafka wire protocol on
-// 127.0.0.1, so clients such as sarama talk to it over TCP exactly as to
+// 127.0.0.1 (or KafkaOptions.Place's host), so clients such as sarama talk to it over TCP exactly as to
 // Kafka. Without KafkaOptions.Dir it keeps everything in memory and nothing
 // survives Close or Restart.
 type Kafka struct {
@@ -56,6 +60,15 @@ func StartKafka(ctx context.Context, opts KafkaOptions) (*Kafka, error) {
 		kfake.NumBrokers(1), // port 0: the kernel picks a free one
 		kfake.ClusterID("seckill-localstack"),
 		kfake.WithLogger(kfakeLogger{log}),
+	}
+	if opts.Place != (Place{}) {
+		kopts = append(kopts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			_, port, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			return opts.Place.Listen(network, port)
+		}))
 	}
 	if opts.Dir != "" {
 		dir, err := filepath.Abs(opts.Dir)

@@ -34,6 +34,8 @@ type PostgresOptions struct {
 	// With fsync off a synchronous commit costs only a write(2) (18k vs 25k
 	// single-row commits/s here), far more than tests need.
 	Fsync bool
+	// Place is the host PostgreSQL runs on; the zero Place is 127.0.0.1.
+	Place Place
 	// Log receives progress messages; nil discards them.
 	Log *slog.Logger
 }
@@ -136,7 +138,10 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		if err != nil {
 			return nil, err
 		}
-		pg := newPostgres(binDir, version, dir, dataDir, port, opts.Fsync, cred, env, log)
+		pg, err := newPostgres(binDir, version, dir, dataDir, port, opts.Fsync, opts.Place, cred, env, log)
+		if err != nil {
+			return nil, err
+		}
 		err = pg.srv.start(ctx)
 		if errors.Is(err, errAddrInUse) && attempt < 3 {
 			continue
@@ -153,8 +158,8 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	}
 }
 
-func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, cred *syscall.Credential, env []string, log *slog.Logger) *Postgres {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, place Place, cred *syscall.Credential, env []string, log *slog.Logger) (*Postgres, error) {
+	addr := net.JoinHostPort(place.host(), strconv.Itoa(port))
 	pg := &Postgres{
 		Addr:    addr,
 		DataDir: dataDir,
@@ -172,9 +177,19 @@ func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, cre
 	args := []string{
 		"-D", dataDir,
 		"-c", "port=" + strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses=" + place.host(),
 		"-c", "unix_socket_directories=" + socketDir,
 		"-c", "max_connections=200",
+	}
+	if place.remote() {
+		// The clients are on other hosts; initdb's pg_hba.conf lets in
+		// only loopback ones. The server listens on its host's address
+		// alone, in a network of the caller's making.
+		hba := filepath.Join(dir, "pg_hba.remote.conf")
+		if err := os.WriteFile(hba, []byte("local all all trust\nhost all all 0.0.0.0/0 trust\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("localstack: %w", err)
+		}
+		args = append(args, "-c", "hba_file="+hba)
 	}
 	if !fsync {
 		args = append(args,
@@ -182,27 +197,31 @@ func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, cre
 			"-c", "full_page_writes=off",
 		)
 	}
+	spec, err := place.wrap(procSpec{
+		name:    "postgres",
+		bin:     filepath.Join(binDir, "postgres"),
+		args:    args,
+		env:     env,
+		dir:     dir,
+		logPath: pg.LogPath,
+		cred:    cred,
+		// SIGINT is PostgreSQL's fast shutdown: if we die, it rolls
+		// back open transactions, checkpoints and exits cleanly.
+		deathSig: syscall.SIGINT,
+	})
+	if err != nil {
+		return nil, err
+	}
 	pg.srv = &server{
-		log: log,
-		spec: procSpec{
-			name:    "postgres",
-			bin:     filepath.Join(binDir, "postgres"),
-			args:    args,
-			env:     env,
-			dir:     dir,
-			logPath: pg.LogPath,
-			cred:    cred,
-			// SIGINT is PostgreSQL's fast shutdown: if we die, it rolls
-			// back open transactions, checkpoints and exits cleanly.
-			deathSig: syscall.SIGINT,
-		},
+		log:  log,
+		spec: spec,
 		// Fast shutdown, what `pg_ctl stop -m fast` sends.
 		stopSig:  syscall.SIGINT,
 		children: true,
 		before:   func() error { return clearStalePid(dataDir) },
 		ready:    func(ctx context.Context, _ *process) error { return pingPostgres(ctx, pg.AdminURL("postgres")) },
 	}
-	return pg
+	return pg, nil
 }
 
 // AdminURL is the URL of database db on this cluster, as the superuser.

@@ -22,11 +22,14 @@ type RedisOptions struct {
 	// Persist turns on the append-only file, so data survives a restart.
 	// Snapshots (RDB) are always off.
 	Persist bool
+	// Place is the host redis-server runs on; the zero Place is 127.0.0.1.
+	Place Place
 	// Log receives progress messages; nil discards them.
 	Log *slog.Logger
 }
 
-// Redis is a private redis-server child process listening on 127.0.0.1.
+// Redis is a private redis-server child process listening on 127.0.0.1
+// (or RedisOptions.Place's host).
 type Redis struct {
 	// URL is redis://127.0.0.1:<port>/0.
 	URL string
@@ -65,30 +68,37 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		addr := net.JoinHostPort(opts.Place.host(), strconv.Itoa(port))
 		r := &Redis{
 			URL:     "redis://" + addr + "/0",
 			Addr:    addr,
 			LogPath: filepath.Join(dir, "redis.log"),
 		}
-		r.srv = &server{
-			log: log,
-			spec: procSpec{
-				name: "redis-server",
-				bin:  bin,
-				args: []string{
-					"--port", strconv.Itoa(port),
-					"--bind", "127.0.0.1",
-					"--save", "",
-					"--appendonly", appendOnly,
-					"--dir", dir,
-					"--daemonize", "no",
-					"--logfile", "", // stdout, which is our log file
-				},
-				dir:      dir,
-				logPath:  r.LogPath,
-				deathSig: syscall.SIGTERM, // redis flushes its append-only file and exits
+		spec, err := opts.Place.wrap(procSpec{
+			name: "redis-server",
+			bin:  bin,
+			args: []string{
+				"--port", strconv.Itoa(port),
+				"--bind", opts.Place.host(),
+				// Protected mode lets in only loopback clients; a placed
+				// server is reached from other hosts.
+				"--protected-mode", yesNo(!opts.Place.remote()),
+				"--save", "",
+				"--appendonly", appendOnly,
+				"--dir", dir,
+				"--daemonize", "no",
+				"--logfile", "", // stdout, which is our log file
 			},
+			dir:      dir,
+			logPath:  r.LogPath,
+			deathSig: syscall.SIGTERM, // redis flushes its append-only file and exits
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.srv = &server{
+			log:     log,
+			spec:    spec,
 			stopSig: syscall.SIGTERM,
 			ready:   func(ctx context.Context, _ *process) error { return ping(ctx, addr) },
 		}
@@ -149,4 +159,11 @@ func ping(ctx context.Context, addr string) error {
 		return fmt.Errorf("redis answered %q", strings.TrimSpace(line))
 	}
 	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

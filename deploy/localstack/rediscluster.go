@@ -42,6 +42,9 @@ type RedisClusterOptions struct {
 	// cluster that does not come back healthy) the folder is wiped and a
 	// new, empty cluster is made.
 	Persist bool
+	// Places puts node i on Places[i] (each on a host of its own); a node
+	// beyond the list runs on 127.0.0.1.
+	Places []Place
 	// Log receives progress messages; nil discards them.
 	Log *slog.Logger
 }
@@ -210,40 +213,51 @@ func (c *RedisCluster) startNodes(ctx context.Context, ports clusterPorts) error
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("localstack: redis cluster dir: %w", err)
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p[0]))
-		c.nodes = append(c.nodes, &clusterNode{addr: addr, srv: &server{
-			log: c.log,
-			spec: procSpec{
-				name: "redis-server " + addr,
-				bin:  bin,
-				args: []string{
-					"--port", strconv.Itoa(p[0]),
-					"--bind", "127.0.0.1",
-					"--save", "",
-					"--appendonly", appendOnly,
-					"--dir", dir,
-					"--daemonize", "no",
-					"--logfile", "",
-					"--cluster-enabled", "yes",
-					"--cluster-config-file", "nodes.conf",
-					"--cluster-port", strconv.Itoa(p[1]),
-					"--cluster-node-timeout", strconv.FormatInt(c.opts.NodeTimeout.Milliseconds(), 10),
-					// A replica takes over however long it was cut off: a
-					// private cluster would rather serve than wait for an
-					// operator.
-					"--cluster-replica-validity-factor", "0",
-					// While one master is down the others keep serving
-					// their slots: only the sales on the failed master's
-					// slots wait for the failover.
-					"--cluster-require-full-coverage", "no",
-					// A replica's first sync starts at once, not after
-					// the default 5 s wait for more replicas to join it.
-					"--repl-diskless-sync-delay", "0",
-				},
-				dir:      dir,
-				logPath:  filepath.Join(dir, "redis.log"),
-				deathSig: syscall.SIGTERM,
+		var place Place
+		if i < len(c.opts.Places) {
+			place = c.opts.Places[i]
+		}
+		addr := net.JoinHostPort(place.host(), strconv.Itoa(p[0]))
+		spec, err := place.wrap(procSpec{
+			name: "redis-server " + addr,
+			bin:  bin,
+			args: []string{
+				"--port", strconv.Itoa(p[0]),
+				"--bind", place.host(),
+				// Protected mode lets in only loopback clients; a placed
+				// server is reached from other hosts.
+				"--protected-mode", yesNo(!place.remote()),
+				"--save", "",
+				"--appendonly", appendOnly,
+				"--dir", dir,
+				"--daemonize", "no",
+				"--logfile", "",
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", "nodes.conf",
+				"--cluster-port", strconv.Itoa(p[1]),
+				"--cluster-node-timeout", strconv.FormatInt(c.opts.NodeTimeout.Milliseconds(), 10),
+				// A replica takes over however long it was cut off: a
+				// private cluster would rather serve than wait for an
+				// operator.
+				"--cluster-replica-validity-factor", "0",
+				// While one master is down the others keep serving
+				// their slots: only the sales on the failed master's
+				// slots wait for the failover.
+				"--cluster-require-full-coverage", "no",
+				// A replica's first sync starts at once, not after
+				// the default 5 s wait for more replicas to join it.
+				"--repl-diskless-sync-delay", "0",
 			},
+			dir:      dir,
+			logPath:  filepath.Join(dir, "redis.log"),
+			deathSig: syscall.SIGTERM,
+		})
+		if err != nil {
+			return err
+		}
+		c.nodes = append(c.nodes, &clusterNode{addr: addr, srv: &server{
+			log:     c.log,
+			spec:    spec,
 			stopSig: syscall.SIGTERM,
 			ready:   func(ctx context.Context, _ *process) error { return ping(ctx, addr) },
 		}})
