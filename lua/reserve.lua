@@ -55,14 +55,18 @@ local function known(first)
   return {0, first, left()}
 end
 
+-- A known request key answers first. An unkeyed call looks its order id up
+-- before any check, so that a retry of it answers like the first call even
+-- once the stock or the limit is used up. A keyed call's retry is found by
+-- its key; its order id is checked by the HSETNX that records the hold, the
+-- first write, so an id taken by another reservation still writes nothing.
 local reqField = user .. ':' .. key
 if key ~= '' then
   local first = redis.call('HGET', KEYS[3], reqField)
   if first then
     return known(first)
   end
-end
-if redis.call('HEXISTS', KEYS[4], oid) == 1 then
+elseif redis.call('HEXISTS', KEYS[4], oid) == 1 then
   return known(oid)
 end
 
@@ -100,13 +104,18 @@ if expireMs then
   end
 end
 
+local entry = user .. ':' .. qty .. ':' .. now .. ':' .. key
+if key ~= '' then
+  if redis.call('HSETNX', KEYS[4], oid, entry) == 0 then
+    return known(oid)
+  end
+  redis.call('HSET', KEYS[3], reqField, oid)
+else
+  redis.call('HSET', KEYS[4], oid, entry)
+end
 stock = stock - qty
 redis.call('HSET', KEYS[1], 'stock', stock, 'held', (tonumber(meta[6]) or 0) + qty, 'holds', (tonumber(meta[7]) or 0) + 1)
 redis.call('HINCRBY', KEYS[2], user, qty)
-if key ~= '' then
-  redis.call('HSET', KEYS[3], reqField, oid)
-end
-redis.call('HSET', KEYS[4], oid, user .. ':' .. qty .. ':' .. now .. ':' .. key)
 redis.call('ZADD', KEYS[5], now, oid)
 redis.call('SADD', KEYS[6], oid)
 if expireMs then

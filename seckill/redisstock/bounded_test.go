@@ -188,7 +188,9 @@ func TestReserveSetsEachExpiryOnce(t *testing.T) {
 			require.EqualValues(t, 10, d.Commands["evalsha"].Calls)
 			require.EqualValues(t, 10, d.Commands["pexpireat"].Calls, "one per buy: the user's set")
 			require.EqualValues(t, 10, d.Commands["exists"].Calls, "one look at the shared keys per buy")
-			require.Zero(t, d.Commands["hincrby"].Calls-10, "meta's counters in one HSET, the buyer's count in one HINCRBY")
+			require.EqualValues(t, 10, d.Commands["hincrby"].Calls, "meta's counters in one HSET, the buyer's count in one HINCRBY")
+			require.Zero(t, d.Commands["hexists"].Calls, "a keyed call's order id is checked by the HSETNX that records it")
+			require.EqualValues(t, 10, d.Commands["hsetnx"].Calls)
 
 			// The workers confirm every hold: the pending zset is gone, and
 			// the next hold brings it back with its expiry.
