@@ -108,6 +108,12 @@ type probeResult struct {
 	err error
 }
 
+// probePoll is how often the probe reads /metrics during a crowd: each
+// read costs the gateway an exposition (about a millisecond, gzipped), which
+// the profile counts as the gateway's, so not often; the load tool's pause
+// leaves it ample time to see the last answer.
+const probePoll = 250 * time.Millisecond
+
 // checkPause is the load tool's pause before its checks: the settle time
 // and a margin for the last orders to be persisted and the counters read.
 func checkPause(settle time.Duration) time.Duration { return settle + 5*time.Second }
@@ -130,7 +136,7 @@ func startCostProbe(ctx context.Context, s *services, answers int, settle time.D
 
 func (p *costProbe) take(ctx context.Context, s *services, want float64, settle time.Duration) (counters, error) {
 	count := func(ctx context.Context) (float64, error) { return buyAnswers(ctx, s.metrics, outcomeAny) }
-	if _, err := awaitRise(ctx, count, want-1, 5*time.Minute, 20*time.Millisecond); err != nil {
+	if _, err := awaitRise(ctx, count, want-1, 5*time.Minute, probePoll); err != nil {
 		return counters{}, fmt.Errorf("cost table: the crowd's last answer: %w", err)
 	}
 	return settledRead(ctx, s, settle)
