@@ -234,12 +234,14 @@ type runCost struct {
 	// process's own count.
 	ReserveCalls   float64 `json:"reserve_calls"`
 	RedisCPUMicros float64 `json:"redis_cpu_us"`
-	PGXacts        float64 `json:"pg_transactions"`
-	WorkerTxs      float64 `json:"worker_transactions"`
-	PGRowsWritten  float64 `json:"pg_rows_written"`
-	PGWALBytes     float64 `json:"pg_wal_bytes"`
-	KafkaMessages  float64 `json:"kafka_messages"`
-	KafkaBytes     float64 `json:"kafka_bytes"`
+	// RedisScriptMicros is the part of it Redis spent running scripts.
+	RedisScriptMicros float64 `json:"redis_script_us"`
+	PGXacts           float64 `json:"pg_transactions"`
+	WorkerTxs         float64 `json:"worker_transactions"`
+	PGRowsWritten     float64 `json:"pg_rows_written"`
+	PGWALBytes        float64 `json:"pg_wal_bytes"`
+	KafkaMessages     float64 `json:"kafka_messages"`
+	KafkaBytes        float64 `json:"kafka_bytes"`
 	// CPU of the process by role, from the crowd's profile (absent when
 	// it was not taken).
 	GatewayCPUMicros *float64 `json:"gateway_cpu_us,omitempty"`
@@ -262,6 +264,7 @@ func costOf(before, after counters, answers, accepted float64, share cpuShare) r
 	c.RedisCommands = float64(r.Total()) / answers
 	c.RedisScripts = float64(r.Scripts()) / answers
 	c.RedisCPUMicros = micros(r.CPU) / answers
+	c.RedisScriptMicros = micros(r.ScriptTime()) / answers
 	pg := after.pg.Sub(before.pg)
 	c.PGXacts, c.PGRowsWritten, c.PGWALBytes = float64(pg.Xacts)/answers, float64(pg.RowsWritten)/answers, float64(pg.WALBytes)/answers
 	c.ReserveCalls = (after.reserveCalls - before.reserveCalls) / answers
@@ -408,6 +411,7 @@ func costLines(acc, so runCost, saved *benchRecord) []costLine {
 		costLine{name: "Redis CPU (used_cpu_sys + used_cpu_user)", get: func(c runCost) *float64 { return val(c.RedisCPUMicros) }, unit: " µs", digits: 1,
 			target: fmt.Sprintf("≤ %s", fmtMicros(targetRedisCPUPerBuy)),
 			met:    func(acc, _ runCost) bool { return acc.RedisCPUMicros <= micros(targetRedisCPUPerBuy) }},
+		costLine{name: "of which running scripts (commandstats usec)", get: func(c runCost) *float64 { return val(c.RedisScriptMicros) }, unit: " µs", digits: 1, indented: true},
 		costLine{name: "PostgreSQL transactions (pg_stat_database)", get: func(c runCost) *float64 { return val(c.PGXacts) }, digits: 3},
 		costLine{name: "of which the workers' batches", get: func(c runCost) *float64 { return val(c.WorkerTxs) }, digits: 3, indented: true},
 		costLine{name: "PostgreSQL rows written", get: func(c runCost) *float64 { return val(c.PGRowsWritten) }, digits: 2},

@@ -49,7 +49,7 @@ func TestCostOf(t *testing.T) {
 		pg:    cost.Postgres{Xacts: 5, RowsWritten: 100, WALBytes: 1000},
 	}
 	after := counters{
-		redis: cost.Redis{Commands: map[string]cost.Command{"evalsha": {Calls: 210}, "hget": {Calls: 400}, "info": {Calls: 4}},
+		redis: cost.Redis{Commands: map[string]cost.Command{"evalsha": {Calls: 210, Usec: 2000}, "hget": {Calls: 400}, "info": {Calls: 4}},
 			CPU: time.Second + 5*time.Millisecond},
 		pg:        cost.Postgres{Xacts: 7, RowsWritten: 300, WALBytes: 41000},
 		kafkaMsgs: 100, kafkaBytes: 15000, workerTxs: 2, reserveCalls: 100,
@@ -61,6 +61,7 @@ func TestCostOf(t *testing.T) {
 	assert.Equal(t, 2.0, acc.RedisScripts)
 	assert.Equal(t, map[string]float64{"evalsha": 2, "hget": 4}, acc.RedisByCommand)
 	assert.InDelta(t, 50.0, acc.RedisCPUMicros, 1e-9)
+	assert.InDelta(t, 20.0, acc.RedisScriptMicros, 1e-9, "the scripts' own time")
 	assert.Equal(t, 0.02, acc.PGXacts)
 	assert.Equal(t, 0.02, acc.WorkerTxs)
 	assert.Equal(t, 1.0, acc.ReserveCalls)

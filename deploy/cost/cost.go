@@ -174,13 +174,27 @@ func (r Redis) Total() int64 {
 	return n
 }
 
+// scriptCommands are the commands that run a script.
+var scriptCommands = []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"}
+
 // Scripts is the script calls: EVALSHA, EVAL and their read-only forms.
 func (r Redis) Scripts() int64 {
 	var n int64
-	for _, name := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"} {
+	for _, name := range scriptCommands {
 		n += r.Commands[name].Calls
 	}
 	return n
+}
+
+// ScriptTime is the time Redis spent running scripts, their own commands
+// included: what the rest of its CPU is not (reading requests, writing
+// replies and the append-only file, the commands sent on their own).
+func (r Redis) ScriptTime() time.Duration {
+	var us int64
+	for _, name := range scriptCommands {
+		us += r.Commands[name].Usec
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // Postgres is what one PostgreSQL database (and its cluster's WAL) had

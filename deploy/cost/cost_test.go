@@ -53,6 +53,7 @@ func TestRedisCountsCommands(t *testing.T) {
 			other := d.Total() - d.Commands["cluster|slots"].Calls - d.Commands["command"].Calls
 			assert.EqualValues(t, 18, other, "every command but the reads' INFO: %v", d.Commands)
 			assert.Positive(t, d.Commands["evalsha"].Usec+d.Commands["hset"].Usec, "time spent is counted")
+			assert.Equal(t, time.Duration(d.Commands["evalsha"].Usec)*time.Microsecond, d.ScriptTime())
 			assert.GreaterOrEqual(t, d.CPU, time.Duration(0))
 			assert.Positive(t, after.CPU, "a running server has used some CPU")
 		})
