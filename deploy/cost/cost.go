@@ -186,9 +186,10 @@ func (r Redis) Scripts() int64 {
 	return n
 }
 
-// ScriptTime is the time Redis spent running scripts, their own commands
-// included: what the rest of its CPU is not (reading requests, writing
-// replies and the append-only file, the commands sent on their own).
+// ScriptTime is the time Redis measured around its scripts, their own
+// commands included. Redis measures it by the wall clock: on a machine
+// whose cores are busy it includes the waits for one, and may exceed the
+// CPU; on a quiet one it is the scripts' share of the CPU.
 func (r Redis) ScriptTime() time.Duration {
 	var us int64
 	for _, name := range scriptCommands {
