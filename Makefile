@@ -72,6 +72,11 @@ BENCHTIME ?= 1s
 # BENCH_FLAGS go to cmd/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
 # (CPU profiles of the gateway under each crowd) or "-accepted 50000".
 BENCH_FLAGS ?=
+# BENCH_OUT is where make bench writes its cost table as JSON; BENCH_COMPARE
+# a saved one to compare with (cp .run/bench.json .run/bench-before.json,
+# change something, make bench BENCH_COMPARE=.run/bench-before.json).
+BENCH_OUT ?= .run/bench.json
+BENCH_COMPARE ?=
 # CROWD_FLAGS go to `loadtest crowd`, e.g. CROWD_FLAGS="-sockets 2000 -bots 3".
 CROWD_FLAGS ?=
 # CAPACITY_FLAGS go to cmd/bench -shapes, e.g. "-shape-shoppers 40000 -rounds 5".
@@ -226,12 +231,16 @@ fuzz:
 # that no other package's test binary is built or its services started; then
 # cmd/bench: `bin/seckill dev` on private services, the load tool's
 # accepted and sold-out runs, redis-benchmark's EVALSHA rate of reserve.lua and
-# the rate of GET /healthz, and the table of each figure beside its ceiling.
+# the rate of GET /healthz, and the table of each figure beside its ceiling;
+# then the cost table (what one accepted buy and one sold-out answer cost
+# each service), also written as JSON to BENCH_OUT. BENCH_COMPARE names a
+# saved one (e.g. a copy of an earlier BENCH_OUT): the table shows the change.
 bench: deps build
 	@pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $(PKGS) | \
 		while read -r dir; do if grep -q '^func Benchmark' "$$dir"/*_test.go 2>/dev/null; then echo "$$dir"; fi; done); \
 	if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi
-	$(GO) run ./cmd/bench -bin $(BIN) -loadtest $(LOADTEST) $(BENCH_FLAGS)
+	@mkdir -p $(dir $(BENCH_OUT))
+	$(GO) run ./cmd/bench -bin $(BIN) -loadtest $(LOADTEST) -out $(BENCH_OUT) $(if $(BENCH_COMPARE),-compare $(BENCH_COMPARE)) $(BENCH_FLAGS)
 
 # chaos runs deploy/chaos's TestFaults in its full form against bin/seckill
 # and prints the table (also kept in .run/chaos.md), then TestFaultsApacheKafka

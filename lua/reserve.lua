@@ -22,8 +22,13 @@
 -- key and on the order id because go-redis may send a write script twice.
 --
 -- Every key it writes expires at meta's expire_ms (the sale's end plus the
--- grace period), so a sale's state does not outlive it; the counters held
--- and holds let readers see the holds without walking the orders hash.
+-- grace period), so a sale's state does not outlive it. The expiry is set
+-- when a key appears, not on every call: one EXISTS tells whether the
+-- voucher's shared keys are all there already (they are, but for the first
+-- buys and a pending zset the workers emptied), and only the user's own set,
+-- new for a user's first hold, gets its expiry each time. The counters held
+-- and holds let readers see the holds without walking the orders hash; the
+-- three counters of meta are written in one HSET from the values read.
 
 local user, oid, key = ARGV[1], ARGV[2], ARGV[4]
 local qty = tonumber(ARGV[3])
@@ -50,18 +55,22 @@ local function known(first)
   return {0, first, left()}
 end
 
+-- A known request key answers first. An unkeyed call looks its order id up
+-- before any check, so that a retry of it answers like the first call even
+-- once the stock or the limit is used up. A keyed call's retry is found by
+-- its key; its order id is checked by the HSETNX that records the hold, the
+-- first write, so an id taken by another reservation still writes nothing.
 local reqField = user .. ':' .. key
 if key ~= '' then
   local first = redis.call('HGET', KEYS[3], reqField)
   if first then
     return known(first)
   end
-end
-if redis.call('HEXISTS', KEYS[4], oid) == 1 then
+elseif redis.call('HEXISTS', KEYS[4], oid) == 1 then
   return known(oid)
 end
 
-local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'limit', 'expire_ms')
+local meta = redis.call('HMGET', KEYS[1], 'stock', 'begin_ms', 'end_ms', 'limit', 'expire_ms', 'held', 'holds')
 local stock, beginMs, endMs, limit = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[4])
 local expireMs = tonumber(meta[5])
 if not (stock and beginMs and endMs and limit) then
@@ -84,21 +93,39 @@ if bought + qty > limit then
   return {6, 0, stock}
 end
 
-stock = redis.call('HINCRBY', KEYS[1], 'stock', -qty)
-redis.call('HINCRBY', KEYS[1], 'held', qty)
-redis.call('HINCRBY', KEYS[1], 'holds', 1)
-redis.call('HINCRBY', KEYS[2], user, qty)
-if key ~= '' then
-  redis.call('HSET', KEYS[3], reqField, oid)
+-- Whether the shared keys this call writes are all there already (and so
+-- expire at expireMs): buyers, orders, pending, and reqs for a keyed call.
+local allThere = true
+if expireMs then
+  if key ~= '' then
+    allThere = redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) == 4
+  else
+    allThere = redis.call('EXISTS', KEYS[2], KEYS[4], KEYS[5]) == 3
+  end
 end
-redis.call('HSET', KEYS[4], oid, user .. ':' .. qty .. ':' .. now .. ':' .. key)
+
+local entry = user .. ':' .. qty .. ':' .. now .. ':' .. key
+if key ~= '' then
+  if redis.call('HSETNX', KEYS[4], oid, entry) == 0 then
+    return known(oid)
+  end
+  redis.call('HSET', KEYS[3], reqField, oid)
+else
+  redis.call('HSET', KEYS[4], oid, entry)
+end
+stock = stock - qty
+redis.call('HSET', KEYS[1], 'stock', stock, 'held', (tonumber(meta[6]) or 0) + qty, 'holds', (tonumber(meta[7]) or 0) + 1)
+redis.call('HINCRBY', KEYS[2], user, qty)
 redis.call('ZADD', KEYS[5], now, oid)
 redis.call('SADD', KEYS[6], oid)
 if expireMs then
-  for i = 2, 6 do
-    if i ~= 3 or key ~= '' then
-      redis.call('PEXPIREAT', KEYS[i], expireMs)
+  if not allThere then
+    for i = 2, 5 do
+      if i ~= 3 or key ~= '' then
+        redis.call('PEXPIREAT', KEYS[i], expireMs)
+      end
     end
   end
+  redis.call('PEXPIREAT', KEYS[6], expireMs)
 end
 return {0, oid, stock}

@@ -10,7 +10,7 @@
 // the same Fiber app with the load tool's own client shape), and prints each
 // figure beside its ceiling.
 //
-//	go run ./cmd/bench [-bin bin/seckill] [-loadtest bin/loadtest] [-profile DIR] [-env KEY=VALUE ...]
+//	go run ./cmd/bench [-bin bin/seckill] [-loadtest bin/loadtest] [-profile DIR] [-env KEY=VALUE ...] [-out FILE] [-compare FILE]
 //
 // The table says each figure, its target and stretch goal, and MET or
 // MISSED. Two figures come from outside the crowds: the allocations per buy
@@ -25,9 +25,20 @@
 // its first accepted buy), not at a fixed moment, so that a slow
 // preparation of the load tool delays the window instead of emptying it.
 // With -profile, the CPU profiles of the process under each crowd are kept
-// (cpu-accepted.pprof, 4 s, and cpu-soldout.pprof, 2 s, in DIR), and the
-// gateway's CPU per sold-out answer is printed too; read them with
+// (cpu-accepted.pprof, 4 s, and cpu-soldout.pprof, 2 s, in DIR); read them with
 // `go tool pprof -top bin/seckill FILE`, or `-tagfocus role=worker`.
+//
+// Then the cost table: what one accepted buy and one answer of the
+// sold-out run cost each service, read from the services' own counters
+// before each crowd and once its answers are all in and PostgreSQL has
+// published its counts, while the load tool pauses before its own reads
+// (-pause-before-checks; deploy/cost: Redis INFO commandstats and cpu,
+// PostgreSQL pg_stat_database and pg_stat_wal, found through dev mode's
+// dev.env), the process's produced Kafka messages and bytes (its
+// /metrics) and the profiles' split by role, beside its targets. -out
+// writes it and the figures above as JSON; -compare FILE, such a JSON of an
+// earlier run, shows each figure's change. Counts are robust; CPU moves
+// ±20 % between runs on a shared machine.
 //
 // -env KEY=VALUE (repeatable) passes environment to the system under test,
 // after the bench's own settings so that it wins: GOGC, GOMEMLIMIT, any
@@ -133,6 +144,10 @@ type options struct {
 	producerRounds   int
 	producerVariants string
 	brokersOnly      bool
+	// The cost table: where its JSON goes, a saved one to compare with,
+	// and how long PostgreSQL's counters settle after a crowd.
+	out, compare string
+	pgSettle     time.Duration
 }
 
 func main() {
@@ -160,6 +175,9 @@ func main() {
 	flag.IntVar(&o.producerRounds, "producer-rounds", 2, "with -producer-settings: rounds, the settings in turn (backwards in even rounds)")
 	flag.StringVar(&o.producerVariants, "producer-variants", "", "with -producer-settings: the settings to try besides the shipped one, comma-separated ("+variantKeys()+"); empty is all")
 	flag.BoolVar(&o.brokersOnly, "brokers-only", false, "run only the broker comparison")
+	flag.StringVar(&o.out, "out", "", "write the cost table and the figures as JSON to this file, for a later -compare")
+	flag.StringVar(&o.compare, "compare", "", "a JSON of an earlier run (-out): the cost table shows the change")
+	flag.DurationVar(&o.pgSettle, "pg-settle", 11*time.Second, "wait after each crowd before reading PostgreSQL's counters (idle backends publish theirs within 10 s)")
 	flag.Parse()
 	if abs, err := filepath.Abs(o.tool); err == nil {
 		o.tool = abs
@@ -195,6 +213,8 @@ type results struct {
 	// allocs is BenchmarkHandlerBuy's allocations per buy.
 	allocs    int
 	allocsErr string
+	// What one answer cost each service (cost.go).
+	acceptedCost, soldOutCost runCost
 }
 
 // binAndWork returns the binary's absolute path and a new scratch folder,
@@ -293,6 +313,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("%w; the log says:\n%s", err, tail(logPath, 30))
 	}
 
+	var saved *benchRecord
+	if o.compare != "" && !o.crowd {
+		if saved, err = readRecord(o.compare); err != nil {
+			return err
+		}
+	}
+
 	if o.crowd {
 		// The tool finds dev mode's PostgreSQL through SECKILL_DATA_DIR.
 		args := append([]string{"crowd"}, strings.Fields(o.crowdArgs)...)
@@ -314,6 +341,21 @@ func run(ctx context.Context, o options) error {
 	if profileDir == "" {
 		profileDir = work
 	}
+	// The services' counters, read before and after each crowd.
+	svc, err := dialServices(filepath.Join(work, "data"), metrics)
+	if err != nil {
+		return fmt.Errorf("cost table: %w", err)
+	}
+	defer svc.close()
+	args = append(args, "-pause-before-checks", checkPause(o.pgSettle).String())
+	before, err := svc.read(ctx)
+	if err != nil {
+		return fmt.Errorf("cost table: %w", err)
+	}
+	probe, err := startCostProbe(ctx, svc, o.accepted, o.pgSettle)
+	if err != nil {
+		return err
+	}
 	res.cpu, err = crowdRun(ctx, o.tool, env, args, &res.accepted, base, metrics,
 		filepath.Join(profileDir, "cpu-accepted.pprof"), outcomeAccepted, acceptedProfileSeconds)
 	if err != nil {
@@ -324,24 +366,46 @@ func run(ctx context.Context, o options) error {
 	}
 
 	res.worker = workerSummary(ctx, metrics)
+	afterAccepted, err := probe.wait()
+	if err != nil {
+		return err
+	}
+	res.acceptedCost = costOf(before, afterAccepted, float64(res.accepted.Outcomes[loadtest.OutcomeAccepted]),
+		float64(res.accepted.Outcomes[loadtest.OutcomeAccepted]), res.cpu.share)
 
 	fmt.Fprintf(os.Stderr, "bench: sold-out path: %d shoppers × %d attempts for 100 units\n", o.soldOut, o.attempts)
 	args = append([]string{"sale", "-shoppers", strconv.Itoa(o.soldOut), "-attempts", strconv.Itoa(o.attempts),
 		"-stock", "100", "-limit", "1", "-first-user", "20000000"}, common...)
-	// The sold-out run is profiled only when asked: its ratio is one of the
-	// figures, and a profile running meanwhile costs the process a little.
-	soldOutProfile := ""
-	if o.profileDir != "" {
-		soldOutProfile = filepath.Join(o.profileDir, "cpu-soldout.pprof")
+	args = append(args, "-pause-before-checks", checkPause(o.pgSettle).String())
+	// The accepted run's checks read PostgreSQL; their counts settle first.
+	if before, err = settledRead(ctx, svc, o.pgSettle); err != nil {
+		return err
 	}
+	if probe, err = startCostProbe(ctx, svc, o.soldOut*o.attempts, o.pgSettle); err != nil {
+		return err
+	}
+	// The sold-out run is profiled too: the gateway's CPU per answer is in
+	// the cost table (the profile costs the process a little, in both runs
+	// alike).
 	res.soldOutCPU, err = crowdRun(ctx, o.tool, env, args, &res.soldOut, base, metrics,
-		soldOutProfile, outcomeAny, soldOutProfileSeconds)
+		filepath.Join(profileDir, "cpu-soldout.pprof"), outcomeAny, soldOutProfileSeconds)
 	if err != nil {
 		return err
 	}
 	if res.soldOutCPU.err != nil {
 		fmt.Fprintln(os.Stderr, "bench: CPU profile of the sold-out run:", res.soldOutCPU.err)
 	}
+	afterSoldOut, err := probe.wait()
+	if err != nil {
+		return err
+	}
+	answers := 0
+	for _, n := range res.soldOut.Outcomes {
+		answers += n
+	}
+	res.soldOutCost = costOf(before, afterSoldOut, float64(answers),
+		float64(res.soldOut.Outcomes[loadtest.OutcomeAccepted]), res.soldOutCPU.share)
+	res.soldOutCost.setSoldOutNet(res.acceptedCost)
 
 	fmt.Fprintf(os.Stderr, "bench: ceiling: GET /healthz for %s\n", o.ceilingFor)
 	out, err := command(ctx, o.tool, env, "ceiling", "-path", "/healthz", "-json", "-duration", o.ceilingFor.String(),
@@ -361,6 +425,14 @@ func run(ctx context.Context, o options) error {
 	}
 
 	printTable(os.Stdout, o, res)
+	rec := newRecord(res)
+	printCost(os.Stdout, rec, saved)
+	if o.out != "" {
+		if err := writeRecord(o.out, rec); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: cost table and figures written to %s\n", o.out)
+	}
 	if o.brokers != "" {
 		if err := runBrokers(ctx, o, bin, env, work); err != nil {
 			return err

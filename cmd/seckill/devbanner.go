@@ -40,6 +40,14 @@ func (d devEndpoints) writeDevEnv() (string, error) {
 	fmt.Fprintf(&b, "SECKILL_LOADTEST_METRICS_URL=http://%s\n", d.opsAddr)
 	fmt.Fprintf(&b, "SECKILL_ADMIN_TOKEN=%s\n", d.cfg.AdminToken)
 	fmt.Fprintf(&b, "SECKILL_JWT_SECRET=%s\n", d.cfg.JWTSecret)
+	// The private services, so that a tool (make bench's cost table) can
+	// read their own counters.
+	if len(d.cfg.RedisCluster) > 0 {
+		fmt.Fprintf(&b, "SECKILL_REDIS_CLUSTER_ADDRS=%s\n", strings.Join(d.cfg.RedisCluster, ","))
+	} else {
+		fmt.Fprintf(&b, "SECKILL_REDIS_URL=%s\n", d.cfg.RedisURL)
+	}
+	fmt.Fprintf(&b, "SECKILL_DATABASE_URL=%s\n", d.cfg.DatabaseURL)
 	// Written whole under another name, then renamed: a reader never sees
 	// half a file, and the mode is the owner's only from the first byte.
 	tmp := path + ".tmp"

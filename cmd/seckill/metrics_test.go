@@ -67,6 +67,8 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	// no lag left on the partitions that had them.
 	require.EqualValues(t, 3, histogram(t, fams, "seckill_kafka_produce_duration_seconds").GetSampleCount())
 	require.Equal(t, 0.0, counter(t, fams, "seckill_kafka_produce_errors_total"))
+	// Each message is a user id and a reservation's JSON: tens of bytes.
+	require.InDelta(t, 3*150, counter(t, fams, "seckill_kafka_produced_bytes_total"), 3*120)
 	batches := histogram(t, fams, "seckill_consumer_batch_size")
 	require.Equal(t, 3.0, batches.GetSampleSum(), "every message is in exactly one batch")
 	lag := family(t, fams, "seckill_consumer_lag")

@@ -82,6 +82,11 @@ type Config struct {
 	OpenIn time.Duration
 	// PersistWait bounds the wait for accepted orders to be persisted.
 	PersistWait time.Duration
+	// PauseBeforeChecks is a quiet stretch between the crowd's last answer
+	// and the tool's own reads (the persistence wait and the checks), so
+	// that a reader of the services' counters (make bench's cost table)
+	// can tell what the crowd cost from what the checking costs.
+	PauseBeforeChecks time.Duration
 	// Timeout bounds every single HTTP request.
 	Timeout time.Duration
 	// Seed makes the request mix reproducible; 0 picks one from the clock.
@@ -274,6 +279,9 @@ func (c Config) Validate() error {
 	}
 	if c.PersistWait < 0 {
 		problems = append(problems, "persist-wait must not be negative")
+	}
+	if c.PauseBeforeChecks < 0 {
+		problems = append(problems, "pause-before-checks must not be negative")
 	}
 	if c.Timeout <= 0 {
 		problems = append(problems, "timeout must be positive")
@@ -511,6 +519,9 @@ func flagSet(cfg *Config, s Scenario) *flag.FlagSet {
 	}
 	if in(sale, room) {
 		fs.DurationVar(&cfg.PersistWait, "persist-wait", cfg.PersistWait, "how long to wait for accepted orders to be persisted")
+	}
+	if in(sale) {
+		fs.DurationVar(&cfg.PauseBeforeChecks, "pause-before-checks", cfg.PauseBeforeChecks, "send nothing for this long after the crowd's last answer, before polling and checking (a reader of the services' counters tells the crowd's cost from the checks')")
 	}
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "timeout of each HTTP request")
 	if in(sale, crowd, room) {

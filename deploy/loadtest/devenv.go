@@ -17,9 +17,9 @@ import (
 // paste. cmd/seckill writes it (dev mode's banner names it).
 const DevEnvFile = "dev.env"
 
-// readDevEnv reads dir's DevEnvFile; a folder without one is no error (no
+// ReadDevEnv reads dir's DevEnvFile; a folder without one is no error (no
 // `seckill dev` runs there) and gives nothing.
-func readDevEnv(dir string) (map[string]string, error) {
+func ReadDevEnv(dir string) (map[string]string, error) {
 	path := filepath.Join(dir, DevEnvFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -50,7 +50,7 @@ func fillFromDevEnv(cfg *Config, urlGiven bool) (string, error) {
 	if cfg.DataDir == "" || (cfg.JWTSecret != "" && cfg.AdminToken != "" && urlGiven && cfg.MetricsURL != "") {
 		return "", nil
 	}
-	vars, err := readDevEnv(cfg.DataDir)
+	vars, err := ReadDevEnv(cfg.DataDir)
 	if err != nil || len(vars) == 0 {
 		return "", err
 	}

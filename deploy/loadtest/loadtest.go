@@ -296,6 +296,7 @@ type runner struct {
 	seed   int64
 
 	offset      time.Duration // server clock − local clock
+	paused      time.Duration // the pause before the checks (-pause-before-checks)
 	clockMethod string        // how offset was learned (ClockSync.Method)
 	voucher     apiVoucher
 	// openWall is the opening in local wall-clock time; openMono the same
@@ -439,6 +440,15 @@ func (r *runner) run(ctx context.Context) (Report, error) {
 	rep.AcceptedOrders = len(acc)
 	for _, a := range acc {
 		rep.AcceptedUnits += a.qty
+	}
+	if d := cfg.PauseBeforeChecks; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		r.paused = d
 	}
 	obs, persist := r.awaitPersisted(ctx, acc)
 	rep.Persist = persist

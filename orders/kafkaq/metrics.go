@@ -16,6 +16,7 @@ import (
 type Metrics struct {
 	produce      prometheus.Histogram
 	produceError prometheus.Counter
+	producedSize prometheus.Counter
 	batchSize    prometheus.Histogram
 	lag          *prometheus.GaugeVec
 	dead         *prometheus.CounterVec
@@ -38,6 +39,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "seckill_kafka_produce_errors_total",
 			Help: "Reservations the producer could not get acknowledged (broker error, closed producer, or the caller's deadline).",
 		}),
+		producedSize: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_kafka_produced_bytes_total",
+			Help: "Bytes (key and value) of the reservations the brokers acknowledged: with the produce count, what one buy costs the broker.",
+		}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "seckill_consumer_batch_size",
 			Help:    "Reservations per batch handed to the workers (one PostgreSQL transaction each).",
@@ -56,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{ReasonUndecodable, ReasonFailed} {
 		m.dead.WithLabelValues(r) // every series from the start, so rate() and alerts see the first one
 	}
-	for _, c := range []prometheus.Collector{m.produce, m.produceError, m.batchSize, m.lag, m.dead} {
+	for _, c := range []prometheus.Collector{m.produce, m.produceError, m.producedSize, m.batchSize, m.lag, m.dead} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -84,15 +89,18 @@ func WithDialer(d Dialer) ProducerOption {
 	return func(p *Producer) { p.dialer = d }
 }
 
-// produced records one Publish that began at start.
-func (m *Metrics) produced(start time.Time, err error) {
+// produced records one Publish of a message of size bytes that began at
+// start.
+func (m *Metrics) produced(start time.Time, size int, err error) {
 	if m == nil {
 		return
 	}
 	m.produce.Observe(time.Since(start).Seconds())
 	if err != nil {
 		m.produceError.Inc()
+		return
 	}
+	m.producedSize.Add(float64(size))
 }
 
 // batch records the size of one batch handed to the handler.

@@ -181,15 +181,18 @@ func (p *Producer) route() {
 // caller cannot know), which the reconciler and the workers tolerate.
 func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) (err error) {
 	start := time.Now()
-	defer func() { p.metrics.produced(start, err) }()
+	size := 0
+	defer func() { p.metrics.produced(start, size, err) }()
 	value, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)
 	}
+	key := strconv.FormatInt(r.UserID, 10)
+	size = len(key) + len(value)
 	done := make(chan error, 1)
 	msg := &sarama.ProducerMessage{
 		Topic:    p.topic,
-		Key:      sarama.StringEncoder(strconv.FormatInt(r.UserID, 10)),
+		Key:      sarama.StringEncoder(key),
 		Value:    sarama.ByteEncoder(value),
 		Metadata: done,
 	}

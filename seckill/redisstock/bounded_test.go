@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/cost"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -138,4 +139,75 @@ func TestReleasedOrdersAreForgottenAfterTheWindow(t *testing.T) {
 	require.Equal(t, live.OrderID, got.OrderID)
 	require.True(t, got.Replayed)
 	b.balanced(t, v)
+}
+
+// reserve.lua sets a key's expiry when the key appears, not on every call:
+// once a sale's shared keys are there, a buy sets only the expiry of its
+// user's set (new for the user's first hold), and a pending zset the
+// workers emptied gets its expiry back with the next hold. Not parallel:
+// it counts the commands the servers ran, on both shapes.
+func TestReserveSetsEachExpiryOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, shape := range stack.RedisShapes(t) {
+		t.Run(shape.Name, func(t *testing.T) {
+			rdb := stack.Client(t, shape)
+			store := redisstock.New(rdb, redisstock.WithStateGrace(time.Minute))
+			now := serverNow(t, rdb)
+			v := voucher(100, 1, now.Add(-time.Minute), now.Add(time.Hour))
+			require.NoError(t, store.Warm(ctx, v))
+			t.Cleanup(func() { _ = store.Unwarm(context.Background(), v.ID) })
+			deadline := v.EndAt.Add(time.Minute).UnixMilli()
+			expires := func(key string) {
+				t.Helper()
+				at, err := rdb.PExpireTime(ctx, key).Result()
+				require.NoError(t, err)
+				require.Equal(t, deadline, at.Milliseconds(), "%s expires at the end plus the grace", key)
+			}
+			k := redisstock.VoucherKeys(v.ID)
+
+			first := res(v, next(), 1, "first")
+			_, err := store.Reserve(ctx, first)
+			require.NoError(t, err)
+			for _, key := range []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.User(first.UserID)} {
+				expires(key)
+			}
+
+			before, err := cost.ReadRedis(ctx, rdb)
+			require.NoError(t, err)
+			var holds []seckill.Reservation
+			for i := range 10 {
+				r := res(v, next(), 1, "k"+strconv.Itoa(i))
+				_, err := store.Reserve(ctx, r)
+				require.NoError(t, err)
+				holds = append(holds, r)
+				expires(k.User(r.UserID))
+			}
+			after, err := cost.ReadRedis(ctx, rdb)
+			require.NoError(t, err)
+			d := after.Sub(before)
+			require.EqualValues(t, 10, d.Commands["evalsha"].Calls)
+			require.EqualValues(t, 10, d.Commands["pexpireat"].Calls, "one per buy: the user's set")
+			require.EqualValues(t, 10, d.Commands["exists"].Calls, "one look at the shared keys per buy")
+			require.EqualValues(t, 10, d.Commands["hincrby"].Calls, "meta's counters in one HSET, the buyer's count in one HINCRBY")
+			require.Zero(t, d.Commands["hexists"].Calls, "a keyed call's order id is checked by the HSETNX that records it")
+			require.EqualValues(t, 10, d.Commands["hsetnx"].Calls)
+
+			// The workers confirm every hold: the pending zset is gone, and
+			// the next hold brings it back with its expiry.
+			require.NoError(t, store.Confirm(ctx, append(holds, first)))
+			n, err := rdb.Exists(ctx, k.Pending).Result()
+			require.NoError(t, err)
+			require.Zero(t, n)
+			_, err = store.Reserve(ctx, res(v, next(), 1, ""))
+			require.NoError(t, err)
+			expires(k.Pending)
+			snap, err := store.Snapshot(ctx, v.ID)
+			require.NoError(t, err)
+			require.True(t, snap.Balanced(), "%+v", snap)
+			require.EqualValues(t, 12, snap.Held, "%+v", snap)
+			require.EqualValues(t, 12, snap.Holds, "%+v", snap)
+			require.EqualValues(t, 88, snap.Left, "%+v", snap)
+			require.EqualValues(t, 1, snap.Pending, "%+v", snap)
+		})
+	}
 }

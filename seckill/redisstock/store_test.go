@@ -170,6 +170,19 @@ func TestReserveReturnCodes(t *testing.T) {
 		other.Quantity = 2
 		_, err = b.store.Reserve(ctx, other)
 		require.ErrorIs(t, err, apperr.ErrUnavailable)
+		// A keyed call with a taken id is refused too, and writes nothing:
+		// not the other's hold, nor its own request key.
+		keyed := res(v, next(), 1, "k1")
+		b.reserve(t, keyed)
+		other = res(v, next(), 1, "k2")
+		other.OrderID = keyed.OrderID
+		_, err = b.store.Reserve(ctx, other)
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
+		snap := b.balanced(t, v)
+		require.EqualValues(t, 2, snap.Holds, "the refused call held nothing")
+		got, err := b.store.Reserve(ctx, res(v, other.UserID, 1, "k2"))
+		require.NoError(t, err, "its key was not recorded: a new attempt with it holds")
+		require.False(t, got.Replayed)
 		b.balanced(t, v)
 	})
 	t.Run("invalid input", func(t *testing.T) {
