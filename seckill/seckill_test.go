@@ -215,7 +215,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	pool := stack.NewDatabase(t)
 	store := pgstore.New(pool)
 	rdb := stack.Redis(t)
-	catalog := seckill.NewCatalog(store, redisstock.New(rdb), time.Second)
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: redisstock.New(rdb)})
 
 	v, err := catalog.Create(t.Context(), validVoucher())
 	require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	// Redis unreachable: the operator is told, and PostgreSQL has nothing.
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { dead.Close() })
-	broken := seckill.NewCatalog(store, redisstock.New(dead), time.Second)
+	broken := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: redisstock.New(dead)})
 	_, err = broken.Create(t.Context(), validVoucher())
 	require.ErrorIs(t, err, seckill.ErrUnavailable)
 	all, err := store.Vouchers(t.Context())

@@ -38,7 +38,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
-	s.hub, err = notify.NewHub(s.rdb, s.log, notify.Options{Registerer: s.registry})
+	s.hub, err = notify.NewHub(notify.HubConfig{Redis: s.rdb, Log: s.log, Registerer: s.registry})
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		return err
 	}
 	s.room = s.newRoom()
-	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
+	if s.feed, err = s.room.NewFeed(waitroom.FeedConfig{Out: s.hub, Registerer: s.registry, Log: s.log}); err != nil {
 		return err
 	}
 	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock), Log: s.log})
@@ -57,9 +57,11 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.startCatalog(ctx); err != nil {
-		return err
-	}
+	// The fleet's voucher changes and returned stock, read again at once.
+	s.announcements = redisstock.NewWatcher(redisstock.WatcherConfig{Redis: s.rdb, Log: s.log, On: map[string]func(int64){
+		redisstock.CatalogChannel: s.catalog.Changed,
+		redisstock.StockChannel:   s.catalog.StockChanged,
+	}})
 	caps, err := s.cfg.sizeConnCaps(s.log)
 	if err != nil {
 		return err
@@ -146,22 +148,6 @@ func roomSecret(jwtSecret string) []byte {
 	m := hmac.New(sha256.New, []byte(jwtSecret))
 	m.Write([]byte("seckill waiting room"))
 	return m.Sum(nil)
-}
-
-// startCatalog keeps this instance's catalog in memory (the catalog routes
-// and the buying path's first gate read it) until ctx ends: its refresh
-// loops, and the announcements of the fleet, voucher changes on
-// redisstock.CatalogChannel and stock coming back on redisstock.StockChannel
-// (the sold-out flag's channel, on which every release is announced).
-func (s *system) startCatalog(ctx context.Context) error {
-	if _, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){
-		redisstock.CatalogChannel: s.catalog.Changed,
-		redisstock.StockChannel:   s.catalog.StockChanged,
-	}); err != nil {
-		return fmt.Errorf("catalog announcements: %w", err)
-	}
-	s.catalog.Start(ctx)
-	return nil
 }
 
 // userStore adapts the PostgreSQL store to the accounts' needs.

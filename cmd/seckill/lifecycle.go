@@ -50,5 +50,5 @@ func (s *system) sweeperParts() (_ []part, closeDrain func() error, _ error) {
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 		Room: roomRecovery{room: s.newRoom(), store: s.workStore},
 	})
-	return []part{{"sweeper", sweeper.Run}, {"reconciler", rec.Run}, {"healer", healer.Run}}, drain.Close, nil
+	return []part{{name: "sweeper", run: sweeper.Run}, {name: "reconciler", run: rec.Run}, {name: "healer", run: healer.Run}}, drain.Close, nil
 }

@@ -32,7 +32,7 @@ func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
 	stock := redisstock.New(rdb)
 	// Neither the record nor the stock is read again during the test: the
 	// catalog keeps the figure it read at creation.
-	catalog := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithStockEvery(time.Hour))
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, StockEvery: time.Hour})
 	const total, bought, waiting = 5, 3, 10
 	v, err := catalog.Create(ctx, seckill.Voucher{
 		Title: "room voucher", Kind: seckill.KindSeckill, PriceCents: 250,

@@ -94,7 +94,7 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	reads := &countedStore{Store: store}
 	active := orders.NewActiveCache(reads, time.Second)
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}}, gateway.Deps{
-		Catalog:  seckill.NewCatalog(store, stock, time.Second),
+		Catalog:  seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock}),
 		Buyer:    nopBuyer{},
 		Gates:    e.Gates(),
 		Buy:      e.Steps(),

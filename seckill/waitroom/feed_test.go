@@ -65,17 +65,16 @@ func (s *sockets) of(u int64) []got {
 func runFeed(t *testing.T, room *waitroom.Room, out waitroom.Deliverer, target func() waitroom.Target) *waitroom.Feed {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	feed, err := room.NewFeed(out, waitroom.FeedOptions{Flush: 50 * time.Millisecond})
-	require.NoError(t, err)
-	ps, err := feed.Subscribe(ctx)
+	feed, err := room.NewFeed(waitroom.FeedConfig{Out: out, Flush: 50 * time.Millisecond})
 	require.NoError(t, err)
 	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: func(context.Context) ([]waitroom.Target, error) {
 		return []waitroom.Target{target()}, nil
 	}, Interval: 50 * time.Millisecond})
 	var wg sync.WaitGroup
-	wg.Go(func() { feed.Run(ctx, ps) })
-	wg.Go(func() { _ = adm.Run(ctx) })
+	wg.Go(func() { require.NoError(t, feed.Run(ctx)) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	<-feed.Ready() // the admitter's first moves are heard
+	wg.Go(func() { _ = adm.Run(ctx) })
 	return feed
 }
 
