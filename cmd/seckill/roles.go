@@ -213,8 +213,10 @@ func (s *system) logListening(ln, opsLn net.Listener) {
 // catalog's announcements and the catalog (read once before the catalog
 // routes answer), the gates (the ops switch read and this instance counted
 // in the fleet before the first buy), the notify hub and the room feed
-// (subscribed before the first socket), the admitter, the mirror, the watch
-// of the order id node lease, and the HTTP server on ln.
+// (subscribed before the first socket), the admitter, the mirror, the
+// renewal of the order id node lease (renewed once before the first buy;
+// its loss stops the process, so no id is handed out twice), and the HTTP
+// server on ln.
 func (s *system) gatewayParts(ln net.Listener) []part {
 	return []part{
 		{name: "catalog announcements", run: s.announcements.Run, ready: s.announcements.Ready()},
@@ -224,14 +226,7 @@ func (s *system) gatewayParts(ln net.Listener) []part {
 		{name: "waiting room feed", run: s.feed.Run, ready: s.feed.Ready()},
 		{name: "waiting room admitter", run: s.admitter.Run},
 		{name: "waiting room mirror", run: s.mirror.Run},
-		{name: "order ids", run: func(ctx context.Context) error {
-			select {
-			case <-s.lease.Lost():
-				return errors.New("lost the order id node lease; stopping so no id is handed out twice")
-			case <-ctx.Done():
-				return nil
-			}
-		}},
+		{name: "order ids", run: s.lease.Run, ready: s.lease.Ready()},
 		{name: "gateway", run: func(ctx context.Context) error {
 			return serveUntil(ctx, s.cfg.ShutdownTimeout, func() error { return s.server.Serve(ln) }, func(ctx context.Context) error {
 				if err := s.server.Shutdown(ctx); err != nil {
