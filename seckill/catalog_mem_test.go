@@ -31,7 +31,7 @@ func catalogDB(t *testing.T) *pgxpool.Pool {
 func TestCatalogReadsAreCoalesced(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	writer := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour})
 	var ids []int64
 	for i := range 5 {
@@ -90,7 +90,7 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	a := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour})
 	b := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, LookupGap: 50 * time.Millisecond})
 	first, err := a.Create(t.Context(), validVoucher())
@@ -131,7 +131,7 @@ func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	a := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Second})
 	other := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Second}) // no announcements reach it
 	ctx, cancel := context.WithCancel(t.Context())
@@ -176,7 +176,7 @@ func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 func TestCatalogLiveStock(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	c := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, StockEvery: 20 * time.Millisecond})
 	v := validVoucher()
 	v.StockTotal, v.PerUserLimit = 2, 2

@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/flashsale/seckill/gateway/edge"
-	"github.com/flashsale/seckill/orders"
 )
 
 // buildEdge builds this instance's gates in front of the buying path (rate
@@ -43,7 +42,3 @@ func (s *system) buildEdge() (*edge.Edge, error) {
 	s.edge = e
 	return e, nil
 }
-
-// releaser is what the workers, the sweeper and the reconciler release
-// with: the stock, which also tells every gateway that stock came back.
-func (s *system) releaser() orders.Releaser { return s.stock }

@@ -74,8 +74,8 @@ func (s *system) buildGateway(ctx context.Context) error {
 		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
 	}, gateway.Deps{
 		Catalog: s.catalog,
-		Buyer: seckill.NewBuyer(s.stock, s.producer, ids, s.log,
-			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store), seckill.WithOrderFences(s.store)),
+		Buyer: seckill.NewBuyer(seckill.BuyerConfig{Stock: s.stock, Queue: s.producer, IDs: ids, Log: s.log,
+			HealRequests: s.stock, KeyedOrders: s.store, OrderFences: s.store}),
 		Gates: gates.Gates(),
 		Buy:   gates.Steps(),
 		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
@@ -83,7 +83,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		SyncRequests:  s.store,
 		Captchas:      gates.Captchas,
 		Breaker:       gates.Breaker,
-		Orders:        orders.NewReader(s.store, s.stock, active.IDs),
+		Orders:        orders.NewReader(orders.ReaderConfig{Record: s.store, Stock: s.stock, Active: active.IDs}),
 		Stats:         s.statsService(),
 		Accounts:      auth.NewAccounts(userStore{s.store}, tokens),
 		Tokens:        tokens,

@@ -284,7 +284,8 @@ func (s *system) workerPart() part {
 			return err
 		}
 		defer consumer.Close()
-		worker := orders.NewWorker(s.workStore, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+		worker := orders.NewWorker(orders.WorkerConfig{Record: s.workStore, Stock: s.stock, Events: s.events,
+			PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 		// role=worker on the consumer's goroutines (and those it starts):
 		// make bench reports the worker's CPU apart.
 		pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {

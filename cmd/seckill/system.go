@@ -104,8 +104,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 
 	s.store = pgstore.New(s.pool)
 	s.workStore = pgstore.New(s.workPool)
-	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock),
-		redisstock.WithStateGrace(cfg.StateGrace), redisstock.WithIdempotencyWindow(cfg.IdempotencyWindow))
+	s.stock = redisstock.New(redisstock.Config{Redis: s.rdb, Metrics: s.metrics.stock,
+		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow})
 	s.events = notify.NewPublisher(s.rdb)
 	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock,
 		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log})

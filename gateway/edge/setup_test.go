@@ -53,7 +53,7 @@ func newStoppableEdge(t testing.TB, rdb redis.UniversalClient, cfg edge.Config) 
 		cfg.FleetKey = "seckill:rl:instances:" + t.Name()
 	}
 	reg := prometheus.NewRegistry()
-	cfg.Redis, cfg.Stock, cfg.Registerer, cfg.Log = rdb, redisstock.New(rdb), reg, quiet
+	cfg.Redis, cfg.Stock, cfg.Registerer, cfg.Log = rdb, redisstock.New(redisstock.Config{Redis: rdb}), reg, quiet
 	e, err := edge.New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -173,7 +173,7 @@ func warm(t testing.TB, rdb redis.UniversalClient, stock int64) seckill.Voucher 
 		StockTotal: stock, StockLeft: stock, PerUserLimit: 1000,
 		BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour),
 	}
-	require.NoError(t, redisstock.New(rdb).Warm(context.Background(), v))
+	require.NoError(t, redisstock.New(redisstock.Config{Redis: rdb}).Warm(context.Background(), v))
 	return v
 }
 
@@ -185,7 +185,7 @@ func realBuyer(t testing.TB, stock seckill.Stock) *seckill.Buyer {
 	t.Cleanup(func() { _ = p.Close() })
 	ids, err := orderid.New(rand.Int64N(500) + 1)
 	require.NoError(t, err)
-	return seckill.NewBuyer(stock, p, ids, quiet)
+	return seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: p, IDs: ids, Log: quiet})
 }
 
 // buyWith sells with the production seckill seller over b.

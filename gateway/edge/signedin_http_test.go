@@ -87,7 +87,7 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	pool := stack.NewDatabase(t)
 	rdb := stack.Redis(t)
 	store := pgstore.New(pool)
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	e, _ := newEdge(t, rdb, cfg)
 	tokens, err := auth.NewTokens([]byte("signedin-secret-signedin-secret-sig!"), time.Hour)
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 		Buyer:    nopBuyer{},
 		Gates:    e.Gates(),
 		Buy:      e.Steps(),
-		Orders:   orders.NewReader(reads, stock, active.IDs),
+		Orders:   orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs}),
 		Stats:    nopStats{},
 		Accounts: auth.NewAccounts(pgUsers{store}, tokens),
 		Tokens:   tokens,

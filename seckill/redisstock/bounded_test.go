@@ -19,7 +19,7 @@ func TestSaleStateExpiresAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	store := redisstock.New(b.rdb, redisstock.WithStateGrace(time.Second))
+	store := redisstock.New(redisstock.Config{Redis: b.rdb, StateGrace: time.Second})
 	now := serverNow(t, b.rdb)
 	v := voucher(10, 3, now.Add(-time.Minute), now.Add(2*time.Second))
 	require.NoError(t, store.Warm(ctx, v))
@@ -74,7 +74,7 @@ func TestReleasedOrdersAreForgottenAfterTheWindow(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	const window = time.Second
-	store := redisstock.New(b.rdb, redisstock.WithIdempotencyWindow(window))
+	store := redisstock.New(redisstock.Config{Redis: b.rdb, IdempotencyWindow: window})
 	v := b.onSale(t, 5, 1)
 	k := redisstock.VoucherKeys(v.ID)
 	live := res(v, next(), 1, "live")

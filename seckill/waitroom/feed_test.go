@@ -85,7 +85,7 @@ func runFeed(t *testing.T, room *waitroom.Room, out waitroom.Deliverer, target f
 func TestFeedPushesPlaceThenPass(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140020, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour), AdmitPerSecond: 3}
 	var mu sync.Mutex
@@ -153,7 +153,7 @@ func TestFeedPushesPlaceThenPass(t *testing.T) {
 func TestFeedPrequeueRanksAtBegin(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140021, BeginAt: now.Add(700 * time.Millisecond), EndAt: now.Add(time.Hour),
 		AdmitPerSecond: 2, PrequeueSeconds: 60}

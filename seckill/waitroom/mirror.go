@@ -27,7 +27,7 @@ const DefaultMirrorInterval = 200 * time.Millisecond
 // mirrorBatch bounds the journal entries one copy reads of one room.
 const mirrorBatch = 1000
 
-// Mirror copies the journal of every room (see WithRecovery) to a Copy.
+// Mirror copies the journal of every room (see Config.Recovery) to a Copy.
 // Every gateway runs one: each entry is taken from Redis by exactly one of
 // them (LPOP), and one whose write failed is put back in front.
 type Mirror struct {

@@ -84,7 +84,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 	ctx := context.Background()
 	onSale := redisstock.OnSaleKey(id)
 	require.NoError(t, rdb.Set(ctx, onSale, "1", time.Hour).Err())
-	room := waitroom.New(rdb, secret, waitroom.WithRecovery(redisstock.OnSaleKey))
+	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret, Recovery: redisstock.OnSaleKey})
 	now, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
 	line := waitroom.Line{VoucherID: id, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 1000}
