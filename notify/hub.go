@@ -28,7 +28,7 @@ var (
 	ErrReplaced = errors.New("notify: replaced by a newer subscription of the same user")
 	// ErrHubFull: the hub already holds MaxSubscriptions.
 	ErrHubFull = fmt.Errorf("notify: too many subscriptions: %w", seckill.ErrUnavailable)
-	// ErrStopped: the hub's Run ended (shutdown) before or while subscribed.
+	// ErrStopped: the hub was stopped (shutdown) before or while subscribed.
 	ErrStopped = fmt.Errorf("notify: hub stopped: %w", seckill.ErrUnavailable)
 )
 
