@@ -110,6 +110,21 @@ func (s *system) run(ctx context.Context) error {
 		closers = append(closers, closeDrain)
 	}
 
+	err = runParts(ctx, parts, func() { s.logListening(ln, opsLn) }, func() {
+		s.log.Info("shutting down: finishing in-flight requests and batches", "timeout", s.cfg.ShutdownTimeout)
+	})
+	for _, c := range closers {
+		_ = c()
+	}
+	return err
+}
+
+// runParts runs parts as run describes (steps 2 and 3): it starts them in
+// order, each once the ready parts before it are ready, calls started once
+// all are, and when ctx ends or any part ends, calls stopping and stops
+// them in the reverse order, each once the parts after it have returned.
+// It returns the parts' failures, each named.
+func runParts(ctx context.Context, parts []part, started, stopping func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, len(parts))
@@ -125,7 +140,7 @@ func (s *system) run(ctx context.Context) error {
 		stop context.CancelFunc
 		done chan struct{}
 	}
-	var started []running
+	var run []running
 start:
 	for _, p := range parts {
 		if ctx.Err() != nil {
@@ -139,7 +154,7 @@ start:
 			defer close(done)
 			fail(p.name, p.run(pctx))
 		}()
-		started = append(started, running{stop, done})
+		run = append(run, running{stop, done})
 		if p.ready != nil {
 			select {
 			case <-p.ready:
@@ -151,17 +166,14 @@ start:
 		}
 	}
 	if ctx.Err() == nil {
-		s.logListening(ln, opsLn)
+		started()
 	}
 
 	<-ctx.Done()
-	s.log.Info("shutting down: finishing in-flight requests and batches", "timeout", s.cfg.ShutdownTimeout)
-	for i := len(started) - 1; i >= 0; i-- {
-		started[i].stop()
-		<-started[i].done
-	}
-	for _, c := range closers {
-		_ = c()
+	stopping()
+	for i := len(run) - 1; i >= 0; i-- {
+		run[i].stop()
+		<-run[i].done
 	}
 	close(errc)
 	var errs []error
