@@ -208,6 +208,8 @@ type Deliverer interface {
 // FeedConfig is what NewFeed builds a Feed from; a zero field means its
 // default.
 type FeedConfig struct {
+	// Room is the rooms' Redis side.
+	Room *Room
 	// Out hands the frames to this instance's sockets (*notify.Hub).
 	Out Deliverer
 	// Gap is the least time between two frames to one shopper about one
@@ -292,7 +294,7 @@ type view struct {
 
 // NewFeed returns the feed of this instance's sockets. It starts nothing:
 // Run does.
-func (r *Room) NewFeed(cfg FeedConfig) (*Feed, error) {
+func NewFeed(cfg FeedConfig) (*Feed, error) {
 	if cfg.Gap <= 0 {
 		cfg.Gap = time.Second
 	}
@@ -307,7 +309,7 @@ func (r *Room) NewFeed(cfg FeedConfig) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{room: r, out: cfg.Out, opts: cfg, log: log.With("component", "waitroom"), m: m,
+	return &Feed{room: cfg.Room, out: cfg.Out, opts: cfg, log: log.With("component", "waitroom"), m: m,
 		now: time.Now, lines: map[int64]*liveLine{}, ready: make(chan struct{})}, nil
 }
 

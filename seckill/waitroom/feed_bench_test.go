@@ -31,7 +31,7 @@ func BenchmarkFeedTick(b *testing.B) {
 	const waiting, perStep = 100_000, 500
 	room := New(Config{Secret: []byte("bench")})
 	out := &counter{}
-	f, err := room.NewFeed(FeedConfig{Out: out})
+	f, err := NewFeed(FeedConfig{Room: room, Out: out})
 	if err != nil {
 		b.Fatal(err)
 	}

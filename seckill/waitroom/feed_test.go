@@ -65,7 +65,7 @@ func (s *sockets) of(u int64) []got {
 func runFeed(t *testing.T, room *waitroom.Room, out waitroom.Deliverer, target func() waitroom.Target) *waitroom.Feed {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	feed, err := room.NewFeed(waitroom.FeedConfig{Out: out, Flush: 50 * time.Millisecond})
+	feed, err := waitroom.NewFeed(waitroom.FeedConfig{Room: room, Out: out, Flush: 50 * time.Millisecond})
 	require.NoError(t, err)
 	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: func(context.Context) ([]waitroom.Target, error) {
 		return []waitroom.Target{target()}, nil

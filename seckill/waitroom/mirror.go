@@ -41,6 +41,8 @@ type Mirror struct {
 // MirrorConfig is what NewMirror builds a Mirror from; a zero field means
 // its default.
 type MirrorConfig struct {
+	// Room is the rooms' Redis side.
+	Room *Room
 	// Copy is where the places go (orders/pgstore).
 	Copy Copy
 	// Lines lists the rooms to copy, read at every tick.
@@ -54,14 +56,14 @@ type MirrorConfig struct {
 
 // NewMirror returns a mirror of the rooms cfg.Lines lists to cfg.Copy. It
 // starts nothing: Run does.
-func (r *Room) NewMirror(cfg MirrorConfig) *Mirror {
+func NewMirror(cfg MirrorConfig) *Mirror {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultMirrorInterval
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Mirror{room: r, copy: cfg.Copy, lines: cfg.Lines, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom")}
+	return &Mirror{room: cfg.Room, copy: cfg.Copy, lines: cfg.Lines, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom")}
 }
 
 // Run copies every interval until ctx ends, then returns nil: a failing

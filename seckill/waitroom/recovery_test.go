@@ -103,7 +103,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateAdmitted, st2.State)
 	cp := &savedCopy{saved: map[int64]waitroom.Saved{}}
-	room.NewMirror(waitroom.MirrorConfig{Copy: cp, Lines: func(context.Context) ([]waitroom.Line, error) { return []waitroom.Line{line}, nil }}).Tick(ctx)
+	waitroom.NewMirror(waitroom.MirrorConfig{Room: room, Copy: cp, Lines: func(context.Context) ([]waitroom.Line, error) { return []waitroom.Line{line}, nil }}).Tick(ctx)
 	require.Len(t, cp.list(), 5)
 
 	// Redis loses the room and the stock.
