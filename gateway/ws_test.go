@@ -35,20 +35,29 @@ type wsBundle struct {
 	reg *prometheus.Registry
 }
 
-func setupWS(t *testing.T, opts notify.Options, mutate ...func(*Config, *Deps)) *wsBundle {
+func setupWS(t *testing.T, cfg notify.HubConfig, mutate ...func(*Config, *Deps)) *wsBundle {
 	t.Helper()
-	// Never dialled: the hub is not started.
+	// Never dialled: the hub is not run.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	hub, err := notify.NewHub(rdb, nil, opts)
+	cfg.Redis = rdb
+	hub, err := notify.NewHub(cfg)
 	require.NoError(t, err)
-	t.Cleanup(hub.Stop)
+	t.Cleanup(func() { stopHub(hub) })
 	reg := prometheus.NewRegistry()
 	b := setup(t, append([]func(*Config, *Deps){func(_ *Config, d *Deps) {
 		d.Live = Live{Feed: hub}
 		d.Registerer = reg
 	}}, mutate...)...)
 	return &wsBundle{bundle: b, hub: hub, reg: reg}
+}
+
+// stopHub stops a hub that was never run, as the end of its Run does: with
+// its context already ended, Run subscribes to nothing.
+func stopHub(h *notify.Hub) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.Run(ctx)
 }
 
 func (b *wsBundle) url(query string) string {
@@ -121,7 +130,7 @@ func readClose(t *testing.T, conn *websocket.Conn) int {
 
 func TestWSHandshakeRefusals(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{}, func(c *Config, _ *Deps) {
+	b := setupWS(t, notify.HubConfig{}, func(c *Config, _ *Deps) {
 		c.AllowedOrigins = []string{"https://shop.example"}
 	})
 	// No token: a public socket (voucher frames only).
@@ -176,7 +185,7 @@ func TestWSWithoutFeedIsUnavailable(t *testing.T) {
 
 func TestWSHubFullIsUnavailable(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{MaxSubscriptions: 1})
+	b := setupWS(t, notify.HubConfig{MaxSubscriptions: 1})
 	b.mustDial(t, b.shopper)
 	_, resp, err := b.dial(t, "token="+b.shopper2, nil)
 	refused(t, resp, err, http.StatusServiceUnavailable, "unavailable")
@@ -184,7 +193,7 @@ func TestWSHubFullIsUnavailable(t *testing.T) {
 
 func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{})
+	b := setupWS(t, notify.HubConfig{})
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	mk := func(id, user int64, st orders.Status, age time.Duration) orders.Order {
 		o := orders.Order{ID: id, VoucherID: b.onSale.ID, UserID: user, Quantity: 1, AmountCents: 500, Status: st, CreatedAt: now.Add(-age)}
@@ -252,7 +261,7 @@ func TestWSSnapshotPingAndSameShapeAsREST(t *testing.T) {
 
 func TestWSBadClientMessagesClose(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{})
+	b := setupWS(t, notify.HubConfig{})
 	cases := []struct {
 		name string
 		typ  int
@@ -276,7 +285,7 @@ func TestWSBadClientMessagesClose(t *testing.T) {
 
 func TestWSHeartbeat(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{}, func(_ *Config, d *Deps) {
+	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *Deps) {
 		d.Live.PingInterval = 50 * time.Millisecond
 		d.Live.ReadTimeout = 400 * time.Millisecond
 	})
@@ -309,13 +318,13 @@ func TestWSHeartbeat(t *testing.T) {
 
 func TestWSReplacedAndHubStopped(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{MaxPerUser: 1})
+	b := setupWS(t, notify.HubConfig{MaxPerUser: 1})
 	first := b.mustDial(t, b.shopper)
 	b.mustDial(t, b.shopper) // the same user again: the first one makes room
 	require.Equal(t, websocket.ClosePolicyViolation, readClose(t, first))
 
 	other := b.mustDial(t, b.shopper2)
-	b.hub.Stop()
+	stopHub(b.hub)
 	require.Equal(t, websocket.CloseGoingAway, readClose(t, other))
 	_, resp, err := b.dial(t, "token="+b.shopper2, nil)
 	refused(t, resp, err, http.StatusServiceUnavailable, "unavailable")
@@ -323,7 +332,7 @@ func TestWSReplacedAndHubStopped(t *testing.T) {
 
 func TestWSShutdownClosesSockets(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{})
+	b := setupWS(t, notify.HubConfig{})
 	var conns []*websocket.Conn
 	for i := range 20 {
 		tok, _, err := b.tokens.Issue(int64(1000 + i))
@@ -365,7 +374,7 @@ func TestWSShutdownClosesSockets(t *testing.T) {
 // not its whole deadline.
 func TestWSShutdownWithSilentClient(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.Options{})
+	b := setupWS(t, notify.HubConfig{})
 	b.mustDial(t, b.shopper) // never read: it will not answer the close
 	require.Eventually(t, func() bool { return metricValue(t, b.srv.ws.m.open) == 1 }, 5*time.Second, 10*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

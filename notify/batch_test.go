@@ -12,7 +12,7 @@ import (
 )
 
 func TestPublishBatchArrivesInOrder(t *testing.T) {
-	hub, _ := startHub(t, notify.Options{})
+	hub, _ := startHub(t, notify.HubConfig{})
 	pub := notify.NewPublisher(newRedis(t))
 	buyer := hub.Subscribe(701)
 	defer buyer.Close()

@@ -32,8 +32,13 @@ var (
 	ErrStopped = fmt.Errorf("notify: hub stopped: %w", apperr.ErrUnavailable)
 )
 
-// Options tune a Hub. Zero values take the defaults.
-type Options struct {
+// HubConfig is what NewHub builds a Hub from. Zero values take the
+// defaults.
+type HubConfig struct {
+	// Redis carries the order event channels.
+	Redis redis.UniversalClient
+	// Log gets the hub's reconnections and drops (nil discards).
+	Log *slog.Logger
 	// BufferSize is how many frames a subscription holds before its client
 	// counts as slow and is dropped. Default 64: a shopper has a handful of
 	// orders and each changes state a few times, so a healthy client never
@@ -59,7 +64,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-func (o Options) withDefaults() Options {
+func (o HubConfig) withDefaults() HubConfig {
 	if o.BufferSize <= 0 {
 		o.BufferSize = 64
 	}
@@ -74,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SubscribeTimeout <= 0 {
 		o.SubscribeTimeout = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -95,18 +103,16 @@ const (
 // Hub fans the fleet's order events out to the subscriptions of the buyers
 // connected to this instance. One per gateway process.
 type Hub struct {
-	rdb  redis.UniversalClient
-	log  *slog.Logger
-	opts Options
-	m    *metrics
+	rdb   redis.UniversalClient
+	log   *slog.Logger
+	opts  HubConfig
+	m     *metrics
+	ready chan struct{}
 
-	wg sync.WaitGroup
-
-	mu     sync.Mutex
-	state  hubState
-	cancel context.CancelFunc
-	subs   map[int64][]*Subscription // by user, oldest first
-	total  int
+	mu    sync.Mutex
+	state hubState
+	subs  map[int64][]*Subscription // by user, oldest first
+	total int
 	// ps holds the live PubSub of each shard channel (index as in
 	// Channels), so the watcher can close them. On a Redis Cluster each is
 	// a connection to the master of its channel's slot: a shard channel's
@@ -114,44 +120,50 @@ type Hub struct {
 	ps []*redis.PubSub
 }
 
-// NewHub returns a hub reading the order event channels through rdb. It does
-// nothing until Start. It fails only if opts.Registerer refuses the
-// collectors (for example, a second hub on the same registry).
-func NewHub(rdb redis.UniversalClient, log *slog.Logger, opts Options) (*Hub, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	opts = opts.withDefaults()
-	m, err := newMetrics(opts.Registerer)
+// NewHub returns a hub reading the order event channels through
+// cfg.Redis. It starts nothing: Run does. Subscriptions taken before Run
+// get the events from when Run is Ready. It fails only if cfg.Registerer
+// refuses the collectors (for example, a second hub on the same registry).
+func NewHub(cfg HubConfig) (*Hub, error) {
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	return &Hub{
-		rdb:  rdb,
-		log:  log.With("component", "notify"),
-		opts: opts,
-		m:    m,
-		subs: make(map[int64][]*Subscription),
-		ps:   make([]*redis.PubSub, ChannelCount),
+		rdb:   cfg.Redis,
+		log:   cfg.Log.With("component", "notify"),
+		opts:  cfg,
+		m:     m,
+		ready: make(chan struct{}),
+		subs:  make(map[int64][]*Subscription),
+		ps:    make([]*redis.PubSub, ChannelCount),
 	}, nil
 }
 
-// Start subscribes to every shard channel (Channels) and returns once Redis
-// has confirmed each, so every event published after Start returns reaches
-// this hub. ctx bounds only those first subscriptions (a startup timeout is
-// fine): the hub then runs until Stop, re-subscribing by itself when a
-// connection drops or a channel's slot moves to another master, and telling
-// the subscribers of that channel's buyers to resync, since pub/sub loses
-// what was published in the gap. An error means Redis did not confirm a
-// first subscription; Start may be called again.
-func (h *Hub) Start(ctx context.Context) error {
+// Ready is closed once Redis has confirmed Run's subscription to every
+// shard channel (Channels): every event published from then on reaches
+// this hub.
+func (h *Hub) Ready() <-chan struct{} { return h.ready }
+
+// Run subscribes to every shard channel, closes Ready once Redis has
+// confirmed each, and fans the events out until ctx ends, subscribing again
+// by itself when a connection drops or a channel's slot moves to another
+// master, and telling the subscribers of that channel's buyers to resync,
+// since pub/sub loses what was published in the gap. When Run returns the
+// hub is stopped: every subscription ends with ErrStopped (the gateway
+// closes the sockets cleanly) and later ones are refused with it. It
+// returns nil when ctx ends, an error when Redis did not confirm a first
+// subscription. Call it once.
+func (h *Hub) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.state != hubNew {
 		h.mu.Unlock()
-		return fmt.Errorf("notify: hub already started or stopped: %w", apperr.ErrConflict)
+		return fmt.Errorf("notify: the hub's Run was called twice: %w", apperr.ErrConflict)
 	}
 	h.state = hubRunning
 	h.mu.Unlock()
+	defer h.stop()
 
 	channels := Channels()
 	first := make([]*redis.PubSub, len(channels))
@@ -163,46 +175,36 @@ func (h *Hub) Start(ctx context.Context) error {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		closeAll(first)
-		h.mu.Lock()
-		if h.state == hubRunning {
-			h.state = hubNew
-		}
-		h.mu.Unlock()
 		return err
 	}
-
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.mu.Lock()
-	if h.state != hubRunning { // Stop raced Start
-		h.mu.Unlock()
-		cancel()
-		closeAll(first)
-		return ErrStopped
-	}
-	h.cancel = cancel
 	copy(h.ps, first)
-	// Added under the lock, so a Stop that follows always waits for them.
-	h.wg.Add(1 + len(channels))
 	h.mu.Unlock()
 
-	go func() {
+	wg.Go(func() {
 		// A blocked read does not watch the context; closing the PubSubs
 		// is what wakes them.
-		defer h.wg.Done()
-		<-runCtx.Done()
+		<-ctx.Done()
 		h.mu.Lock()
 		closeAll(h.ps)
 		clear(h.ps)
 		h.mu.Unlock()
-	}()
+	})
 	for i, ch := range channels {
-		go func() {
-			defer h.wg.Done()
-			h.run(runCtx, i, ch, first[i])
-		}()
+		wg.Go(func() { h.run(ctx, i, ch, first[i]) })
 	}
+	close(h.ready)
 	h.log.Info("notify hub started", "channels", len(channels), "first", channels[0])
+	wg.Wait()
 	return nil
+}
+
+// stop ends every subscription with ErrStopped and refuses new ones.
+func (h *Hub) stop() {
+	h.mu.Lock()
+	h.state = hubStopped
+	h.mu.Unlock()
+	h.closeAll(ErrStopped)
 }
 
 func closeAll(list []*redis.PubSub) {
@@ -211,22 +213,6 @@ func closeAll(list []*redis.PubSub) {
 			_ = ps.Close()
 		}
 	}
-}
-
-// Stop ends the hub: it closes the Redis subscriptions, ends every
-// subscription with ErrStopped (the gateway closes the sockets cleanly) and
-// waits for the hub's goroutines. It is safe to call more than once, and
-// without Start.
-func (h *Hub) Stop() {
-	h.mu.Lock()
-	h.state = hubStopped
-	cancel := h.cancel
-	h.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	h.wg.Wait()
-	h.closeAll(ErrStopped)
 }
 
 // subscribe opens a PubSub on the shard channel ch and waits for Redis's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,18 +84,45 @@ func TestParseClientMessage(t *testing.T) {
 	require.Equal(t, map[string]string{"type": "pong"}, pong)
 }
 
-// startHub starts a hub on its own Redis connection, stopped when t ends.
-func startHub(t *testing.T, opts notify.Options) (*notify.Hub, *prometheus.Registry) {
+// startHub runs a hub on its own Redis connection until t ends.
+func startHub(t *testing.T, cfg notify.HubConfig) (*notify.Hub, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	opts.Registerer = reg
-	h, err := notify.NewHub(newRedis(t), nil, opts)
+	cfg.Redis, cfg.Registerer = newRedis(t), reg
+	h, err := notify.NewHub(cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, h.Start(ctx))
-	t.Cleanup(h.Stop)
+	t.Cleanup(runHub(t, h))
 	return h, reg
+}
+
+// runHub runs h until the returned stop is called, which waits for Run to
+// return nil. It returns once h is Ready.
+func runHub(t *testing.T, h *notify.Hub) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	select {
+	case <-h.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("the hub did not start: %v", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+}
+
+// stopUnrun stops a hub that was never run, as Run does when it ends: with
+// its context already ended, Run subscribes to nothing.
+func stopUnrun(h *notify.Hub) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.Run(ctx)
 }
 
 func publish(t *testing.T, p *notify.Publisher, o orders.Order) {
@@ -129,8 +157,8 @@ func requireNothing(t *testing.T, s *notify.Subscription) {
 }
 
 func TestEventCrossesInstances(t *testing.T) {
-	hubA, _ := startHub(t, notify.Options{})
-	hubB, regB := startHub(t, notify.Options{})
+	hubA, _ := startHub(t, notify.HubConfig{})
+	hubB, regB := startHub(t, notify.HubConfig{})
 	pubA := notify.NewPublisher(newRedis(t)) // instance A's publisher
 
 	buyerOnB := hubB.Subscribe(101)
@@ -161,7 +189,7 @@ func TestEventCrossesInstances(t *testing.T) {
 
 func TestSlowSubscriberIsDroppedOthersUnaffected(t *testing.T) {
 	const buffer = 4
-	hub, reg := startHub(t, notify.Options{BufferSize: buffer})
+	hub, reg := startHub(t, notify.HubConfig{BufferSize: buffer})
 	pub := notify.NewPublisher(newRedis(t))
 
 	blocked := hub.Subscribe(201) // never reads
@@ -202,7 +230,7 @@ func TestSlowSubscriberIsDroppedOthersUnaffected(t *testing.T) {
 }
 
 func TestCapsBoundTheHub(t *testing.T) {
-	hub, err := notify.NewHub(newRedis(t), nil, notify.Options{MaxPerUser: 2, MaxSubscriptions: 3})
+	hub, err := notify.NewHub(notify.HubConfig{Redis: newRedis(t), MaxPerUser: 2, MaxSubscriptions: 3})
 	require.NoError(t, err)
 
 	first := hub.Subscribe(301)
@@ -228,17 +256,16 @@ func TestCapsBoundTheHub(t *testing.T) {
 	again := hub.Subscribe(303)
 	require.NoError(t, again.Err(), "Close freed a place")
 
-	hub.Stop()
+	stopUnrun(hub)
 	<-second.Done()
 	require.ErrorIs(t, second.Err(), notify.ErrStopped)
 	late := hub.Subscribe(304)
 	<-late.Done()
 	require.ErrorIs(t, late.Err(), notify.ErrStopped)
-	hub.Stop() // twice is fine
 }
 
 func TestBadEventsAreIgnored(t *testing.T) {
-	hub, reg := startHub(t, notify.Options{})
+	hub, reg := startHub(t, notify.HubConfig{})
 	rdb := newRedis(t)
 	sub := hub.Subscribe(401)
 	defer sub.Close()
@@ -259,12 +286,11 @@ func TestHubSubscribesAgainAfterLosingRedis(t *testing.T) {
 	for _, shape := range stack.RedisShapes(t) {
 		t.Run(shape.Name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			hub, err := notify.NewHub(stack.Client(t, shape), nil, notify.Options{Registerer: reg})
+			hub, err := notify.NewHub(notify.HubConfig{Redis: stack.Client(t, shape), Registerer: reg})
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			require.NoError(t, hub.Start(ctx))
-			defer hub.Stop()
+			defer runHub(t, hub)()
 			rdb := stack.Client(t, shape)
 			pub := notify.NewPublisher(rdb)
 			sub := hub.Subscribe(501)
@@ -310,39 +336,46 @@ func eachMaster(t *testing.T, rdb redis.UniversalClient, f func(*redis.Client) i
 	return sum.Load()
 }
 
-func TestHubOutlivesStartContext(t *testing.T) {
-	hub, err := notify.NewHub(newRedis(t), nil, notify.Options{})
+// TestHubRunsOnce: a hub runs once, from Ready until its context ends, and
+// then refuses subscriptions.
+func TestHubRunsOnce(t *testing.T) {
+	hub, err := notify.NewHub(notify.HubConfig{Redis: newRedis(t)})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	require.NoError(t, hub.Start(ctx))
-	require.Error(t, hub.Start(ctx), "one Start per hub")
-	cancel() // a startup timeout ending must not end the hub
+	early := hub.Subscribe(601) // before Run: kept, served once Ready
+	stop := runHub(t, hub)
+	require.ErrorIs(t, hub.Run(t.Context()), apperr.ErrConflict, "one Run per hub")
 	sub := hub.Subscribe(601)
 	publish(t, notify.NewPublisher(newRedis(t)), order(6601, 601, orders.StatusCreated))
 	require.Equal(t, "6601", next(t, sub).Order.OrderID)
-	hub.Stop()
+	require.Equal(t, "6601", next(t, early).Order.OrderID)
+	stop()
 	<-sub.Done()
 	require.ErrorIs(t, sub.Err(), notify.ErrStopped)
+	late := hub.Subscribe(602)
+	<-late.Done()
+	require.ErrorIs(t, late.Err(), notify.ErrStopped)
 }
 
-func TestStartFailsWithoutRedis(t *testing.T) {
+func TestRunFailsWithoutRedis(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer dead.Close()
-	hub, err := notify.NewHub(dead, nil, notify.Options{SubscribeTimeout: time.Second})
+	hub, err := notify.NewHub(notify.HubConfig{Redis: dead, SubscribeTimeout: time.Second})
 	require.NoError(t, err)
+	sub := hub.Subscribe(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.ErrorIs(t, hub.Start(ctx), apperr.ErrUnavailable)
-	hub.Stop()
+	require.ErrorIs(t, hub.Run(ctx), apperr.ErrUnavailable)
+	<-sub.Done()
+	require.ErrorIs(t, sub.Err(), notify.ErrStopped, "a hub whose Run failed is stopped")
 
 	require.ErrorIs(t, notify.NewPublisher(dead).Publish(ctx, orders.Event{Order: order(1, 1, orders.StatusPaid)}), apperr.ErrUnavailable)
 }
 
 func TestSameRegistryTwiceIsAnError(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, err := notify.NewHub(newRedis(t), nil, notify.Options{Registerer: reg})
+	_, err := notify.NewHub(notify.HubConfig{Redis: newRedis(t), Registerer: reg})
 	require.NoError(t, err)
-	_, err = notify.NewHub(newRedis(t), nil, notify.Options{Registerer: reg})
+	_, err = notify.NewHub(notify.HubConfig{Redis: newRedis(t), Registerer: reg})
 	require.Error(t, err)
 }
 
@@ -356,12 +389,11 @@ func TestNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 
 	for range 3 {
-		a, err := notify.NewHub(rdbA, nil, notify.Options{BufferSize: 2})
+		a, err := notify.NewHub(notify.HubConfig{Redis: rdbA, BufferSize: 2})
 		require.NoError(t, err)
-		b, err := notify.NewHub(rdbB, nil, notify.Options{BufferSize: 2})
+		b, err := notify.NewHub(notify.HubConfig{Redis: rdbB, BufferSize: 2})
 		require.NoError(t, err)
-		require.NoError(t, a.Start(ctx))
-		require.NoError(t, b.Start(ctx))
+		stopA, stopB := runHub(t, a), runHub(t, b)
 		subs := []*notify.Subscription{a.Subscribe(701), b.Subscribe(701), b.Subscribe(702)}
 		reader := b.Subscribe(701)
 		for i := range 4 {
@@ -369,8 +401,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 			next(t, reader)
 		}
 		subs[0].Close()
-		a.Stop()
-		b.Stop()
+		stopA()
+		stopB()
 		for _, s := range subs[1:] {
 			<-s.Done()
 		}

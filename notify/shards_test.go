@@ -24,10 +24,9 @@ func TestEventsReachEveryShardOnBothShapes(t *testing.T) {
 			defer cancel()
 			var hubs []*notify.Hub
 			for range 2 {
-				h, err := notify.NewHub(stack.Client(t, shape), nil, notify.Options{})
+				h, err := notify.NewHub(notify.HubConfig{Redis: stack.Client(t, shape)})
 				require.NoError(t, err)
-				require.NoError(t, h.Start(ctx))
-				t.Cleanup(h.Stop)
+				t.Cleanup(runHub(t, h))
 				hubs = append(hubs, h)
 			}
 			pub := notify.NewPublisher(stack.Client(t, shape))

@@ -10,12 +10,6 @@ import (
 // may still be live in Redis (unpaid orders wait for their deadline).
 const activeWindow = 24 * time.Hour
 
-// ActiveLister reads the seckill vouchers whose sale ends after since
-// (pgstore.Store implements it).
-type ActiveLister interface {
-	ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error)
-}
-
 // activeReadTimeout bounds one shared read of the active vouchers: it runs
 // for every caller waiting on it, so no single caller's cancellation ends it.
 const activeReadTimeout = 5 * time.Second
@@ -32,7 +26,7 @@ const activeReadTimeout = 5 * time.Second
 // began late enough, or else the next one, which one of them starts) instead
 // of a query each.
 type ActiveCache struct {
-	src ActiveLister
+	src Record
 	ttl time.Duration
 
 	mu      sync.Mutex
@@ -51,7 +45,7 @@ type activeRead struct {
 
 // NewActiveCache returns a cache over src whose copy is read again when it is
 // older than ttl.
-func NewActiveCache(src ActiveLister, ttl time.Duration) *ActiveCache {
+func NewActiveCache(src Record, ttl time.Duration) *ActiveCache {
 	return &ActiveCache{src: src, ttl: ttl}
 }
 

@@ -17,7 +17,7 @@ import (
 // heldLister is the real store's list of active vouchers, counted, whose
 // reads wait for the test to let them finish.
 type heldLister struct {
-	store *pgstore.Store
+	*pgstore.Store
 	reads atomic.Int64
 	gate  chan struct{} // a read finishes after a receive from it
 }
@@ -25,7 +25,7 @@ type heldLister struct {
 func (h *heldLister) ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error) {
 	h.reads.Add(1)
 	<-h.gate
-	return h.store.ActiveSeckillVoucherIDs(ctx, since)
+	return h.Store.ActiveSeckillVoucherIDs(ctx, since)
 }
 
 // A read of the active vouchers forced by a fresh order id holds no lock
@@ -37,7 +37,7 @@ func TestActiveCacheSharesItsRefresh(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(stack.NewDatabase(t))
 	v := pgstoretest.NewVoucher(t, store, 100, 10)
-	src := &heldLister{store: store, gate: make(chan struct{})}
+	src := &heldLister{Store: store, gate: make(chan struct{})}
 	cache := orders.NewActiveCache(src, time.Hour)
 	close(src.gate)
 	ids, err := cache.IDs(ctx, time.Time{})

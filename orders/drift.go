@@ -42,47 +42,36 @@ type Drift struct {
 // OK reports whether Redis and PostgreSQL agree.
 func (d Drift) OK() bool { return len(d.Problems) == 0 }
 
-// StockViews reads Redis's state of a voucher (seckill/redisstock.Store).
-type StockViews interface {
-	Snapshot(ctx context.Context, voucherID int64) (redisstock.Snapshot, error)
-}
-
 // viewOf is what the stats and the drift report say of a Redis snapshot.
 func viewOf(sn redisstock.Snapshot) RedisView {
 	return RedisView{OnSale: sn.OnSale, Left: sn.Left, Total: sn.Total, Held: sn.Held,
 		Pending: sn.Pending, Balanced: sn.Balanced()}
 }
 
-// StatsStore is PostgreSQL's side of the stats (orders/pgstore).
-type StatsStore interface {
-	Stats(ctx context.Context, voucherID int64) (Stats, error)
-	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
-}
-
 // StatsService answers the admin stats route: PostgreSQL's counts, plus for
 // a seckill voucher Redis's live stock, the holds not yet persisted
 // (Orders[StatusReserved]) and the drift between the two.
 type StatsService struct {
-	store StatsStore
-	views StockViews
+	store Record
+	views Stock
 	grace time.Duration
 }
 
-// StatsOption changes how NewStatsService builds a StatsService.
-type StatsOption func(*StatsService)
-
-// WithStateGrace tells the StatsService that a seckill voucher's Redis state
-// expires d after its sale ends (seckill/redisstock.WithStateGrace): past
-// that, no state in Redis is what should be, not drift.
-func WithStateGrace(d time.Duration) StatsOption { return func(s *StatsService) { s.grace = d } }
+// StatsConfig is what NewStatsService builds a StatsService from.
+type StatsConfig struct {
+	// Record gives PostgreSQL's counts.
+	Record Record
+	// Stock gives Redis's live figures of a seckill voucher.
+	Stock Stock
+	// StateGrace is how long after its sale ends a seckill voucher's Redis
+	// state expires (the stock's own): past that, no state in Redis is
+	// what should be, not drift. Zero: the state never expires.
+	StateGrace time.Duration
+}
 
 // NewStatsService returns a StatsService.
-func NewStatsService(store StatsStore, views StockViews, opts ...StatsOption) *StatsService {
-	s := &StatsService{store: store, views: views}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+func NewStatsService(cfg StatsConfig) *StatsService {
+	return &StatsService{store: cfg.Record, views: cfg.Stock, grace: cfg.StateGrace}
 }
 
 // Stats returns the voucher's figures, or ErrNotFound.
@@ -150,27 +139,6 @@ func Compare(st Stats, view RedisView) Drift {
 	return d
 }
 
-// RepairStock is the Redis side of a repair (seckill/redisstock.Store).
-type RepairStock interface {
-	// TakeOffSale removes the voucher's meta so nothing more is reserved.
-	TakeOffSale(ctx context.Context, voucherID int64) error
-	PendingHolds
-	// Rebuild replaces the voucher's Redis state: holds for created and paid
-	// orders, tombstones for released ones, meta (back on sale) last; with
-	// a Fence, only while that heal lease still holds.
-	Rebuild(ctx context.Context, t redisstock.Truth) error
-	// Release gives one order's stock back, at most once (release.lua).
-	Releaser
-}
-
-// RepairStore is PostgreSQL's side of a repair (orders/pgstore).
-type RepairStore interface {
-	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
-	VoucherOrders(ctx context.Context, voucherID int64) ([]Order, error)
-	InsertFailed(ctx context.Context, r seckill.Reservation) (Order, bool, error)
-	ClearReleasePending(ctx context.Context, orderIDs []int64) error
-}
-
 // repairReads is how often Repair reads PostgreSQL again when a
 // cancellation lands between its two reads.
 const repairReads = 5
@@ -207,7 +175,7 @@ func splitForRebuild(list []Order) (holds, released []seckill.Reservation, owed 
 //
 // It returns what it rebuilt; on an error the voucher may stay off sale, and
 // running Repair again is safe.
-func Repair(ctx context.Context, voucherID int64, store RepairStore, stock RepairStock, drain Drain, producerTimeout time.Duration) (RepairResult, error) {
+func Repair(ctx context.Context, voucherID int64, store Record, stock Stock, drain Drain, producerTimeout time.Duration) (RepairResult, error) {
 	failed, holds, released, v, err := repair(ctx, voucherID, store, stock, drain, producerTimeout)
 	if err != nil {
 		return RepairResult{}, err
@@ -232,7 +200,7 @@ type RepairResult struct {
 	Released   int
 }
 
-func repair(ctx context.Context, voucherID int64, store RepairStore, stock RepairStock, drain Drain, producerTimeout time.Duration) (
+func repair(ctx context.Context, voucherID int64, store Record, stock Stock, drain Drain, producerTimeout time.Duration) (
 	failed []Order, holds []seckill.Reservation, nReleased int, v seckill.Voucher, err error) {
 	v, err = store.Voucher(ctx, voucherID)
 	if err != nil {

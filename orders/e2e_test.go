@@ -33,7 +33,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 
 	const total, limit, buyers = 100, 2, 400
 	now := time.Now().UTC()
@@ -65,10 +65,10 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	defer producer.Close()
 	ids := &counterIDs{}
 	ids.n.Store(v.ID * 1000) // order ids of this voucher's own
-	buyer := seckill.NewBuyer(stock, producer, ids, testLog(t))
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: producer, IDs: ids, Log: testLog(t)})
 
 	redis := newRedisSide() // records the events only
-	worker := orders.NewWorker(store, stock, stock, redis, orders.WorkerConfig{Log: testLog(t)})
+	worker := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: stock, Events: redis, Log: testLog(t)})
 	stop := runConsumer(t, topic, "seckill-workers", worker.Handle)
 
 	var held, refused atomic.Int64
@@ -126,7 +126,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 		ids, err := store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Hour))
 		return append(ids, ghostID), err
 	}
-	reader := orders.NewReader(store, stock, active)
+	reader := orders.NewReader(orders.ReaderConfig{Record: store, Stock: stock, Active: active})
 	accepted.Range(func(k, val any) bool {
 		o, err := reader.Get(ctx, val.(int64), k.(int64))
 		require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	now := time.Now().UTC()
 	v, err := store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Flash", Kind: seckill.KindSeckill, PriceCents: 500, StockTotal: 5, PerUserLimit: 5,
@@ -160,9 +160,9 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	r := seckill.Reservation{OrderID: v.ID*1000 + 1, VoucherID: v.ID, UserID: 3, Quantity: 2, ReservedAt: now}
 	_, err = stock.Reserve(ctx, r)
 	require.NoError(t, err)
-	reader := orders.NewReader(store, stock, func(ctx context.Context, _ time.Time) ([]int64, error) {
+	reader := orders.NewReader(orders.ReaderConfig{Record: store, Stock: stock, Active: func(ctx context.Context, _ time.Time) ([]int64, error) {
 		return store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Hour))
-	})
+	}})
 	o, err := reader.Get(ctx, 3, r.OrderID)
 	require.NoError(t, err)
 	require.Equal(t, orders.StatusReserved, o.Status)

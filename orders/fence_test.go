@@ -26,7 +26,7 @@ func fenceSetup(t *testing.T, total int64) (*pgstore.Store, *redisstock.Store, s
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	now := time.Now().UTC()
 	v, err := store.CreateVoucher(t.Context(), seckill.Voucher{
 		Title: "Fenced", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: total, PerUserLimit: 2,
@@ -58,7 +58,7 @@ func orderRow(t *testing.T, store *pgstore.Store, id int64) (status string, key 
 func TestFencedWriteNeverBecomesAnOrder(t *testing.T) {
 	ctx := t.Context()
 	store, stock, v, topic, producer, ids := fenceSetup(t, 3)
-	buyer := seckill.NewBuyer(stock, producer, ids, testLog(t), seckill.WithOrderFences(store))
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: producer, IDs: ids, Log: testLog(t), OrderFences: store})
 
 	stack.DelayProduce(t, topic, 1500*time.Millisecond)
 	bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -82,7 +82,7 @@ func TestFencedWriteNeverBecomesAnOrder(t *testing.T) {
 
 	// The workers start; the late message is before the retry's in the
 	// one partition, so once the retry is created the late one was seen.
-	worker := orders.NewWorker(store, stock, stock, newRedisSide(), orders.WorkerConfig{Log: testLog(t)})
+	worker := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: stock, Events: newRedisSide(), Log: testLog(t)})
 	stop := runConsumer(t, topic, "fence-workers", worker.Handle)
 	defer stop()
 	again, err := buyer.Buy(ctx, req)
@@ -137,14 +137,14 @@ func (a ackLost) Publish(ctx context.Context, r seckill.Reservation) error {
 func TestFenceFindsTheOrderPersisted(t *testing.T) {
 	ctx := t.Context()
 	store, stock, v, topic, producer, ids := fenceSetup(t, 3)
-	worker := orders.NewWorker(store, stock, stock, newRedisSide(), orders.WorkerConfig{Log: testLog(t)})
+	worker := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: stock, Events: newRedisSide(), Log: testLog(t)})
 	stop := runConsumer(t, topic, "fence-workers", worker.Handle)
 	defer stop()
 	q := ackLost{q: producer, persisted: func(id int64) bool {
 		_, err := store.Order(ctx, id)
 		return err == nil
 	}}
-	buyer := seckill.NewBuyer(stock, q, ids, testLog(t), seckill.WithOrderFences(store))
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: q, IDs: ids, Log: testLog(t), OrderFences: store})
 
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -168,7 +168,7 @@ func TestFenceWithoutPostgreSQL(t *testing.T) {
 	closed, err := pgxpool.New(ctx, stack.NewDatabaseURL(t))
 	require.NoError(t, err)
 	closed.Close()
-	buyer := seckill.NewBuyer(stock, producer, ids, testLog(t), seckill.WithOrderFences(pgstore.New(closed)))
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: producer, IDs: ids, Log: testLog(t), OrderFences: pgstore.New(closed)})
 
 	stack.DelayProduce(t, topic, 1500*time.Millisecond)
 	bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)

@@ -33,46 +33,17 @@ const (
 	DefaultHealTimeout = 2 * time.Minute
 )
 
-// HealLease is one healer's lease on one voucher's heal (a Redis lock with
-// an expiry, seckill/redisstock.HealLock).
-type HealLease interface {
-	// Renew extends the lease; false when it was lost.
-	Renew(ctx context.Context) (bool, error)
-	// Unlock gives it up if it is still ours.
-	Unlock(ctx context.Context) error
-}
-
-// HealStock is the Redis side of the healer (seckill/redisstock.Store).
-type HealStock interface {
-	StockViews
-	RepairStock
-	// Missing returns the vouchers among ids with no state in Redis.
-	Missing(ctx context.Context, ids []int64) ([]int64, error)
-	// HealRequests waits up to wait for vouchers the gateways found missing.
-	HealRequests(ctx context.Context, wait time.Duration) ([]int64, error)
-	// LockHeal takes the voucher's heal lease for ttl (ok false: another
-	// healer has it); a Rebuild fenced by its token commits only while the
-	// lease still holds.
-	LockHeal(ctx context.Context, voucherID int64, ttl time.Duration) (*redisstock.HealLock, bool, error)
-}
-
-// The Redis stock is the drift report's, the repair's and the healer's
-// stock as it is, without an adapter.
-var (
-	_ StockViews  = (*redisstock.Store)(nil)
-	_ RepairStock = (*redisstock.Store)(nil)
-	_ HealStock   = (*redisstock.Store)(nil)
-)
-
-// HealStore is PostgreSQL's side of the healer (orders/pgstore).
-type HealStore interface {
-	RepairStore
-	Stats(ctx context.Context, voucherID int64) (Stats, error)
-	ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error)
-}
-
-// HealerConfig holds the Healer's settings; zero fields take defaults.
+// HealerConfig is what NewHealer builds a Healer from; zero fields take
+// defaults.
 type HealerConfig struct {
+	// Record is the truth a heal rebuilds Redis from.
+	Record Record
+	// Stock is what is healed.
+	Stock Stock
+	// Drain tells when every message produced before the heal is persisted.
+	Drain Drain
+	// Events, when set, is told of the holds a heal records as failed.
+	Events Events
 	// Every is how often the healer looks for vouchers missing in Redis (1 s);
 	// a gateway's request wakes it at once.
 	Every time.Duration
@@ -109,8 +80,8 @@ type HealerConfig struct {
 // exactly one rebuilds a voucher at a time. It keeps nothing that matters in
 // memory; any number may run.
 type Healer struct {
-	store  HealStore
-	stock  HealStock
+	store  Record
+	stock  Stock
 	drain  Drain
 	events Events
 	cfg    HealerConfig
@@ -123,9 +94,8 @@ type Healer struct {
 	slots   chan struct{}
 }
 
-// NewHealer returns a Healer. events may be nil; it is told about the holds a
-// heal records as failed.
-func NewHealer(store HealStore, stock HealStock, drain Drain, events Events, cfg HealerConfig) *Healer {
+// NewHealer returns a Healer.
+func NewHealer(cfg HealerConfig) *Healer {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -143,7 +113,7 @@ func NewHealer(store HealStore, stock HealStock, drain Drain, events Events, cfg
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Healer{store: store, stock: stock, drain: drain, events: events, cfg: cfg, now: time.Now,
+	return &Healer{store: cfg.Record, stock: cfg.Stock, drain: cfg.Drain, events: cfg.Events, cfg: cfg, now: time.Now,
 		healing: map[int64]bool{}, suspect: map[int64]int{}, slots: make(chan struct{}, 8)}
 }
 
@@ -202,7 +172,7 @@ func (h *Healer) Pass(ctx context.Context, drift bool) error {
 	if !drift {
 		return nil
 	}
-	stats := NewStatsService(h.store, h.stock)
+	stats := NewStatsService(StatsConfig{Record: h.store, Stock: h.stock})
 	for _, id := range ids {
 		if gone[id] || h.busy(id) {
 			continue
@@ -287,7 +257,7 @@ func (h *Healer) Heal(ctx context.Context, id int64, reason, why string) error {
 		defer cancel()
 		_ = lease.Unlock(uctx)
 	}()
-	var stock RepairStock = fenced{RepairStock: h.stock, token: lease.Token()}
+	var stock Stock = fenced{Stock: h.stock, token: lease.Token()}
 	if h.cfg.Room != nil {
 		stock = WithRoomRecovery(stock, h.cfg.Room)
 	}
@@ -338,7 +308,7 @@ func (h *Healer) stillNeeded(ctx context.Context, id int64, reason string) (bool
 		m, err := h.stock.Missing(ctx, []int64{id})
 		return len(m) == 1, err
 	}
-	st, err := NewStatsService(h.store, h.stock).Stats(ctx, id)
+	st, err := NewStatsService(StatsConfig{Record: h.store, Stock: h.stock}).Stats(ctx, id)
 	if err != nil {
 		return false, err
 	}
@@ -348,7 +318,7 @@ func (h *Healer) stillNeeded(ctx context.Context, id int64, reason string) (bool
 // keep renews the lease every third of its ttl until ctx ends; when the
 // lease is lost, or cannot be renewed for a whole ttl, it cancels the heal
 // (whose fenced Rebuild would refuse to commit anyway).
-func (h *Healer) keep(ctx context.Context, lease HealLease, cancel context.CancelCauseFunc) {
+func (h *Healer) keep(ctx context.Context, lease *redisstock.HealLock, cancel context.CancelCauseFunc) {
 	t := time.NewTicker(h.cfg.Lease / 3)
 	defer t.Stop()
 	renewed := h.now()

@@ -19,8 +19,8 @@ type RoomRecovery interface {
 // WithRoomRecovery is stock seen by Repair with the voucher's waiting room
 // recovered by room just before the stock goes back on sale (see
 // roomFirst): the healer's repairs and the operator's.
-func WithRoomRecovery(stock RepairStock, room RoomRecovery) RepairStock {
-	return roomFirst{RepairStock: stock, room: room}
+func WithRoomRecovery(stock Stock, room RoomRecovery) Stock {
+	return roomFirst{Stock: stock, room: room}
 }
 
 // roomFirst is a repair's stock that recovers the voucher's waiting
@@ -30,7 +30,7 @@ func WithRoomRecovery(stock RepairStock, room RoomRecovery) RepairStock {
 // waited for (Repair drains the messages in flight first) is in PostgreSQL,
 // so a pass that bought is never honoured again.
 type roomFirst struct {
-	RepairStock
+	Stock
 	room RoomRecovery
 }
 
@@ -50,17 +50,17 @@ func (r roomFirst) Rebuild(ctx context.Context, t redisstock.Truth) error {
 			return fmt.Errorf("orders: heal: waiting room of voucher %d: %w", v.ID, err)
 		}
 	}
-	return r.RepairStock.Rebuild(ctx, t)
+	return r.Stock.Rebuild(ctx, t)
 }
 
 // fenced is a healer's repair stock: its Rebuild commits only while the heal
 // lease of token still holds, so a healer that lost its lease writes nothing.
 type fenced struct {
-	RepairStock
+	Stock
 	token string
 }
 
 func (f fenced) Rebuild(ctx context.Context, t redisstock.Truth) error {
 	t.Fence = f.token
-	return f.RepairStock.Rebuild(ctx, t)
+	return f.Stock.Rebuild(ctx, t)
 }

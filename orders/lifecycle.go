@@ -10,26 +10,6 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// LifecycleStore is the PostgreSQL side of an order's transitions
-// (orders/pgstore implements it). Every method is one transaction.
-type LifecycleStore interface {
-	// Pay marks the user's created order paid if its deadline has not
-	// passed: ErrNotFound for an unknown or someone else's order, the order
-	// with ErrAlready when it is paid already, ErrConflict for any other
-	// state.
-	Pay(ctx context.Context, userID, orderID int64) (Order, error)
-	// Cancel cancels the user's created order and puts its stock back in
-	// PostgreSQL, flagging the Redis release (errors as for Pay).
-	Cancel(ctx context.Context, userID, orderID int64) (Order, error)
-	// CancelExpired cancels up to max created orders past their deadline,
-	// like Cancel, claiming rows with FOR UPDATE SKIP LOCKED.
-	CancelExpired(ctx context.Context, max int) ([]Order, error)
-	// ReleasePending lists up to max orders whose Redis release is owed.
-	ReleasePending(ctx context.Context, max int) ([]Order, error)
-	// ClearReleasePending records that these orders' stock is back in Redis.
-	ClearReleasePending(ctx context.Context, orderIDs []int64) error
-}
-
 // releaseTimeout bounds the Redis step after a committed cancellation.
 const releaseTimeout = 5 * time.Second
 
@@ -44,19 +24,32 @@ const releaseTimeout = 5 * time.Second
 // tombstones the order, so doing the Redis step again never gives the stock
 // back twice.
 type Lifecycle struct {
-	store    LifecycleStore
-	releaser Releaser
-	events   Events
-	log      *slog.Logger
-	now      func() time.Time
+	store  Record
+	stock  Stock
+	events Events
+	log    *slog.Logger
+	now    func() time.Time
 }
 
-// NewLifecycle returns a Lifecycle. events may be nil (no status events).
-func NewLifecycle(store LifecycleStore, releaser Releaser, events Events, log *slog.Logger) *Lifecycle {
-	if log == nil {
-		log = slog.Default()
+// LifecycleConfig is what NewLifecycle builds a Lifecycle from.
+type LifecycleConfig struct {
+	// Record holds the orders; every transition is one of its
+	// transactions.
+	Record Record
+	// Stock gets the stock of cancelled orders back.
+	Stock Stock
+	// Events, when set, is told every status change.
+	Events Events
+	// Log; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// NewLifecycle returns a Lifecycle.
+func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
-	return &Lifecycle{store: store, releaser: releaser, events: events, log: log, now: time.Now}
+	return &Lifecycle{store: cfg.Record, stock: cfg.Stock, events: cfg.Events, log: cfg.Log, now: time.Now}
 }
 
 // Pay pays the user's order (simulated: this stands where a payment
@@ -116,7 +109,7 @@ func (l *Lifecycle) release(ctx context.Context, list []Order) (_ []Order, annou
 			announce = append(announce, o)
 			continue
 		}
-		gaveBack, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny)
+		gaveBack, err := l.stock.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny)
 		if err != nil {
 			l.log.WarnContext(ctx, "redis release failed; the release loop retries it", "order_id", o.ID, "err", err)
 			continue
@@ -150,7 +143,7 @@ func (l *Lifecycle) ReleaseOwed(ctx context.Context, max int) (int, error) {
 	var announce []Order
 	var first error
 	for _, o := range list {
-		gaveBack, err := l.releaser.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny)
+		gaveBack, err := l.stock.Release(ctx, o.VoucherID, o.ID, seckill.ReleaseAny)
 		if err != nil {
 			if first == nil {
 				first = fmt.Errorf("orders: release order %d: %w", o.ID, err)

@@ -38,7 +38,7 @@ func newLifeEnv(t testing.TB, kind seckill.Kind, total, limit int64, payTimeout 
 	ctx := context.Background()
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
-	e := &lifeEnv{ctx: ctx, store: pgstore.New(pool), stock: redisstock.New(stack.Redis(t)), events: newRedisSide(), ids: &counterIDs{}}
+	e := &lifeEnv{ctx: ctx, store: pgstore.New(pool), stock: redisstock.New(redisstock.Config{Redis: stack.Redis(t)}), events: newRedisSide(), ids: &counterIDs{}}
 	now := time.Now().UTC()
 	warm := e.stock.Warm
 	if kind != seckill.KindSeckill {
@@ -51,8 +51,8 @@ func newLifeEnv(t testing.TB, kind seckill.Kind, total, limit int64, payTimeout 
 	}, warm)
 	require.NoError(t, err)
 	e.ids.n.Store(e.v.ID * 1000) // order ids of this voucher's own
-	e.life = orders.NewLifecycle(e.store, e.stock, e.events, testLog(t))
-	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: payTimeout, Log: testLog(t)})
+	e.life = orders.NewLifecycle(orders.LifecycleConfig{Record: e.store, Stock: e.stock, Events: e.events, Log: testLog(t)})
+	e.worker = orders.NewWorker(orders.WorkerConfig{Record: e.store, Stock: e.stock, Events: e.events, PayTimeout: payTimeout, Log: testLog(t)})
 	return e
 }
 
@@ -232,7 +232,7 @@ func TestPayTimeoutRace(t *testing.T) {
 // flakyReleaser fails the Redis release while down is set: a process that
 // died between its PostgreSQL commit and the Redis step.
 type flakyReleaser struct {
-	stock *redisstock.Store
+	*redisstock.Store
 	down  atomic.Bool
 	calls atomic.Int64
 }
@@ -242,7 +242,7 @@ func (f *flakyReleaser) Release(ctx context.Context, voucherID, orderID int64, m
 	if f.down.Load() {
 		return false, errors.New("redis unreachable")
 	}
-	return f.stock.Release(ctx, voucherID, orderID, mode)
+	return f.Store.Release(ctx, voucherID, orderID, mode)
 }
 
 // The sweeper killed mid-batch (contexts cut at random points, Redis step
@@ -256,9 +256,9 @@ func TestSweeperKilledAndParallel(t *testing.T) {
 	rs := e.buy(t, n, 1)
 	time.Sleep(400 * time.Millisecond)
 
-	flaky := &flakyReleaser{stock: e.stock}
+	flaky := &flakyReleaser{Store: e.stock}
 	flaky.down.Store(true)
-	dying := orders.NewLifecycle(e.store, flaky, e.events, testLog(t))
+	dying := orders.NewLifecycle(orders.LifecycleConfig{Record: e.store, Stock: flaky, Events: e.events, Log: testLog(t)})
 	// Killed mid-batch: contexts cut after a random few milliseconds.
 	for range 10 {
 		ctx, cancel := context.WithTimeout(e.ctx, time.Duration(1+rand.IntN(8))*time.Millisecond)
@@ -276,7 +276,7 @@ func TestSweeperKilledAndParallel(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	for range 2 {
-		s := orders.NewSweeper(e.life, orders.SweeperConfig{Interval: 50 * time.Millisecond, Batch: 40, Log: testLog(t)})
+		s := orders.NewSweeper(orders.SweeperConfig{Lifecycle: e.life, Interval: 50 * time.Millisecond, Batch: 40, Log: testLog(t)})
 		wg.Go(func() { _ = s.Run(ctx) })
 	}
 	require.Eventually(t, func() bool {
@@ -323,9 +323,9 @@ func TestSweeperThroughput(t *testing.T) {
 		}
 		last = ev.At
 	}}
-	life := orders.NewLifecycle(e.store, e.stock, rec, testLog(t))
+	life := orders.NewLifecycle(orders.LifecycleConfig{Record: e.store, Stock: e.stock, Events: rec, Log: testLog(t)})
 	ctx, cancel := context.WithCancel(e.ctx)
-	s := orders.NewSweeper(life, orders.SweeperConfig{Log: testLog(t)})
+	s := orders.NewSweeper(orders.SweeperConfig{Lifecycle: life, Log: testLog(t)})
 	done := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(done) }()
 	require.Eventually(t, func() bool {

@@ -51,7 +51,7 @@ func TestReconcilerReleasesAnOrphanWhoseKeyAnotherOrderHas(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, orphan.OrderID, res.OrderID, "the key was forgotten, so this is a new hold")
 
-	rec := orders.NewReconciler(e.store, e.stock, drain, e.stock, e.events, orders.ReconcilerConfig{
+	rec := orders.NewReconciler(orders.ReconcilerConfig{Record: e.store, Stock: e.stock, Drain: drain, Events: e.events,
 		Grace: 200 * time.Millisecond, ProducerTimeout: 100 * time.Millisecond, Log: testLog(t)})
 	time.Sleep(400 * time.Millisecond)
 	for range 3 {
@@ -75,7 +75,7 @@ func TestReconcilerReleasesAnOrphanWhoseKeyAnotherOrderHas(t *testing.T) {
 // Voucher read it lets a shopper's cancellation run to the end (PostgreSQL
 // commit, release.lua, flag cleared), as a concurrent gateway or sweeper may.
 type repairRacer struct {
-	orders.RepairStore
+	orders.Record
 	reads int
 	race  func()
 	// beforeRead runs the race before Repair's second voucher read (the two
@@ -88,7 +88,7 @@ func (r *repairRacer) Voucher(ctx context.Context, id int64) (seckill.Voucher, e
 	if r.reads == 2 && r.beforeRead {
 		r.race()
 	}
-	v, err := r.RepairStore.Voucher(ctx, id)
+	v, err := r.Record.Voucher(ctx, id)
 	if r.reads == 2 && !r.beforeRead {
 		r.race()
 	}
@@ -114,7 +114,7 @@ func repairWithACancellation(t *testing.T, beforeRead bool) {
 	rs := e.buy(t, 2, 1)
 	drain := newQueue(t, 1).drain
 
-	racer := &repairRacer{RepairStore: e.store, beforeRead: beforeRead, race: func() {
+	racer := &repairRacer{Record: e.store, beforeRead: beforeRead, race: func() {
 		_, err := e.life.Cancel(e.ctx, rs[0].UserID, rs[0].OrderID)
 		require.NoError(t, err)
 	}}

@@ -16,24 +16,6 @@ import (
 // DefaultListLimit is how many orders Reader.List returns at most.
 const DefaultListLimit = 100
 
-// ReadStore is what the Reader needs from PostgreSQL (orders/pgstore
-// implements it).
-type ReadStore interface {
-	Order(ctx context.Context, id int64) (Order, error)
-	OrdersByUser(ctx context.Context, userID int64, limit int) ([]Order, error)
-	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
-}
-
-// Holds are the live reservations in Redis (seckill/redisstock implements
-// it). Only vouchers in voucherIDs are looked at, because every Redis key is
-// per voucher.
-type Holds interface {
-	// Hold returns the live hold of orderID, if any of the vouchers has one.
-	Hold(ctx context.Context, orderID int64, voucherIDs []int64) (seckill.Reservation, bool, error)
-	// UserHolds returns the user's live holds among the vouchers.
-	UserHolds(ctx context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error)
-}
-
 // ActiveVouchers lists the vouchers that can have live holds (seckill
 // vouchers on sale or recently ended). It may answer from a copy, but only
 // from one read from PostgreSQL at or after readSince (a zero readSince takes
@@ -49,16 +31,26 @@ const clockSkew = time.Second
 // the workers have not persisted yet, its Redis hold as status reserved, so a
 // client never gets 404 for an order id it was just given.
 type Reader struct {
-	store  ReadStore
-	holds  Holds
+	store  Record
+	holds  Stock
 	active ActiveVouchers
 	limit  int
 	now    func() time.Time
 }
 
-// NewReader returns a Reader over the vouchers active lists.
-func NewReader(store ReadStore, holds Holds, active ActiveVouchers) *Reader {
-	return &Reader{store: store, holds: holds, active: active, limit: DefaultListLimit, now: time.Now}
+// ReaderConfig is what NewReader builds a Reader from.
+type ReaderConfig struct {
+	// Record holds the persisted orders.
+	Record Record
+	// Stock holds the reservations not persisted yet.
+	Stock Stock
+	// Active lists the vouchers whose holds are looked at.
+	Active ActiveVouchers
+}
+
+// NewReader returns a Reader.
+func NewReader(cfg ReaderConfig) *Reader {
+	return &Reader{store: cfg.Record, holds: cfg.Stock, active: cfg.Active, limit: DefaultListLimit, now: time.Now}
 }
 
 // Get returns the user's order id. An unknown order and someone else's order

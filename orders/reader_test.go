@@ -15,6 +15,21 @@ import (
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
+// holdStock is the Reader's stock: holdMap's holds, and nothing else (the
+// Reader reads no more of the stock).
+type holdStock struct {
+	orders.Stock
+	holds holdMap
+}
+
+func (h holdStock) Hold(ctx context.Context, orderID int64, voucherIDs []int64) (seckill.Reservation, bool, error) {
+	return h.holds.Hold(ctx, orderID, voucherIDs)
+}
+
+func (h holdStock) UserHolds(ctx context.Context, userID int64, voucherIDs []int64) ([]seckill.Reservation, error) {
+	return h.holds.UserHolds(ctx, userID, voucherIDs)
+}
+
 // holdMap stands in for the Redis holds (redisstock is tested against real
 // Redis): this test is about the Reader's merge with PostgreSQL.
 type holdMap map[int64]seckill.Reservation
@@ -63,7 +78,7 @@ func TestReader(t *testing.T) {
 	require.NoError(t, err)
 	// A persisted order stays held in Redis until it is released.
 	holds := holdMap{persisted.OrderID: persisted, held.OrderID: held, othersHeld.OrderID: othersHeld}
-	r := orders.NewReader(store, holds, active)
+	r := orders.NewReader(orders.ReaderConfig{Record: store, Stock: holdStock{holds: holds}, Active: active})
 
 	o, err := r.Get(ctx, 1, persisted.OrderID)
 	require.NoError(t, err)
@@ -93,7 +108,7 @@ func TestReader(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list)
 
-	failing := orders.NewReader(store, holds, func(context.Context, time.Time) ([]int64, error) { return nil, errors.New("db down") })
+	failing := orders.NewReader(orders.ReaderConfig{Record: store, Stock: holdStock{holds: holds}, Active: func(context.Context, time.Time) ([]int64, error) { return nil, errors.New("db down") }})
 	_, err = failing.Get(ctx, 1, held.OrderID)
 	require.Error(t, err)
 }

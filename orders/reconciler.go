@@ -16,36 +16,23 @@ const (
 	DefaultReconcileEvery  = 5 * time.Second
 )
 
-// ReconcileStore is what the Reconciler needs from PostgreSQL
-// (orders/pgstore implements it).
-type ReconcileStore interface {
-	// InsertFailed stores r as a failed order with its release owed, unless
-	// an order with its id exists (inserted false: nothing may be released).
-	InsertFailed(ctx context.Context, r seckill.Reservation) (Order, bool, error)
-	ClearReleasePending(ctx context.Context, orderIDs []int64) error
-	// ActiveSeckillVoucherIDs lists the seckill vouchers that can have holds.
-	ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) ([]int64, error)
-}
-
-// PendingHolds lists holds no worker has confirmed (seckill/redisstock).
-type PendingHolds interface {
-	Pending(ctx context.Context, voucherID int64, reservedBefore time.Time, max int) ([]seckill.Reservation, error)
-	// FinishMoves completes the voucher's half-done moves of stock between
-	// its Redis buckets (a voucher of several shards whose mover died
-	// between the two steps) and returns how many it completed.
-	FinishMoves(ctx context.Context, voucherID int64) (int, error)
-	// Confirm takes holds PostgreSQL already has off the pending list.
-	Confirmer
-}
-
 // Drain tells whether every queue message produced before t has been
 // consumed and persisted (orders/kafkaq.Drain implements it for Kafka).
 type Drain interface {
 	DrainedBefore(ctx context.Context, t time.Time) (bool, error)
 }
 
-// ReconcilerConfig holds the Reconciler's settings; zero fields take defaults.
+// ReconcilerConfig is what NewReconciler builds a Reconciler from; zero
+// fields take defaults.
 type ReconcilerConfig struct {
+	// Record is where a release is decided (a failed order) first.
+	Record Record
+	// Stock holds the unconfirmed holds, and gets their stock back.
+	Stock Stock
+	// Drain tells when no message can be in flight for a hold.
+	Drain Drain
+	// Events, when set, is told of the holds recorded as failed.
+	Events Events
 	// Grace is how old an unconfirmed hold must be before it is looked at
 	// (30 s). It must exceed ProducerTimeout.
 	Grace time.Duration
@@ -72,17 +59,16 @@ type ReconcilerConfig struct {
 // released; once the failed row exists a late message can only find it and
 // fail too.
 type Reconciler struct {
-	store    ReconcileStore
-	holds    PendingHolds
-	drain    Drain
-	releaser Releaser
-	events   Events
-	now      func() time.Time
-	cfg      ReconcilerConfig
+	store  Record
+	stock  Stock
+	drain  Drain
+	events Events
+	now    func() time.Time
+	cfg    ReconcilerConfig
 }
 
-// NewReconciler returns a Reconciler. events may be nil.
-func NewReconciler(store ReconcileStore, holds PendingHolds, drain Drain, releaser Releaser, events Events, cfg ReconcilerConfig) *Reconciler {
+// NewReconciler returns a Reconciler.
+func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	if cfg.ProducerTimeout <= 0 {
 		cfg.ProducerTimeout = DefaultProducerTimeout
 	}
@@ -98,7 +84,7 @@ func NewReconciler(store ReconcileStore, holds PendingHolds, drain Drain, releas
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Reconciler{store: store, holds: holds, drain: drain, releaser: releaser, events: events, now: time.Now, cfg: cfg}
+	return &Reconciler{store: cfg.Record, stock: cfg.Stock, drain: cfg.Drain, events: cfg.Events, now: time.Now, cfg: cfg}
 }
 
 // Run reconciles every cfg.Every until ctx ends, then returns nil.
@@ -145,13 +131,13 @@ func (r *Reconciler) Pass(ctx context.Context) ([]Order, error) {
 func (r *Reconciler) Voucher(ctx context.Context, voucherID int64) ([]Order, error) {
 	// Stock a dead mover left between two buckets would stay unsellable
 	// until a buyer needed it; finish such moves first.
-	if n, err := r.holds.FinishMoves(ctx, voucherID); err != nil {
+	if n, err := r.stock.FinishMoves(ctx, voucherID); err != nil {
 		return nil, fmt.Errorf("orders: reconcile voucher %d: finish moves: %w", voucherID, err)
 	} else if n > 0 {
 		r.cfg.Log.WarnContext(ctx, "reconcile: finished stock moves between buckets that their mover left half done",
 			"voucher_id", voucherID, "moves", n)
 	}
-	holds, err := r.holds.Pending(ctx, voucherID, r.now().Add(-r.cfg.Grace), 500)
+	holds, err := r.stock.Pending(ctx, voucherID, r.now().Add(-r.cfg.Grace), 500)
 	if err != nil {
 		return nil, fmt.Errorf("orders: reconcile voucher %d: %w", voucherID, err)
 	}
@@ -173,12 +159,12 @@ func (r *Reconciler) Voucher(ctx context.Context, voucherID int64) ([]Order, err
 			// A worker persisted it and has not confirmed yet (or died
 			// before): its order owns the stock; nothing to release. Confirm
 			// it here, so later passes do not look at it again.
-			if err := r.holds.Confirm(ctx, []seckill.Reservation{h}); err != nil {
+			if err := r.stock.Confirm(ctx, []seckill.Reservation{h}); err != nil {
 				return out, fmt.Errorf("orders: reconcile: confirm %d: %w", h.OrderID, err)
 			}
 			continue
 		}
-		if _, err := r.releaser.Release(ctx, h.VoucherID, h.OrderID, seckill.ReleaseIfPending); err != nil {
+		if _, err := r.stock.Release(ctx, h.VoucherID, h.OrderID, seckill.ReleaseIfPending); err != nil {
 			// The row stays flagged; the sweepers' release loop retries.
 			return out, fmt.Errorf("orders: reconcile: release %d: %w", h.OrderID, err)
 		}

@@ -24,7 +24,7 @@ func TestReconcilerOrphanAndSlowMessage(t *testing.T) {
 	q := newQueue(t, 3)
 
 	const grace = time.Second
-	rec := orders.NewReconciler(e.store, e.stock, q.drain, e.stock, e.events, orders.ReconcilerConfig{
+	rec := orders.NewReconciler(orders.ReconcilerConfig{Record: e.store, Stock: e.stock, Drain: q.drain, Events: e.events,
 		Grace: grace, ProducerTimeout: 300 * time.Millisecond, Log: testLog(t),
 	})
 
@@ -79,7 +79,7 @@ func TestReconcilerConfirmsPersistedButUnconfirmedHolds(t *testing.T) {
 	t.Parallel()
 	e := newLifeEnv(t, seckill.KindSeckill, 10, 5, time.Minute)
 	drain := newQueue(t, 1).drain
-	rec := orders.NewReconciler(e.store, e.stock, drain, e.stock, e.events, orders.ReconcilerConfig{
+	rec := orders.NewReconciler(orders.ReconcilerConfig{Record: e.store, Stock: e.stock, Drain: drain, Events: e.events,
 		Grace: 200 * time.Millisecond, ProducerTimeout: 100 * time.Millisecond, Log: testLog(t),
 	})
 
@@ -108,7 +108,7 @@ func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
 	ctx := t.Context()
 	pool := stack.NewDatabase(t)
 	store := pgstore.New(pool)
-	stock := redisstock.New(stack.Redis(t))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	now := time.Now().UTC()
 	v, err := store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Split", Kind: seckill.KindSeckill, PriceCents: 250, StockTotal: 40, PerUserLimit: 5, Shards: 4,
@@ -122,7 +122,7 @@ func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
 	require.True(t, snap.Balanced(), "stock on its way still balances: %+v", snap)
 
 	// No hold is pending, so the reconciler never asks a queue.
-	rec := orders.NewReconciler(store, stock, nil, stock, nil, orders.ReconcilerConfig{Log: testLog(t)})
+	rec := orders.NewReconciler(orders.ReconcilerConfig{Record: store, Stock: stock, Log: testLog(t)})
 	_, err = rec.Voucher(ctx, v.ID)
 	require.NoError(t, err)
 	snap, err = stock.Snapshot(ctx, v.ID)

@@ -28,7 +28,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	defer rdb.Close()
 	const total = 60
 	e := newLifeEnv(t, seckill.KindSeckill, 1, 1, time.Minute) // only for its database
-	e.stock = redisstock.New(rdb)
+	e.stock = redisstock.New(redisstock.Config{Redis: rdb})
 	now := time.Now().UTC()
 	v, err := e.store.CreateVoucher(e.ctx, seckill.Voucher{
 		Title: "Wiped", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: total, PerUserLimit: 1,
@@ -36,12 +36,12 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	}, e.stock.Warm)
 	require.NoError(t, err)
 	e.v = v
-	e.worker = orders.NewWorker(e.store, e.stock, e.stock, e.events, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
-	stats := orders.NewStatsService(e.store, e.stock)
+	e.worker = orders.NewWorker(orders.WorkerConfig{Record: e.store, Stock: e.stock, Events: e.events, PayTimeout: time.Minute, Log: testLog(t)})
+	stats := orders.NewStatsService(orders.StatsConfig{Record: e.store, Stock: e.stock})
 
 	q := newQueue(t, 3)
 	runConsumer(t, q.topic, q.group, e.worker.Handle)
-	buyer := seckill.NewBuyer(e.stock, q.producer, e.ids, testLog(t))
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: e.stock, Queue: q.producer, IDs: e.ids, Log: testLog(t)})
 
 	// The crowd: 300 users, each trying until it bought or the test ends.
 	// Each buy has a deadline, as a gateway's request has, and Repair is

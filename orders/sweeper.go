@@ -12,8 +12,11 @@ const (
 	DefaultSweepBatch    = 500
 )
 
-// SweeperConfig holds the Sweeper's settings; zero fields take defaults.
+// SweeperConfig is what NewSweeper builds a Sweeper from; zero fields take
+// defaults.
 type SweeperConfig struct {
+	// Lifecycle cancels the expired orders and releases what is owed.
+	Lifecycle *Lifecycle
 	// Interval is the pause between sweeps that found nothing to do (1 s:
 	// an expired order is cancelled within about a second of its deadline).
 	Interval time.Duration
@@ -39,8 +42,8 @@ type Sweeper struct {
 	passes   *Passes
 }
 
-// NewSweeper returns a Sweeper over life.
-func NewSweeper(life *Lifecycle, cfg SweeperConfig) *Sweeper {
+// NewSweeper returns a Sweeper over cfg.Lifecycle.
+func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultSweepInterval
 	}
@@ -50,7 +53,7 @@ func NewSweeper(life *Lifecycle, cfg SweeperConfig) *Sweeper {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Sweeper{life: life, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics, passes: cfg.Passes}
+	return &Sweeper{life: cfg.Lifecycle, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics, passes: cfg.Passes}
 }
 
 // Run sweeps until ctx ends and returns nil then. A full batch is followed

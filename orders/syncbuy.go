@@ -9,12 +9,6 @@ import (
 	"github.com/flashsale/seckill/seckill"
 )
 
-// SyncStore sells the synchronous kinds in one transaction (orders/pgstore
-// implements it).
-type SyncStore interface {
-	BuySync(ctx context.Context, orderID int64, req seckill.BuyRequest, payTimeout time.Duration) (Order, error)
-}
-
 // SyncBuyer sells limit and common vouchers straight into PostgreSQL: the
 // order is created at once (status created, with its pay deadline), and from
 // there shares the lifecycle of every order: pay, cancel, timeout. The
@@ -22,23 +16,38 @@ type SyncStore interface {
 // the voucher_buyers row's lock (a conditional upsert), not by a Redis lock:
 // the lock lives with the data it protects and cannot be lost on a failover.
 type SyncBuyer struct {
-	store      SyncStore
+	store      Record
 	ids        seckill.OrderIDs
 	events     Events
 	payTimeout time.Duration
 	log        *slog.Logger
 }
 
-// NewSyncBuyer returns a SyncBuyer. payTimeout <= 0 means DefaultPayTimeout;
-// events may be nil.
-func NewSyncBuyer(store SyncStore, ids seckill.OrderIDs, events Events, payTimeout time.Duration, log *slog.Logger) *SyncBuyer {
-	if payTimeout <= 0 {
-		payTimeout = DefaultPayTimeout
+// SyncBuyerConfig is what NewSyncBuyer builds a SyncBuyer from; zero fields
+// take defaults.
+type SyncBuyerConfig struct {
+	// Record sells, one transaction a buy.
+	Record Record
+	// IDs gives the order ids.
+	IDs seckill.OrderIDs
+	// Events, when set, is told of every order created.
+	Events Events
+	// PayTimeout is how long an order waits for payment
+	// (DefaultPayTimeout).
+	PayTimeout time.Duration
+	// Log; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// NewSyncBuyer returns a SyncBuyer.
+func NewSyncBuyer(cfg SyncBuyerConfig) *SyncBuyer {
+	if cfg.PayTimeout <= 0 {
+		cfg.PayTimeout = DefaultPayTimeout
 	}
-	if log == nil {
-		log = slog.Default()
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
-	return &SyncBuyer{store: store, ids: ids, events: events, payTimeout: payTimeout, log: log}
+	return &SyncBuyer{store: cfg.Record, ids: cfg.IDs, events: cfg.Events, payTimeout: cfg.PayTimeout, log: cfg.Log}
 }
 
 // Buy creates the order or returns ErrSoldOut, ErrLimitExceeded,

@@ -23,7 +23,7 @@ func TestSyncKinds(t *testing.T) {
 			t.Parallel()
 			const total, limit, users = 50, 2, 40
 			e := newLifeEnv(t, kind, total, limit, time.Minute)
-			sb := orders.NewSyncBuyer(e.store, e.ids, e.events, time.Minute, testLog(t))
+			sb := orders.NewSyncBuyer(orders.SyncBuyerConfig{Record: e.store, IDs: e.ids, Events: e.events, PayTimeout: time.Minute, Log: testLog(t)})
 			var sold atomic.Int64
 			perUser := make([]atomic.Int64, users+1)
 			var wg sync.WaitGroup

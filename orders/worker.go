@@ -12,27 +12,6 @@ import (
 // DefaultPayTimeout is how long a created order waits for payment.
 const DefaultPayTimeout = 15 * time.Minute
 
-// Storer is the storage the Worker needs (orders/pgstore implements it).
-type Storer interface {
-	// PersistBatch turns reservations into orders in one transaction,
-	// idempotently; see pgstore.Store.PersistBatch.
-	PersistBatch(ctx context.Context, rs []seckill.Reservation, payTimeout time.Duration) (BatchResult, error)
-	// ClearReleasePending records that these orders' stock is back in Redis.
-	ClearReleasePending(ctx context.Context, orderIDs []int64) error
-}
-
-// Confirmer tells the stock that reservations are persisted, so the
-// reconciler stops considering them (seckill/redisstock implements it).
-type Confirmer interface {
-	Confirm(ctx context.Context, rs []seckill.Reservation) error
-}
-
-// Releaser gives a reservation's stock back in Redis, at most once per order
-// (seckill/redisstock implements it; it is seckill.Stock's Release).
-type Releaser interface {
-	Release(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (bool, error)
-}
-
 // Events publishes order status changes to every gateway.
 type Events interface {
 	Publish(ctx context.Context, e Event) error
@@ -42,9 +21,8 @@ type Events interface {
 // calls. Every step is idempotent, so a batch may be handed to it again and
 // again (redelivery, retry after an error) and still end the same.
 type Worker struct {
-	store      Storer
-	confirmer  Confirmer
-	releaser   Releaser
+	store      Record
+	stock      Stock
 	events     Events
 	payTimeout time.Duration
 	log        *slog.Logger
@@ -52,8 +30,15 @@ type Worker struct {
 	metrics    *Metrics
 }
 
-// WorkerConfig holds the Worker's settings; zero fields take defaults.
+// WorkerConfig is what NewWorker builds a Worker from; zero fields take
+// defaults.
 type WorkerConfig struct {
+	// Record is where the orders are persisted.
+	Record Record
+	// Stock is confirmed and released after each batch.
+	Stock Stock
+	// Events, when set, is told every status change.
+	Events Events
 	// PayTimeout is added to the persist time for pay_deadline
 	// (DefaultPayTimeout when zero).
 	PayTimeout time.Duration
@@ -63,8 +48,8 @@ type WorkerConfig struct {
 	Metrics *Metrics
 }
 
-// NewWorker returns a Worker. events may be nil (no status events).
-func NewWorker(store Storer, confirmer Confirmer, releaser Releaser, events Events, cfg WorkerConfig) *Worker {
+// NewWorker returns a Worker.
+func NewWorker(cfg WorkerConfig) *Worker {
 	if cfg.PayTimeout <= 0 {
 		cfg.PayTimeout = DefaultPayTimeout
 	}
@@ -72,7 +57,7 @@ func NewWorker(store Storer, confirmer Confirmer, releaser Releaser, events Even
 		cfg.Log = slog.Default()
 	}
 	return &Worker{
-		store: store, confirmer: confirmer, releaser: releaser, events: events,
+		store: cfg.Record, stock: cfg.Stock, events: cfg.Events,
 		payTimeout: cfg.PayTimeout, log: cfg.Log, now: time.Now, metrics: cfg.Metrics,
 	}
 }
@@ -138,7 +123,7 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 	}
 
 	if len(confirm) > 0 {
-		if err := w.confirmer.Confirm(ctx, confirm); err != nil {
+		if err := w.stock.Confirm(ctx, confirm); err != nil {
 			return fmt.Errorf("orders: worker: confirm %d reservations: %w", len(confirm), err)
 		}
 	}
@@ -146,7 +131,7 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 		released := make([]int64, 0, len(release))
 		for _, p := range release {
 			r := p.Reservation
-			if _, err := w.releaser.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseAny); err != nil {
+			if _, err := w.stock.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseAny); err != nil {
 				return fmt.Errorf("orders: worker: release order %d: %w", r.OrderID, err)
 			}
 			released = append(released, r.OrderID)

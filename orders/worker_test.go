@@ -22,6 +22,9 @@ import (
 // The Redis side of the worker, recorded in memory: these tests are about
 // PostgreSQL and Kafka (redisstock has its own tests against real Redis).
 type redisSide struct {
+	// The rest of the stock: the worker uses no more of it.
+	orders.Stock
+
 	mu        sync.Mutex
 	confirmed map[int64]int
 	released  map[int64]int
@@ -99,7 +102,7 @@ func TestWorkerHandle(t *testing.T) {
 	store := pgstore.New(stack.NewDatabase(t))
 	v := pgstoretest.NewVoucher(t, store, 10, 2)
 	redis := newRedisSide()
-	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{PayTimeout: time.Minute, Log: testLog(t)})
+	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Events: redis, PayTimeout: time.Minute, Log: testLog(t)})
 
 	good1, good2 := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 2, 2)
 	bad := pgstoretest.Reservation(v.ID+100, 3, 1)
@@ -140,7 +143,7 @@ func TestWorkerRedisDown(t *testing.T) {
 	store := pgstore.New(stack.NewDatabase(t))
 	v := pgstoretest.NewVoucher(t, store, 10, 1)
 	redis := newRedisSide()
-	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{Log: testLog(t)})
+	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Events: redis, Log: testLog(t)})
 
 	ok1, over := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 1, 1) // the second passes the limit
 	batch := []seckill.Reservation{ok1, over}
@@ -258,7 +261,7 @@ func TestWorkerThroughKafka(t *testing.T) {
 	wg.Wait()
 
 	redis := newRedisSide()
-	w := orders.NewWorker(store, redis, redis, redis, orders.WorkerConfig{Log: testLog(t)})
+	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Events: redis, Log: testLog(t)})
 	stop := runConsumer(t, topic, "seckill-workers", w.Handle)
 	require.Eventually(t, func() bool { return committedTotal(t, "seckill-workers", topic, 6) == int64(2*len(rs)) },
 		60*time.Second, 50*time.Millisecond)
@@ -312,7 +315,7 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 	// everything, or on a slow machine the 5 ms default closes the batch
 	// early and the rest is never persisted.
 	redisA := newRedisSide()
-	wA := orders.NewWorker(store, redisA, redisA, redisA, orders.WorkerConfig{Log: testLog(t)})
+	wA := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redisA, Events: redisA, Log: testLog(t)})
 	stopA := runConsumer(t, topic, group, func(ctx context.Context, batch []seckill.Reservation) error {
 		if err := wA.Handle(ctx, batch); err != nil {
 			return err
@@ -330,7 +333,7 @@ func TestCrashBetweenTransactionAndOffsetCommit(t *testing.T) {
 	require.Zero(t, committedTotal(t, group, topic, 3))
 
 	redisB := newRedisSide()
-	wB := orders.NewWorker(store, redisB, redisB, redisB, orders.WorkerConfig{Log: testLog(t)})
+	wB := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redisB, Events: redisB, Log: testLog(t)})
 	stopB := runConsumer(t, topic, group, wB.Handle)
 	require.Eventually(t, func() bool { return committedTotal(t, group, topic, 3) == n }, 60*time.Second, 50*time.Millisecond)
 	stopB()
@@ -381,7 +384,7 @@ func BenchmarkWorkerThroughKafka(b *testing.B) {
 	wg.Wait()
 
 	redis := newRedisSide()
-	w := orders.NewWorker(store, redis, redis, nil, orders.WorkerConfig{Log: slog.New(slog.DiscardHandler)})
+	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Log: slog.New(slog.DiscardHandler)})
 	b.ResetTimer()
 	stop := runConsumer(b, topic, "seckill-workers", w.Handle)
 	for committedTotal(b, "seckill-workers", topic, 6) < int64(b.N) {

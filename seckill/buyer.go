@@ -75,21 +75,28 @@ type OrderFences interface {
 	ClearReleasePending(ctx context.Context, orderIDs []int64) error
 }
 
-// BuyerOption changes how NewBuyer builds a Buyer.
-type BuyerOption func(*Buyer)
-
-// WithHealRequests makes the Buyer ask h to restore a voucher the fast
-// store has no state for.
-func WithHealRequests(h HealRequests) BuyerOption { return func(b *Buyer) { b.heals = h } }
-
-// WithKeyedOrders lets the Buyer answer a replayed request key from the
-// record when the fast store has no state for the voucher.
-func WithKeyedOrders(k KeyedOrders) BuyerOption { return func(b *Buyer) { b.keyed = k } }
-
-// WithOrderFences makes the Buyer settle an unclear queue write at once
-// through f: the order is fenced as failed and its stock given back, or found
-// persisted. Without it the hold is kept for the workers or the reconciler.
-func WithOrderFences(f OrderFences) BuyerOption { return func(b *Buyer) { b.fences = f } }
+// BuyerConfig is what NewBuyer builds a Buyer from.
+type BuyerConfig struct {
+	// Stock reserves and gives back.
+	Stock Stock
+	// Queue takes the reservations to the workers.
+	Queue Queue
+	// IDs gives the order ids.
+	IDs OrderIDs
+	// Log; slog.Default() when nil.
+	Log *slog.Logger
+	// HealRequests, when set, is asked to restore a voucher the fast store
+	// has no state for.
+	HealRequests HealRequests
+	// KeyedOrders, when set, answers a replayed request key from the record
+	// when the fast store has no state for the voucher.
+	KeyedOrders KeyedOrders
+	// OrderFences, when set, settles an unclear queue write at once: the
+	// order is fenced as failed and its stock given back, or found
+	// persisted. Without it the hold is kept for the workers or the
+	// reconciler.
+	OrderFences OrderFences
+}
 
 // QueueRetryAfter is the Retry-After of a buy refused because the queue could
 // not take its order: the brokers' own recovery (a leader election, a node
@@ -100,13 +107,13 @@ const QueueRetryAfter = 2 * time.Second
 // fast-store state is being restored: a heal takes seconds, not minutes.
 const RestoreRetryAfter = 2 * time.Second
 
-// NewBuyer returns a Buyer over the given stock, queue and id source.
-func NewBuyer(stock Stock, queue Queue, ids OrderIDs, log *slog.Logger, opts ...BuyerOption) *Buyer {
-	b := &Buyer{stock: stock, queue: queue, ids: ids, log: log, now: time.Now}
-	for _, o := range opts {
-		o(b)
+// NewBuyer returns a Buyer.
+func NewBuyer(cfg BuyerConfig) *Buyer {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
-	return b
+	return &Buyer{stock: cfg.Stock, queue: cfg.Queue, ids: cfg.IDs, log: cfg.Log, now: time.Now,
+		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences}
 }
 
 // retryLaterError is a buy refused for a while: 503 with a Retry-After and

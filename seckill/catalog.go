@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -44,7 +45,7 @@ type Announcer interface {
 // that reading it costs no database query per request (seckill/RULES.md, "What
 // holds": reads cost nothing per shopper).
 //
-// Two loops keep the memory fresh (Start):
+// Two refreshes keep the memory fresh while Run runs:
 //   - the record: every vouchers row, one query to PostgreSQL every
 //     RecordEvery (default 1s), and at once when Changed is called (a
 //     creation or a pause announced by any instance);
@@ -60,7 +61,7 @@ type Announcer interface {
 // read that began at most LookupGap before it, so a flood of unknown ids
 // costs at most one query per LookupGap, not one per request.
 //
-// Without Start, the catalog refreshes lazily: a read finding the record
+// Without Run, the catalog refreshes lazily: a read finding the record
 // older than RecordEvery reads it again (coalesced), which makes it a cache
 // with a one-second life.
 //
@@ -84,8 +85,7 @@ type Catalog struct {
 	records   atomic.Int64 // reads of the record, for tests and metrics
 	kick      chan struct{}
 	stockKick chan struct{}
-	stop      context.CancelFunc
-	wg        sync.WaitGroup
+	ready     chan struct{}
 
 	mu        sync.Mutex
 	rows      []Voucher       // the last record read, newest first
@@ -95,7 +95,8 @@ type Catalog struct {
 	lastErr   error           // how it ended
 	readOnce  bool            // a read of the record has succeeded
 	stale     bool            // the last read failed (logged once per outage)
-	running   bool
+	running   bool            // Run is keeping the memory fresh
+	ran       bool            // Run was called
 }
 
 // recordRead is one read of the record that any number of callers share.
@@ -105,91 +106,91 @@ type recordRead struct {
 	err     error
 }
 
-// CatalogOption changes how NewCatalog builds a Catalog.
-type CatalogOption func(*Catalog)
-
-// WithCatalogLogger sets where the Catalog logs (slog.Default() otherwise).
-func WithCatalogLogger(log *slog.Logger) CatalogOption {
-	return func(c *Catalog) { c.log = log }
-}
-
-// WithAnnouncer makes Create and SetState tell the fleet (nil: only this
-// instance learns at once; the others at their next periodic refresh).
-func WithAnnouncer(a Announcer) CatalogOption {
-	return func(c *Catalog) { c.announce = a }
-}
-
-// WithStockEvery sets how often the live stock is read (default 100ms).
-func WithStockEvery(d time.Duration) CatalogOption {
-	return func(c *Catalog) {
-		if d > 0 {
-			c.stockEvery = d
-		}
-	}
-}
-
-// WithLookupGap sets how long a read of the record answers for ids it did
-// not find (default 250ms).
-func WithLookupGap(d time.Duration) CatalogOption {
-	return func(c *Catalog) {
-		if d > 0 {
-			c.lookupGap = d
-		}
-	}
+// CatalogConfig is what NewCatalog builds a Catalog from; a zero field means
+// its default.
+type CatalogConfig struct {
+	// Store is the record of vouchers (PostgreSQL).
+	Store VoucherStore
+	// Stock puts seckill vouchers on sale and reads their live stock.
+	Stock StockKeeper
+	// Announcer makes Create and SetState tell the fleet (nil: only this
+	// instance learns at once; the others at their next periodic refresh).
+	Announcer Announcer
+	// RecordEvery is how often the record is read again as a safety net,
+	// and how old a catalog that is not running may be (default 1s, which
+	// keeps every change within a second on every instance even when an
+	// announcement is lost).
+	RecordEvery time.Duration
+	// StockEvery is how often the live stock is read (DefaultStockEvery).
+	StockEvery time.Duration
+	// LookupGap is how long a read of the record answers for ids it did
+	// not find (DefaultLookupGap).
+	LookupGap time.Duration
+	// Log gets the record's outages (slog.Default() when nil).
+	Log *slog.Logger
 }
 
 // Defaults of the catalog's refreshes.
 const (
-	DefaultStockEvery = 100 * time.Millisecond
-	DefaultLookupGap  = 250 * time.Millisecond
+	DefaultRecordEvery = time.Second
+	DefaultStockEvery  = 100 * time.Millisecond
+	DefaultLookupGap   = 250 * time.Millisecond
 	// ClockMargin is how far this instance's clock may be from the
 	// reservation script's (Redis TIME) before the memory refuses a buy as
 	// not started or ended: within it, the script decides.
 	ClockMargin = time.Second
 )
 
-// NewCatalog returns a Catalog over the record and the fast store.
-// recordEvery is how often the record is read again as a safety net (and
-// how old a lazily refreshed catalog may be); 1s keeps every change within a
-// second on every instance even when an announcement is lost.
-func NewCatalog(store VoucherStore, stock StockKeeper, recordEvery time.Duration, opts ...CatalogOption) *Catalog {
-	if recordEvery <= 0 {
-		recordEvery = time.Second
+// NewCatalog returns a Catalog over cfg.Store and cfg.Stock. It starts
+// nothing: Run does.
+func NewCatalog(cfg CatalogConfig) *Catalog {
+	positive := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
 	}
-	c := &Catalog{
-		store: store, stock: stock, now: time.Now, log: slog.Default(),
-		recordEvery: recordEvery, stockEvery: DefaultStockEvery, lookupGap: DefaultLookupGap,
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Catalog{
+		store: cfg.Store, stock: cfg.Stock, announce: cfg.Announcer, now: time.Now, log: log,
+		recordEvery: positive(cfg.RecordEvery, DefaultRecordEvery),
+		stockEvery:  positive(cfg.StockEvery, DefaultStockEvery),
+		lookupGap:   positive(cfg.LookupGap, DefaultLookupGap),
 		readTimeout: 5 * time.Second,
 		kick:        make(chan struct{}, 1), stockKick: make(chan struct{}, 1),
-		live: make(map[int64]int64),
+		ready: make(chan struct{}),
+		live:  make(map[int64]int64),
 	}
-	for _, opt := range opts {
-		opt(c)
-	}
-	return c
 }
 
-// Start reads the record once (an error is logged: the loop retries) and
-// runs the refresh loops until Stop or ctx ends.
-func (c *Catalog) Start(ctx context.Context) {
-	ctx, c.stop = context.WithCancel(ctx)
+// Run reads the record once (an error is logged: the loop retries), closes
+// Ready, and keeps the memory fresh until ctx ends; then it returns nil.
+// Call it once.
+func (c *Catalog) Run(ctx context.Context) error {
 	c.mu.Lock()
-	c.running = true
+	if c.ran {
+		c.mu.Unlock()
+		return errors.New("seckill: the catalog's Run was called twice")
+	}
+	c.ran, c.running = true, true
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+	}()
 	_ = c.reload(ctx, c.now())
-	c.wg.Go(func() { c.loop(ctx) })
+	close(c.ready)
+	c.loop(ctx)
+	return nil
 }
 
-// Stop ends the loops and waits for them.
-func (c *Catalog) Stop() {
-	if c.stop != nil {
-		c.stop()
-	}
-	c.wg.Wait()
-	c.mu.Lock()
-	c.running = false
-	c.mu.Unlock()
-}
+// Ready is closed once Run has read the record for the first time (or
+// tried): the catalog routes may answer from memory from then on.
+func (c *Catalog) Ready() <-chan struct{} { return c.ready }
 
 func (c *Catalog) loop(ctx context.Context) {
 	record := time.NewTicker(c.recordEvery)

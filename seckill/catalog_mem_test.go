@@ -32,8 +32,8 @@ func catalogDB(t *testing.T) *pgxpool.Pool {
 func TestCatalogReadsAreCoalesced(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
-	writer := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour)
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
+	writer := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour})
 	var ids []int64
 	for i := range 5 {
 		v := validVoucher()
@@ -44,7 +44,7 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 	}
 	// A long refresh period: only the first read and the lookups may query.
 	const gap = 200 * time.Millisecond
-	reader := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithLookupGap(gap))
+	reader := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, LookupGap: gap})
 	began := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 3000)
@@ -91,9 +91,9 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
-	a := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour)
-	b := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithLookupGap(50*time.Millisecond))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
+	a := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour})
+	b := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, LookupGap: 50 * time.Millisecond})
 	first, err := a.Create(t.Context(), validVoucher())
 	require.NoError(t, err)
 	_, err = b.Voucher(t.Context(), first.ID)
@@ -132,13 +132,12 @@ func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
-	a := seckill.NewCatalog(pgstore.New(pool), stock, time.Second)
-	other := seckill.NewCatalog(pgstore.New(pool), stock, time.Second) // no announcements reach it
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
+	a := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Second})
+	other := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Second}) // no announcements reach it
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	other.Start(ctx)
-	t.Cleanup(other.Stop)
+	runCatalog(t, ctx, other)
 
 	v, err := a.Create(t.Context(), validVoucher())
 	require.NoError(t, err)
@@ -158,7 +157,7 @@ func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 		return err == nil && got.State == seckill.StatePaused
 	}, 1500*time.Millisecond, 20*time.Millisecond, "the other instance obeys within a second")
 
-	restarted := seckill.NewCatalog(pgstore.New(pool), stock, time.Second)
+	restarted := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Second})
 	got, err := restarted.Voucher(t.Context(), v.ID)
 	require.NoError(t, err)
 	require.Equal(t, seckill.StatePaused, got.State, "the pause survives a restart")
@@ -178,17 +177,16 @@ func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 func TestCatalogLiveStock(t *testing.T) {
 	t.Parallel()
 	pool := catalogDB(t)
-	stock := redisstock.New(stack.Redis(t))
-	c := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithStockEvery(20*time.Millisecond))
+	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
+	c := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, StockEvery: 20 * time.Millisecond})
 	v := validVoucher()
 	v.StockTotal, v.PerUserLimit = 2, 2
 	v.BeginAt = time.Now().Add(-time.Minute)
-	v, err := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour).Create(t.Context(), v)
+	v, err := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour}).Create(t.Context(), v)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	c.Start(ctx)
-	t.Cleanup(c.Stop)
+	runCatalog(t, ctx, c)
 	snap, err := c.Snapshot(t.Context())
 	require.NoError(t, err)
 	reads := c.RecordReads()
@@ -248,4 +246,18 @@ func TestVoucherYears(t *testing.T) {
 	v.BeginAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	v.EndAt = time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC)
 	require.NoError(t, v.Validate())
+}
+
+// runCatalog runs c until ctx ends or the test does, and waits for its
+// first read of the record.
+func runCatalog(t *testing.T, ctx context.Context, c *seckill.Catalog) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	<-c.Ready()
 }

@@ -25,7 +25,7 @@ func TestCachedServesTheLastCopyWhilePostgresIsDown(t *testing.T) {
 	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const ttl = 5 * time.Millisecond
-	catalog := seckill.NewCatalog(pgstore.New(pool), redisstock.New(stack.Redis(t)), ttl, seckill.WithCatalogLogger(log))
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: redisstock.New(redisstock.Config{Redis: stack.Redis(t)}), RecordEvery: ttl, Log: log})
 
 	v := validVoucher()
 	v.Kind = seckill.KindLimit // not warmed: the package's tests share one Redis, and ids restart per database

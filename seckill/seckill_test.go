@@ -176,7 +176,7 @@ func onSale(t *testing.T, stock *redisstock.Store, total int64) seckill.Voucher 
 // a fresh attempt and nothing is held by a message that does not exist.
 func TestBuyReleasesWhatTheQueueRefused(t *testing.T) {
 	rdb := stack.Redis(t)
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	v := onSale(t, stock, 3)
 	ids, err := orderid.New(1)
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestBuyReleasesWhatTheQueueRefused(t *testing.T) {
 	refusing, err := kafkaq.NewProducer(stack.KafkaBrokers, "no-such-topic-"+time.Now().Format("150405.000000"), discard())
 	require.NoError(t, err)
 	t.Cleanup(func() { refusing.Close() })
-	buyer := seckill.NewBuyer(stock, refusing, ids, discard())
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: refusing, IDs: ids, Log: discard()})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
@@ -202,7 +202,7 @@ func TestBuyReleasesWhatTheQueueRefused(t *testing.T) {
 	working, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, discard())
 	require.NoError(t, err)
 	t.Cleanup(func() { working.Close() })
-	res, err := seckill.NewBuyer(stock, working, ids, discard()).Buy(t.Context(),
+	res, err := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: working, IDs: ids, Log: discard()}).Buy(t.Context(),
 		seckill.BuyRequest{VoucherID: v.ID, UserID: 7, Quantity: 2, RequestKey: "k1"})
 	require.NoError(t, err)
 	require.False(t, res.Replayed)
@@ -215,7 +215,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	pool := stack.NewDatabase(t)
 	store := pgstore.New(pool)
 	rdb := stack.Redis(t)
-	catalog := seckill.NewCatalog(store, redisstock.New(rdb), time.Second)
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: redisstock.New(redisstock.Config{Redis: rdb})})
 
 	v, err := catalog.Create(t.Context(), validVoucher())
 	require.NoError(t, err)
@@ -226,7 +226,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	// Redis unreachable: the operator is told, and PostgreSQL has nothing.
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { dead.Close() })
-	broken := seckill.NewCatalog(store, redisstock.New(dead), time.Second)
+	broken := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: redisstock.New(redisstock.Config{Redis: dead})})
 	_, err = broken.Create(t.Context(), validVoucher())
 	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	all, err := store.Vouchers(t.Context())
@@ -247,7 +247,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 // same order instead of holding stock twice.
 func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	rdb := stack.Redis(t)
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	v := onSale(t, stock, 3)
 	ids, err := orderid.New(2)
 	require.NoError(t, err)
@@ -255,7 +255,7 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, discard())
 	require.NoError(t, err)
 	t.Cleanup(func() { producer.Close() })
-	buyer := seckill.NewBuyer(stock, producer, ids, discard())
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: producer, IDs: ids, Log: discard()})
 
 	// The broker sits on the next produce request for a second and a half.
 	stack.DelayProduce(t, topic, 1500*time.Millisecond)
@@ -286,7 +286,7 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 	ctx := t.Context()
 	rdb := stack.Redis(t)
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
@@ -297,7 +297,7 @@ func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, stack.NewTopic(t, 1), discard())
 	require.NoError(t, err)
 	t.Cleanup(func() { producer.Close() })
-	buyer := seckill.NewBuyer(stock, producer, ids, discard(), seckill.WithHealRequests(stock), seckill.WithKeyedOrders(store))
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: producer, IDs: ids, Log: discard(), HealRequests: stock, KeyedOrders: store})
 
 	first := seckill.BuyRequest{VoucherID: v.ID, UserID: 21, Quantity: 1, RequestKey: "k1", EndsAt: v.EndAt}
 	got, err := buyer.Buy(ctx, first)

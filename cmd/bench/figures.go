@@ -68,7 +68,7 @@ func redisCeiling(ctx context.Context, work string, n int) (float64, error) {
 	}
 	// The voucher is put on sale and its stock read through redisstock, the
 	// one owner of the stock's key layout; its stock never runs out here.
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	now := time.Now()
 	v := seckill.Voucher{ID: 1, PriceCents: 100, StockTotal: seckill.MaxStock, StockLeft: seckill.MaxStock,
 		PerUserLimit: seckill.MaxStock, BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour)}

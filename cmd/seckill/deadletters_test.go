@@ -30,7 +30,7 @@ func TestPoisonMessageIsDeadLetteredAndItsHoldEnds(t *testing.T) {
 
 	// A gateway held stock for order 777 and wrote a message for it that
 	// no worker can read (a bug in some producer).
-	stock := redisstock.New(ts.rdb)
+	stock := redisstock.New(redisstock.Config{Redis: ts.rdb})
 	orderID := v*10 + 7
 	_, err = stock.Reserve(ctx, seckill.Reservation{OrderID: orderID, VoucherID: v, UserID: 77, Quantity: 2, ReservedAt: time.Now()})
 	require.NoError(t, err)

@@ -1,15 +1,16 @@
 package main
 
 import (
-	"context"
-
 	"github.com/flashsale/seckill/gateway/edge"
-	"github.com/flashsale/seckill/orders"
 )
 
 // buildEdge builds this instance's gates in front of the buying path (rate
 // limits, captcha, breaker with the ops switch, sold-out flag). Their
-// background loops start in run, once the process listens (startEdge).
+// background loops are a part of the gateway role (gatewayParts): among
+// them is the fleet's heartbeat, which makes every other gateway halve its
+// share of the global limit for this one, so it runs only once this
+// process listens, and a second instance that cannot bind never joins the
+// fleet.
 func (s *system) buildEdge() (*edge.Edge, error) {
 	if s.cfg.GlobalBurst >= s.cfg.GlobalRate {
 		// A known trap of GCRA: it admits Burst + Rate·t, so the first
@@ -17,7 +18,9 @@ func (s *system) buildEdge() (*edge.Edge, error) {
 		s.log.Warn("SECKILL_GLOBAL_BURST is not below SECKILL_GLOBAL_RATE: the first second of a rush may admit up to burst + rate",
 			"rate", s.cfg.GlobalRate, "burst", s.cfg.GlobalBurst)
 	}
-	e, err := edge.New(s.rdb, s.stock, edge.Config{
+	e, err := edge.New(edge.Config{
+		Redis: s.rdb, Stock: s.stock, Registerer: s.registry, Log: s.log,
+
 		GlobalRate:  s.cfg.GlobalRate,
 		GlobalBurst: s.cfg.GlobalBurst,
 		UserRate:    s.cfg.UserRate,
@@ -32,24 +35,10 @@ func (s *system) buildEdge() (*edge.Edge, error) {
 		ShopperBurst:        s.cfg.ShopperBurst,
 		ShopperAddressRate:  s.cfg.ShopperIPRate,
 		ShopperAddressBurst: s.cfg.ShopperIPBurst,
-	}, s.registry, s.log)
+	})
 	if err != nil {
 		return nil, err
 	}
 	s.edge = e
 	return e, nil
 }
-
-// startEdge starts the gates' background loops until ctx ends. Among them
-// is the fleet's heartbeat, which makes every other gateway halve its share
-// of the global limit for this one: so it starts only once this process
-// listens, and a second instance that cannot bind never joins the fleet.
-func (s *system) startEdge(ctx context.Context) {
-	if s.edge != nil {
-		s.edge.Start(ctx)
-	}
-}
-
-// releaser is what the workers, the sweeper and the reconciler release
-// with: the stock, which also tells every gateway that stock came back.
-func (s *system) releaser() orders.Releaser { return s.stock }

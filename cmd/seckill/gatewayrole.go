@@ -38,7 +38,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
-	s.hub, err = notify.NewHub(s.rdb, s.log, notify.Options{Registerer: s.registry})
+	s.hub, err = notify.NewHub(notify.HubConfig{Redis: s.rdb, Log: s.log, Registerer: s.registry})
 	if err != nil {
 		return err
 	}
@@ -47,19 +47,21 @@ func (s *system) buildGateway(ctx context.Context) error {
 		return err
 	}
 	s.room = s.newRoom()
-	if s.feed, err = s.room.NewFeed(s.hub, waitroom.FeedOptions{Registerer: s.registry, Logger: s.log}); err != nil {
+	if s.feed, err = waitroom.NewFeed(waitroom.FeedConfig{Room: s.room, Out: s.hub, Registerer: s.registry, Log: s.log}); err != nil {
 		return err
 	}
 	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock), Log: s.log})
-	s.mirror = s.room.NewMirror(waitroom.MirrorConfig{Copy: s.store, Lines: s.roomLines, Log: s.log})
+	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge()
 	if err != nil {
 		return err
 	}
-	if err := s.startCatalog(ctx); err != nil {
-		return err
-	}
+	// The fleet's voucher changes and returned stock, read again at once.
+	s.announcements = redisstock.NewWatcher(redisstock.WatcherConfig{Redis: s.rdb, Log: s.log, On: map[string]func(int64){
+		redisstock.CatalogChannel: s.catalog.Changed,
+		redisstock.StockChannel:   s.catalog.StockChanged,
+	}})
 	caps, err := s.cfg.sizeConnCaps(s.log)
 	if err != nil {
 		return err
@@ -72,8 +74,8 @@ func (s *system) buildGateway(ctx context.Context) error {
 		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
 	}, gateway.Deps{
 		Catalog: s.catalog,
-		Buyer: seckill.NewBuyer(s.stock, s.producer, ids, s.log,
-			seckill.WithHealRequests(s.stock), seckill.WithKeyedOrders(s.store), seckill.WithOrderFences(s.store)),
+		Buyer: seckill.NewBuyer(seckill.BuyerConfig{Stock: s.stock, Queue: s.producer, IDs: ids, Log: s.log,
+			HealRequests: s.stock, KeyedOrders: s.store, OrderFences: s.store}),
 		Gates: gates.Gates(),
 		Buy:   gates.Steps(),
 		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
@@ -81,7 +83,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		SyncRequests:  s.store,
 		Captchas:      gates.Captchas,
 		Breaker:       gates.Breaker,
-		Orders:        orders.NewReader(s.store, s.stock, active.IDs),
+		Orders:        orders.NewReader(orders.ReaderConfig{Record: s.store, Stock: s.stock, Active: active.IDs}),
 		Stats:         s.statsService(),
 		Accounts:      auth.NewAccounts(userStore{s.store}, tokens),
 		Tokens:        tokens,
@@ -146,22 +148,6 @@ func roomSecret(jwtSecret string) []byte {
 	m := hmac.New(sha256.New, []byte(jwtSecret))
 	m.Write([]byte("seckill waiting room"))
 	return m.Sum(nil)
-}
-
-// startCatalog keeps this instance's catalog in memory (the catalog routes
-// and the buying path's first gate read it) until ctx ends: its refresh
-// loops, and the announcements of the fleet, voucher changes on
-// redisstock.CatalogChannel and stock coming back on redisstock.StockChannel
-// (the sold-out flag's channel, on which every release is announced).
-func (s *system) startCatalog(ctx context.Context) error {
-	if _, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){
-		redisstock.CatalogChannel: s.catalog.Changed,
-		redisstock.StockChannel:   s.catalog.StockChanged,
-	}); err != nil {
-		return fmt.Errorf("catalog announcements: %w", err)
-	}
-	s.catalog.Start(ctx)
-	return nil
 }
 
 // userStore adapts the PostgreSQL store to the accounts' needs.

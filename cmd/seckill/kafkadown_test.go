@@ -40,7 +40,7 @@ func TestTwoKafkaNodesDown(t *testing.T) {
 	vnum, err := strconv.ParseInt(vid, 10, 64)
 	require.NoError(t, err)
 	snapshot := func() redisstock.Snapshot {
-		s, err := redisstock.New(ts.rdb).Snapshot(ctx, vnum)
+		s, err := redisstock.New(redisstock.Config{Redis: ts.rdb}).Snapshot(ctx, vnum)
 		require.NoError(t, err)
 		return s
 	}

@@ -17,18 +17,18 @@ const producerTimeout = gateway.DefaultRequestTimeout
 // lifecycle is the order lifecycle over store: the gateway's for pay and
 // cancel, the workers' for the sweeper.
 func (s *system) lifecycle(store *pgstore.Store) *orders.Lifecycle {
-	return orders.NewLifecycle(store, s.releaser(), s.countedEvents(), s.log)
+	return orders.NewLifecycle(orders.LifecycleConfig{Record: store, Stock: s.stock, Events: s.countedEvents(), Log: s.log})
 }
 
 // syncBuyer sells limit and common vouchers for the gateway.
 func (s *system) syncBuyer(ids seckill.OrderIDs) *orders.SyncBuyer {
-	return orders.NewSyncBuyer(s.store, ids, s.countedEvents(), s.cfg.PayTimeout, s.log)
+	return orders.NewSyncBuyer(orders.SyncBuyerConfig{Record: s.store, IDs: ids, Events: s.countedEvents(), PayTimeout: s.cfg.PayTimeout, Log: s.log})
 }
 
 // statsService answers the admin stats route with Redis's live figures and
 // the drift beside PostgreSQL's.
 func (s *system) statsService() *orders.StatsService {
-	return orders.NewStatsService(s.store, s.stock, orders.WithStateGrace(s.cfg.StateGrace))
+	return orders.NewStatsService(orders.StatsConfig{Record: s.store, Stock: s.stock, StateGrace: s.cfg.StateGrace})
 }
 
 // sweeperParts are the sweeper role: payment timeouts and the release
@@ -37,18 +37,20 @@ func (s *system) statsService() *orders.StatsService {
 // them. closeDrain closes the reconciler's and healer's drain once they
 // have ended.
 func (s *system) sweeperParts() (_ []part, closeDrain func() error, _ error) {
-	sweeper := orders.NewSweeper(s.lifecycle(s.workStore), orders.SweeperConfig{Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
+	sweeper := orders.NewSweeper(orders.SweeperConfig{Lifecycle: s.lifecycle(s.workStore), Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
 	drain, err := kafkaq.NewDrain(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.cfg.KafkaGroup)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconciler: %w", err)
 	}
-	rec := orders.NewReconciler(s.workStore, s.stock, drain, s.releaser(), s.countedEvents(), orders.ReconcilerConfig{
+	rec := orders.NewReconciler(orders.ReconcilerConfig{
+		Record: s.workStore, Stock: s.stock, Drain: drain, Events: s.countedEvents(),
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,
 		Passes: s.metrics.passes,
 	})
-	healer := orders.NewHealer(s.workStore, s.stock, drain, s.countedEvents(), orders.HealerConfig{
+	healer := orders.NewHealer(orders.HealerConfig{
+		Record: s.workStore, Stock: s.stock, Drain: drain, Events: s.countedEvents(),
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 		Room: roomRecovery{room: s.newRoom(), store: s.workStore},
 	})
-	return []part{{"sweeper", sweeper.Run}, {"reconciler", rec.Run}, {"healer", healer.Run}}, drain.Close, nil
+	return []part{{name: "sweeper", run: sweeper.Run}, {name: "reconciler", run: rec.Run}, {name: "healer", run: healer.Run}}, drain.Close, nil
 }

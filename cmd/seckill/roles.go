@@ -1,7 +1,7 @@
 package main
 
-// Running the configured roles: the gateway or the ops server, the workers'
-// consumer, the sweeper (lifecycle.go), and the shutdown in order.
+// Running the configured roles as one list of parts, started and stopped in
+// the order written on run.
 
 import (
 	"context"
@@ -10,15 +10,12 @@ import (
 	"net"
 	"net/http"
 	"runtime/pprof"
-	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // profileRole is the pprof label that names the part of a process a
@@ -59,87 +56,156 @@ func (c *deadLetterConsumer) Close() error {
 }
 
 // part is one loop of a role: it runs until ctx ends (nil then) or fails.
+// ready, when set, is closed once the parts after it may rely on this one
+// (a subscription Redis confirmed, a first read done): run starts the next
+// part only then.
 type part struct {
-	name string
-	run  func(ctx context.Context) error
+	name  string
+	run   func(ctx context.Context) error
+	ready <-chan struct{}
 }
 
-// run plays the configured roles until ctx ends, then shuts them down in
-// order. The order, written down once: bind the listeners; subscribe the
-// hub and the room feed (so no event published once the gateway answers is
-// lost); start the parts, gateway, ops, worker and sweeper in that order.
-// At the end: stop taking requests and let in-flight ones finish (gateway
-// shutdown), stop the hub, wait for every part (the consumer commits what
-// it persisted), then close what the parts shared (the reconciler's drain).
+// run plays the configured roles until ctx ends or a part fails, then shuts
+// them down. The order, written down once:
+//
+//  1. Bind the listeners: a taken port is the likeliest start-up failure,
+//     and nothing may be running yet when it happens (a gateway that
+//     cannot bind never joins the fleet).
+//  2. Start the parts in the order of their list, each once every part
+//     before it that has a ready channel is ready: health and metrics
+//     (opsPart); the gateway's (gatewayParts: the catalog and what feeds it,
+//     the gates, the notify hub and the room feed subscribed so that no
+//     event published once the gateway answers is lost, then the HTTP
+//     server); the worker's; the sweeper's.
+//  3. At the end, stop them in the reverse order, each once the parts after
+//     it have returned: the sweeper's and the worker's (the consumer commits
+//     what it persisted); the gateway, which stops taking requests and lets
+//     in-flight ones finish; then what it relied on (the hub ends its
+//     sockets' subscriptions, the gates leave the fleet); health and
+//     metrics last.
+//  4. Close what the parts shared (the reconciler's drain).
 func (s *system) run(ctx context.Context) error {
-	// Bind first: a taken port is the likeliest start-up failure, and
-	// nothing may be running yet when it happens.
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	ln, opsLn, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("listen on %s (SECKILL_HTTP_ADDR): %w; is another seckill running?", s.cfg.HTTPAddr, err)
+		return err
 	}
-	// A gateway serves /metrics on an ops listener of its own: on the
-	// shoppers' port anyone could read the business figures and make the
-	// process render them (tens of KB a request) unthrottled.
-	opsLn := ln
-	if s.server != nil {
-		if opsLn, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
-			ln.Close()
-			return fmt.Errorf("listen on %s (SECKILL_OPS_ADDR): %w; is another seckill running?", s.cfg.OpsAddr, err)
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errc := make(chan error, 16)
-	fail := func(role string, err error) {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			errc <- fmt.Errorf("%s: %w", role, err)
-		}
-		cancel()
-	}
+	// Closed by the servers' shutdown; here for a part never started.
+	defer ln.Close()
+	defer opsLn.Close()
 
-	var parts []part
+	parts := []part{s.opsPart(opsLn)}
 	if s.server != nil {
-		// Listening: from here this instance counts in the fleet.
-		s.startEdge(ctx)
-		defer s.edge.Stop()
-		if err := s.hub.Start(ctx); err != nil {
-			ln.Close()
-			opsLn.Close()
-			return fmt.Errorf("notify hub: %w", err)
-		}
-		ps, err := s.feed.Subscribe(ctx)
-		if err != nil {
-			ln.Close()
-			opsLn.Close()
-			s.hub.Stop()
-			return fmt.Errorf("waiting room feed: %w", err)
-		}
-		parts = append(parts, s.gatewayParts(ln, ps)...)
+		parts = append(parts, s.gatewayParts(ln)...)
 	}
-	parts = append(parts, s.opsPart(opsLn))
 	if s.cfg.hasRole(roleWorker) {
-		p, err := s.workerPart()
-		if err != nil {
-			fail("worker", err)
-		} else {
-			parts = append(parts, p)
-		}
+		parts = append(parts, s.workerPart())
 	}
 	var closers []func() error
 	if s.cfg.hasRole(roleSweeper) {
 		ps, closeDrain, err := s.sweeperParts()
 		if err != nil {
-			fail("sweeper", err)
-		} else {
-			parts = append(parts, ps...)
-			closers = append(closers, closeDrain)
+			return fmt.Errorf("sweeper: %w", err)
+		}
+		parts = append(parts, ps...)
+		closers = append(closers, closeDrain)
+	}
+
+	err = runParts(ctx, parts, func() { s.logListening(ln, opsLn) }, func() {
+		s.log.Info("shutting down: finishing in-flight requests and batches", "timeout", s.cfg.ShutdownTimeout)
+	})
+	for _, c := range closers {
+		_ = c()
+	}
+	return err
+}
+
+// runParts runs parts as run describes (steps 2 and 3): it starts them in
+// order, each once the ready parts before it are ready, calls started once
+// all are, and when ctx ends or any part ends, calls stopping and stops
+// them in the reverse order, each once the parts after it have returned.
+// It returns the parts' failures, each named.
+func runParts(ctx context.Context, parts []part, started, stopping func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(parts))
+	// Every part ending ends the process: at shutdown that is expected, at
+	// any other time it is a failure.
+	fail := func(name string, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errc <- fmt.Errorf("%s: %w", name, err)
+		}
+		cancel()
+	}
+	type running struct {
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	var run []running
+start:
+	for _, p := range parts {
+		if ctx.Err() != nil {
+			break
+		}
+		// Each part its own context, so that the shutdown ends them one
+		// by one.
+		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			fail(p.name, p.run(pctx))
+		}()
+		run = append(run, running{stop, done})
+		if p.ready != nil {
+			select {
+			case <-p.ready:
+			case <-done:
+				break start
+			case <-ctx.Done():
+				break start
+			}
 		}
 	}
-	for _, p := range parts {
-		wg.Go(func() { fail(p.name, p.run(ctx)) })
+	if ctx.Err() == nil {
+		started()
 	}
+
+	<-ctx.Done()
+	stopping()
+	for i := len(run) - 1; i >= 0; i-- {
+		run[i].stop()
+		<-run[i].done
+	}
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// listen binds the gateway's listener and, beside a gateway, the ops
+// listener; a process without the gateway serves health and metrics on the
+// one listener (both results are it then).
+func (s *system) listen() (ln, opsLn net.Listener, err error) {
+	ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s (SECKILL_HTTP_ADDR): %w; is another seckill running?", s.cfg.HTTPAddr, err)
+	}
+	if s.server == nil {
+		return ln, ln, nil
+	}
+	// A gateway serves /metrics on an ops listener of its own: on the
+	// shoppers' port anyone could read the business figures and make the
+	// process render them (tens of KB a request) unthrottled.
+	if opsLn, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("listen on %s (SECKILL_OPS_ADDR): %w; is another seckill running?", s.cfg.OpsAddr, err)
+	}
+	return ln, opsLn, nil
+}
+
+// logListening says what this process serves, once every part started.
+func (s *system) logListening(ln, opsLn net.Listener) {
 	if s.server != nil {
 		if s.onListen != nil {
 			s.onListen(ln.Addr().String(), opsLn.Addr().String())
@@ -153,45 +219,33 @@ func (s *system) run(ctx context.Context) error {
 	if s.cfg.hasRole(roleSweeper) {
 		s.log.Info("sweeper, reconciler and healer running", "pay_timeout", s.cfg.PayTimeout, "state_grace", s.cfg.StateGrace)
 	}
-
-	<-ctx.Done()
-	s.log.Info("shutting down: finishing in-flight requests and batches", "timeout", s.cfg.ShutdownTimeout)
-	if s.server != nil {
-		shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-		if err := s.server.Shutdown(shut); err != nil {
-			s.log.Warn("gateway shutdown", "err", err)
-		}
-		done()
-		s.hub.Stop()
-	}
-	wg.Wait()
-	for _, c := range closers {
-		_ = c()
-	}
-	close(errc)
-	var errs []error
-	for err := range errc {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
-// gatewayParts are the gateway role's loops: the room feed on ps, the
-// admitter, the mirror, the HTTP server on ln (stopped by run's shutdown),
-// and the watch of the order id node lease.
-func (s *system) gatewayParts(ln net.Listener, ps *redis.PubSub) []part {
+// gatewayParts are the gateway role's loops, in the order they start: the
+// catalog's announcements and the catalog (read once before the catalog
+// routes answer), the gates (the ops switch read and this instance counted
+// in the fleet before the first buy), the notify hub and the room feed
+// (subscribed before the first socket), the admitter, the mirror, the
+// renewal of the order id node lease (renewed once before the first buy;
+// its loss stops the process, so no id is handed out twice), and the HTTP
+// server on ln.
+func (s *system) gatewayParts(ln net.Listener) []part {
 	return []part{
-		{"waiting room feed", func(ctx context.Context) error { s.feed.Run(ctx, ps); return nil }},
-		{"waiting room admitter", s.admitter.Run},
-		{"waiting room mirror", s.mirror.Run},
-		{"gateway", func(context.Context) error { return s.server.Serve(ln) }},
-		{"order ids", func(ctx context.Context) error {
-			select {
-			case <-s.lease.Lost():
-				return errors.New("lost the order id node lease; stopping so no id is handed out twice")
-			case <-ctx.Done():
+		{name: "catalog announcements", run: s.announcements.Run, ready: s.announcements.Ready()},
+		{name: "catalog", run: s.catalog.Run, ready: s.catalog.Ready()},
+		{name: "gates", run: s.edge.Run, ready: s.edge.Ready()},
+		{name: "notify hub", run: s.hub.Run, ready: s.hub.Ready()},
+		{name: "waiting room feed", run: s.feed.Run, ready: s.feed.Ready()},
+		{name: "waiting room admitter", run: s.admitter.Run},
+		{name: "waiting room mirror", run: s.mirror.Run},
+		{name: "order ids", run: s.lease.Run, ready: s.lease.Ready()},
+		{name: "gateway", run: func(ctx context.Context) error {
+			return serveUntil(ctx, s.cfg.ShutdownTimeout, func() error { return s.server.Serve(ln) }, func(ctx context.Context) error {
+				if err := s.server.Shutdown(ctx); err != nil {
+					s.log.Warn("gateway shutdown", "err", err)
+				}
 				return nil
-			}
+			})
 		}},
 	}
 }
@@ -199,46 +253,58 @@ func (s *system) gatewayParts(ln net.Listener, ps *redis.PubSub) []part {
 // opsPart serves health and metrics on ln until ctx ends, then shuts the
 // server down within the shutdown timeout.
 func (s *system) opsPart(ln net.Listener) part {
-	return part{"ops http", func(ctx context.Context) error {
+	return part{name: "ops http", run: func(ctx context.Context) error {
 		srv := s.opsServer()
-		stopped := make(chan struct{})
-		go func() {
-			defer close(stopped)
-			<-ctx.Done()
-			shut, done := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-			defer done()
-			_ = srv.Shutdown(shut)
-		}()
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		<-stopped // in-flight health checks and scrapes finish
-		return nil
+		return serveUntil(ctx, s.cfg.ShutdownTimeout, func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}, srv.Shutdown)
 	}}
+}
+
+// serveUntil runs serve until ctx ends, then shutdown within timeout, and
+// returns once both have: in-flight requests finish. A serve that fails on
+// its own is returned at once.
+func serveUntil(ctx context.Context, timeout time.Duration, serve func() error, shutdown func(context.Context) error) error {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		shut, done := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer done()
+		_ = shutdown(shut)
+	}()
+	if err := serve(); err != nil {
+		return err
+	}
+	<-stopped
+	return nil
 }
 
 // workerPart is the worker role: the consumer, handing batches to the
 // order worker, closed when it ends.
-func (s *system) workerPart() (part, error) {
-	consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
-		Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
-		Metrics:  s.metrics.kafka,
-		MaxBatch: s.cfg.WorkerBatch, Linger: s.cfg.WorkerLinger,
-	}, s.deadLetters)
-	if err != nil {
-		return part{}, err
-	}
-	worker := orders.NewWorker(s.workStore, s.stock, s.releaser(), s.events, orders.WorkerConfig{PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
-	return part{"worker", func(ctx context.Context) error {
+func (s *system) workerPart() part {
+	return part{name: "worker", run: func(ctx context.Context) error {
+		consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
+			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
+			Metrics:  s.metrics.kafka,
+			MaxBatch: s.cfg.WorkerBatch, Linger: s.cfg.WorkerLinger,
+		}, s.deadLetters)
+		if err != nil {
+			return err
+		}
 		defer consumer.Close()
-		var err error
+		worker := orders.NewWorker(orders.WorkerConfig{Record: s.workStore, Stock: s.stock, Events: s.events,
+			PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
 		// role=worker on the consumer's goroutines (and those it starts):
 		// make bench reports the worker's CPU apart.
 		pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {
 			err = consumer.Run(ctx, worker.Handle)
 		})
 		return err
-	}}, nil
+	}}
 }
 
 // opsServer serves health and metrics: on the one listener of a process

@@ -2,7 +2,7 @@ package main
 
 // The waiting rooms' durable copy: the gateways mirror each room's journal
 // to PostgreSQL, and the healer recovers a room Redis lost from it (see
-// seckill/waitroom, WithRecovery).
+// seckill/waitroom, Config.Recovery).
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 // through a Redis data loss: a room answers "being restored" while its
 // voucher's stock is missing.
 func (s *system) newRoom() *waitroom.Room {
-	return waitroom.New(s.rdb, roomSecret(s.cfg.JWTSecret), waitroom.WithGrace(s.cfg.StateGrace),
-		waitroom.WithRecovery(redisstock.OnSaleKey))
+	return waitroom.New(waitroom.Config{Redis: s.rdb, Secret: roomSecret(s.cfg.JWTSecret), Grace: s.cfg.StateGrace,
+		Recovery: redisstock.OnSaleKey})
 }
 
 // roomLines are the lines whose journal the mirror copies: every voucher of

@@ -29,10 +29,10 @@ func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
 	t.Cleanup(pool.Close)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	rdb := stack.Client(t, stacktest.RedisShape{})
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	// Neither the record nor the stock is read again during the test: the
 	// catalog keeps the figure it read at creation.
-	catalog := seckill.NewCatalog(pgstore.New(pool), stock, time.Hour, seckill.WithStockEvery(time.Hour))
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, StockEvery: time.Hour})
 	const total, bought, waiting = 5, 3, 10
 	v, err := catalog.Create(ctx, seckill.Voucher{
 		Title: "room voucher", Kind: seckill.KindSeckill, PriceCents: 250,
@@ -44,7 +44,7 @@ func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
 	line, ok := waitroom.LineOf(v)
 	require.True(t, ok)
 
-	room := waitroom.New(rdb, []byte("room-targets-test-secret"))
+	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: []byte("room-targets-test-secret")})
 	for range waiting {
 		_, err := room.Join(ctx, line, testUser())
 		require.NoError(t, err)

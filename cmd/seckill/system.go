@@ -52,8 +52,11 @@ type system struct {
 	producer *kafkaq.Producer
 	hub      *notify.Hub
 	server   *gateway.Server
-	// edge is the gates of the buying path; run starts their loops.
+	// edge is the gates of the buying path.
 	edge *edge.Edge
+	// announcements tell the catalog of the fleet's voucher changes and
+	// returned stock.
+	announcements *redisstock.Watcher
 	// room, feed and admitter are the waiting rooms (seckill/waitroom):
 	// every gateway admits (the clock is in Redis, so the fleet together
 	// admits each room's rate) and pushes its own sockets' places.
@@ -101,11 +104,11 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 
 	s.store = pgstore.New(s.pool)
 	s.workStore = pgstore.New(s.workPool)
-	s.stock = redisstock.New(s.rdb, redisstock.WithMetrics(s.metrics.stock),
-		redisstock.WithStateGrace(cfg.StateGrace), redisstock.WithIdempotencyWindow(cfg.IdempotencyWindow))
+	s.stock = redisstock.New(redisstock.Config{Redis: s.rdb, Metrics: s.metrics.stock,
+		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow})
 	s.events = notify.NewPublisher(s.rdb)
-	s.catalog = seckill.NewCatalog(s.store, s.stock, time.Second, seckill.WithCatalogLogger(s.log),
-		seckill.WithAnnouncer(redisstock.NewAnnouncer(s.rdb)))
+	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock,
+		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log})
 
 	if cfg.hasRole(roleGateway) {
 		if err := s.buildGateway(ctx); err != nil {

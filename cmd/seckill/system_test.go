@@ -361,7 +361,7 @@ func (ts *testSystem) waitPersisted(t *testing.T, voucherID string, n int) {
 	t.Helper()
 	vid, err := strconv.ParseInt(voucherID, 10, 64)
 	require.NoError(t, err)
-	stock := redisstock.New(ts.rdb)
+	stock := redisstock.New(redisstock.Config{Redis: ts.rdb})
 	require.Eventually(t, func() bool {
 		var got int
 		err := ts.pool.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE voucher_id = $1`, vid).Scan(&got)
@@ -387,7 +387,7 @@ func (ts *testSystem) checkInvariants(t *testing.T, voucherID string, limit int)
 		`SELECT coalesce(sum(quantity), 0) FROM orders WHERE voucher_id = $1 AND status IN ('created', 'paid')`, vid).Scan(&sold))
 	require.Equal(t, total, sold+left, "PostgreSQL: sold + left must equal the total")
 
-	snap, err := redisstock.New(ts.rdb).Snapshot(ctx, vid)
+	snap, err := redisstock.New(redisstock.Config{Redis: ts.rdb}).Snapshot(ctx, vid)
 	require.NoError(t, err)
 	require.True(t, snap.Balanced(), "Redis must balance: %+v", snap)
 	require.Equal(t, left, snap.Left, "Redis and PostgreSQL must agree on what is left")

@@ -51,7 +51,7 @@ func BenchmarkLimiters(b *testing.B) {
 func BenchmarkBuyPath(b *testing.B) {
 	rdb := stack.Redis(b)
 	e, _ := newEdge(b, rdb, edge.Config{})
-	buyer := realBuyer(b, redisstock.New(rdb))
+	buyer := realBuyer(b, redisstock.New(redisstock.Config{Redis: rdb}))
 	ctx := context.Background()
 
 	b.Run("accepted", func(b *testing.B) {

@@ -37,7 +37,7 @@ func TestBreakerOpensOnDeadRedisAndClosesByItself(t *testing.T) {
 	// slow machine such a dial lands inside a refusal being counted below.
 	e, reg := newEdge(t, rdb, edge.Config{BreakerFailures: 5, BreakerOpenFor: openFor, BreakerProbes: 2,
 		ModePoll: time.Hour, FleetBeat: time.Hour})
-	buy := chain(e.Steps(), v, buyWith(realBuyer(t, redisstock.New(rdb))))
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, redisstock.New(redisstock.Config{Redis: rdb}))))
 	ctx := context.Background()
 	user := int64(1)
 	try := func() error {
@@ -108,7 +108,7 @@ func TestBreakerIgnoresShopperAnswers(t *testing.T) {
 	rdb := stack.Redis(t)
 	v := warm(t, rdb, 1)
 	e, _ := newEdge(t, rdb, edge.Config{BreakerFailures: 2})
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	buy := chain(e.Steps(), v, buyWith(realBuyer(t, stock)))
 	ctx := context.Background()
 	_, err := buy(ctx, attempt(v.ID, 1))

@@ -107,7 +107,7 @@ func TestCaptchaSkippedForIdempotentRetry(t *testing.T) {
 	e, _ := newEdge(t, rdb, edge.Config{})
 	v := warm(t, rdb, 10)
 	v.CaptchaRequired = true
-	buy := chainKnown(e.Steps(), v, buyWith(realBuyer(t, redisstock.New(rdb))), stockKeys{redisstock.New(rdb)})
+	buy := chainKnown(e.Steps(), v, buyWith(realBuyer(t, redisstock.New(redisstock.Config{Redis: rdb}))), stockKeys{redisstock.New(redisstock.Config{Redis: rdb})})
 	ctx := context.Background()
 
 	id, answer := newCaptcha(t, e.Captchas)
@@ -129,7 +129,7 @@ func TestCaptchaSkippedForIdempotentRetry(t *testing.T) {
 	require.ErrorIs(t, err, apperr.ErrCaptchaInvalid, "a new request needs a new captcha")
 	_, err = buy(ctx, keyed(8, "retry-me"))
 	require.ErrorIs(t, err, apperr.ErrCaptchaInvalid, "another user's key is not this one's")
-	left, err := redisstock.New(rdb).StockLeft(ctx, v.ID)
+	left, err := redisstock.New(redisstock.Config{Redis: rdb}).StockLeft(ctx, v.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 9, left[v.ID], "the retry sold nothing")
 }

@@ -50,7 +50,7 @@ func catalogGateway(t *testing.T, pool *pgxpool.Pool) (*gateway.Server, *auth.To
 	t.Helper()
 	tokens, err := auth.NewTokens([]byte("catalog-secret-catalog-secret-catal!"), time.Hour)
 	require.NoError(t, err)
-	catalog := seckill.NewCatalog(pgstore.New(pool), redisstock.New(stack.Redis(t)), time.Second)
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: redisstock.New(redisstock.Config{Redis: stack.Redis(t)})})
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin}, gateway.Deps{
 		Catalog: catalog, Buyer: nopBuyer{}, Orders: nopOrders{}, Stats: nopStats{},
 		Accounts: auth.NewAccounts(nil, tokens), Tokens: tokens, Logger: quiet,

@@ -30,7 +30,7 @@
 // N is learned from Redis: once a second every instance heartbeats into the
 // sorted set FleetKey (member its id, score Redis's clock), drops the members
 // silent for 3 s and counts the rest, all in one script call, off the request
-// path. A new instance counts itself in Start before it serves, and a stopped
+// path. A new instance counts itself in Run before it serves, and a stopped
 // one takes itself out; if Redis does not answer, the last N is kept.
 //
 // The price is the time the fleet takes to agree on N: for the one to three
@@ -64,6 +64,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -75,8 +76,19 @@ import (
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
-// Config sets the gates. Zero values take the defaults named on each field.
+// Config sets the gates. Zero values take the defaults named on each field,
+// but for the four rates and bursts of the buy, which must be set.
 type Config struct {
+	// Redis is the stock's Redis: the limits, the captchas, the ops switch
+	// and the fleet's heartbeat live there.
+	Redis redis.UniversalClient
+	// Stock is read to re-check the vouchers flagged sold out.
+	Stock StockReader
+	// Registerer receives the gates' collectors; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Log gets the gates' failures (slog.Default() when nil).
+	Log *slog.Logger
+
 	// GlobalRate and GlobalBurst bound the buys of all shoppers together,
 	// per second, over the whole fleet: each instance enforces 1/N of both.
 	GlobalRate, GlobalBurst int
@@ -155,6 +167,9 @@ func (c *Config) defaults() error {
 	if c.GlobalRate <= 0 || c.GlobalBurst <= 0 || c.UserRate <= 0 || c.UserBurst <= 0 {
 		return errors.New("edge: rates and bursts must be positive")
 	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
 	if c.CredentialLimit.IsZero() {
 		c.CredentialLimit = redis_rate.Limit{Rate: 20, Burst: 10, Period: time.Minute}
 	}
@@ -211,8 +226,8 @@ type StockReader interface {
 	RequestKeys(ctx context.Context, voucherID int64, max int) (map[redisstock.Request]int64, bool, error)
 }
 
-// Edge owns every gate of one instance. Build it with New, run its
-// background loops with Start, stop them with Stop.
+// Edge owns every gate of one instance. Build it with New; Run runs its
+// background loops.
 type Edge struct {
 	cfg     Config
 	rdb     redis.UniversalClient
@@ -238,24 +253,21 @@ type Edge struct {
 	loginName    *nameLimit
 	shopper      *shopperLimit
 
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	ran   atomic.Bool
+	ready chan struct{}
 }
 
-// New builds the gates over rdb (the stock's Redis) and stock (to re-check
-// sold-out vouchers). Collectors are registered on reg.
-func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Edge, error) {
+// New builds the gates of cfg. It starts nothing: Run does.
+func New(cfg Config) (*Edge, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.Default()
-	}
+	rdb, stock, reg, log := cfg.Redis, cfg.Stock, cfg.Registerer, cfg.Log
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	e := &Edge{cfg: cfg, rdb: rdb, stock: stock, log: log, metrics: m}
+	e := &Edge{cfg: cfg, rdb: rdb, stock: stock, log: log, metrics: m, ready: make(chan struct{})}
 	e.Breaker = newBreaker(rdb, cfg, m, log)
 	e.SoldOut = newSoldOut(rdb, stock, cfg.SoldOutRecheck, m, log)
 	e.Captchas = NewCaptchas(rdb, cfg.CaptchaTTL)
@@ -286,32 +298,36 @@ func New(rdb redis.UniversalClient, stock StockReader, cfg Config, reg prometheu
 	return e, nil
 }
 
-// Start reads the ops switch once (so an instance started after a PUT obeys
-// from its first request) and heartbeats once (so it takes its share of the
-// global limit, not all of it, from its first request), then starts the
-// loops: the heartbeat, mode polling, the sold-out re-check and the stock
-// channel subscription. They end at Stop or when ctx ends; the heartbeat
-// then takes this instance out of the fleet.
-func (e *Edge) Start(ctx context.Context) {
-	ctx, e.stop = context.WithCancel(ctx)
+// Run reads the ops switch once (so an instance started after a PUT obeys
+// from its first request), heartbeats once (so it takes its share of the
+// global limit, not all of it, from its first request) and subscribes to
+// the stock channel, closes Ready, then runs the loops: the heartbeat, mode
+// polling, the in-memory limits' sweeps and the sold-out re-check. When ctx
+// ends they stop, the heartbeat takes this instance out of the fleet, and
+// Run returns nil. Call it once.
+func (e *Edge) Run(ctx context.Context) error {
+	if e.ran.Swap(true) {
+		return errors.New("edge: Run was called twice")
+	}
+	var wg sync.WaitGroup
 	e.Breaker.refresh(ctx)
 	e.fleet.beat(ctx)
-	e.wg.Go(func() { e.fleet.run(ctx) })
-	e.wg.Go(func() { e.Breaker.poll(ctx) })
-	e.wg.Go(func() { e.anonymous.run(ctx) })
-	e.wg.Go(func() { e.buyAddress.run(ctx) })
-	e.wg.Go(func() { e.shopper.user.run(ctx) })
-	e.wg.Go(func() { e.shopper.addr.run(ctx) })
-	e.SoldOut.start(ctx, &e.wg)
+	wg.Go(func() { e.fleet.run(ctx) })
+	wg.Go(func() { e.Breaker.poll(ctx) })
+	wg.Go(func() { e.anonymous.run(ctx) })
+	wg.Go(func() { e.buyAddress.run(ctx) })
+	wg.Go(func() { e.shopper.user.run(ctx) })
+	wg.Go(func() { e.shopper.addr.run(ctx) })
+	e.SoldOut.start(ctx, &wg)
+	close(e.ready)
+	wg.Wait()
+	return nil
 }
 
-// Stop ends the background loops and waits for them.
-func (e *Edge) Stop() {
-	if e.stop != nil {
-		e.stop()
-	}
-	e.wg.Wait()
-}
+// Ready is closed once Run has read the ops switch, counted this instance
+// in the fleet and subscribed to the stock channel: the gates may be asked
+// from then on.
+func (e *Edge) Ready() <-chan struct{} { return e.ready }
 
 // Instances is the number of live gateway instances, this one included, as
 // this instance last counted them. Its share of the global limit is

@@ -179,10 +179,10 @@ func TestFleetForgetsSilentInstances(t *testing.T) {
 
 	// A stopped instance leaves the set; the other counts it out at its
 	// next beat, not after the stale window.
-	b, _ := newEdge(t, rdb, cfg)
+	b, _, stopB := newStoppableEdge(t, rdb, cfg)
 	require.Equal(t, 2, b.Instances())
 	require.Eventually(t, func() bool { return a.Instances() == 2 }, 3*time.Second, 20*time.Millisecond)
-	b.Stop()
+	stopB()
 	start = time.Now()
 	require.Eventually(t, func() bool { return a.Instances() == 1 }, 2*time.Second, 20*time.Millisecond)
 	t.Logf("a stopped instance dropped out after %v", time.Since(start))

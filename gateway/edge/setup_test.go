@@ -26,8 +26,16 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// newEdge builds and starts one instance's gates on rdb.
+// newEdge builds and runs one instance's gates on rdb until the test ends.
 func newEdge(t testing.TB, rdb redis.UniversalClient, cfg edge.Config) (*edge.Edge, *prometheus.Registry) {
+	t.Helper()
+	e, reg, _ := newStoppableEdge(t, rdb, cfg)
+	return e, reg
+}
+
+// newStoppableEdge is newEdge with the function that stops the gates'
+// loops before the test ends (and waits for them).
+func newStoppableEdge(t testing.TB, rdb redis.UniversalClient, cfg edge.Config) (*edge.Edge, *prometheus.Registry, func()) {
 	t.Helper()
 	if cfg.GlobalRate == 0 {
 		cfg.GlobalRate, cfg.GlobalBurst = 1_000_000, 1_000_000
@@ -45,11 +53,22 @@ func newEdge(t testing.TB, rdb redis.UniversalClient, cfg edge.Config) (*edge.Ed
 		cfg.FleetKey = "seckill:rl:instances:" + t.Name()
 	}
 	reg := prometheus.NewRegistry()
-	e, err := edge.New(rdb, redisstock.New(rdb), cfg, reg, quiet)
+	cfg.Redis, cfg.Stock, cfg.Registerer, cfg.Log = rdb, redisstock.New(redisstock.Config{Redis: rdb}), reg, quiet
+	e, err := edge.New(cfg)
 	require.NoError(t, err)
-	e.Start(context.Background())
-	t.Cleanup(e.Stop)
-	return e, reg
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	<-e.Ready()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return e, reg, stop
 }
 
 // sellFunc is a test's seller: what the buy's pipeline calls last.
@@ -154,7 +173,7 @@ func warm(t testing.TB, rdb redis.UniversalClient, stock int64) seckill.Voucher 
 		StockTotal: stock, StockLeft: stock, PerUserLimit: 1000,
 		BeginAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour),
 	}
-	require.NoError(t, redisstock.New(rdb).Warm(context.Background(), v))
+	require.NoError(t, redisstock.New(redisstock.Config{Redis: rdb}).Warm(context.Background(), v))
 	return v
 }
 
@@ -166,7 +185,7 @@ func realBuyer(t testing.TB, stock seckill.Stock) *seckill.Buyer {
 	t.Cleanup(func() { _ = p.Close() })
 	ids, err := orderid.New(rand.Int64N(500) + 1)
 	require.NoError(t, err)
-	return seckill.NewBuyer(stock, p, ids, quiet)
+	return seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: p, IDs: ids, Log: quiet})
 }
 
 // buyWith sells with the production seckill seller over b.

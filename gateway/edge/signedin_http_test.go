@@ -87,18 +87,18 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	pool := stack.NewDatabase(t)
 	rdb := stack.Redis(t)
 	store := pgstore.New(pool)
-	stock := redisstock.New(rdb)
+	stock := redisstock.New(redisstock.Config{Redis: rdb})
 	e, _ := newEdge(t, rdb, cfg)
 	tokens, err := auth.NewTokens([]byte("signedin-secret-signedin-secret-sig!"), time.Hour)
 	require.NoError(t, err)
 	reads := &countedStore{Store: store}
 	active := orders.NewActiveCache(reads, time.Second)
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}}, gateway.Deps{
-		Catalog:  seckill.NewCatalog(store, stock, time.Second),
+		Catalog:  seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock}),
 		Buyer:    nopBuyer{},
 		Gates:    e.Gates(),
 		Buy:      e.Steps(),
-		Orders:   orders.NewReader(reads, stock, active.IDs),
+		Orders:   orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs}),
 		Stats:    nopStats{},
 		Accounts: auth.NewAccounts(pgUsers{store}, tokens),
 		Tokens:   tokens,

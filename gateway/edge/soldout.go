@@ -185,15 +185,26 @@ func (s *SoldOut) suspect(voucherID int64) {
 	s.mu.Unlock()
 }
 
+// start runs the re-check loop and the stock channel's watcher on wg until
+// ctx ends, and returns once the watcher has subscribed (or failed to: the
+// flags then go at their re-check).
 func (s *SoldOut) start(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { s.recheckLoop(ctx) })
-	if s.rdb != nil {
-		done, err := redisstock.Watch(ctx, s.rdb, s.log, map[string]func(int64){redisstock.StockChannel: s.Forget})
-		if err != nil {
+	if s.rdb == nil {
+		return
+	}
+	w := redisstock.NewWatcher(redisstock.WatcherConfig{Redis: s.rdb, Log: s.log,
+		On: map[string]func(int64){redisstock.StockChannel: s.Forget}})
+	ended := make(chan struct{})
+	wg.Go(func() {
+		defer close(ended)
+		if err := w.Run(ctx); err != nil {
 			s.log.Warn("stock announcements not followed; sold-out flags go at their re-check", "err", err)
-			return
 		}
-		wg.Go(func() { <-done })
+	})
+	select {
+	case <-w.Ready():
+	case <-ended:
 	}
 }
 

@@ -32,7 +32,7 @@ func TestSoldOutFromMemoryAndBackOnSale(t *testing.T) {
 	}
 	start := func() *instance {
 		e, _ := newEdge(t, rdb, edge.Config{})
-		cs := &countingStock{Store: redisstock.New(rdb)}
+		cs := &countingStock{Store: redisstock.New(redisstock.Config{Redis: rdb})}
 		buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 		return &instance{e: e, stock: cs, buy: func(u int64) (int64, error) {
 			p, err := buy(ctx, attempt(v.ID, u))
@@ -66,7 +66,7 @@ func TestSoldOutFromMemoryAndBackOnSale(t *testing.T) {
 
 	// A release outside both instances whose announcement is lost: only
 	// the re-check tells them.
-	released, err := redisstock.New(rdb, redisstock.WithoutStockAnnouncements()).Release(ctx, v.ID, orders[0], seckill.ReleaseAny)
+	released, err := redisstock.New(redisstock.Config{Redis: rdb, NoStockAnnouncements: true}).Release(ctx, v.ID, orders[0], seckill.ReleaseAny)
 	require.NoError(t, err)
 	require.True(t, released)
 	began := time.Now()
@@ -90,7 +90,7 @@ func TestSoldOutLearnsWithoutObservedStock(t *testing.T) {
 	v := warm(t, rdb, 1)
 	e, _ := newEdge(t, rdb, edge.Config{})
 	var reserves atomic.Int64
-	cs := &countingStock{Store: redisstock.New(rdb)}
+	cs := &countingStock{Store: redisstock.New(redisstock.Config{Redis: rdb})}
 	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 	ctx := context.Background()
 	_, err := buy(ctx, attempt(v.ID, 1))
@@ -123,13 +123,13 @@ func TestSoldOutAnnouncement(t *testing.T) {
 	rdb := stack.Redis(t)
 	v := warm(t, rdb, 1)
 	e, _ := newEdge(t, rdb, edge.Config{SoldOutRecheck: time.Hour})
-	cs := &countingStock{Store: redisstock.New(rdb)}
+	cs := &countingStock{Store: redisstock.New(redisstock.Config{Redis: rdb})}
 	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 	ctx := context.Background()
 	p, err := buy(ctx, attempt(v.ID, 1))
 	require.NoError(t, err)
 	require.True(t, e.SoldOut.IsFlagged(v.ID))
-	_, err = redisstock.New(rdb, redisstock.WithoutStockAnnouncements()).Release(ctx, v.ID, p.OrderID, seckill.ReleaseAny)
+	_, err = redisstock.New(redisstock.Config{Redis: rdb, NoStockAnnouncements: true}).Release(ctx, v.ID, p.OrderID, seckill.ReleaseAny)
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond)
 	require.True(t, e.SoldOut.IsFlagged(v.ID), "no announcement yet, and no re-check for an hour")
@@ -146,7 +146,7 @@ func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
 	v := warm(t, rdb, 2)
 	ctx := context.Background()
 	e, _ := newEdge(t, rdb, edge.Config{})
-	cs := &countingStock{Store: redisstock.New(rdb)}
+	cs := &countingStock{Store: redisstock.New(redisstock.Config{Redis: rdb})}
 	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
 	keyed := func(user int64, key string) (int64, error) {
 		a := attempt(v.ID, user)
@@ -185,7 +185,7 @@ func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
 	require.Equal(t, before, cs.reserves.Load(), "neither replays nor refusals reached the script")
 
 	// Stock back: the copy goes with the flag, and a new key buys.
-	released, err := redisstock.New(rdb).Release(ctx, v.ID, second, seckill.ReleaseAny)
+	released, err := redisstock.New(redisstock.Config{Redis: rdb}).Release(ctx, v.ID, second, seckill.ReleaseAny)
 	require.NoError(t, err)
 	require.True(t, released)
 	require.Eventually(t, func() bool { return !e.SoldOut.IsFlagged(v.ID) }, time.Second, 5*time.Millisecond)

@@ -12,6 +12,10 @@ import (
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
+// The store is the order record of package orders as it is, without an
+// adapter.
+var _ orders.Record = (*Store)(nil)
+
 const orderColumns = `id, voucher_id, user_id, quantity, amount_cents, status, coalesce(request_key, ''),
 	reserved_at, created_at, pay_deadline, updated_at, redis_release_pending`
 

@@ -10,9 +10,9 @@
 // the ids are only as available as that one key. Here each instance makes ids
 // from its own clock and a node id, with no I/O (up to 4096 ids per ms). What
 // must stay unique across instances is the node id, and that is the one thing
-// we coordinate: LeaseNode claims seckill:node:<n> in Redis once at start-up and
-// keeps it renewed, so two running instances never share a node id and their
-// ids can never collide.
+// we coordinate: LeaseNode claims seckill:node:<n> in Redis once at start-up
+// and Lease.Run keeps it renewed, so two running instances never share a node
+// id and their ids can never collide.
 package orderid
 
 import (

@@ -47,44 +47,71 @@ func (a *Announcer) AnnounceStock(ctx context.Context, id int64) error {
 	return nil
 }
 
-// Watch calls on[channel] with the voucher id of every message published on
-// the given channels (CatalogChannel, StockChannel), until ctx ends. go-redis subscribes again by
-// itself after a lost connection; what was published meanwhile is lost,
-// which the catalog's periodic refresh covers. It returns once Redis has
-// confirmed the subscription.
-func Watch(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, on map[string]func(voucherID int64)) (<-chan struct{}, error) {
-	channels := make([]string, 0, len(on))
-	for ch := range on {
+// WatcherConfig is what NewWatcher builds a Watcher from.
+type WatcherConfig struct {
+	// Redis is where the announcements are published.
+	Redis redis.UniversalClient
+	// On maps each channel to follow (CatalogChannel, StockChannel) to
+	// what to call with the voucher id of each of its messages.
+	On map[string]func(voucherID int64)
+	// Log gets the messages that are not a voucher id (slog.Default() when
+	// nil).
+	Log *slog.Logger
+}
+
+// Watcher follows the announcements of the fleet: it calls On[channel] with
+// the voucher id of every message published on the given channels.
+type Watcher struct {
+	cfg   WatcherConfig
+	ready chan struct{}
+}
+
+// NewWatcher returns a Watcher of cfg.On's channels. It starts nothing: Run
+// does.
+func NewWatcher(cfg WatcherConfig) *Watcher {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Watcher{cfg: cfg, ready: make(chan struct{})}
+}
+
+// Ready is closed once Redis has confirmed the subscription: every message
+// published after that reaches the watcher.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Run subscribes, closes Ready, and calls On for every message until ctx
+// ends; then it returns nil. An error means Redis did not confirm the
+// subscription. go-redis subscribes again by itself after a lost
+// connection; what was published meanwhile is lost, which the catalog's
+// periodic refresh and the sold-out flag's re-check cover. Call it once.
+func (w *Watcher) Run(ctx context.Context) error {
+	channels := make([]string, 0, len(w.cfg.On))
+	for ch := range w.cfg.On {
 		channels = append(channels, ch)
 	}
-	sub := rdb.Subscribe(ctx, channels...)
+	sub := w.cfg.Redis.Subscribe(ctx, channels...)
+	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
-		_ = sub.Close()
-		return nil, fmt.Errorf("redisstock: subscribe to %v: %w", channels, err)
+		return fmt.Errorf("redisstock: subscribe to %v: %w", channels, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer sub.Close()
-		msgs := sub.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-msgs:
-				if !ok {
-					return
-				}
-				id, err := strconv.ParseInt(m.Payload, 10, 64)
-				if err != nil || id <= 0 {
-					log.Debug("ignoring a catalog announcement that is not a voucher id", "channel", m.Channel, "payload", m.Payload)
-					continue
-				}
-				if fn := on[m.Channel]; fn != nil {
-					fn(id)
-				}
+	close(w.ready)
+	msgs := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-msgs:
+			if !ok {
+				return nil
+			}
+			id, err := strconv.ParseInt(m.Payload, 10, 64)
+			if err != nil || id <= 0 {
+				w.cfg.Log.Debug("ignoring an announcement that is not a voucher id", "channel", m.Channel, "payload", m.Payload)
+				continue
+			}
+			if fn := w.cfg.On[m.Channel]; fn != nil {
+				fn(id)
 			}
 		}
-	}()
-	return done, nil
+	}
 }

@@ -34,7 +34,7 @@ func BenchmarkReserve(b *testing.B) {
 		name  string
 		store *redisstock.Store
 	}{
-		{"round-trip-each", redisstock.New(bu.rdb, redisstock.WithoutGroupCommit())},
+		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true})},
 		{"group-commit", bu.store},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -92,7 +92,7 @@ func cpuTime(b *testing.B) time.Duration {
 func BenchmarkReserveSplit(b *testing.B) {
 	ctx := context.Background()
 	rdb := stack.Client(b, stacktest.RedisShape{ClusterAddrs: stack.RedisCluster(b).Addrs})
-	store := redisstock.New(rdb)
+	store := redisstock.New(redisstock.Config{Redis: rdb})
 	now := serverNow(b, rdb)
 	for _, k := range []int{1, 8} {
 		b.Run(fmt.Sprintf("buckets-%d", k), func(b *testing.B) {

@@ -20,7 +20,7 @@ func TestSaleStateExpiresAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	store := redisstock.New(b.rdb, redisstock.WithStateGrace(time.Second))
+	store := redisstock.New(redisstock.Config{Redis: b.rdb, StateGrace: time.Second})
 	now := serverNow(t, b.rdb)
 	v := voucher(10, 3, now.Add(-time.Minute), now.Add(2*time.Second))
 	require.NoError(t, store.Warm(ctx, v))
@@ -75,7 +75,7 @@ func TestReleasedOrdersAreForgottenAfterTheWindow(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	const window = time.Second
-	store := redisstock.New(b.rdb, redisstock.WithIdempotencyWindow(window))
+	store := redisstock.New(redisstock.Config{Redis: b.rdb, IdempotencyWindow: window})
 	v := b.onSale(t, 5, 1)
 	k := redisstock.VoucherKeys(v.ID)
 	live := res(v, next(), 1, "live")
@@ -151,7 +151,7 @@ func TestReserveSetsEachExpiryOnce(t *testing.T) {
 	for _, shape := range stack.RedisShapes(t) {
 		t.Run(shape.Name, func(t *testing.T) {
 			rdb := stack.Client(t, shape)
-			store := redisstock.New(rdb, redisstock.WithStateGrace(time.Minute))
+			store := redisstock.New(redisstock.Config{Redis: rdb, StateGrace: time.Minute})
 			now := serverNow(t, rdb)
 			v := voucher(100, 1, now.Add(-time.Minute), now.Add(time.Hour))
 			require.NoError(t, store.Warm(ctx, v))

@@ -81,7 +81,7 @@ func TestRedisCluster(t *testing.T) {
 		require.Equal(t, int64(keySlot(key)), slot, key)
 	}
 
-	s := redisstock.New(rdb)
+	s := redisstock.New(redisstock.Config{Redis: rdb})
 	now, err := admin.Time(ctx).Result()
 	require.NoError(t, err)
 	v1, v2 := voucher(10, 3, now.Add(-time.Minute), now.Add(time.Hour)), voucher(5, 1, now.Add(-time.Minute), now.Add(time.Hour))

@@ -103,13 +103,13 @@ func TestShardedRebuildFencedInEveryBucket(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
 				rdb := stack.Client(t, shape)
-				b := bundle{rdb: rdb, store: redisstock.New(rdb)}
+				b := bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb})}
 				const k = 4
 				v := b.shardedOnSale(t, k, 40, 10)
 				require.NoError(t, b.store.Unwarm(ctx, v.ID), "Redis lost the voucher")
 
 				hook := newStallHook(redisstock.BucketKeys(v.ID, 1).Meta, at)
-				stale := redisstock.New(hookedClient(t, shape, hook))
+				stale := redisstock.New(redisstock.Config{Redis: hookedClient(t, shape, hook)})
 				lockA, ok, err := stale.LockHeal(ctx, v.ID, 3*time.Second)
 				require.NoError(t, err)
 				require.True(t, ok)

@@ -26,9 +26,3 @@ func GroupCommit(rdb redis.UniversalClient) redis.Cmdable {
 	}
 	return ap
 }
-
-// WithoutGroupCommit makes the Store send each reservation in a round trip
-// of its own (see GroupCommit); benchmarks compare the two.
-func WithoutGroupCommit() Option {
-	return func(s *Store) { s.hot = s.rdb }
-}

@@ -79,7 +79,7 @@ func BucketKeys(id int64, b int) Keys {
 
 // OnSaleKey is the key that exists exactly while voucher id's stock is in
 // Redis (its first bucket's meta): a waiting room in the same slot checks it
-// to know its own state was not lost (seckill/waitroom, WithRecovery).
+// to know its own state was not lost (seckill/waitroom, Config.Recovery).
 func OnSaleKey(id int64) string { return VoucherKeys(id).Meta }
 
 // SlotKey is a key in the hash slot of voucher id's (first) bucket, for

@@ -51,47 +51,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Option configures a Store.
-type Option func(*Store)
-
-// WithStateGrace sets how long after a sale's end its keys live (meta,
-// holds, tombstones, request keys): they expire at EndAt + d, and what a
-// replay or an order lookup needs then is answered by PostgreSQL. Default
-// seckill.DefaultStateGrace.
-func WithStateGrace(d time.Duration) Option {
-	return func(s *Store) {
-		if d > 0 {
-			s.grace = d
-		}
-	}
-}
-
-// WithIdempotencyWindow sets how long a released (cancelled, failed)
-// order's tombstone and request key are remembered while its sale runs:
-// within it a replayed key answers with the released order; after it the
-// key is a new attempt. Holds that are live (reserved, created, paid) keep
-// their request keys for the sale's life. 0 keeps everything for the sale's
-// life. Default DefaultIdempotencyWindow.
-func WithIdempotencyWindow(d time.Duration) Option {
-	return func(s *Store) {
-		if d >= 0 {
-			s.window = d
-		}
-	}
-}
-
-// WithoutStockAnnouncements makes Release give stock back without
-// publishing on StockChannel, so gateways learn it only from their
-// re-check; tests of that re-check use it.
-func WithoutStockAnnouncements() Option {
-	return func(s *Store) { s.quiet = true }
-}
-
-// WithMetrics times the Store's scripts on m. A nil m records nothing.
-func WithMetrics(m *Metrics) Option {
-	return func(s *Store) { s.metrics = m }
-}
-
 // since records one call of sc that started at start. Safe on a nil
 // receiver (no metrics).
 func (m *Metrics) since(sc script, start time.Time) {

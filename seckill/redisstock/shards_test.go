@@ -77,7 +77,7 @@ func TestShardedWarmSplitsStock(t *testing.T) {
 		require.Equal(t, redisstock.Snapshot{OnSale: true, Left: 21, Total: 21}, snap)
 
 		// A fresh Store (another process) finds the bucket count in Redis.
-		fresh := redisstock.New(b.rdb)
+		fresh := redisstock.New(redisstock.Config{Redis: b.rdb})
 		u := homedIn(6, 8)
 		got, err := fresh.Reserve(ctx, res(v, u, 1, "k"))
 		require.NoError(t, err)
@@ -365,7 +365,7 @@ func TestShardedRepair(t *testing.T) {
 			require.ErrorIs(t, err, seckill.ErrStockMissing, "bucket %d", bucket)
 		}
 		// A fresh process still finds every bucket's holds and releases.
-		fresh := redisstock.New(b.rdb)
+		fresh := redisstock.New(redisstock.Config{Redis: b.rdb})
 		ok, err := fresh.Release(ctx, v.ID, held[3].OrderID, seckill.ReleaseAny)
 		require.NoError(t, err)
 		require.True(t, ok)

@@ -40,7 +40,7 @@ import (
 type Store struct {
 	rdb redis.UniversalClient
 	// hot is what reservations go through: GroupCommit(rdb) unless
-	// WithoutGroupCommit.
+	// NoGroupCommit.
 	hot      redis.Scripter
 	reserve  *redis.Script
 	release  *redis.Script
@@ -60,13 +60,41 @@ type Store struct {
 	quiet bool
 }
 
-// DefaultIdempotencyWindow is WithIdempotencyWindow's default; that of
-// WithStateGrace is seckill.DefaultStateGrace.
+// DefaultIdempotencyWindow is Config.IdempotencyWindow's default.
 const DefaultIdempotencyWindow = 10 * time.Minute
 
-// New returns a Store over rdb (a client, a cluster client or a failover
-// client: every multi-key command stays in one voucher's slot).
-func New(rdb redis.UniversalClient, opts ...Option) *Store {
+// Config is what New builds a Store from; a zero field means its default.
+type Config struct {
+	// Redis is a client, a cluster client or a failover client: every
+	// multi-key command stays in one voucher's slot.
+	Redis redis.UniversalClient
+	// StateGrace is how long after a sale's end its keys live (meta,
+	// holds, tombstones, request keys): they expire at EndAt + StateGrace,
+	// and what a replay or an order lookup needs then is answered by
+	// PostgreSQL (seckill.DefaultStateGrace).
+	StateGrace time.Duration
+	// IdempotencyWindow is how long a released (cancelled, failed) order's
+	// tombstone and request key are remembered while its sale runs: within
+	// it a replayed key answers with the released order; after it the key
+	// is a new attempt. Holds that are live (reserved, created, paid) keep
+	// their request keys for the sale's life. Zero takes
+	// DefaultIdempotencyWindow; a negative window keeps everything for the
+	// sale's life.
+	IdempotencyWindow time.Duration
+	// Metrics, when set, times the Store's scripts.
+	Metrics *Metrics
+	// NoStockAnnouncements makes Release give stock back without
+	// publishing on StockChannel, so gateways learn it only from their
+	// re-check; tests of that re-check set it.
+	NoStockAnnouncements bool
+	// NoGroupCommit sends each reservation in a round trip of its own (see
+	// GroupCommit); benchmarks compare the two.
+	NoGroupCommit bool
+}
+
+// New returns a Store over cfg.Redis.
+func New(cfg Config) *Store {
+	rdb := cfg.Redis
 	s := &Store{
 		rdb:      rdb,
 		reserve:  redis.NewScript(lua.Reserve),
@@ -75,14 +103,23 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		warm:     redis.NewScript(lua.Warm),
 		moveOut:  redis.NewScript(lua.MoveOut),
 		moveIn:   redis.NewScript(lua.MoveIn),
-		grace:    seckill.DefaultStateGrace,
-		window:   DefaultIdempotencyWindow,
+		grace:    cfg.StateGrace,
+		window:   cfg.IdempotencyWindow,
+		metrics:  cfg.Metrics,
+		quiet:    cfg.NoStockAnnouncements,
+		hot:      GroupCommit(rdb),
 	}
-	for _, o := range opts {
-		o(s)
+	if s.grace <= 0 {
+		s.grace = seckill.DefaultStateGrace
 	}
-	if s.hot == nil {
-		s.hot = GroupCommit(rdb)
+	switch {
+	case s.window == 0:
+		s.window = DefaultIdempotencyWindow
+	case s.window < 0:
+		s.window = 0 // the scripts keep everything for the sale's life
+	}
+	if cfg.NoGroupCommit {
+		s.hot = rdb
 	}
 	return s
 }

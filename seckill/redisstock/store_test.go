@@ -36,7 +36,7 @@ func onEveryShape(t *testing.T, test func(t *testing.T, b bundle)) {
 		t.Run(shape.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb := stack.Client(t, shape)
-			test(t, bundle{rdb: rdb, store: redisstock.New(rdb)})
+			test(t, bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb})})
 		})
 	}
 }
@@ -48,7 +48,7 @@ func setup(t testing.TB) bundle {
 	opts.PoolSize = 64 // BenchmarkReserve runs 50 goroutines
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	return bundle{rdb: rdb, store: redisstock.New(rdb)}
+	return bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb})}
 }
 
 // serverNow is Redis's clock, which reserve.lua checks the window with.

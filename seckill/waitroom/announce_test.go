@@ -42,7 +42,7 @@ func TestReadingAnUnchangedPlaceAnnouncesItOnce(t *testing.T) {
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140901, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 1}
 	seen := watches(t, "140901")
-	room := waitroom.New(client(t), secret, waitroom.WithWatchEvery(time.Hour))
+	room := waitroom.New(waitroom.Config{Redis: client(t), Secret: secret, WatchEvery: time.Hour})
 	for u := int64(1); u <= 3; u++ {
 		_, err := room.Join(ctx, line, u)
 		require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestReadingAnUnchangedPlaceAnnouncesItOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return seen.Load() == 4 }, 20*time.Second, 10*time.Millisecond,
 		"the admitted place is announced")
 	// Another instance has announced nothing for user 3 yet.
-	_, err = waitroom.New(client(t), secret).Status(ctx, line, 3)
+	_, err = waitroom.New(waitroom.Config{Redis: client(t), Secret: secret}).Status(ctx, line, 3)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return seen.Load() >= 5 }, 20*time.Second, 10*time.Millisecond)
 	// Redis delivers in the order it ran the publishes: anything the reads

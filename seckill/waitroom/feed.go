@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -204,8 +205,13 @@ type Deliverer interface {
 	Deliver(userID int64, frame []byte) bool
 }
 
-// FeedOptions tune a Feed. Zero values take the defaults.
-type FeedOptions struct {
+// FeedConfig is what NewFeed builds a Feed from; a zero field means its
+// default.
+type FeedConfig struct {
+	// Room is the rooms' Redis side.
+	Room *Room
+	// Out hands the frames to this instance's sockets (*notify.Hub).
+	Out Deliverer
 	// Gap is the least time between two frames to one shopper about one
 	// line (default one second).
 	Gap time.Duration
@@ -214,19 +220,21 @@ type FeedOptions struct {
 	// Registerer receives the feed's collectors (seckill_queue_*); nil
 	// registers nothing.
 	Registerer prometheus.Registerer
-	// Logger; nil discards.
-	Logger *slog.Logger
+	// Log; nil discards.
+	Log *slog.Logger
 }
 
 // Feed pushes the place in line of the shoppers connected to this instance
 // (see the top of this file). One per gateway. Safe for concurrent use.
 type Feed struct {
-	room *Room
-	out  Deliverer
-	opts FeedOptions
-	log  *slog.Logger
-	m    *feedMetrics
-	now  func() time.Time
+	room  *Room
+	out   Deliverer
+	opts  FeedConfig
+	log   *slog.Logger
+	m     *feedMetrics
+	now   func() time.Time
+	ran   atomic.Bool
+	ready chan struct{}
 
 	mu    sync.Mutex
 	lines map[int64]*liveLine
@@ -284,25 +292,25 @@ type view struct {
 	used     bool
 }
 
-// NewFeed returns the feed of this instance's sockets. It does nothing
-// until Run.
-func (r *Room) NewFeed(out Deliverer, opts FeedOptions) (*Feed, error) {
-	if opts.Gap <= 0 {
-		opts.Gap = time.Second
+// NewFeed returns the feed of this instance's sockets. It starts nothing:
+// Run does.
+func NewFeed(cfg FeedConfig) (*Feed, error) {
+	if cfg.Gap <= 0 {
+		cfg.Gap = time.Second
 	}
-	if opts.Flush <= 0 {
-		opts.Flush = 200 * time.Millisecond
+	if cfg.Flush <= 0 {
+		cfg.Flush = 200 * time.Millisecond
 	}
-	log := opts.Logger
+	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newFeedMetrics(opts.Registerer)
+	m, err := newFeedMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &Feed{room: r, out: out, opts: opts, log: log.With("component", "waitroom"), m: m,
-		now: time.Now, lines: map[int64]*liveLine{}}, nil
+	return &Feed{room: cfg.Room, out: cfg.Out, opts: cfg, log: log.With("component", "waitroom"), m: m,
+		now: time.Now, lines: map[int64]*liveLine{}, ready: make(chan struct{})}, nil
 }
 
 // Stats returns the feed's counts.
@@ -316,33 +324,35 @@ func (f *Feed) Stats() FeedStats {
 	return st
 }
 
-// Subscribe subscribes to Channel and returns once Redis confirmed it; then
-// call Run. Split so that a caller knows the feed hears every message
-// published after Subscribe returns.
-func (f *Feed) Subscribe(ctx context.Context) (*redis.PubSub, error) {
-	ps := f.room.rdb.Subscribe(ctx, Channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, unavailable("subscribe "+Channel, err)
-	}
-	return ps, nil
-}
+// Ready is closed once Redis has confirmed Run's subscription to Channel:
+// the feed hears every message published from then on.
+func (f *Feed) Ready() <-chan struct{} { return f.ready }
 
-// Run reads ps (from Subscribe) and pushes places until ctx ends, then
-// closes ps. go-redis subscribes again by itself after a lost connection;
-// moves published meanwhile are lost, and the next one carries the head.
-func (f *Feed) Run(ctx context.Context, ps *redis.PubSub) {
+// Run subscribes to Channel, closes Ready, and pushes places until ctx ends;
+// then it returns nil. An error means Redis did not confirm the
+// subscription. go-redis subscribes again by itself after a lost
+// connection; moves published meanwhile are lost, and the next one carries
+// the head. Call it once.
+func (f *Feed) Run(ctx context.Context) error {
+	if f.ran.Swap(true) {
+		return errors.New("waitroom: the feed's Run was called twice")
+	}
+	ps := f.room.rdb.Subscribe(ctx, Channel)
 	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return unavailable("subscribe "+Channel, err)
+	}
+	close(f.ready)
 	ch := ps.Channel(redis.WithChannelSize(1024))
 	t := time.NewTicker(f.opts.Flush)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case msg, ok := <-ch:
 			if !ok {
-				return
+				return nil
 			}
 			f.Apply(msg.Payload)
 		case <-t.C:

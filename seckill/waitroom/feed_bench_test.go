@@ -29,9 +29,9 @@ func (c *counter) Deliver(_ int64, f []byte) bool {
 // included; CPU per tick). Run: go test ./seckill/waitroom -run '^$' -bench FeedTick
 func BenchmarkFeedTick(b *testing.B) {
 	const waiting, perStep = 100_000, 500
-	room := New(nil, []byte("bench"))
+	room := New(Config{Secret: []byte("bench")})
 	out := &counter{}
-	f, err := room.NewFeed(out, FeedOptions{})
+	f, err := NewFeed(FeedConfig{Room: room, Out: out})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func BenchmarkFeedTick(b *testing.B) {
 func BenchmarkLineMemory(b *testing.B) {
 	const shoppers, batch = 1_000_000, 2000
 	c := benchClient(b)
-	room := New(c, []byte("bench"))
+	room := New(Config{Redis: c, Secret: []byte("bench")})
 	ctx := context.Background()
 	// EVALSHA in a pipeline cannot fall back to EVAL: load the script first.
 	if err := room.join.Load(ctx, c).Err(); err != nil {

@@ -18,7 +18,7 @@ import (
 func TestFeedPlaceDelayIsTheLatestMovesAge(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	f, err := New(nil, []byte("secret")).NewFeed(&counter{}, FeedOptions{Registerer: reg})
+	f, err := NewFeed(FeedConfig{Room: New(Config{Secret: []byte("secret")}), Out: &counter{}, Registerer: reg})
 	require.NoError(t, err)
 	t0 := time.UnixMilli(1_800_000_000_000)
 	line := Line{VoucherID: 7, BeginAt: t0.Add(-time.Minute), EndAt: t0.Add(time.Hour), AdmitPerSecond: 100}

@@ -63,17 +63,16 @@ func (s *sockets) of(u int64) []got {
 func runFeed(t *testing.T, room *waitroom.Room, out waitroom.Deliverer, target func() waitroom.Target) *waitroom.Feed {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	feed, err := room.NewFeed(out, waitroom.FeedOptions{Flush: 50 * time.Millisecond})
-	require.NoError(t, err)
-	ps, err := feed.Subscribe(ctx)
+	feed, err := waitroom.NewFeed(waitroom.FeedConfig{Room: room, Out: out, Flush: 50 * time.Millisecond})
 	require.NoError(t, err)
 	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: func(context.Context) ([]waitroom.Target, error) {
 		return []waitroom.Target{target()}, nil
 	}, Interval: 50 * time.Millisecond})
 	var wg sync.WaitGroup
-	wg.Go(func() { feed.Run(ctx, ps) })
-	wg.Go(func() { _ = adm.Run(ctx) })
+	wg.Go(func() { require.NoError(t, feed.Run(ctx)) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	<-feed.Ready() // the admitter's first moves are heard
+	wg.Go(func() { _ = adm.Run(ctx) })
 	return feed
 }
 
@@ -84,7 +83,7 @@ func runFeed(t *testing.T, room *waitroom.Room, out waitroom.Deliverer, target f
 func TestFeedPushesPlaceThenPass(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140020, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour), AdmitPerSecond: 3}
 	var mu sync.Mutex
@@ -152,7 +151,7 @@ func TestFeedPushesPlaceThenPass(t *testing.T) {
 func TestFeedPrequeueRanksAtBegin(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140021, BeginAt: now.Add(700 * time.Millisecond), EndAt: now.Add(time.Hour),
 		AdmitPerSecond: 2, PrequeueSeconds: 60}

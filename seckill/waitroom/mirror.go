@@ -27,7 +27,7 @@ const DefaultMirrorInterval = 200 * time.Millisecond
 // mirrorBatch bounds the journal entries one copy reads of one room.
 const mirrorBatch = 1000
 
-// Mirror copies the journal of every room (see WithRecovery) to a Copy.
+// Mirror copies the journal of every room (see Config.Recovery) to a Copy.
 // Every gateway runs one: each entry is taken from Redis by exactly one of
 // them (LPOP), and one whose write failed is put back in front.
 type Mirror struct {
@@ -41,6 +41,8 @@ type Mirror struct {
 // MirrorConfig is what NewMirror builds a Mirror from; a zero field means
 // its default.
 type MirrorConfig struct {
+	// Room is the rooms' Redis side.
+	Room *Room
 	// Copy is where the places go (orders/pgstore).
 	Copy Copy
 	// Lines lists the rooms to copy, read at every tick.
@@ -54,14 +56,14 @@ type MirrorConfig struct {
 
 // NewMirror returns a mirror of the rooms cfg.Lines lists to cfg.Copy. It
 // starts nothing: Run does.
-func (r *Room) NewMirror(cfg MirrorConfig) *Mirror {
+func NewMirror(cfg MirrorConfig) *Mirror {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultMirrorInterval
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Mirror{room: r, copy: cfg.Copy, lines: cfg.Lines, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom")}
+	return &Mirror{room: cfg.Room, copy: cfg.Copy, lines: cfg.Lines, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom")}
 }
 
 // Run copies every interval until ctx ends, then returns nil: a failing

@@ -21,7 +21,7 @@ func TestPassOutlivesAStopOfItsRoom(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
 	const ttl = 1500 * time.Millisecond
-	room := waitroom.New(c, secret, waitroom.WithPassTTL(ttl))
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, PassTTL: ttl})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140030, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour), AdmitPerSecond: 100}
 	for u := int64(1); u <= 2; u++ {

@@ -29,13 +29,6 @@ import (
 //     an order is what used it). Passes are signed, so an unexpired pass is
 //     honoured again as soon as its holder's admission is back.
 
-// WithRecovery makes the room survive a Redis data loss: its scripts keep a
-// journal for a Mirror and answer lost while onSale(voucherID), the key of
-// the voucher's stock meta in the room's hash slot, is missing.
-func WithRecovery(onSale func(voucherID int64) string) Option {
-	return func(r *Room) { r.onSale = onSale }
-}
-
 // keys is the KEYS of the room's scripts for voucherID: with recovery, the
 // journal and the stock meta follow the four keys of the room.
 func (r *Room) keys(voucherID int64) []string {

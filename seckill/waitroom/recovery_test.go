@@ -85,7 +85,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 	ctx := context.Background()
 	onSale := redisstock.OnSaleKey(id)
 	require.NoError(t, rdb.Set(ctx, onSale, "1", time.Hour).Err())
-	room := waitroom.New(rdb, secret, waitroom.WithRecovery(redisstock.OnSaleKey))
+	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret, Recovery: redisstock.OnSaleKey})
 	now, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
 	line := waitroom.Line{VoucherID: id, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 1000}
@@ -104,7 +104,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateAdmitted, st2.State)
 	cp := &savedCopy{saved: map[int64]waitroom.Saved{}}
-	room.NewMirror(waitroom.MirrorConfig{Copy: cp, Lines: func(context.Context) ([]waitroom.Line, error) { return []waitroom.Line{line}, nil }}).Tick(ctx)
+	waitroom.NewMirror(waitroom.MirrorConfig{Room: room, Copy: cp, Lines: func(context.Context) ([]waitroom.Line, error) { return []waitroom.Line{line}, nil }}).Tick(ctx)
 	require.Len(t, cp.list(), 5)
 
 	// Redis loses the room and the stock.

@@ -116,14 +116,11 @@ type Room struct {
 	maxStep           int64
 	now               func() time.Time
 	watched           watchMemo
-	// onSale names the voucher's stock meta key, with WithRecovery.
+	// onSale names the voucher's stock meta key, with Config.Recovery.
 	onSale func(voucherID int64) string
 }
 
-// Option configures a Room.
-type Option func(*Room)
-
-// Defaults of the options.
+// Defaults of Config.
 const (
 	DefaultPassTTL = 2 * time.Minute
 	// DefaultMaxStep bounds how many one admission step admits (the rest
@@ -135,31 +132,54 @@ const (
 	DefaultWatchEvery = time.Second
 )
 
-// WithPassTTL sets how long a pass is valid after admission (default 2 minutes).
-func WithPassTTL(d time.Duration) Option { return func(r *Room) { r.passTTL = d } }
+// Config is what New builds the rooms from; a zero field means its default.
+type Config struct {
+	// Redis holds the lines.
+	Redis redis.UniversalClient
+	// Secret keys the HMAC of passes and of the pre-queue's random places:
+	// every instance needs the same one.
+	Secret []byte
+	// PassTTL is how long a pass is valid after admission
+	// (DefaultPassTTL).
+	PassTTL time.Duration
+	// WatchEvery is how long this instance keeps from publishing again a
+	// place it published unchanged (DefaultWatchEvery; negative: every
+	// read is published).
+	WatchEvery time.Duration
+	// Grace is how long after the sale's end the room's keys live
+	// (seckill.DefaultStateGrace).
+	Grace time.Duration
+	// Recovery, when set, makes the room survive a Redis data loss: its
+	// scripts keep a journal for a Mirror and answer lost while
+	// Recovery(voucherID), the key of the voucher's stock meta in the
+	// room's hash slot, is missing (see recovery.go).
+	Recovery func(voucherID int64) string
+}
 
-// WithWatchEvery sets how long this instance keeps from publishing again a
-// place it published unchanged (default DefaultWatchEvery).
-func WithWatchEvery(d time.Duration) Option { return func(r *Room) { r.watched.every = d } }
-
-// WithGrace sets how long after the sale's end the room's keys live
-// (default seckill.DefaultStateGrace).
-func WithGrace(d time.Duration) Option { return func(r *Room) { r.grace = d } }
-
-// New returns the rooms over rdb. secret keys the HMAC of passes and of the
-// pre-queue's random places: every instance needs the same one.
-func New(rdb redis.UniversalClient, secret []byte, opts ...Option) *Room {
-	r := &Room{
-		rdb: rdb, sig: signer{key: append([]byte(nil), secret...)},
+// New returns the rooms of cfg.
+func New(cfg Config) *Room {
+	positive := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
+	watch := cfg.WatchEvery
+	switch {
+	case watch == 0:
+		watch = DefaultWatchEvery
+	case watch < 0:
+		watch = 0 // no memo: every read is published
+	}
+	return &Room{
+		rdb: cfg.Redis, sig: signer{key: append([]byte(nil), cfg.Secret...)},
 		join: redis.NewScript(lua.QueueJoin), admit: redis.NewScript(lua.QueueAdmit),
 		pass:    redis.NewScript(lua.QueuePass),
-		passTTL: DefaultPassTTL, grace: seckill.DefaultStateGrace, maxStep: DefaultMaxStep, now: time.Now,
-		watched: watchMemo{every: DefaultWatchEvery},
+		passTTL: positive(cfg.PassTTL, DefaultPassTTL), grace: positive(cfg.Grace, seckill.DefaultStateGrace),
+		maxStep: DefaultMaxStep, now: time.Now,
+		watched: watchMemo{every: watch},
+		onSale:  cfg.Recovery,
 	}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
 }
 
 func (r *Room) expireAt(l Line) string {

@@ -38,7 +38,7 @@ func spearman(perm []int) float64 {
 func TestPrequeueIsShuffledThenFirstComeFirstServed(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140001, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour),
 		AdmitPerSecond: 10, PrequeueSeconds: 7200}
@@ -108,7 +108,7 @@ func TestOnePlacePerUser(t *testing.T) {
 	c := client(t)
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140003, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 5}
-	rooms := []*waitroom.Room{waitroom.New(client(t), secret), waitroom.New(client(t), secret), waitroom.New(client(t), secret)}
+	rooms := []*waitroom.Room{waitroom.New(waitroom.Config{Redis: client(t), Secret: secret}), waitroom.New(waitroom.Config{Redis: client(t), Secret: secret}), waitroom.New(waitroom.Config{Redis: client(t), Secret: secret})}
 	first, err := rooms[0].Join(ctx, line, 7)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -153,7 +153,7 @@ func TestAdmissionRateHeldAcrossThreeInstances(t *testing.T) {
 	const rate = 200
 	line := waitroom.Line{VoucherID: 140005, BeginAt: now.Add(500 * time.Millisecond), EndAt: now.Add(time.Hour),
 		AdmitPerSecond: rate, PrequeueSeconds: 60}
-	joiner := waitroom.New(c, secret)
+	joiner := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	for u := int64(1); u <= 1500; u++ {
 		_, err := joiner.Join(ctx, line, u)
 		require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestAdmissionRateHeldAcrossThreeInstances(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			room := waitroom.New(client(t), secret)
+			room := waitroom.New(waitroom.Config{Redis: client(t), Secret: secret})
 			tick := time.NewTicker(time.Duration(40+15*i) * time.Millisecond)
 			defer tick.Stop()
 			for time.Now().Before(stop) {
@@ -216,7 +216,7 @@ func TestAdmissionRateHeldAcrossThreeInstances(t *testing.T) {
 func TestPass(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140006, BeginAt: now.Add(-2 * time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 2}
 	for u := int64(1); u <= 3; u++ {
@@ -238,7 +238,7 @@ func TestPass(t *testing.T) {
 	require.Equal(t, 500*time.Millisecond, w.ETA)
 
 	forged := a.Pass[:len(a.Pass)-2] + "xx"
-	other := waitroom.New(c, []byte("another key"))
+	other := waitroom.New(waitroom.Config{Redis: c, Secret: []byte("another key")})
 	for name, try := range map[string]func() error{
 		"missing":      func() error { _, err := room.Claim(ctx, 140006, 1, "", ""); return err },
 		"forged":       func() error { _, err := room.Claim(ctx, 140006, 1, forged, ""); return err },
@@ -277,7 +277,7 @@ func TestPass(t *testing.T) {
 func TestExpiryThenClose(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
-	room := waitroom.New(c, secret, waitroom.WithPassTTL(300*time.Millisecond))
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, PassTTL: 300 * time.Millisecond})
 	now := redisNow(t, c)
 	line := waitroom.Line{VoucherID: 140008, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour), AdmitPerSecond: 100}
 	for u := int64(1); u <= 5; u++ {
