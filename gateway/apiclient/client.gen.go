@@ -240,6 +240,7 @@ const (
 	QueueStateAdmitted QueueState = "admitted"
 	QueueStateClosed   QueueState = "closed"
 	QueueStateExpired  QueueState = "expired"
+	QueueStateSoldOut  QueueState = "sold_out"
 	QueueStateWaiting  QueueState = "waiting"
 )
 
@@ -251,6 +252,8 @@ func (e QueueState) Valid() bool {
 	case QueueStateClosed:
 		return true
 	case QueueStateExpired:
+		return true
+	case QueueStateSoldOut:
 		return true
 	case QueueStateWaiting:
 		return true
@@ -552,22 +555,22 @@ type Queue struct {
 	// Ahead shoppers in front (position - 1)
 	Ahead int64 `json:"ahead"`
 
-	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at)
+	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at); 0 when sold_out (the wait is for units to come back)
 	EtaSeconds int64 `json:"eta_seconds"`
 
 	// Pass the admission pass for the Seckill-Pass header, set only while admitted and unused
 	Pass          *string    `json:"pass"`
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
 
-	// Position counts from 1 while waiting; 0 otherwise
+	// Position counts from 1 while waiting or sold_out; 0 otherwise
 	Position int64 `json:"position"`
 
-	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); closed (sold out or ended).
+	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 	State     QueueState `json:"state"`
 	VoucherId string     `json:"voucher_id"`
 }
 
-// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); closed (sold out or ended).
+// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 type QueueState string
 
 // QueueJoin defines model for QueueJoin.
@@ -1162,8 +1165,12 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -1179,8 +1186,12 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -1212,7 +1223,8 @@ type ClientInterface interface {
 	// - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 	//   GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 	//   line they joined or read changes, at most once a second per line, whichever
-	//   instance admitted: the new position, then the pass at admission, or closed.
+	//   instance admitted: the new position, sold_out while no unit is left (and waiting again
+	//   when units come back), then the pass at admission, or closed.
 	//
 	// The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 	// closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -1773,8 +1785,12 @@ func (c *Client) QueueStatus(ctx context.Context, id ID, reqEditors ...RequestEd
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -1800,8 +1816,12 @@ func (c *Client) JoinQueueWithBody(ctx context.Context, id ID, contentType strin
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -1843,7 +1863,8 @@ func (c *Client) JoinQueue(ctx context.Context, id ID, body JoinQueueJSONRequest
 //   - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 //     GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 //     line they joined or read changes, at most once a second per line, whichever
-//     instance admitted: the new position, then the pass at admission, or closed.
+//     instance admitted: the new position, sold_out while no unit is left (and waiting again
+//     when units come back), then the pass at admission, or closed.
 //
 // The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 // closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -3396,8 +3417,12 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -3413,8 +3438,12 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -3446,7 +3475,8 @@ type ClientWithResponsesInterface interface {
 	// - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 	//   GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 	//   line they joined or read changes, at most once a second per line, whichever
-	//   instance admitted: the new position, then the pass at admission, or closed.
+	//   instance admitted: the new position, sold_out while no unit is left (and waiting again
+	//   when units come back), then the pass at admission, or closed.
 	//
 	// The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 	// closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -8885,8 +8915,12 @@ func (c *ClientWithResponses) QueueStatusWithResponse(ctx context.Context, id ID
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -8908,8 +8942,12 @@ func (c *ClientWithResponses) JoinQueueWithBodyWithResponse(ctx context.Context,
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -8947,7 +8985,8 @@ func (c *ClientWithResponses) JoinQueueWithResponse(ctx context.Context, id ID, 
 //   - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 //     GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 //     line they joined or read changes, at most once a second per line, whichever
-//     instance admitted: the new position, then the pass at admission, or closed.
+//     instance admitted: the new position, sold_out while no unit is left (and waiting again
+//     when units come back), then the pass at admission, or closed.
 //
 // The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 // closes the socket (1008). The server pings every 25 s and closes a socket silent for

@@ -308,6 +308,35 @@ func (s *Store) Vouchers(ctx context.Context) (_ []seckill.Voucher, err error) {
 	return vs, nil
 }
 
+// AllPaid reports, of the given vouchers, which have every unit paid for:
+// no stock left and no order waiting for payment, so no unit can come back
+// (a cancel or a payment timeout would give one). A unit held in Redis but
+// not yet persisted is still stock_left here, so it counts as not paid. One
+// query on orders_voucher_idx whatever the number of vouchers; an unknown id
+// is false.
+func (s *Store) AllPaid(ctx context.Context, voucherIDs ...int64) (_ map[int64]bool, err error) {
+	defer unavailable(&err)
+	out := make(map[int64]bool, len(voucherIDs))
+	if len(voucherIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT v.id FROM vouchers v
+		WHERE v.id = ANY($1) AND v.stock_left = 0
+			AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = v.id AND o.status = 'created')`, voucherIDs)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: all paid: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: all paid: %w", err)
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // ActiveSeckillVoucherIDs returns the ids of seckill vouchers whose sale
 // window ends after since, newest first: the vouchers that can have live
 // Redis holds when since is now minus the reservation grace period.
