@@ -121,11 +121,11 @@ func TestFeedPushesSoldOutThenPass(t *testing.T) {
 		return f[len(f)-1].q
 	}
 	require.Eventually(t, func() bool { return last(1).State == waitroom.StateAdmitted }, 5*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	passes = 0 // user 1 buys the one unit: the stock left is 0 from now
+	mu.Unlock()
 	_, err := room.Claim(ctx, line.VoucherID, 1, *last(1).Pass, "")
 	require.NoError(t, err)
-	mu.Lock()
-	passes = 0 // user 1 bought the one unit
-	mu.Unlock()
 	require.Eventually(t, func() bool { return last(3).State == waitroom.StateSoldOut }, 5*time.Second, 20*time.Millisecond,
 		"the last in line hears the room sold out: %+v", out.of(3))
 	require.EqualValues(t, 2, last(3).Position, "and keeps the place")
