@@ -47,6 +47,7 @@ type Store struct {
 	warm     *redis.Script
 	moveOut  *redis.Script
 	moveIn   *redis.Script
+	steer    *redis.Script
 	// shards caches each voucher's bucket count (int64 -> int), read from
 	// Keys.Shards once: a voucher's count never changes.
 	shards  sync.Map
@@ -74,6 +75,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		warm:     redis.NewScript(lua.Warm),
 		moveOut:  redis.NewScript(lua.MoveOut),
 		moveIn:   redis.NewScript(lua.MoveIn),
+		steer:    redis.NewScript(lua.Steer),
 		grace:    seckill.DefaultStateGrace,
 		window:   DefaultIdempotencyWindow,
 	}

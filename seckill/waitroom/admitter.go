@@ -105,6 +105,11 @@ func (a *Admitter) Tick(ctx context.Context) {
 	for _, t := range list {
 		listed[t.Line.VoucherID] = true
 		id := t.Line.VoucherID
+		if a.closed[id] && !t.Over {
+			// Stock added to a room closed when every unit was paid
+			// for (Room.Reopen): step it again.
+			delete(a.closed, id)
+		}
 		if a.closed[id] || !Admitting(t.Line, now) {
 			continue
 		}

@@ -339,6 +339,19 @@ func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (St
 		Expired: res[4], Closed: res[5] == 1, SoldOut: res[6] == 1, SoldOutChanged: res[7] == 1}, nil
 }
 
+// Reopen opens l's room again after stock was added to a sale that had
+// closed because every unit was paid for: the waiters left wait again (sold
+// out or not, as the next admission step finds the stock), and the units
+// added go to them in line order. The caller has checked that the sale has
+// not ended (an ended sale is never changed); a room that was not closed is
+// left as it is.
+func (r *Room) Reopen(ctx context.Context, l Line) error {
+	if err := r.rdb.HDel(ctx, keysOf(l.VoucherID).room, "closed").Err(); err != nil {
+		return unavailable("reopen", err)
+	}
+	return nil
+}
+
 // Answers of queue_pass.lua's claim.
 const (
 	claimOK = 1 + iota

@@ -145,3 +145,41 @@ func TestFeedPushesSoldOutThenPass(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateWaiting, st.State, "one pass out covers the one unit back")
 }
+
+// A room closed because every unit was paid for opens again when stock is
+// added: the admitter that saw it closed steps it again once its target is
+// no longer over, and the units added go to the next in line.
+func TestReopenAfterStockAdded(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	room := waitroom.New(c, secret)
+	now := redisNow(t, c)
+	line := waitroom.Line{VoucherID: 140062, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour), AdmitPerSecond: 100}
+	for u := int64(1); u <= 3; u++ {
+		_, err := room.Join(ctx, line, u)
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	target := waitroom.Target{Line: line, Passes: 0, Over: true} // every unit paid for
+	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: func(context.Context) ([]waitroom.Target, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return []waitroom.Target{target}, nil
+	}})
+	adm.Tick(ctx)
+	st, err := room.Status(ctx, line, 1)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateClosed, st.State)
+
+	require.NoError(t, room.Reopen(ctx, line))
+	mu.Lock()
+	target = waitroom.Target{Line: line, Passes: 1} // one unit added
+	mu.Unlock()
+	adm.Tick(ctx)
+	st, err = room.Status(ctx, line, 1)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, st.State, "the first in line gets the unit added")
+	st, err = room.Status(ctx, line, 2)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateWaiting, st.State)
+}
