@@ -35,9 +35,14 @@ func (s roomShopperAt) place(t *testing.T, voucherID string) answer {
 // buy a unit whose hold then timed out), and the first buyers' passes buy
 // nothing again. Once every unit is paid for the room closes. Two gateways
 // share the work (joins, reads and buys alternate), on a voucher of one
-// Redis bucket and on one of three.
+// Redis bucket and on one of three, on both Redis shapes.
 func TestRoomReturnedUnitsGoToTheLine(t *testing.T) {
-	a := startSystem(t, map[string]string{"SECKILL_PAY_TIMEOUT": "3s"})
+	onEveryShape(t, testRoomReturnedUnitsGoToTheLine)
+}
+
+func testRoomReturnedUnitsGoToTheLine(t *testing.T, env map[string]string) {
+	env["SECKILL_PAY_TIMEOUT"] = "3s"
+	a := startSystem(t, env)
 	b := a.startPeer(t, gatewayOnly)
 	gws := []*testSystem{a, b.testSystem}
 	for _, shards := range []int{1, 3} {
