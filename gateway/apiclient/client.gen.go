@@ -1157,7 +1157,8 @@ type ClientInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -1191,7 +1192,8 @@ type ClientInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -1801,7 +1803,8 @@ func (c *Client) HeadVoucher(ctx context.Context, id ID, params *HeadVoucherPara
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -1845,7 +1848,8 @@ func (c *Client) BuyWithBody(ctx context.Context, id ID, params *BuyParams, cont
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -3542,7 +3546,8 @@ type ClientWithResponsesInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -3576,7 +3581,8 @@ type ClientWithResponsesInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -9311,7 +9317,8 @@ func (c *ClientWithResponses) HeadVoucherWithResponse(ctx context.Context, id ID
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -9351,7 +9358,8 @@ func (c *ClientWithResponses) BuyWithBodyWithResponse(ctx context.Context, id ID
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
