@@ -86,20 +86,29 @@ func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {
 	}
 
 	// buyWhenAdmitted waits for shopper i's pass and buys with it.
-	type bought struct{ order, pass, key string }
+	// The pass's expiry is its admission step's time plus the pass's
+	// lifetime: it tells the order of admission.
+	type bought struct {
+		order, pass, key string
+		expires          time.Time
+	}
 	buyWhenAdmitted := func(i int) bought {
 		t.Helper()
 		s := line[i]
-		var pass string
+		var pass, exp string
 		require.Eventually(t, func() bool {
 			q := s.place(t, vid)
 			pass, _ = q.body["pass"].(string)
+			exp, _ = q.body["pass_expires_at"].(string)
 			return q.body["state"] == string(waitroom.StateAdmitted) && pass != ""
 		}, 30*time.Second, 50*time.Millisecond, "shopper %d never admitted", i)
+		expires, err := time.Parse(time.RFC3339Nano, exp)
+		require.NoError(t, err)
 		key := "returns-" + strconv.Itoa(i)
 		r := s.gw.buyWithPass(t, vid, s.token, pass, key)
 		require.Equal(t, http.StatusAccepted, r.status, "shopper %d: %s", i, r.raw)
-		return bought{order: r.body["order_id"].(string), pass: pass, key: key}
+		t.Logf("place %d admitted (pass expires %s), bought order %s", i+1, expires.Format("15:04:05.000"), r.body["order_id"])
+		return bought{order: r.body["order_id"].(string), pass: pass, key: key, expires: expires}
 	}
 	// soldOutFrom waits until every shopper from `from` on reads sold_out,
 	// in the places they had: nobody behind was admitted.
@@ -129,6 +138,7 @@ func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {
 	for i, f := range first {
 		line[i].gw.waitStatus(t, line[i].token, f.order, "cancelled")
 	}
+	t.Logf("the %d unpaid holds timed out: their units are back", stock)
 	a.waitCatalogStock(t, vid, stock)
 	outsider := a.shopper(t, testUser())
 	for j, gw := range gws {
@@ -157,6 +167,14 @@ func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {
 		second[i] = buyWhenAdmitted(stock + i)
 	}
 	soldOutFrom(2 * stock)
+	for i := range second {
+		prev := first[stock-1].expires
+		if i > 0 {
+			prev = second[i-1].expires
+		}
+		require.False(t, second[i].expires.Before(prev), "place %d admitted before place %d: not in line order", stock+i+1, stock+i)
+	}
+	require.True(t, second[0].expires.After(first[stock-1].expires), "the units back were admitted to after the sell-out")
 
 	for i, sb := range second {
 		s := line[stock+i]
