@@ -77,7 +77,7 @@ func (s *Server) changeVoucher(c *fiber.Ctx) error {
 		}
 	}
 	attrs := []slog.Attr{slog.Int64("voucher_id", id), slog.String("operator", s.operatorID()),
-		slog.String("addr", c.IP()), slog.String("request_id", requestIDOf(c)),
+		slog.String("addr", s.clientAddr(c).String()), slog.String("request_id", requestIDOf(c)),
 		slog.Int64("stock_total", v.StockTotal), slog.Time("end_at", v.EndAt)}
 	if ch.AddStock > 0 {
 		attrs = append(attrs, slog.Int64("add_stock", ch.AddStock))

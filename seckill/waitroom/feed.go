@@ -86,9 +86,9 @@ func (m *wire) line() Line {
 }
 
 // announce tells the feeds where st's shopper stands, when a push can
-// follow (waiting, sold out, or admitted with the pass unused). It is best effort: the
-// shopper already has the answer, and a lost announcement only means no
-// pushes until the page reads its place again.
+// follow (waiting, sold out, or admitted with the pass unused). It is best
+// effort: the shopper already has the answer, and a lost announcement only
+// means no pushes until the page reads its place again.
 func (r *Room) announce(ctx context.Context, l Line, st Status) {
 	if !st.State.Waits() && (st.State != StateAdmitted || st.Pass == "") {
 		return
