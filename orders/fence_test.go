@@ -180,3 +180,43 @@ func TestFenceWithoutPostgreSQL(t *testing.T) {
 	require.Equal(t, int64(1), snap.Held, "the hold stays while its message may land: %+v", snap)
 	require.Equal(t, int64(1), snap.Pending)
 }
+
+// TestSameKeyWaitsForTheFence: two calls with one Idempotency-Key, the
+// second while the first's write is unclear. The second waits until the
+// first is settled: the first is fenced and refused, and the second is a
+// new attempt, never a 202 with the order the first then fenced.
+func TestSameKeyWaitsForTheFence(t *testing.T) {
+	ctx := t.Context()
+	store, stock, v, topic, producer, ids := fenceSetup(t, 3)
+	buyer := seckill.NewBuyer(seckill.BuyerConfig{Stock: stock, Queue: producer, IDs: ids, Log: testLog(t), OrderFences: store})
+	stack.DelayProduce(t, topic, 1500*time.Millisecond)
+	req := seckill.BuyRequest{VoucherID: v.ID, UserID: 11, Quantity: 1, RequestKey: "twice"}
+
+	firstErr := make(chan error, 1)
+	go func() {
+		bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := buyer.Buy(bctx, req)
+		firstErr <- err
+	}()
+	require.Eventually(t, func() bool {
+		s, err := stock.Snapshot(ctx, v.ID)
+		return err == nil && s.Held == 1
+	}, 5*time.Second, time.Millisecond, "the first call holds its unit")
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	second, err := buyer.Buy(bctx, req)
+	require.NoError(t, err)
+
+	err = <-firstErr
+	require.ErrorIs(t, err, apperr.ErrUnavailable, "the first was fenced")
+	fenced := v.ID*1000 + 1
+	status, _, _ := orderRow(t, store, fenced)
+	require.Equal(t, string(orders.StatusFailed), status)
+	require.NotEqual(t, fenced, second.OrderID, "a 202 never names the fenced order")
+	require.False(t, second.Replayed, "after the fence the key starts a new attempt")
+	snap, err := stock.Snapshot(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), snap.Held, "one unit held, the second call's: %+v", snap)
+	require.Equal(t, int64(2), snap.Left)
+}

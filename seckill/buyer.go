@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -43,6 +44,19 @@ type Buyer struct {
 	heals  HealRequests
 	keyed  KeyedOrders
 	fences OrderFences
+
+	// settling holds the request keys whose first attempt this Buyer is
+	// still deciding: a second call with the same key waits for it, so it
+	// replays a write that landed or, after a fence, starts anew, and never
+	// answers 202 with an order that the first attempt then fences.
+	mu       sync.Mutex
+	settling map[keyedAttempt]chan struct{}
+}
+
+// keyedAttempt names the attempts that one Idempotency-Key covers.
+type keyedAttempt struct {
+	voucherID, userID int64
+	key               string
 }
 
 // HealRequests asks the fleet's healers to restore a voucher whose state the
@@ -113,7 +127,39 @@ func NewBuyer(cfg BuyerConfig) *Buyer {
 		cfg.Log = slog.Default()
 	}
 	return &Buyer{stock: cfg.Stock, queue: cfg.Queue, ids: cfg.IDs, log: cfg.Log, now: time.Now,
-		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences}
+		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences,
+		settling: make(map[keyedAttempt]chan struct{})}
+}
+
+// serialize waits until no other call of this Buyer is deciding an attempt
+// with req's request key, then claims it; done hands it on. Calls without a
+// key are not serialized: nothing can replay them.
+func (b *Buyer) serialize(ctx context.Context, req BuyRequest) (done func(), err error) {
+	if req.RequestKey == "" {
+		return func() {}, nil
+	}
+	k := keyedAttempt{req.VoucherID, req.UserID, req.RequestKey}
+	for {
+		b.mu.Lock()
+		busy, ok := b.settling[k]
+		if !ok {
+			ch := make(chan struct{})
+			b.settling[k] = ch
+			b.mu.Unlock()
+			return func() {
+				b.mu.Lock()
+				delete(b.settling, k)
+				b.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: an attempt with the same Idempotency-Key is still in progress: %w", apperr.ErrUnavailable, ctx.Err())
+		}
+	}
 }
 
 // retryLaterError is a buy refused for a while: 503 with a Retry-After and
@@ -177,6 +223,11 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 	if err := req.Validate(); err != nil {
 		return ReserveResult{}, err
 	}
+	done, err := b.serialize(ctx, req)
+	if err != nil {
+		return ReserveResult{}, err
+	}
+	defer done()
 	r := Reservation{
 		OrderID:    b.ids.Next(),
 		VoucherID:  req.VoucherID,
