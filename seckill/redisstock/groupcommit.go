@@ -41,18 +41,22 @@ func GroupCommit(rdb redis.UniversalClient) redis.Cmdable {
 // does (see GroupCommit).
 type contextScripts struct{ redis.Cmdable }
 
+// Eval waits for its reply only while ctx lives.
 func (c contextScripts) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
 	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.Eval(ctx, script, keys, args...) }, nil)
 }
 
+// EvalSha waits for its reply only while ctx lives.
 func (c contextScripts) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalSha(ctx, sha, keys, args...) }, nil)
 }
 
+// EvalRO waits for its reply only while ctx lives.
 func (c contextScripts) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
 	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalRO(ctx, script, keys, args...) }, nil)
 }
 
+// EvalShaRO waits for its reply only while ctx lives.
 func (c contextScripts) EvalShaRO(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalShaRO(ctx, sha, keys, args...) }, nil)
 }
