@@ -26,6 +26,7 @@ type Config struct {
 	DatabaseURL       string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
 	DBGatewayConns    int32         `env:"SECKILL_DB_GATEWAY_CONNS" default:"16" help:"PostgreSQL connections of the gateway's pool: catalog refreshes, logins, order reads, synchronous buys, pay and cancel"`
 	DBWorkerConns     int32         `env:"SECKILL_DB_WORKER_CONNS" default:"8" help:"PostgreSQL connections of the workers' own pool: persisting orders, the sweeper, the reconciler; a flood on the gateway never takes them"`
+	DBWorkerIdleTx    time.Duration `env:"SECKILL_DB_WORKER_IDLE_TX_TIMEOUT" default:"5s" help:"PostgreSQL ends a session of the workers' pool whose transaction waits this long on its client (idle_in_transaction_session_timeout): a worker cut off mid-transaction holds its row locks, and every other worker's batch behind them, for no longer; 0 leaves the server's setting"`
 	KafkaBrokers      []string      `env:"SECKILL_KAFKA_BROKERS" help:"Kafka brokers, comma separated; unset in dev mode: an in-process broker is started"`
 	DevKafka          string        `env:"SECKILL_DEV_KAFKA" default:"embedded" help:"dev mode, SECKILL_KAFKA_BROKERS unset: embedded runs the in-process broker; apache runs private Apache Kafka 4.4 brokers (needs java and maven: make deps SECKILL_DEV_KAFKA=apache; data under SECKILL_DATA_DIR)"`
 	DevKafkaBrokers   int           `env:"SECKILL_DEV_KAFKA_BROKERS" default:"1" help:"dev mode with SECKILL_DEV_KAFKA=apache: 1 broker, or 3 (every topic replicated 3 times, min.insync.replicas 2)"`
@@ -194,6 +195,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_WS_SIGNED_IN_PERCENT must be between 0 and %d, got %d", maxWSSignedInPercent, c.WSSignedInPercent)
 	case c.WSAnonMaxAge < minWSAnonMaxAge:
 		return fmt.Errorf("config: SECKILL_WS_ANON_MAX_AGE must be at least %s (every page without a sign-in reconnects that often), got %s", minWSAnonMaxAge, c.WSAnonMaxAge)
+	case c.DBWorkerIdleTx < 0:
+		return fmt.Errorf("config: SECKILL_DB_WORKER_IDLE_TX_TIMEOUT must not be negative (0 leaves the server's setting), got %s", c.DBWorkerIdleTx)
 	case c.WorkerLinger <= 0 || c.WorkerLinger > maxWorkerLinger:
 		return fmt.Errorf("config: SECKILL_WORKER_LINGER must be above 0 and at most %s (every order waits up to it before it is created), got %s; set it to 50ms (the default) unless make bench shows better", maxWorkerLinger, c.WorkerLinger)
 	}

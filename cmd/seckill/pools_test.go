@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +67,43 @@ func TestWorkersKeepTheirConnectionsUnderAReadFlood(t *testing.T) {
 	}}, time.Minute)
 	require.NoError(t, err, "the workers' pool is their own")
 	require.Equal(t, 1, res.Count(orders.OutcomeCreated))
+}
+
+// A transaction of the workers' pool left waiting on its client (a worker
+// whose link to PostgreSQL went silent) is ended by the server after
+// SECKILL_DB_WORKER_IDLE_TX_TIMEOUT, and its locks with it; the gateway's
+// pool keeps the server's setting.
+func TestWorkerTransactionLeftIdleIsEndedByTheServer(t *testing.T) {
+	cfg, err := loadConfig(func(k string) string {
+		return map[string]string{
+			"SECKILL_REDIS_URL": stack.RedisURL, "SECKILL_DATABASE_URL": stack.NewDatabaseURL(t),
+			"SECKILL_KAFKA_BROKERS": strings.Join(stack.KafkaBrokers, ","), "SECKILL_ROLES": "worker",
+			"SECKILL_DB_WORKER_IDLE_TX_TIMEOUT": "1s",
+		}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, time.Second, cfg.DBWorkerIdleTx)
+	sys, err := newSystem(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	t.Cleanup(sys.close)
+	ctx := t.Context()
+
+	var setting string
+	require.NoError(t, sys.workPool.QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&setting))
+	require.Equal(t, "1s", setting)
+	require.NoError(t, sys.pool.QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&setting))
+	require.Equal(t, "0", setting)
+
+	tx, err := sys.workPool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var pid int32
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	require.Eventually(t, func() bool {
+		var n int
+		err := sys.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n)
+		return err == nil && n == 0
+	}, 30*time.Second, 100*time.Millisecond, "the idle transaction's session is still open")
+	_, err = tx.Exec(ctx, "SELECT 1")
+	require.Error(t, err, "the transaction the server ended still runs statements")
 }

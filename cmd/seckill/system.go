@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,10 +96,10 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	// waits in the gateway's pool while the workers keep persisting
 	// reservations through theirs. pgxpool connects lazily, so a process
 	// without the worker roles never opens the second one's connections.
-	if s.pool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBGatewayConns); err != nil {
+	if s.pool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBGatewayConns, 0); err != nil {
 		return nil, err
 	}
-	if s.workPool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBWorkerConns); err != nil {
+	if s.workPool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBWorkerConns, cfg.DBWorkerIdleTx); err != nil {
 		return nil, err
 	}
 
@@ -119,9 +120,13 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 }
 
 // openPool opens a pool of at most maxConns connections to the database and
-// checks that it answers.
-func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
-	pool, err := dialPool(ctx, url, maxConns)
+// checks that it answers. An idleTx above 0 is its sessions'
+// idle_in_transaction_session_timeout: PostgreSQL cannot tell a client whose
+// link went silent from a slow one, and keeps an open transaction's locks
+// until it learns the client is gone (seconds after the link returns, or
+// never); with it, the server ends such a transaction itself.
+func openPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration) (*pgxpool.Pool, error) {
+	pool, err := dialPool(ctx, url, maxConns, idleTx)
 	if err != nil {
 		// The string pgx cannot read is quoted in its errors, and
 		// one it misreads shows up in the host it dials.
@@ -131,12 +136,15 @@ func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, e
 }
 
 // dialPool is openPool without the masking of its errors.
-func dialPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+func dialPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("not a PostgreSQL URL (postgres://user:password@host:port/db, or host=... password=... dbname=...; %s): %w", escapePassword, err)
 	}
 	pcfg.MaxConns = maxConns
+	if idleTx > 0 {
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleTx.Milliseconds(), 10)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgresql: %w", err)

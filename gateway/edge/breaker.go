@@ -186,6 +186,17 @@ func (b *Breaker) Run(ctx context.Context, pathName string, call func(context.Co
 	return p, err
 }
 
+// failed counts err, a failure of pathName's dependency met in front of the
+// breaker (the per-user limit's Redis call), as a failed call of that path,
+// as Run would count it. Only the breaker decides in ModeAuto, and a shopper
+// who hung up says nothing about the dependency.
+func (b *Breaker) failed(pathName string, err error) {
+	if *b.mode.Load() != ModeAuto || !isDependencyFailure(err) || errors.Is(err, context.Canceled) {
+		return
+	}
+	_, _ = b.path(pathName).cb.Execute(func() (buy.Purchase, error) { return buy.Purchase{}, err })
+}
+
 // Refuse returns the 503 the breaker of pathName would give an attempt
 // right now without running anything, or nil when it would let it try: the
 // breaker's half of the buy's fast refusal.

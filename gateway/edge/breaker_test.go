@@ -55,9 +55,11 @@ func TestBreakerOpensOnDeadRedisAndClosesByItself(t *testing.T) {
 		require.ErrorIs(t, err, apperr.ErrUnavailable)
 		require.Less(t, time.Since(start), 5*time.Second, "a request hung")
 		failures++
-		require.LessOrEqual(t, failures, 5)
+		require.LessOrEqual(t, failures, 3)
 	}
-	require.Equal(t, 5, failures)
+	// Each buy fails twice, at the per-user limit and at the reservation,
+	// and both count: the fifth failure is the third buy's limit.
+	require.Equal(t, 3, failures)
 
 	// Open: 503 with Retry-After, without asking Redis. Only the half-open
 	// probes (at most BreakerProbes per BreakerOpenFor) may dial it; how long

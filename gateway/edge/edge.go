@@ -285,7 +285,7 @@ func New(cfg Config) (*Edge, error) {
 			return nil, err
 		}
 	}
-	e.user = newUserLimit(lim, cfg.UserRate, cfg.UserBurst, m, log)
+	e.user = newUserLimit(lim, e.Breaker, cfg.UserRate, cfg.UserBurst, m, log)
 	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, gate: gateCredentials, metrics: m, log: log}
 	e.captchaIssue = &IPLimit{lim: lim, limit: cfg.CaptchaLimit, gate: gateCaptchaIPs, metrics: m, log: log}
 	e.anonymous = newAddrLimit(gateAnonymous, cfg.AddressRate, cfg.AddressBurst, m)

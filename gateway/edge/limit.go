@@ -72,16 +72,18 @@ func (g *globalLimit) Take(_ context.Context, a *buy.Attempt) error {
 // userLimit is the per-user GCRA limit, in Redis through redis_rate (keys
 // carry redis_rate's own "rate:" prefix), so it is exact across the fleet.
 type userLimit struct {
-	lim   *redis_rate.Limiter
-	limit redis_rate.Limit
-	rate  int // advertised in RateLimit-Limit, per second
-	m     *metrics
-	log   *slog.Logger
+	lim *redis_rate.Limiter
+	// breaker counts the limit's Redis failures on the Redis path (see Take).
+	breaker *Breaker
+	limit   redis_rate.Limit
+	rate    int // advertised in RateLimit-Limit, per second
+	m       *metrics
+	log     *slog.Logger
 }
 
-func newUserLimit(lim *redis_rate.Limiter, rate, burst int, m *metrics, log *slog.Logger) *userLimit {
+func newUserLimit(lim *redis_rate.Limiter, b *Breaker, rate, burst int, m *metrics, log *slog.Logger) *userLimit {
 	return &userLimit{
-		lim: lim, rate: rate, m: m, log: log,
+		lim: lim, breaker: b, rate: rate, m: m, log: log,
 		limit: redis_rate.Limit{Rate: rate, Burst: burst, Period: time.Second},
 	}
 }
@@ -93,8 +95,13 @@ func (g *userLimit) Take(ctx context.Context, a *buy.Attempt) error {
 	res, err := g.lim.Allow(lctx, key, g.limit)
 	cancel()
 	if err != nil {
-		// The breaker behind judges Redis; refusing here would turn a
-		// Redis hiccup into 429s that lie about the reason.
+		// Refusing here would turn a Redis hiccup into 429s that lie about
+		// the reason. The failure counts on the Redis path's breaker, which
+		// the buy asks again right after: a Redis that stopped answering
+		// opens it after its threshold of limit calls, each bounded by
+		// limitTimeout, instead of each buy also waiting out the
+		// reservation's call timeout behind it.
+		g.breaker.failed(buy.PathRedis, err)
 		g.m.reject(gateUser, "error")
 		g.log.WarnContext(ctx, "rate limit not checked; letting the attempt through", "gate", gateUser, "err", err)
 		return nil

@@ -1,6 +1,9 @@
 package redisstock
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,6 +20,13 @@ import (
 // of 64 in flight pays one for dozens. One instance is kept per client, so
 // the per-user limit and the reservation share the same batches.
 //
+// The autopipeliner ignores a caller's context once its command is queued:
+// a batch on a link gone silent holds every caller queued behind it until
+// the link returns. The scripts (Eval, EvalSha and their read-only forms,
+// what the reservation and the rate limits send) therefore wait on the
+// returned face only as long as their context lives, then answer its error;
+// the command itself may still run when the link returns (see await).
+//
 // When rdb offers no autopipeliner (a configuration it refuses), rdb itself
 // is returned: every call is then its own round trip, as before.
 func GroupCommit(rdb redis.UniversalClient) redis.Cmdable {
@@ -24,5 +34,70 @@ func GroupCommit(rdb redis.UniversalClient) redis.Cmdable {
 	if err != nil {
 		return rdb
 	}
-	return ap
+	return contextScripts{ap}
+}
+
+// contextScripts is a Cmdable whose script calls end when their context
+// does (see GroupCommit).
+type contextScripts struct{ redis.Cmdable }
+
+// Eval waits for its reply only while ctx lives.
+func (c contextScripts) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.Eval(ctx, script, keys, args...) }, nil)
+}
+
+// EvalSha waits for its reply only while ctx lives.
+func (c contextScripts) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalSha(ctx, sha, keys, args...) }, nil)
+}
+
+// EvalRO waits for its reply only while ctx lives.
+func (c contextScripts) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalRO(ctx, script, keys, args...) }, nil)
+}
+
+// EvalShaRO waits for its reply only while ctx lives.
+func (c contextScripts) EvalShaRO(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalShaRO(ctx, sha, keys, args...) }, nil)
+}
+
+// await runs call and returns its command, or, when ctx ends first, a
+// command failed with ctx's error. An abandoned call still runs to its end,
+// on ctx's values without its deadline (the autopipeliner ignores the
+// deadline anyway; a plain client's own timeouts bound it), and late, when
+// not nil, then gets its command: whatever it did in Redis, nobody else
+// will read the answer.
+func await(ctx context.Context, call func(context.Context) *redis.Cmd, late func(*redis.Cmd)) *redis.Cmd {
+	if ctx.Done() == nil {
+		return call(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return failed(ctx, err)
+	}
+	done := make(chan *redis.Cmd) // unbuffered: a handed-over command is the caller's
+	gone := make(chan struct{})
+	go func() {
+		cmd := call(context.WithoutCancel(ctx))
+		select {
+		case done <- cmd:
+		case <-gone:
+			if late != nil {
+				late(cmd)
+			}
+		}
+	}()
+	select {
+	case cmd := <-done:
+		return cmd
+	case <-ctx.Done():
+		close(gone)
+		return failed(ctx, fmt.Errorf("gave up waiting for the reply: %w", ctx.Err()))
+	}
+}
+
+// failed is a command that failed with err before it was answered.
+func failed(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
 }

@@ -171,12 +171,32 @@ func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []
 // reserveIn runs reserve.lua on one bucket.
 func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (code, orderID, left int64, err error) {
 	start := time.Now()
-	raw, err := s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey).Slice()
+	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
+		return s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey)
+	}, func(late *redis.Cmd) { s.releaseUnread(r, late) }).Slice()
 	s.metrics.since(scriptReserve, start)
 	if err != nil {
 		return 0, 0, 0, unavailable("reserve", err)
 	}
 	return reserveReply(raw)
+}
+
+// releaseUnread gives back the hold of r that reserve.lua made after its
+// caller stopped waiting (late is its answer): the caller answered the buy
+// unavailable and queued no message, so no worker can ever persist it. A
+// release that fails leaves the hold to the reconciler, as any hold without
+// a message; a known request key (a replay) holds nothing of r's.
+func (s *Store) releaseUnread(r seckill.Reservation, late *redis.Cmd) {
+	raw, err := late.Slice()
+	if err != nil {
+		return
+	}
+	if code, _, _, err := reserveReply(raw); err != nil || code != codeHeld {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scriptWait)
+	defer cancel()
+	_, _ = s.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseUnsent)
 }
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
