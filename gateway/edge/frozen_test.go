@@ -32,7 +32,7 @@ func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	const stock = 100
 	v := warm(t, rdb, stock)
-	store := redisstock.New(rdb)
+	store := redisstock.New(redisstock.Config{Redis: rdb})
 
 	const threshold = 3
 	e, _ := newEdge(t, rdb, edge.Config{BreakerFailures: threshold, BreakerOpenFor: time.Hour,
