@@ -100,7 +100,13 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 		return run, nil, err
 	}
 	base := "http://" + addr
-	env = append(env, "SECKILL_HTTP_ADDR="+addr, "SECKILL_LOADTEST_URL="+base, "SECKILL_DATA_DIR="+filepath.Join(dir, "data"))
+	opsAddr, err := freeAddr()
+	if err != nil {
+		return run, nil, err
+	}
+	metrics := "http://" + opsAddr // the ops listener: the gateway's port serves no /metrics
+	env = append(env, "SECKILL_HTTP_ADDR="+addr, "SECKILL_OPS_ADDR="+opsAddr, "SECKILL_LOADTEST_URL="+base,
+		"SECKILL_DATA_DIR="+filepath.Join(dir, "data"))
 	logPath := filepath.Join(dir, "seckill.log")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return run, nil, err
@@ -125,7 +131,7 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 	if err := crowd(o.brokerShoppers/4, 30_000_000, &warm); err != nil {
 		return run, nil, err
 	}
-	acc0, h0, err := gatewayFigures(ctx, base)
+	acc0, h0, err := gatewayFigures(ctx, metrics)
 	if err != nil {
 		return run, nil, err
 	}
@@ -134,7 +140,7 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 		return run, nil, err
 	}
 	cpu1 := brokerCPU(pid, k)
-	acc1, h1, err := gatewayFigures(ctx, base)
+	acc1, h1, err := gatewayFigures(ctx, metrics)
 	if err != nil {
 		return run, nil, err
 	}
@@ -202,7 +208,8 @@ func (h histogram) quantile(q float64) float64 {
 	return -1
 }
 
-// gatewayFigures reads the accepted buys and the produce waits from /metrics.
+// gatewayFigures reads the accepted buys and the produce waits from the
+// /metrics of the ops listener at base.
 func gatewayFigures(ctx context.Context, base string) (float64, histogram, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {

@@ -112,10 +112,13 @@ func ProducerConfig() *sarama.Config {
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
 	cfg.Producer.Partitioner = sarama.NewHashPartitioner
-	// No linger: while one request is in flight (MaxOpenRequests=1) the next
-	// messages pile up and go out together, so batches grow with the load
-	// without delaying a lone message.
-	cfg.Producer.Flush.Frequency = 0
+	// A 1 ms linger: while one request is in flight (MaxOpenRequests=1) the
+	// next messages pile up and go out together anyway; the linger also
+	// gathers the ones that arrive just after a send. Against three Apache
+	// Kafka nodes it gave more acknowledgements a second than no linger in
+	// every round measured, with a lower p99 wait and less broker CPU per
+	// acknowledgement (deploy/bench/README.md); a lone message waits 1 ms.
+	cfg.Producer.Flush.Frequency = time.Millisecond
 	cfg.Producer.Flush.MaxMessages = 0
 	return cfg
 }
