@@ -164,10 +164,13 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 			buyAt(i)
 		}
 		for i := 7; i < inLine; i++ {
-			require.Eventually(t, func() bool {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				q := line[i].place(t, vid)
-				return q.body["state"] == string(waitroom.StateSoldOut) && q.body["position"] == float64(i-7+1)
-			}, 30*time.Second, 20*time.Millisecond, "shopper %d keeps the place behind the units added", i)
+				if q.body["state"] == string(waitroom.StateSoldOut) && q.body["position"] == float64(i-7+1) {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "shopper %d keeps the place behind the units added; last read %s", i, q.raw)
+			}
 		}
 		close(stop)
 		bots.wg.Wait()
