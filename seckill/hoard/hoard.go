@@ -26,19 +26,15 @@ import (
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
-// Defaults of Config.
-const (
-	DefaultLimit  = 3
-	DefaultWindow = 24 * time.Hour
-)
+// DefaultWindow is Config.Window's default.
+const DefaultWindow = 24 * time.Hour
 
 // Config is what New builds a Store from.
 type Config struct {
 	// Redis holds the strikes.
 	Redis redis.UniversalClient
-	// Limit is how many strikes within Window refuse new holds
-	// (DefaultLimit when 0; negative turns the refusal off, strikes are
-	// still counted).
+	// Limit is how many strikes within Window refuse new holds (0 or
+	// less: nobody is refused; strikes are still counted).
 	Limit int
 	// Window is how long a strike counts (DefaultWindow when 0).
 	Window time.Duration
@@ -54,9 +50,6 @@ type Store struct {
 
 // New returns a Store.
 func New(cfg Config) *Store {
-	if cfg.Limit == 0 {
-		cfg.Limit = DefaultLimit
-	}
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
@@ -103,7 +96,7 @@ func (s *Store) Record(ctx context.Context, strikes ...Strike) error {
 // the oldest of the Limit newest strikes leaves the window). It is one read
 // of at most Limit entries.
 func (s *Store) Check(ctx context.Context, userID int64) error {
-	if s.limit < 0 {
+	if s.limit <= 0 {
 		return nil
 	}
 	now := s.now()
@@ -152,7 +145,7 @@ func (s *Store) Show(ctx context.Context, userID int64) (Count, error) {
 		}
 		c.Strikes = append(c.Strikes, Strike{UserID: userID, OrderID: id, At: time.UnixMilli(int64(z.Score)).UTC()})
 	}
-	if s.limit >= 0 && len(c.Strikes) >= s.limit {
+	if s.limit > 0 && len(c.Strikes) >= s.limit {
 		c.Refused = true
 		c.Until = c.Strikes[len(c.Strikes)-s.limit].At.Add(s.window)
 	}

@@ -84,9 +84,9 @@ func TestStrikesExpireWithTheWindow(t *testing.T) {
 	}
 }
 
-func TestNegativeLimitRefusesNobody(t *testing.T) {
+func TestZeroLimitRefusesNobody(t *testing.T) {
 	ctx := context.Background()
-	s := hoard.New(hoard.Config{Redis: stack.Client(t, stack.RedisShapes(t)[0]), Limit: -1})
+	s := hoard.New(hoard.Config{Redis: stack.Client(t, stack.RedisShapes(t)[0]), Limit: 0})
 	user := next()
 	for range 5 {
 		require.NoError(t, s.Record(ctx, hoard.Strike{UserID: user, OrderID: next(), At: time.Now()}))
