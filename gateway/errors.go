@@ -34,6 +34,7 @@ var errorTable = [...]errorRow{
 	{apperr.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
 	{apperr.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
 	{seckill.ErrNotAdmitted, fiber.StatusForbidden, "not_admitted", "this voucher has a waiting room: join its line, and buy with the pass you get when admitted"},
+	{seckill.ErrUnpaidLimit, fiber.StatusForbidden, "unpaid_limit", "too many of your holds expired unpaid or were cancelled recently; you may buy again later"},
 	{apperr.ErrNotFound, fiber.StatusNotFound, "not_found", "we could not find what you asked for"},
 	{seckill.ErrSoldOut, fiber.StatusConflict, "sold_out", "this voucher is sold out"},
 	{seckill.ErrLimitExceeded, fiber.StatusConflict, "limit_exceeded", "you have reached the limit for this voucher"},

@@ -29,6 +29,7 @@ var apiTable = []struct {
 	{apperr.ErrCaptchaInvalid, 400, "captcha_invalid"},
 	{apperr.ErrUnauthenticated, 401, "unauthenticated"},
 	{apperr.ErrForbidden, 403, "forbidden"},
+	{seckill.ErrUnpaidLimit, 403, "unpaid_limit"},
 	{apperr.ErrNotFound, 404, "not_found"},
 	{seckill.ErrSoldOut, 409, "sold_out"},
 	{seckill.ErrLimitExceeded, 409, "limit_exceeded"},

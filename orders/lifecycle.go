@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/hoard"
 )
 
 // releaseTimeout bounds the Redis step after a committed cancellation.
@@ -24,11 +25,12 @@ const releaseTimeout = 5 * time.Second
 // tombstones the order, so doing the Redis step again never gives the stock
 // back twice.
 type Lifecycle struct {
-	store  Record
-	stock  Stock
-	events Events
-	log    *slog.Logger
-	now    func() time.Time
+	store   Record
+	stock   Stock
+	events  Events
+	strikes Strikes
+	log     *slog.Logger
+	now     func() time.Time
 }
 
 // LifecycleConfig is what NewLifecycle builds a Lifecycle from.
@@ -40,6 +42,9 @@ type LifecycleConfig struct {
 	Stock Stock
 	// Events, when set, is told every status change.
 	Events Events
+	// Strikes, when set, counts against its shopper every order cancelled
+	// by its shopper or by the payment timeout (seckill/hoard).
+	Strikes Strikes
 	// Log; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -49,7 +54,7 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Lifecycle{store: cfg.Record, stock: cfg.Stock, events: cfg.Events, log: cfg.Log, now: time.Now}
+	return &Lifecycle{store: cfg.Record, stock: cfg.Stock, events: cfg.Events, strikes: cfg.Strikes, log: cfg.Log, now: time.Now}
 }
 
 // Pay pays the user's order (simulated: this stands where a payment
@@ -82,6 +87,7 @@ func (l *Lifecycle) Cancel(ctx context.Context, userID, orderID int64) (Order, e
 	if err != nil {
 		return Order{}, fmt.Errorf("orders: cancel: %w", err)
 	}
+	l.strike(ctx, o)
 	list, announce := l.release(ctx, []Order{o})
 	l.publish(ctx, announce...)
 	return list[0], nil
@@ -176,9 +182,31 @@ func (l *Lifecycle) CancelExpired(ctx context.Context, max int) ([]Order, error)
 	if len(list) == 0 {
 		return nil, nil
 	}
+	l.strike(ctx, list...)
 	list, announce := l.release(ctx, list)
 	l.publish(ctx, announce...)
 	return list, nil
+}
+
+// strike counts freshly cancelled orders against their shoppers. Only the
+// call that committed a cancellation gets here (a repeated cancel returns
+// ErrAlready before), and a strike is counted once per order anyway. A
+// failure is logged: the cancellation stands, and a shopper spared one
+// strike costs less than a refused cancel.
+func (l *Lifecycle) strike(ctx context.Context, list ...Order) {
+	if l.strikes == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	at := l.now()
+	strikes := make([]hoard.Strike, len(list))
+	for i, o := range list {
+		strikes[i] = hoard.Strike{UserID: o.UserID, OrderID: o.ID, At: at}
+	}
+	if err := l.strikes.Record(ctx, strikes...); err != nil {
+		l.log.WarnContext(ctx, "unpaid strikes not recorded", "orders", len(list), "err", err)
+	}
 }
 
 func (l *Lifecycle) publish(ctx context.Context, list ...Order) {

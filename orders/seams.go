@@ -5,8 +5,15 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
+
+// Strikes counts holds their shoppers let expire unpaid or cancelled
+// (seckill/hoard.Store implements it).
+type Strikes interface {
+	Record(ctx context.Context, strikes ...hoard.Strike) error
+}
 
 // Record is the order record in PostgreSQL (orders/pgstore.Store implements
 // it): every read and write of it this package makes.

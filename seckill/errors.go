@@ -16,6 +16,10 @@ var (
 	// ErrNotAdmitted: a buy of a voucher with a waiting room without a valid
 	// admission pass (missing, forged, expired, used, or another's).
 	ErrNotAdmitted = errors.New("not admitted")
+	// ErrUnpaidLimit: the shopper let too many holds expire unpaid, or
+	// cancelled them, recently (seckill/hoard); new holds are refused until
+	// the oldest counted one leaves the window.
+	ErrUnpaidLimit = errors.New("unpaid limit")
 )
 
 // ErrStockMissing marks a reservation refused because the fast store has no

@@ -236,6 +236,12 @@
       case 'unavailable': return `The shop is very busy right now — please try again in ${wait} s.`;
       case 'sale_paused': return 'The shop paused this sale for a moment. The page shows when it reopens.';
       case 'not_admitted': return 'This sale has a waiting room: your turn to buy comes when the line lets you in.';
+      case 'unpaid_limit': {
+        // The message ends with the RFC 3339 time the refusal ends.
+        const at = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/.exec(err.message || '');
+        const when = at ? new Date(at[0]).toLocaleString() : 'later';
+        return `Too many of your holds ran out unpaid or were cancelled recently — you can buy again from ${when}.`;
+      }
       default: return 'Something went wrong on our side. Please try again.';
     }
   }
@@ -783,6 +789,7 @@
           scheduleVouchers(0);
           return;
         case 'limit_exceeded':
+        case 'unpaid_limit':
           this.intent = null;
           say(sentence(err), 'warn');
           return;

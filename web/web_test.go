@@ -111,7 +111,7 @@ func TestEveryErrorCodeHasASentence(t *testing.T) {
 	for _, code := range []string{
 		"invalid_input", "captcha_invalid", "unauthenticated", "forbidden", "not_found",
 		"sold_out", "limit_exceeded", "not_started", "ended", "conflict", "username_taken",
-		"too_large", "rate_limited", "unavailable", "internal",
+		"too_large", "rate_limited", "unavailable", "unpaid_limit", "internal",
 	} {
 		if code == "internal" { // the default branch
 			require.Contains(t, js, "default: return 'Something went wrong")

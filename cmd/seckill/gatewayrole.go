@@ -11,6 +11,8 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
@@ -77,7 +79,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Buyer: seckill.NewBuyer(seckill.BuyerConfig{Stock: s.stock, Queue: s.producer, IDs: ids, Log: s.log,
 			HealRequests: s.stock, KeyedOrders: s.store, OrderFences: s.store}),
 		Gates: gates.Gates(),
-		Buy:   gates.Steps(),
+		Buy:   s.buySteps(gates),
 		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
 		BuyerRequests: stockRequests{s.stock},
 		SyncRequests:  s.store,
@@ -160,4 +162,11 @@ func (u userStore) CreateUser(ctx context.Context, username, passwordHash string
 func (u userStore) UserByName(ctx context.Context, username string) (auth.User, error) {
 	usr, err := u.store.UserByName(ctx, username)
 	return auth.User{ID: usr.ID, Username: usr.Username, PasswordHash: usr.PasswordHash}, err
+}
+
+// buySteps are the gates' steps of the buy and the unpaid strikes' check.
+func (s *system) buySteps(gates *edge.Edge) buy.Steps {
+	steps := gates.Steps()
+	steps.Hoard = newHoard(s.cfg, s.rdb)
+	return steps
 }

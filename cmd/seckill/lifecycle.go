@@ -17,7 +17,8 @@ const producerTimeout = gateway.DefaultRequestTimeout
 // lifecycle is the order lifecycle over store: the gateway's for pay and
 // cancel, the workers' for the sweeper.
 func (s *system) lifecycle(store *pgstore.Store) *orders.Lifecycle {
-	return orders.NewLifecycle(orders.LifecycleConfig{Record: store, Stock: s.stock, Events: s.countedEvents(), Log: s.log})
+	return orders.NewLifecycle(orders.LifecycleConfig{Record: store, Stock: s.stock, Events: s.countedEvents(),
+		Strikes: newHoard(s.cfg, s.rdb), Log: s.log})
 }
 
 // syncBuyer sells limit and common vouchers for the gateway.

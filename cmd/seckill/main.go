@@ -6,6 +6,7 @@
 //	seckill serve      the roles named in SECKILL_ROLES against configured services
 //	seckill migrate    apply the database schema and exit
 //	seckill reconcile  report (and with --repair, fix) drift between Redis and PostgreSQL
+//	seckill hoard      show or clear a shopper's unpaid strikes
 //	seckill env        print every configuration variable
 //	seckill version    print the version and commit
 //

@@ -22,6 +22,8 @@ Commands:
   seckill reconcile  compare Redis with PostgreSQL per voucher (--repair rebuilds Redis)
   seckill deadletters list | replay PARTITION/OFFSET
                      the messages the workers set aside, and sending one back to them
+  seckill hoard show | clear USER_ID
+                     a shopper's unpaid strikes (403 unpaid_limit), and clearing them
   seckill env        print every configuration variable
   seckill version    print the version and commit
 
@@ -48,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	switch cmd {
-	case "dev", "serve", "migrate", "reconcile", "deadletters":
+	case "dev", "serve", "migrate", "reconcile", "deadletters", "hoard":
 		warnUnknownVariables(getenv, environ, stderr)
 	}
 	switch cmd {
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runReconcile(ctx, args, getenv, stdout, stderr)
 	case "deadletters":
 		return runDeadLetters(ctx, args, getenv, stdout, stderr)
+	case "hoard":
+		return runHoard(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
 		// The load tool is a binary of its own, so the product links none
 		// of it.

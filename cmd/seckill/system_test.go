@@ -77,6 +77,12 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		"SECKILL_WS_PER_ADDR":    "1000000",
 		"SECKILL_LOG_LEVEL":      "warn",
 
+		// A shopper's unpaid strikes are fleet-wide, not per sale, and the
+		// tests share one Redis and reuse user ids: the holds one test lets
+		// expire would refuse another's shoppers. TestHoardingCostsTheHoarder
+		// sets its own limit.
+		"SECKILL_HOARD_LIMIT": "0",
+
 		// The signed-in routes' budgets: tests poll orders and places.
 		"SECKILL_SHOPPER_RATE": "1000", "SECKILL_SHOPPER_BURST": "1000",
 		"SECKILL_SHOPPER_IP_RATE": "1000000", "SECKILL_SHOPPER_IP_BURST": "1000000",

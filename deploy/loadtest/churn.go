@@ -54,7 +54,9 @@ type ChurnReport struct {
 // buy one unit and cancel it as soon as the order exists, again and again
 // (at most cfg.Rate cycles a second when set), while it samples Redis's used_memory every second. A system whose Redis
 // state grows per request shows it here; one with bounded state stays flat
-// once the idempotency window is full.
+// once the idempotency window is full. Every cancel is a strike against its
+// shopper (seckill/hoard): run the system with SECKILL_HOARD_LIMIT=0, or
+// its shoppers are refused 403 after a few cycles.
 func RunChurn(ctx context.Context, cfg Config, stdout io.Writer) (ChurnReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return ChurnReport{}, err

@@ -48,8 +48,10 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 	t.Helper()
 	shape.Bin, shape.Logf, shape.RedisParams = opts.Bin, t.Logf, redisParams
 	if slices.Contains(opts.Faults, netlab.FaultSweeperRedis) {
-		// Orders that expire during the crowd, for the sweeper to cancel.
-		shape.Env = map[string]string{"SECKILL_PAY_TIMEOUT": "8s"}
+		// Orders that expire during the crowd, for the sweeper to cancel;
+		// their shoppers buy again in later faults, so their expired holds
+		// must not refuse them (unpaid_limit is not this lab's subject).
+		shape.Env = map[string]string{"SECKILL_PAY_TIMEOUT": "8s", "SECKILL_HOARD_LIMIT": "0"}
 	}
 	shape.Dir = filepath.Join(opts.Dir, "fleet"+strings.NewReplacer("=", "-", "&", "-").Replace(redisParams))
 	f, err := netlab.StartFleet(t.Context(), lab, shape)

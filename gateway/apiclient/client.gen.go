@@ -113,6 +113,7 @@ const (
 	ErrorErrorCodeTooLarge         ErrorErrorCode = "too_large"
 	ErrorErrorCodeUnauthenticated  ErrorErrorCode = "unauthenticated"
 	ErrorErrorCodeUnavailable      ErrorErrorCode = "unavailable"
+	ErrorErrorCodeUnpaidLimit      ErrorErrorCode = "unpaid_limit"
 	ErrorErrorCodeUsernameTaken    ErrorErrorCode = "username_taken"
 )
 
@@ -152,6 +153,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeUnauthenticated:
 		return true
 	case ErrorErrorCodeUnavailable:
+		return true
+	case ErrorErrorCodeUnpaidLimit:
 		return true
 	case ErrorErrorCodeUsernameTaken:
 		return true
@@ -1147,6 +1150,11 @@ type ClientInterface interface {
 	// 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 	// order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
 	//
+	// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+	// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+	// the per-user rate limit, whose message says when they may buy again (when the oldest
+	// of those holds leaves the window); paying an order clears nothing.
+	//
 	// A voucher with a waiting_room takes the admission pass its line gave the shopper
 	// (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
 	// Seckill-Pass header. A pass that is missing, forged, someone else's, for another
@@ -1181,6 +1189,11 @@ type ClientInterface interface {
 	// unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
 	// 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 	// order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
+	//
+	// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+	// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+	// the per-user rate limit, whose message says when they may buy again (when the oldest
+	// of those holds leaves the window); paying an order clears nothing.
 	//
 	// A voucher with a waiting_room takes the admission pass its line gave the shopper
 	// (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
@@ -1793,6 +1806,11 @@ func (c *Client) HeadVoucher(ctx context.Context, id ID, params *HeadVoucherPara
 // 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 // order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
 //
+// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+// the per-user rate limit, whose message says when they may buy again (when the oldest
+// of those holds leaves the window); paying an order clears nothing.
+//
 // A voucher with a waiting_room takes the admission pass its line gave the shopper
 // (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
 // Seckill-Pass header. A pass that is missing, forged, someone else's, for another
@@ -1837,6 +1855,11 @@ func (c *Client) BuyWithBody(ctx context.Context, id ID, params *BuyParams, cont
 // unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
 // 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 // order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
+//
+// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+// the per-user rate limit, whose message says when they may buy again (when the oldest
+// of those holds leaves the window); paying an order clears nothing.
 //
 // A voucher with a waiting_room takes the admission pass its line gave the shopper
 // (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
@@ -3536,6 +3559,11 @@ type ClientWithResponsesInterface interface {
 	// 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 	// order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
 	//
+	// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+	// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+	// the per-user rate limit, whose message says when they may buy again (when the oldest
+	// of those holds leaves the window); paying an order clears nothing.
+	//
 	// A voucher with a waiting_room takes the admission pass its line gave the shopper
 	// (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
 	// Seckill-Pass header. A pass that is missing, forged, someone else's, for another
@@ -3570,6 +3598,11 @@ type ClientWithResponsesInterface interface {
 	// unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
 	// 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 	// order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
+	//
+	// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+	// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+	// the per-user rate limit, whose message says when they may buy again (when the oldest
+	// of those holds leaves the window); paying an order clears nothing.
 	//
 	// A voucher with a waiting_room takes the admission pass its line gave the shopper
 	// (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
@@ -9307,6 +9340,11 @@ func (c *ClientWithResponses) HeadVoucherWithResponse(ctx context.Context, id ID
 // 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 // order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
 //
+// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+// the per-user rate limit, whose message says when they may buy again (when the oldest
+// of those holds leaves the window); paying an order clears nothing.
+//
 // A voucher with a waiting_room takes the admission pass its line gave the shopper
 // (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the
 // Seckill-Pass header. A pass that is missing, forged, someone else's, for another
@@ -9347,6 +9385,11 @@ func (c *ClientWithResponses) BuyWithBodyWithResponse(ctx context.Context, id ID
 // unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
 // 409 not_started; without an Idempotency-Key (which may be the replay of an earlier
 // order), a sale ended 409 ended and a seckill voucher with no stock left 409 sold_out.
+//
+// A shopper whose holds expired unpaid or were cancelled SECKILL_HOARD_LIMIT times
+// (default 3) within SECKILL_HOARD_WINDOW (default 24h) is 403 unpaid_limit, right after
+// the per-user rate limit, whose message says when they may buy again (when the oldest
+// of those holds leaves the window); paying an order clears nothing.
 //
 // A voucher with a waiting_room takes the admission pass its line gave the shopper
 // (GET/POST /api/v1/vouchers/{id}/queue, or the socket's queue frame) in the

@@ -69,7 +69,9 @@ type Deps struct {
 //     refuses a missing, forged, someone else's or expired one (403), no I/O.
 //  3. address limit, in memory (429).
 //  4. fast refusal, then the user limit, the one Redis call before the sale
-//     (429).
+//     (429), then the shopper's unpaid strikes, one Redis read of at most
+//     SECKILL_HOARD_LIMIT entries (403 unpaid_limit; a failed read lets the
+//     attempt on: the strikes are a deterrent, not the stock's guard).
 //  5. fast refusal, then the global limit, this instance's share (429).
 //  6. captcha, on vouchers that require one: fast refusal, then the captcha
 //     (400) unless the seller knows the attempt's Idempotency-Key.
@@ -162,8 +164,11 @@ func (p *Pipeline) run(ctx context.Context, a *Attempt) (Purchase, error) {
 			return Purchase{}, err
 		}
 	}
-	// 4. fast refusal, user limit
+	// 4. fast refusal, user limit, strikes
 	if err := p.limit(ctx, StepUserLimit, p.steps.User, seller, a); err != nil {
+		return Purchase{}, err
+	}
+	if err := p.strikes(ctx, a); err != nil {
 		return Purchase{}, err
 	}
 	// 5. fast refusal, global limit
@@ -256,6 +261,22 @@ func (p *Pipeline) limit(ctx context.Context, step string, l Limit, seller Selle
 		return err
 	}
 	return l.Take(ctx, a)
+}
+
+// strikes is the end of step 4: a shopper over the unpaid limit is
+// refused. It comes after the user limit, so a refused hoarder's flood is
+// cut by their own budget before it costs this read, and before the global
+// limit, so it takes nothing from the shared one.
+func (p *Pipeline) strikes(ctx context.Context, a *Attempt) error {
+	if p.steps.Hoard == nil {
+		return nil
+	}
+	err := p.steps.Hoard.Check(ctx, a.Request.UserID)
+	if err == nil || errors.Is(err, seckill.ErrUnpaidLimit) {
+		return err
+	}
+	p.log.WarnContext(ctx, "unpaid strikes not read; the buy goes on", "user_id", a.Request.UserID, "err", err)
+	return nil
 }
 
 // captcha is step 6.

@@ -34,6 +34,9 @@ type Steps struct {
 	Address Limit
 	// User bounds one shopper's buying rate, by the attempt's user (429).
 	User Limit
+	// Hoard refuses a shopper who let too many holds expire unpaid or
+	// cancelled them recently (403 unpaid_limit; seckill/hoard.Store).
+	Hoard Hoard
 	// Global bounds the buying rate of all shoppers together (429).
 	Global Limit
 	// Fast refuses without I/O what the breaker or the sold-out flag
@@ -54,6 +57,12 @@ type Steps struct {
 // with its Retry-After); it sets its RateLimit headers on the attempt.
 type Limit interface {
 	Take(ctx context.Context, a *Attempt) error
+}
+
+// Hoard judges a shopper by the holds they let expire unpaid or cancelled:
+// seckill.ErrUnpaidLimit refuses them; any other error is the store's.
+type Hoard interface {
+	Check(ctx context.Context, userID int64) error
 }
 
 // Fast is the check without I/O made in front of each step that costs a
