@@ -304,6 +304,19 @@ func ApacheKafkaSettings(brokers int) map[string]string {
 	}
 }
 
+// newKafkaClusterID returns a random id in Kafka's Uuid text form. Like
+// Kafka's own Uuid.randomUuid it never starts with '-': the storage tool
+// would read such an id as an option and refuse to format (one start in 64).
+func newKafkaClusterID() string {
+	raw := make([]byte, 16)
+	for {
+		_, _ = rand.Read(raw)
+		if id := base64.RawURLEncoding.EncodeToString(raw); id[0] != '-' {
+			return id
+		}
+	}
+}
+
 // kafkaClusterID reads the cluster id Dir's data was formatted with, or
 // makes one for a new folder. Dir's data holds a cluster of a given size:
 // reusing it with another is refused.
@@ -311,9 +324,7 @@ func kafkaClusterID(dir string, n int) (string, error) {
 	path := filepath.Join(dir, clusterFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		raw := make([]byte, 16)
-		_, _ = rand.Read(raw)
-		id := base64.RawURLEncoding.EncodeToString(raw) // Kafka's Uuid text form
+		id := newKafkaClusterID()
 		text := fmt.Sprintf("# written by deploy/localstack: the cluster id the data is formatted with\ncluster.id=%s\nbrokers=%d\n", id, n)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			return "", fmt.Errorf("localstack: kafka dir: %w", err)

@@ -57,3 +57,13 @@ func TestStartErrorShowsLogTail(t *testing.T) {
 	require.ErrorContains(t, err, "starting")
 	require.Zero(t, s.pid())
 }
+
+// A cluster id starting with '-' is read by Kafka's storage tool as an
+// option, and the format fails; one random id in 64 would.
+func TestKafkaClusterIDNeverLooksLikeAnOption(t *testing.T) {
+	for range 5000 {
+		id := newKafkaClusterID()
+		require.Len(t, id, 22, "Kafka's Uuid text form: 16 bytes, base64url unpadded")
+		require.NotEqual(t, byte('-'), id[0], id)
+	}
+}
