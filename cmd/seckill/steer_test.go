@@ -164,13 +164,10 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 			buyAt(i)
 		}
 		for i := 7; i < inLine; i++ {
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			require.Eventually(t, func() bool {
 				q := line[i].place(t, vid)
-				if q.body["state"] == string(waitroom.StateSoldOut) && q.body["position"] == float64(i-7+1) {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "shopper %d keeps the place behind the units added; last read %s", i, q.raw)
-			}
+				return q.body["state"] == string(waitroom.StateSoldOut) && q.body["position"] == float64(i-7+1)
+			}, 30*time.Second, 20*time.Millisecond, "shopper %d keeps the place behind the units added", i)
 		}
 		close(stop)
 		bots.wg.Wait()
