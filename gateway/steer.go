@@ -10,15 +10,22 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// voucherChange is the seckill.Change the body asks for; a bad value is
+// voucherChangeIn is the operator's change. Pointers tell "missing" from
+// zero, which is refused.
+type voucherChangeIn struct {
+	AddStock       *int64  `json:"add_stock"`
+	AdmitPerSecond *int64  `json:"admit_per_second"`
+	EndAt          *string `json:"end_at"`
+}
+
+// change is the seckill.Change the body asks for; a bad value is
 // invalid_input naming its field.
-func voucherChange(in api.VoucherChange) (seckill.Change, error) {
+func (in voucherChangeIn) change() (seckill.Change, error) {
 	var ch seckill.Change
 	if in.AddStock != nil {
 		if *in.AddStock < 1 || *in.AddStock > seckill.MaxStock {
@@ -52,11 +59,11 @@ func (s *Server) changeVoucher(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var in api.VoucherChange
+	var in voucherChangeIn
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
-	ch, err := voucherChange(in)
+	ch, err := in.change()
 	if err != nil {
 		return err
 	}

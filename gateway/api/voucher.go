@@ -88,12 +88,3 @@ type QueueStats struct {
 	Expired    int64 `json:"expired"`
 	PassesUsed int64 `json:"passes_used"`
 }
-
-// VoucherChange is an operator's change of a running sale, the body of
-// PATCH /api/v1/admin/vouchers/{id} (its schema in gateway/openapi.yaml). Pointers
-// tell a missing field from zero, which is refused.
-type VoucherChange struct {
-	AddStock       *int64  `json:"add_stock"`
-	AdmitPerSecond *int64  `json:"admit_per_second"`
-	EndAt          *string `json:"end_at"`
-}
