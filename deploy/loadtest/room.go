@@ -93,11 +93,10 @@ type RoomReport struct {
 	// Redis (one per admission step) and queue frames written.
 	Moves  float64 `json:"moves"`
 	Frames float64 `json:"frames"`
-	// Closed is true when a shopper was told sold_out or closed during the
-	// run (the stock was gone: the holds are not paid, so the room is sold
-	// out until its end). ClosedSampled shoppers whose last read said
-	// waiting were read again after it, until told sold_out or closed or
-	// closeWait passed; ClosedSeen of them were told either.
+	// Closed is true when a shopper was told closed during the run (the
+	// room closed when the stock was gone). ClosedSampled shoppers whose
+	// last read said waiting were read again after it, until told closed
+	// or closeWait passed; ClosedSeen of them were told closed.
 	// ClosedAdmitted of those read were admitted after their last read
 	// and before the close: not left waiting, so not in ClosedSampled.
 	Closed         bool `json:"closed"`
@@ -351,7 +350,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 				buy(s, *q.Pass)
 			}
 		default:
-			if lineOver(waitroom.State(q.State)) {
+			if waitroom.State(q.State) == waitroom.StateClosed {
 				closed.Store(true)
 			}
 		}
@@ -445,7 +444,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 				switch {
 				case waitroom.State(q.State) == waitroom.StateAdmitted:
 					buy(s, *q.Pass)
-				case lineOver(waitroom.State(q.State)):
+				case waitroom.State(q.State) == waitroom.StateClosed:
 					closed.Store(true)
 				}
 			}
@@ -469,7 +468,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	rep.AdmitMeasured, rep.AdmitRatio, rep.AdmitWindowS = rate.perSecond, rate.ratio, rate.window.Seconds()
 	rep.AdmitCounted, rep.AdmitChecked, rep.AdmitNote = rate.admitted, rate.checked, rate.note
 
-	// Everyone still waiting at the sell-out is told sold_out (or closed).
+	// Everyone still waiting when the room closed is told closed.
 	rep.Closed = closed.Load()
 	sampleClosed(ctx, api, queuePath, *h, &rep)
 
