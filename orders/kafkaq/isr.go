@@ -36,6 +36,10 @@ type isrGuard struct {
 	admin  sarama.ClusterAdmin
 	topic  string
 	log    *slog.Logger
+
+	// part is the producer's own partitioner; sarama's hash partitioner
+	// keeps one hasher, so concurrent Publish calls take partMu to use it.
+	partMu sync.Mutex
 	part   sarama.Partitioner
 
 	mu          sync.Mutex
@@ -62,7 +66,9 @@ func (g *isrGuard) partition(msg *sarama.ProducerMessage) int32 {
 	if err != nil || len(parts) == 0 {
 		return -1
 	}
+	g.partMu.Lock()
 	p, err := g.part.Partition(msg, int32(len(parts)))
+	g.partMu.Unlock()
 	if err != nil {
 		return -1
 	}
