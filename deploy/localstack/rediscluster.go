@@ -132,12 +132,24 @@ func StartRedisCluster(ctx context.Context, opts RedisClusterOptions) (*RedisClu
 func (c *RedisCluster) create(ctx context.Context) error {
 	n := c.opts.Masters * (1 + c.opts.Replicas)
 	ports := clusterPorts{Masters: c.opts.Masters, Replicas: c.opts.Replicas}
+	// freePort's listener is closed at once, so the kernel may hand the
+	// same port out again: two nodes on one port would be one node.
+	taken := map[int]bool{}
+	distinct := func() (int, error) {
+		for {
+			p, err := freePort()
+			if err != nil || !taken[p] {
+				taken[p] = true
+				return p, err
+			}
+		}
+	}
 	for range n {
-		p, err := freePort()
+		p, err := distinct()
 		if err != nil {
 			return err
 		}
-		bus, err := freePort()
+		bus, err := distinct()
 		if err != nil {
 			return err
 		}
