@@ -144,10 +144,11 @@ const (
 // Validate checks what an operator sent before anything is stored.
 func (v Voucher) Validate() error {
 	switch {
-	case v.Title == "" || len(v.Title) > MaxTitleLen:
-		return apperr.Invalidf("title must be 1 to %d bytes", MaxTitleLen)
 	case !utf8.ValidString(v.Title):
 		return apperr.Invalidf("title must be valid UTF-8 text")
+	case v.Title == "" || utf8.RuneCountInString(v.Title) > MaxTitleLen:
+		// Characters, as the vouchers table's CHECK and the API's schema count.
+		return apperr.Invalidf("title must be 1 to %d characters", MaxTitleLen)
 	case strings.ContainsFunc(v.Title, unicode.IsControl):
 		// PostgreSQL refuses NUL outright; the other controls (tab and
 		// newline included) have no place in a one-line title shown on a

@@ -479,7 +479,7 @@ type Captcha struct {
 
 // Credentials defines model for Credentials.
 type Credentials struct {
-	// Password 8 to 72 bytes
+	// Password 8 to 72 characters
 	Password string `json:"password"`
 	Username string `json:"username"`
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -100,14 +101,14 @@ func (a *Accounts) Login(ctx context.Context, username, password string) (string
 	// Names and passwords no account can have are refused at once: the
 	// answer depends only on what the caller sent, so it says nothing about
 	// which accounts exist.
-	if !validUsername(username) || len(password) > MaxPasswordLen {
+	if !validUsername(username) || utf8.RuneCountInString(password) > MaxPasswordLen {
 		return "", 0, time.Time{}, wrongCredentials()
 	}
 	u, err := a.store.UserByName(ctx, username)
 	switch {
 	case errors.Is(err, apperr.ErrNotFound):
 		// Spend the same time as a real comparison; the result is ignored.
-		_ = a.spend([]byte(dummyHash), []byte(password))
+		_ = a.spend([]byte(dummyHash), bcryptInput(password))
 		return "", 0, time.Time{}, wrongCredentials()
 	case err != nil:
 		return "", 0, time.Time{}, fmt.Errorf("auth: login: %w", err)

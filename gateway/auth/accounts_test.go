@@ -78,6 +78,34 @@ func TestPasswords(t *testing.T) {
 	require.NotErrorIs(t, err, apperr.ErrUnauthenticated, "a broken stored hash is our fault, not the caller's")
 }
 
+// The rules count characters, as the API's schema does: 72 characters
+// outside ASCII are a valid password although they take more bytes than
+// bcrypt reads, and every one of those bytes still counts.
+func TestPasswordsCountCharacters(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("密", MaxPasswordLen) // 216 bytes
+	h, err := HashPassword(long)
+	require.NoError(t, err, "72 characters are allowed whatever their bytes")
+	require.NoError(t, CheckPassword(h, long))
+	sameStart := strings.Repeat("密", MaxPasswordLen-1) + "码"
+	require.ErrorIs(t, CheckPassword(h, sameStart), apperr.ErrUnauthenticated,
+		"a password differing only after bcrypt's 72 bytes must not match")
+
+	_, err = HashPassword(strings.Repeat("密", MaxPasswordLen+1))
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
+	_, err = HashPassword(strings.Repeat("é", 4)) // 8 bytes, 4 characters
+	require.ErrorIs(t, err, apperr.ErrInvalidInput)
+	_, err = HashPassword("bad\xffbytes")
+	require.ErrorIs(t, err, apperr.ErrInvalidInput, "a password must be UTF-8")
+
+	// A password of exactly 72 ASCII bytes is hashed as typed, so hashes
+	// stored before long passwords were pre-hashed still match.
+	ascii := strings.Repeat("a", MaxPasswordLen)
+	old, err := bcrypt.GenerateFromPassword([]byte(ascii), bcrypt.MinCost)
+	require.NoError(t, err)
+	require.NoError(t, CheckPassword(string(old), ascii))
+}
+
 func TestValidateUsername(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"bob", "Ada_Lovelace.1815-x", strings.Repeat("a", 32)} {
