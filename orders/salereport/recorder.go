@@ -202,18 +202,18 @@ func counts(m map[key]int64) []Count {
 
 // Events returns next wrapped so that each published order transition is
 // also recorded: a paid order counts a payment; a cancelled or failed one
-// counts its units as returned, and a cancelled one also a timeout when
-// timeouts is set (the sweeper's lifecycle publishes only the timeouts it
-// cancels). Wrap only publishers that publish once per committed
-// transition (orders.Metrics.CountEvents says which). next may be nil.
-func (r *Recorder) Events(next orders.Events, timeouts bool) orders.Events {
-	return recordingEvents{r: r, next: next, timeouts: timeouts}
+// counts its units as returned, and a cancellation committed at or after
+// the order's pay deadline a timeout (the order went unpaid in time, which
+// the sweeper or, in the second before it, its shopper ended). Wrap only publishers that publish once per
+// committed transition (orders.Metrics.CountEvents says which). next may
+// be nil.
+func (r *Recorder) Events(next orders.Events) orders.Events {
+	return recordingEvents{r: r, next: next}
 }
 
 type recordingEvents struct {
-	r        *Recorder
-	next     orders.Events
-	timeouts bool
+	r    *Recorder
+	next orders.Events
 }
 
 // Publish records the transition, then passes the event on.
@@ -223,7 +223,7 @@ func (e recordingEvents) Publish(ctx context.Context, ev orders.Event) error {
 	case orders.StatusPaid:
 		e.r.add(o.VoucherID, figPaid, 1)
 	case orders.StatusCancelled:
-		if e.timeouts {
+		if !o.PayDeadline.IsZero() && !o.UpdatedAt.Before(o.PayDeadline) {
 			e.r.add(o.VoucherID, figTimedOut, 1)
 		}
 		e.r.add(o.VoucherID, figReturned, o.Quantity)

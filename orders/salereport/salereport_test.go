@@ -49,14 +49,17 @@ func TestTwoRecordersAddUp(t *testing.T) {
 	b.Step(v.ID, 2, 50)
 	b.Step(v.ID, 0, 0) // an idle room records nothing
 
-	o := orders.Order{VoucherID: v.ID, Quantity: 2}
-	paid, cancelled, failed := o, o, o
-	paid.Status, cancelled.Status, failed.Status = orders.StatusPaid, orders.StatusCancelled, orders.StatusFailed
-	gw := a.Events(nil, false)
-	sweeper := b.Events(nil, true)
+	deadline := time.Now()
+	o := orders.Order{VoucherID: v.ID, Quantity: 2, PayDeadline: deadline}
+	paid, cancelled, timedOut, failed := o, o, o, o
+	paid.Status, cancelled.Status, timedOut.Status, failed.Status = orders.StatusPaid, orders.StatusCancelled, orders.StatusCancelled, orders.StatusFailed
+	cancelled.UpdatedAt = deadline.Add(-time.Second)
+	timedOut.UpdatedAt = deadline
+	gw := a.Events(nil)
+	sweeper := b.Events(nil)
 	require.NoError(t, gw.Publish(ctx, orders.Event{Order: paid}))
 	require.NoError(t, gw.Publish(ctx, orders.Event{Order: cancelled}))
-	require.NoError(t, sweeper.Publish(ctx, orders.Event{Order: cancelled}))
+	require.NoError(t, sweeper.Publish(ctx, orders.Event{Order: timedOut}))
 	require.NoError(t, gw.Publish(ctx, orders.Event{Order: failed}))
 
 	require.True(t, a.Flush(ctx))
