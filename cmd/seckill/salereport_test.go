@@ -176,3 +176,83 @@ func mustID(t *testing.T, id string) int64 {
 	require.NoError(t, err)
 	return n
 }
+
+// TestSaleReportOfAWaitingRoomOnTwoGateways: shoppers wait in a room's line
+// and buy with their passes through two gateways: each gateway counts what
+// it answered and what its admitter admitted, and the report is the sum:
+// every attempt once, the room's own admissions, a line that was there and
+// a time in line.
+func TestSaleReportOfAWaitingRoomOnTwoGateways(t *testing.T) {
+	a := startSystem(t, nil)
+	b := a.startPeer(t, gatewayOnly)
+	const stock, shoppers = 6, 10
+	vid := a.createRoomVoucher(t, stock, 1, 3, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	path := "/api/v1/vouchers/" + vid + "/queue"
+	toks := make([]string, shoppers)
+	for i := range toks {
+		toks[i] = a.shopper(t, testUser())
+		j := a.do(t, http.MethodPost, path, toks[i], nil, nil)
+		require.Equal(t, http.StatusOK, j.status, "%s", j.raw)
+	}
+	noPass := b.buy(t, vid, toks[shoppers-1], 1, "")
+	require.Equal(t, "not_admitted", noPass.errorCode(), "%s", noPass.raw)
+
+	// Each shopper polls their place, alternately on either gateway, and
+	// buys with the pass there once admitted, until the stock is gone.
+	gateways := []*testSystem{a, b.testSystem}
+	done := make([]bool, shoppers)
+	attempts, bought := int64(1), 0
+	deadline := time.Now().Add(45 * time.Second)
+	for bought < stock {
+		require.True(t, time.Now().Before(deadline), "%d of %d bought", bought, stock)
+		for i := range toks {
+			if done[i] {
+				continue
+			}
+			g := gateways[i%2]
+			q := g.do(t, http.MethodGet, path, toks[i], nil, nil)
+			require.Equal(t, http.StatusOK, q.status, "%s", q.raw)
+			switch q.body["state"] {
+			case "admitted":
+				buy := g.buyWithPass(t, vid, toks[i], q.body["pass"].(string), "")
+				attempts++
+				require.Equal(t, http.StatusAccepted, buy.status, "%s", buy.raw)
+				done[i] = true
+				bought++
+			case "closed", "sold_out":
+				done[i] = true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.waitPersisted(t, vid, stock)
+
+	var rep api.SaleReport
+	var admitted float64
+	require.Eventually(t, func() bool {
+		st := a.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", a.cfg.AdminToken, nil, nil)
+		admitted = st.body["queue"].(map[string]any)["admitted"].(float64)
+		r := b.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/report", b.cfg.AdminToken, nil, nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		rep = api.SaleReport{}
+		require.NoError(t, json.Unmarshal(r.raw, &rep))
+		return rep.Attempts == attempts && float64(rep.Admitted) == admitted
+	}, 20*time.Second, 200*time.Millisecond, "the report counts every attempt and admission once: %+v", &rep)
+	require.EqualValues(t, attempts-1, rep.Accepted)
+	require.Equal(t, map[string]int64{"not_admitted": 1}, rep.Refusals)
+	require.EqualValues(t, 1, rep.BotsRefused)
+	require.EqualValues(t, stock, rep.Bought)
+	require.GreaterOrEqual(t, rep.Admitted, int64(stock), "everyone who bought was admitted")
+	require.NotNil(t, rep.SoldOutAt)
+	var longest int64
+	for _, s := range rep.Timeline {
+		longest = max(longest, s.Waiting)
+	}
+	require.Positive(t, longest, "the line was recorded")
+	require.LessOrEqual(t, longest, int64(shoppers))
+	require.NotNil(t, rep.TimeInLine.P50)
+	require.NotNil(t, rep.TimeInLine.P99)
+	require.LessOrEqual(t, *rep.TimeInLine.P50, *rep.TimeInLine.P99)
+	t.Logf("report: admitted %d, bought %d, longest line %d, time in line p50 %d ms, p99 %d ms, %d seconds",
+		rep.Admitted, rep.Bought, longest, *rep.TimeInLine.P50, *rep.TimeInLine.P99, len(rep.Timeline))
+}
