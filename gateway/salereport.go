@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -70,13 +71,34 @@ func (s *Server) ordersCSV(c *fiber.Ctx) error {
 	// context is over: the export has a context of its own.
 	ctx := context.WithoutCancel(c.UserContext())
 	reports, log := s.deps.Reports, s.log
+	conn, timeout := c.Context().Conn(), s.cfg.WriteTimeout
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithTimeout(ctx, exportTimeout)
 		defer cancel()
-		if err := reports.WriteOrdersCSV(ctx, id, w); err != nil {
+		out := &progressDeadline{w: w, conn: conn, timeout: timeout}
+		if err := reports.WriteOrdersCSV(ctx, id, out); err != nil {
 			log.WarnContext(ctx, "orders export cut short", "voucher_id", id, "err", err)
 		}
 		_ = w.Flush()
 	})
 	return nil
+}
+
+// progressDeadline writes to w and, as it makes progress, moves conn's
+// write deadline on: the server's WriteTimeout bounds one whole answer,
+// which a large export outlasts, while a client that stops reading must
+// still be let go within it.
+type progressDeadline struct {
+	w       *bufio.Writer
+	conn    net.Conn
+	timeout time.Duration
+	moved   time.Time
+}
+
+func (p *progressDeadline) Write(b []byte) (int, error) {
+	if now := time.Now(); p.timeout > 0 && now.Sub(p.moved) > p.timeout/4 {
+		_ = p.conn.SetWriteDeadline(now.Add(p.timeout))
+		p.moved = now
+	}
+	return p.w.Write(b)
 }

@@ -1,12 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
@@ -71,4 +76,46 @@ func TestBuyAttemptsCountForTheSaleReport(t *testing.T) {
 	require.Equal(t, 404, resp.StatusCode)
 	require.Equal(t, 400, buy(`{"quantity":"x"}`))
 	require.Empty(t, sales.take())
+}
+
+// slowExport is a test's SaleReports: an export of rows lines written over
+// a while, the report of no voucher.
+type slowExport struct {
+	rows  int
+	pause time.Duration
+}
+
+func (s slowExport) Report(context.Context, int64) (api.SaleReport, error) {
+	return api.SaleReport{}, apperr.ErrNotFound
+}
+
+func (s slowExport) WriteOrdersCSV(ctx context.Context, _ int64, w io.Writer) error {
+	for i := range s.rows {
+		if _, err := fmt.Fprintf(w, "%d,%s\n", i, strings.Repeat("x", 4000)); err != nil {
+			return err
+		}
+		time.Sleep(s.pause)
+	}
+	return nil
+}
+
+// An export that takes longer than the server's WriteTimeout still
+// arrives whole: the deadline moves on as long as it makes progress.
+func TestOrdersExportOutlastsTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	export := slowExport{rows: 40, pause: 25 * time.Millisecond} // about 1 s
+	b := setup(t, func(c *Config, d *Deps) {
+		c.WriteTimeout = 200 * time.Millisecond
+		d.Reports = export
+	})
+	v := b.catalog.put(seckill.Voucher{Title: "e", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1})
+	resp, body := b.do(t, "GET", fmt.Sprintf("/api/v1/admin/vouchers/%d/orders.csv", v.ID), "", "Authorization", bearerOf(testAdminToken))
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "text/csv; charset=utf-8", resp.Header.Get("Content-Type"))
+	require.Equal(t, export.rows, strings.Count(string(body), "\n"), "every row arrived")
+
+	resp, _ = b.do(t, "GET", "/api/v1/admin/vouchers/424242/orders.csv", "", "Authorization", bearerOf(testAdminToken))
+	require.Equal(t, 404, resp.StatusCode, "an unknown voucher, before any row")
+	resp, _ = b.do(t, "GET", "/api/v1/admin/vouchers/424242/report", "", "Authorization", bearerOf(testAdminToken))
+	require.Equal(t, 404, resp.StatusCode)
 }
