@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -299,7 +300,8 @@ func (s *system) workerPart() part {
 		}
 		defer consumer.Close()
 		worker := orders.NewWorker(orders.WorkerConfig{Record: s.workStore, Stock: s.stock, Events: s.events,
-			PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+			PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders,
+			Failed: func(r seckill.Reservation) { s.sales.Returned(r.VoucherID, r.Quantity) }})
 		// role=worker on the consumer's goroutines (and those it starts):
 		// make bench reports the worker's CPU apart.
 		pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {

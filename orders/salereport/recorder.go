@@ -110,6 +110,10 @@ func (r *Recorder) Step(voucherID int64, admitted, waiting int64) {
 	}
 }
 
+// Returned records units of voucherID back on sale outside an order event
+// (a reservation the workers recorded as failed).
+func (r *Recorder) Returned(voucherID, units int64) { r.add(voucherID, figReturned, units) }
+
 // add records n of a figure now.
 func (r *Recorder) add(voucherID int64, name string, n int64) {
 	sec := r.now().Unix()

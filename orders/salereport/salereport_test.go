@@ -61,6 +61,7 @@ func TestTwoRecordersAddUp(t *testing.T) {
 	require.NoError(t, gw.Publish(ctx, orders.Event{Order: cancelled}))
 	require.NoError(t, sweeper.Publish(ctx, orders.Event{Order: timedOut}))
 	require.NoError(t, gw.Publish(ctx, orders.Event{Order: failed}))
+	b.Returned(v.ID, 3) // a reservation the workers recorded failed
 
 	require.True(t, a.Flush(ctx))
 	require.True(t, b.Flush(ctx))
@@ -76,7 +77,7 @@ func TestTwoRecordersAddUp(t *testing.T) {
 	require.EqualValues(t, 3, rep.BotsRefused)
 	require.EqualValues(t, 6, rep.Admitted)
 	require.EqualValues(t, 1, rep.TimedOut)
-	require.EqualValues(t, 6, rep.Returned, "two cancels and a failure of two units each")
+	require.EqualValues(t, 9, rep.Returned, "two cancels and a failure of two units each, three units from the workers")
 	require.NotNil(t, rep.FirstBuyAt)
 
 	var waiting, paidSum, attempts int64
