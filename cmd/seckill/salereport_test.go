@@ -106,6 +106,9 @@ func TestSaleReportAfterASale(t *testing.T) {
 	require.NotNil(t, rep.FirstBuyAt)
 	require.NotNil(t, rep.SoldOutAt)
 	require.False(t, rep.SoldOutAt.Before(*rep.FirstBuyAt), "sold out after the first buy")
+	t.Logf("load tool: sent %d, outcomes %v; report: attempts %d, accepted %d, refusals %v, bought %d, paid %d, returned %d, resold %d, sold out %s after the first buy, %d seconds",
+		sale.Sent, sale.Outcomes, rep.Attempts, rep.Accepted, rep.Refusals, rep.Bought, rep.Paid, rep.Returned, rep.Resold,
+		rep.SoldOutAt.Sub(*rep.FirstBuyAt), len(rep.Timeline))
 	require.Nil(t, rep.TimeInLine.P50, "no waiting room, no line")
 	var tlAttempts int64
 	for i, s := range rep.Timeline {
