@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"time"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
@@ -59,6 +61,25 @@ type StatsReader interface {
 	// answer's Orders[orders.StatusReserved] is the count of live holds not
 	// yet persisted (a Redis figure), and StockLeft is the live stock.
 	Stats(ctx context.Context, voucherID int64) (orders.Stats, error)
+}
+
+// SaleRecorder counts each buy attempt of a known voucher by its answer,
+// for the sale report (salereport.Recorder implements it). It is on the
+// buying path: it must not block nor do I/O.
+type SaleRecorder interface {
+	// Attempt counts one attempt: code is the error code it was answered
+	// with ("" when accepted), limiter the step whose limit refused it.
+	Attempt(voucherID int64, code, limiter string)
+}
+
+// SaleReports answers the operator's sale report and order export
+// (salereport.Reports implements it).
+type SaleReports interface {
+	// Report returns the voucher's report, or apperr.ErrNotFound.
+	Report(ctx context.Context, voucherID int64) (api.SaleReport, error)
+	// WriteOrdersCSV writes the voucher's orders to w as CSV, as it reads
+	// them.
+	WriteOrdersCSV(ctx context.Context, voucherID int64, w io.Writer) error
 }
 
 // Accounts registers shoppers and logs them in (auth.Accounts implements it).

@@ -263,11 +263,13 @@ func (s *Server) newPipeline() (*buy.Pipeline, error) {
 }
 
 // buy is POST /api/v1/vouchers/{id}/orders: decode, buy, encode.
-func (s *Server) buy(c *fiber.Ctx) error {
+func (s *Server) buy(c *fiber.Ctx) (err error) {
 	vid, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
 		return err
 	}
+	var a *buy.Attempt
+	defer func() { s.recordAttempt(a, err) }()
 	key, err := idempotencyKey(c.Get(HeaderIdempotencyKey))
 	if err != nil {
 		return err
@@ -280,7 +282,7 @@ func (s *Server) buy(c *fiber.Ctx) error {
 	if in.Quantity != nil {
 		qty = *in.Quantity
 	}
-	a := &buy.Attempt{
+	a = &buy.Attempt{
 		Request:       seckill.BuyRequest{VoucherID: vid, UserID: userIDOf(c), Quantity: qty, RequestKey: key},
 		ClientKey:     s.clientKey(c),
 		CaptchaID:     in.CaptchaID,

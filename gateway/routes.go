@@ -66,6 +66,8 @@ func (s *Server) routes() error {
 	admin.Post("/vouchers", s.createVoucher)
 	admin.Add(fiber.MethodGet, "/vouchers/:id/stats", s.voucherStats)
 	admin.Put("/vouchers/:id/state", s.setVoucherState)
+	admin.Add(fiber.MethodGet, "/vouchers/:id/report", s.saleReport)
+	admin.Add(fiber.MethodGet, "/vouchers/:id/orders.csv", s.ordersCSV)
 	admin.Add(fiber.MethodGet, "/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.switchBreaker)
 

@@ -150,6 +150,10 @@ type Deps struct {
 	// the order its key made (gateway/buy/pass.go). Nil: such a buy is
 	// refused 403.
 	Replays buy.RequestOrders
+	// Sales counts the buy attempts for the sale report. Nil: none.
+	Sales SaleRecorder
+	// Reports answers the sale report routes. Nil: they answer 503.
+	Reports SaleReports
 }
 
 // Server is one gateway instance.

@@ -28,6 +28,7 @@ type Worker struct {
 	log        *slog.Logger
 	now        func() time.Time
 	metrics    *Metrics
+	failed     func(seckill.Reservation)
 }
 
 // WorkerConfig is what NewWorker builds a Worker from; zero fields take
@@ -46,6 +47,11 @@ type WorkerConfig struct {
 	// Metrics, when set, records persist latency and the orders created
 	// and failed (see NewMetrics).
 	Metrics *Metrics
+	// Failed, when set, is told once of each reservation this worker
+	// recorded as failed, whose units go back on sale (the sale report
+	// counts them); a redelivered batch does not tell it again. It must
+	// not block.
+	Failed func(r seckill.Reservation)
 }
 
 // NewWorker returns a Worker.
@@ -58,7 +64,7 @@ func NewWorker(cfg WorkerConfig) *Worker {
 	}
 	return &Worker{
 		store: cfg.Record, stock: cfg.Stock, events: cfg.Events,
-		payTimeout: cfg.PayTimeout, log: cfg.Log, now: time.Now, metrics: cfg.Metrics,
+		payTimeout: cfg.PayTimeout, log: cfg.Log, now: time.Now, metrics: cfg.Metrics, failed: cfg.Failed,
 	}
 }
 
@@ -101,6 +107,9 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 		case p.Outcome == OutcomeFailed:
 			w.log.WarnContext(ctx, "reservation failed", "order_id", p.Reservation.OrderID,
 				"voucher_id", p.Reservation.VoucherID, "user_id", p.Reservation.UserID, "reason", p.Reason)
+			if w.failed != nil {
+				w.failed(p.Reservation)
+			}
 			release = append(release, p)
 		case p.Order.Status == StatusFailed:
 			// A failure persisted before: its release may not have happened.

@@ -102,7 +102,9 @@ func TestWorkerHandle(t *testing.T) {
 	store := pgstore.New(stack.NewDatabase(t))
 	v := pgstoretest.NewVoucher(t, store, 10, 2)
 	redis := newRedisSide()
-	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Events: redis, PayTimeout: time.Minute, Log: testLog(t)})
+	var failed []int64
+	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Events: redis, PayTimeout: time.Minute, Log: testLog(t),
+		Failed: func(r seckill.Reservation) { failed = append(failed, r.OrderID) }})
 
 	good1, good2 := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 2, 2)
 	bad := pgstoretest.Reservation(v.ID+100, 3, 1)
@@ -133,6 +135,7 @@ func TestWorkerHandle(t *testing.T) {
 	require.Equal(t, int64(2), st.Orders[orders.StatusCreated])
 	require.Equal(t, map[int64]int{bad.OrderID: 1}, redis.released)
 	require.Equal(t, 2, redis.confirmed[good1.OrderID])
+	require.Equal(t, []int64{bad.OrderID}, failed, "the failure is told once, not again on redelivery")
 }
 
 // Redis down after the transaction: the batch is returned as an error (the

@@ -14,6 +14,10 @@
  *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed,
  *      queue: the line's figures "W waiting · A admitted · E expired · U used", – without a room)
  *   #stats-updated #message #server-clock
+ *   #report-voucher #report-show #report-csv        the sale report of one voucher
+ *   #report                                          the report, drawn by report.js (see its hooks);
+ *     its data-voucher-id is the voucher shown
+ *   #stats tbody tr td[data-field="pause"] button.report-open   shows that row's report
  */
 'use strict';
 
@@ -262,7 +266,16 @@
           b.type = 'button';
           b.className = 'pause';
           b.addEventListener('click', () => togglePause(tr.dataset.voucherId, b));
-          td.append(b);
+          const r = document.createElement('button');
+          r.type = 'button';
+          r.className = 'report-open';
+          r.textContent = 'Report';
+          r.setAttribute('aria-label', `Sale report of voucher ${v.id}`);
+          r.addEventListener('click', () => {
+            $('#report-voucher').value = tr.dataset.voucherId;
+            showReport();
+          });
+          td.append(b, r);
         }
         tr.append(td);
       }
@@ -360,6 +373,73 @@
     if (token) refreshTimer = setTimeout(refresh, document.hidden ? 10000 : REFRESH_MS);
   }
 
+  // ---- Sale report --------------------------------------------------------
+
+  function reportVoucher() {
+    const id = $('#report-voucher').value.trim();
+    if (!/^[1-9][0-9]{0,18}$/.test(id)) {
+      say('Please give a voucher ID.', 'warn');
+      $('#report-voucher').focus();
+      return '';
+    }
+    if (!token) { say('Enter the admin token first.', 'warn'); $('#admin-token').focus(); return ''; }
+    return id;
+  }
+
+  async function showReport(ev) {
+    if (ev) ev.preventDefault();
+    const id = reportVoucher();
+    if (!id) return;
+    const button = $('#report-show');
+    button.disabled = true;
+    try {
+      const r = await api('GET', `/admin/vouchers/${encodeURIComponent(id)}/report`);
+      const root = $('#report');
+      window.saleReport.render(root, r);
+      root.dataset.voucherId = r.voucher_id;
+      say(`Sale report of voucher ${r.voucher_id}.`, 'ok');
+      root.scrollIntoView({ block: 'nearest' });
+    } catch (err) {
+      if (!tokenRefused(err)) say(`No report for voucher ${id}: ${sentence(err)}`, 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  // downloadOrders saves the voucher's orders as a file. The export needs
+  // the token in a header, which a plain link cannot send.
+  async function downloadOrders() {
+    const id = reportVoucher();
+    if (!id) return;
+    const button = $('#report-csv');
+    button.disabled = true;
+    try {
+      const res = await fetch(`${API}/admin/vouchers/${encodeURIComponent(id)}/orders.csv`, {
+        headers: { Authorization: `Bearer ${token}` }, cache: 'no-store', credentials: 'omit',
+      });
+      if (!res.ok) {
+        let e = {};
+        try { e = (await res.json()).error || {}; } catch (x) { e = {}; }
+        throw new ApiError(res.status, e.code || 'internal', e.message || '');
+      }
+      const url = URL.createObjectURL(await res.blob());
+      const a = document.createElement('a');
+      a.href = url;
+      a.download = `voucher-${id}-orders.csv`;
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      say(`Orders of voucher ${id} downloaded.`, 'ok');
+    } catch (err) {
+      if (err instanceof ApiError) {
+        if (!tokenRefused(err)) say(`No orders for voucher ${id}: ${sentence(err)}`, 'error');
+      } else say(sentence(new ApiError(0, 'network', '')), 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   function start() {
     $('#token-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
@@ -371,6 +451,8 @@
     });
     $('#token-forget').addEventListener('click', () => { setToken(''); say('Token forgotten.', 'info'); });
     $('#breaker-apply').addEventListener('click', applyBreaker);
+    $('#report-form').addEventListener('submit', showReport);
+    $('#report-csv').addEventListener('click', downloadOrders);
     $('#voucher-form').addEventListener('submit', createVoucher);
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
     $('#v-room').addEventListener('change', () => {

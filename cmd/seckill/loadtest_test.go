@@ -23,14 +23,8 @@ func TestLoadtestAgainstTheRealSystem(t *testing.T) {
 	ts := startSystem(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cfg := loadtest.DefaultConfig()
-	cfg.BaseURL = ts.base
-	cfg.AdminToken, cfg.JWTSecret = ts.cfg.AdminToken, ts.cfg.JWTSecret
+	cfg := ts.saleConfig()
 	cfg.Concurrency = 16
-	cfg.OpenIn = time.Second
-	cfg.PersistWait = 30 * time.Second
-	cfg.NoProgress = true
-	cfg.JSON = true
 
 	t.Run("limits and replays", func(t *testing.T) {
 		cfg := cfg
@@ -72,6 +66,19 @@ func TestLoadtestAgainstTheRealSystem(t *testing.T) {
 		require.Positive(t, cr.RequestsPerSecond)
 		require.Contains(t, stdout.String(), `"requests_per_second"`)
 	})
+}
+
+// saleConfig is the load tool's sale against ts: opening a second after
+// the crowd is ready, every order awaited in PostgreSQL, a JSON report.
+func (ts *testSystem) saleConfig() loadtest.Config {
+	cfg := loadtest.DefaultConfig()
+	cfg.BaseURL = ts.base
+	cfg.AdminToken, cfg.JWTSecret = ts.cfg.AdminToken, ts.cfg.JWTSecret
+	cfg.OpenIn = time.Second
+	cfg.PersistWait = 30 * time.Second
+	cfg.NoProgress = true
+	cfg.JSON = true
+	return cfg
 }
 
 // sellWith runs one sale and requires every check to pass, every

@@ -42,7 +42,7 @@ func newProcessMetrics(reg prometheus.Registerer) (processMetrics, error) {
 
 // countedEvents is the event publisher for components that publish once per
 // committed transition (lifecycle, sync buyer, reconciler): each event also
-// counts in seckill_orders_total.
+// counts in seckill_orders_total and in the sale report.
 func (s *system) countedEvents() orders.Events {
-	return s.metrics.orders.CountEvents(s.events)
+	return s.sales.Events(s.metrics.orders.CountEvents(s.events))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -73,7 +74,7 @@ type part struct {
 //     cannot bind never joins the fleet).
 //  2. Start the parts in the order of their list, each once every part
 //     before it that has a ready channel is ready: health and metrics
-//     (opsPart); the gateway's (gatewayParts: the catalog and what feeds it,
+//     (opsPart); the sale report's writer; the gateway's (gatewayParts: the catalog and what feeds it,
 //     the gates, the notify hub and the room feed subscribed so that no
 //     event published once the gateway answers is lost, then the HTTP
 //     server); the worker's; the sweeper's.
@@ -81,8 +82,8 @@ type part struct {
 //     it have returned: the sweeper's and the worker's (the consumer commits
 //     what it persisted); the gateway, which stops taking requests and lets
 //     in-flight ones finish; then what it relied on (the hub ends its
-//     sockets' subscriptions, the gates leave the fleet); health and
-//     metrics last.
+//     sockets' subscriptions, the gates leave the fleet); the sale
+//     report's writer, with its last flush; health and metrics last.
 //  4. Close what the parts shared (the reconciler's drain).
 func (s *system) run(ctx context.Context) error {
 	ln, opsLn, err := s.listen()
@@ -93,7 +94,9 @@ func (s *system) run(ctx context.Context) error {
 	defer ln.Close()
 	defer opsLn.Close()
 
-	parts := []part{s.opsPart(opsLn)}
+	// The sale report's writer starts before, and stops after, every part
+	// that counts into it, so that its last flush has all they counted.
+	parts := []part{s.opsPart(opsLn), {name: "sale report", run: s.sales.Run}}
 	if s.server != nil {
 		parts = append(parts, s.gatewayParts(ln)...)
 	}
@@ -297,7 +300,8 @@ func (s *system) workerPart() part {
 		}
 		defer consumer.Close()
 		worker := orders.NewWorker(orders.WorkerConfig{Record: s.workStore, Stock: s.stock, Events: s.events,
-			PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders})
+			PayTimeout: s.cfg.PayTimeout, Log: s.log, Metrics: s.metrics.orders,
+			Failed: func(r seckill.Reservation) { s.sales.Returned(r.VoucherID, r.Quantity) }})
 		// role=worker on the consumer's goroutines (and those it starts):
 		// make bench reports the worker's CPU apart.
 		pprof.Do(ctx, pprof.Labels(profileRole, "worker"), func(ctx context.Context) {

@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -66,6 +67,9 @@ type system struct {
 	admitter *waitroom.Admitter
 	// mirror copies the rooms' journals to PostgreSQL (cmd/seckill/roomcopy.go).
 	mirror *waitroom.Mirror
+	// sales counts what every sale does, for its report; every role
+	// records into it (attempts, the line, payments, timeouts).
+	sales *salereport.Recorder
 
 	// onListen, when set, is told the gateway's and the ops listener's
 	// addresses once the process listens (dev mode prints its banner then,
@@ -108,6 +112,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	s.stock = redisstock.New(redisstock.Config{Redis: s.rdb, Metrics: s.metrics.stock,
 		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow})
 	s.events = notify.NewPublisher(s.rdb)
+	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
 	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock,
 		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log})
 

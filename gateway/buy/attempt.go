@@ -22,12 +22,17 @@ type Attempt struct {
 	// the address for IPv4, its /56 for IPv6.
 	ClientKey string
 	// Voucher is the catalog's copy of the voucher, set by the catalog
-	// step. Its StockLeft is at most a moment old: the reservation is the
+	// step (also when that step refuses the attempt; unset for an unknown
+	// voucher). Its StockLeft is at most a moment old: the reservation is the
 	// only judge of stock.
 	Voucher seckill.Voucher
 	// Pass is the Seckill-Pass header as the shopper sent it (possibly
 	// empty); a voucher with a waiting room takes one (pass.go).
 	Pass string
+	// Limiter is the step whose limit refused the attempt with 429
+	// (StepAddressLimit, StepUserLimit or StepGlobalLimit); empty
+	// otherwise. The sale report counts refusals by limit.
+	Limiter string
 
 	header http.Header
 }

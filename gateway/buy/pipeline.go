@@ -161,7 +161,7 @@ func (p *Pipeline) run(ctx context.Context, a *Attempt) (Purchase, error) {
 	// 3. address limit
 	if l := p.steps.Address; l != nil {
 		if err := l.Take(ctx, a); err != nil {
-			return Purchase{}, err
+			return Purchase{}, refusedBy(StepAddressLimit, a, err)
 		}
 	}
 	// 4. fast refusal, user limit, strikes
@@ -225,13 +225,15 @@ func (p *Pipeline) fromCatalog(ctx context.Context, a *Attempt) error {
 	if err != nil {
 		return err
 	}
+	// Set before the refusals too: the sale report counts an attempt
+	// refused here against its (known) voucher.
+	a.Voucher = v
 	if err := seckill.CertainRefusal(v, p.now(), a.Request.RequestKey != ""); err != nil {
 		if v.Paused {
 			err = apperr.WithRetryAfter(err, pausedRetryAfter)
 		}
 		return err
 	}
-	a.Voucher = v
 	a.Request.EndsAt = v.EndAt
 	return nil
 }
@@ -260,7 +262,16 @@ func (p *Pipeline) limit(ctx context.Context, step string, l Limit, seller Selle
 	if err := p.fast(step, seller, a); err != nil {
 		return err
 	}
-	return l.Take(ctx, a)
+	return refusedBy(step, a, l.Take(ctx, a))
+}
+
+// refusedBy names step as a's Limiter when err is its limit's refusal, and
+// returns err.
+func refusedBy(step string, a *Attempt, err error) error {
+	if errors.Is(err, apperr.ErrRateLimited) {
+		a.Limiter = step
+	}
+	return err
 }
 
 // strikes is the end of step 4: a shopper over the unpaid limit is

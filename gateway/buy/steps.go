@@ -10,9 +10,10 @@ import (
 
 // Step names, as the steps' metrics label their refusals.
 const (
-	StepUserLimit   = "user_limit"
-	StepGlobalLimit = "global_limit"
-	StepCaptcha     = "captcha"
+	StepAddressLimit = "address_limit"
+	StepUserLimit    = "user_limit"
+	StepGlobalLimit  = "global_limit"
+	StepCaptcha      = "captcha"
 )
 
 // Dependency paths of a buy, one breaker each (a Seller names its own).

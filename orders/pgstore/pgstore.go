@@ -1,5 +1,6 @@
 // Package pgstore keeps the platform's record in PostgreSQL: users,
-// vouchers and orders.
+// vouchers and orders, and each sale's per-second figures (the Store of
+// orders/salereport).
 //
 // It sits under orders because most of what it writes is orders. The users
 // and vouchers live here too, because an order's transaction takes the

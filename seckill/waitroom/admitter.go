@@ -32,6 +32,7 @@ type Admitter struct {
 	targets  func(ctx context.Context) ([]Target, error)
 	interval time.Duration
 	log      *slog.Logger
+	onStep   func(voucherID int64, s Step)
 	// closed are the rooms this admitter closed or saw closed: it
 	// announces that once and steps them no more.
 	closed map[int64]bool
@@ -49,6 +50,10 @@ type AdmitterConfig struct {
 	Interval time.Duration
 	// Log gets the failures of a step (none: discarded).
 	Log *slog.Logger
+	// OnStep, when set, is told every step this admitter ran (the sale
+	// report records the admissions and the line's length). It must not
+	// block.
+	OnStep func(voucherID int64, s Step)
 }
 
 // NewAdmitter returns an admitter of the rooms cfg.Targets lists. It starts
@@ -60,7 +65,8 @@ func NewAdmitter(cfg AdmitterConfig) *Admitter {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"), closed: map[int64]bool{}}
+	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"),
+		onStep: cfg.OnStep, closed: map[int64]bool{}}
 }
 
 // Admitting reports whether an Admitter steps l's room at now: it has an
@@ -116,6 +122,9 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if err != nil {
 			a.log.Warn("waitroom: admission step failed", "voucher_id", id, "err", err)
 			continue
+		}
+		if a.onStep != nil {
+			a.onStep(id, step)
 		}
 		if step.Closed {
 			a.closed[id] = true

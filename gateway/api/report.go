@@ -1,0 +1,67 @@
+package api
+
+import "time"
+
+// SaleReport is one voucher's sale as the fleet recorded it, for the
+// operator (the `SaleReport` object of GET
+// /api/v1/admin/vouchers/{id}/report). Counts are of buy attempts unless a
+// field says units.
+type SaleReport struct {
+	VoucherID string `json:"voucher_id"`
+	// FirstBuyAt is the second of the first buy attempt; null before any.
+	FirstBuyAt *time.Time `json:"first_buy_at"`
+	// SoldOutAt is when the last unit of the stock was first held; null
+	// while some was never taken.
+	SoldOutAt *time.Time `json:"sold_out_at"`
+	Attempts  int64      `json:"attempts"`
+	Accepted  int64      `json:"accepted"`
+	// Refusals counts the refused attempts by error code.
+	Refusals map[string]int64 `json:"refusals"`
+	// Limiters splits refusals["rate_limited"] by the limit that refused:
+	// address_limit, user_limit or global_limit.
+	Limiters map[string]int64 `json:"limiters"`
+	// BotsRefused is the attempts that a gate against automation refused:
+	// the limits (429), the captcha (400 captcha_invalid) and the waiting
+	// room's pass (403 not_admitted).
+	BotsRefused int64 `json:"bots_refused"`
+	// Admitted is how many shoppers the waiting room let in.
+	Admitted int64 `json:"admitted"`
+	// Bought is the orders made (every order but the failed), Paid those
+	// paid, and Conversion Paid / Bought (0 without orders).
+	Bought     int64   `json:"bought"`
+	Paid       int64   `json:"paid"`
+	Conversion float64 `json:"conversion"`
+	// TimedOut is the orders the payment timeout cancelled.
+	TimedOut int64 `json:"timed_out"`
+	// Returned is the units that came back on sale (timeouts, cancels,
+	// failed orders); Resold those of them that were sold again.
+	Returned int64 `json:"returned"`
+	Resold   int64 `json:"resold"`
+	// TimeInLine is the wait from joining the line (or the opening, for
+	// the pre-queue) to admission, at one second's resolution.
+	TimeInLine Percentiles `json:"time_in_line_ms"`
+	// Timeline is one element a second, from the first recorded second to
+	// the last, without gaps.
+	Timeline []SaleSecond `json:"timeline"`
+}
+
+// Percentiles are a distribution's p50 and p99 (SaleReport.time_in_line_ms),
+// null without any sample.
+type Percentiles struct {
+	P50 *int64 `json:"p50"`
+	P99 *int64 `json:"p99"`
+}
+
+// SaleSecond is one second of a sale (SaleReport.timeline).
+type SaleSecond struct {
+	T        time.Time        `json:"t"`
+	Attempts int64            `json:"attempts"`
+	Accepted int64            `json:"accepted"`
+	Refusals map[string]int64 `json:"refusals"`
+	// Waiting is the line's length at its longest in the second.
+	Waiting  int64 `json:"waiting"`
+	Admitted int64 `json:"admitted"`
+	Paid     int64 `json:"paid"`
+	TimedOut int64 `json:"timed_out"`
+	Returned int64 `json:"returned"`
+}

@@ -1,0 +1,126 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashsale/seckill/orders/salereport"
+	"github.com/flashsale/seckill/seckill/apperr"
+)
+
+// The sale report's figures are added to, never replaced: every process
+// of the fleet writes its own counts of the same second. A gauge (the
+// line's length) keeps the highest any process saw.
+const (
+	addSaleSums = `
+		INSERT INTO sale_counts (voucher_id, second, name, n)
+		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::bigint[])
+		ON CONFLICT (voucher_id, second, name) DO UPDATE SET n = sale_counts.n + EXCLUDED.n`
+	addSaleGauges = `
+		INSERT INTO sale_counts (voucher_id, second, name, n)
+		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::bigint[])
+		ON CONFLICT (voucher_id, second, name) DO UPDATE SET n = GREATEST(sale_counts.n, EXCLUDED.n)`
+)
+
+// AddSaleCounts implements salereport.Store: both lists in one transaction
+// (the batch is one implicit transaction), in the order given.
+func (s *Store) AddSaleCounts(ctx context.Context, sums, gauges []salereport.Count) (err error) {
+	defer unavailable(&err)
+	_, err = retryConflicts(ctx, func() (struct{}, error) {
+		b := &pgx.Batch{}
+		for _, q := range []struct {
+			sql  string
+			list []salereport.Count
+		}{{addSaleSums, sums}, {addSaleGauges, gauges}} {
+			if len(q.list) == 0 {
+				continue
+			}
+			ids, secs, names, ns := make([]int64, len(q.list)), make([]time.Time, len(q.list)), make([]string, len(q.list)), make([]int64, len(q.list))
+			for i, c := range q.list {
+				ids[i], secs[i], names[i], ns[i] = c.VoucherID, c.Second, c.Name, c.N
+			}
+			b.Queue(q.sql, ids, secs, names, ns)
+		}
+		return struct{}{}, s.pool.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: add sale counts: %w", err)
+	}
+	return nil
+}
+
+// SaleCounts implements salereport.Store.
+func (s *Store) SaleCounts(ctx context.Context, voucherID int64) (_ []salereport.Count, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `
+		SELECT voucher_id, second, name, n FROM sale_counts WHERE voucher_id = $1 ORDER BY second, name`, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c salereport.Count, err error) {
+		err = r.Scan(&c.VoucherID, &c.Second, &c.Name, &c.N)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+	}
+	return list, nil
+}
+
+// SaleOrders implements salereport.Store in one read of the voucher's
+// orders (and one more, ordered, for the sell-out).
+func (s *Store) SaleOrders(ctx context.Context, voucherID int64) (_ salereport.OrderFigures, err error) {
+	defer unavailable(&err)
+	var f salereport.OrderFigures
+	err = s.pool.QueryRow(ctx, `
+		SELECT v.stock_total,
+		       count(o.id) FILTER (WHERE o.status <> 'failed'),
+		       count(o.id) FILTER (WHERE o.status = 'paid'),
+		       coalesce(sum(o.quantity), 0),
+		       (SELECT c.reserved_at FROM (
+		            SELECT reserved_at, sum(quantity) OVER (ORDER BY reserved_at, id) AS held
+		            FROM orders WHERE voucher_id = v.id AND status <> 'failed') c
+		        WHERE c.held >= v.stock_total ORDER BY c.held LIMIT 1)
+		FROM vouchers v LEFT JOIN orders o ON o.voucher_id = v.id
+		WHERE v.id = $1
+		GROUP BY v.id`, voucherID).Scan(&f.StockTotal, &f.Bought, &f.Paid, &f.UnitsHeld, &f.SoldOutAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return f, fmt.Errorf("pgstore: voucher %d: %w", voucherID, apperr.ErrNotFound)
+	}
+	if err != nil {
+		return f, fmt.Errorf("pgstore: sale orders of %d: %w", voucherID, err)
+	}
+	return f, nil
+}
+
+// EachSaleOrder implements salereport.Store. The rows are read from the
+// connection as fn takes them: a million orders never sit in memory. A
+// paid order's paid_at is its last update, since nothing changes a paid
+// order afterwards.
+func (s *Store) EachSaleOrder(ctx context.Context, voucherID int64, fn func(salereport.OrderRow) error) (err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, user_id, quantity, status, reserved_at, CASE WHEN status = 'paid' THEN updated_at END
+		FROM orders WHERE voucher_id = $1 ORDER BY id`, voucherID)
+	if err != nil {
+		return fmt.Errorf("pgstore: orders of %d: %w", voucherID, err)
+	}
+	defer rows.Close()
+	var o salereport.OrderRow
+	for rows.Next() {
+		if err := rows.Scan(&o.ID, &o.UserID, &o.Quantity, &o.Status, &o.ReservedAt, &o.PaidAt); err != nil {
+			return fmt.Errorf("pgstore: orders of %d: %w", voucherID, err)
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: orders of %d: %w", voucherID, err)
+	}
+	return nil
+}

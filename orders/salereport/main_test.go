@@ -1,0 +1,11 @@
+package salereport_test
+
+import (
+	"testing"
+
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+)
+
+var stack *stacktest.Stack
+
+func TestMain(m *testing.M) { stacktest.Main(m, &stack) }

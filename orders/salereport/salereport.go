@@ -1,0 +1,77 @@
+// Package salereport keeps, for every voucher, what its sale did second by
+// second (buy attempts, their answers, the waiting line, payments,
+// timeouts, units returned) and answers the operator's sale report from it.
+//
+// The buying path only bumps counters in memory (Recorder); a background
+// loop adds them to PostgreSQL in one statement a second, so that the record
+// outlives the sale's Redis state and never slows a buy. Every process of
+// the fleet adds its own counts to the same rows: the report is the fleet's.
+package salereport
+
+import (
+	"context"
+	"time"
+)
+
+// The names of the recorded figures. A refusal is also recorded as
+// prefixRefused plus its error code, and a rate-limited one as
+// prefixLimiter plus the limit's step.
+const (
+	figAttempts = "attempts"
+	figAccepted = "accepted"
+	figWaiting  = "waiting"
+	figAdmitted = "admitted"
+	figPaid     = "paid"
+	figTimedOut = "timed_out"
+	figReturned = "returned"
+
+	prefixRefused = "refused:"
+	prefixLimiter = "limiter:"
+)
+
+// Count is one figure of one voucher in one second.
+type Count struct {
+	VoucherID int64
+	// Second is the whole second, in UTC.
+	Second time.Time
+	Name   string
+	N      int64
+}
+
+// OrderFigures are a voucher's orders as PostgreSQL holds them.
+type OrderFigures struct {
+	StockTotal int64
+	// Bought is the orders made (every status but failed), Paid those
+	// paid.
+	Bought, Paid int64
+	// UnitsHeld is the units every order ever held, the failed included.
+	UnitsHeld int64
+	// SoldOutAt is the reservation time of the order that took the
+	// stock_total-th unit (orders in reservation order, failed ones left
+	// out); nil when the orders never added up to the stock.
+	SoldOutAt *time.Time
+}
+
+// OrderRow is one order of the export.
+type OrderRow struct {
+	ID, UserID, Quantity int64
+	Status               string
+	ReservedAt           time.Time
+	// PaidAt is set for a paid order.
+	PaidAt *time.Time
+}
+
+// Store is the report's record in PostgreSQL (orders/pgstore implements
+// it). Unknown vouchers are apperr.ErrNotFound.
+type Store interface {
+	// AddSaleCounts adds sums to the recorded figures and raises gauges
+	// to at least theirs, in one transaction.
+	AddSaleCounts(ctx context.Context, sums, gauges []Count) error
+	// SaleCounts returns every recorded figure of the voucher.
+	SaleCounts(ctx context.Context, voucherID int64) ([]Count, error)
+	// SaleOrders sums the voucher's orders.
+	SaleOrders(ctx context.Context, voucherID int64) (OrderFigures, error)
+	// EachSaleOrder calls fn for each of the voucher's orders in id order,
+	// reading them as it goes; an error of fn stops it and is returned.
+	EachSaleOrder(ctx context.Context, voucherID int64, fn func(OrderRow) error) error
+}

@@ -1,0 +1,217 @@
+package salereport_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
+	"github.com/flashsale/seckill/orders/salereport"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
+)
+
+func newStore(t *testing.T) *pgstore.Store {
+	t.Helper()
+	return pgstore.New(stack.NewDatabase(t))
+}
+
+// Two gateways count the same seconds of one sale: the report is their sum,
+// the line's length the longest either saw, and the events' payments,
+// timeouts and returns land beside the attempts.
+func TestTwoRecordersAddUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore(t)
+	v := pgstoretest.NewVoucher(t, store, 10, 1)
+	a := salereport.NewRecorder(salereport.RecorderConfig{Store: store})
+	b := salereport.NewRecorder(salereport.RecorderConfig{Store: store})
+
+	for range 5 {
+		a.Attempt(v.ID, "", "")
+	}
+	for range 3 {
+		b.Attempt(v.ID, "", "")
+	}
+	a.Attempt(v.ID, "sold_out", "")
+	b.Attempt(v.ID, "rate_limited", "user_limit")
+	b.Attempt(v.ID, "rate_limited", "address_limit")
+	a.Attempt(v.ID, "captcha_invalid", "")
+	a.Step(v.ID, 4, 30)
+	b.Step(v.ID, 2, 50)
+	b.Step(v.ID, 0, 0) // an idle room records nothing
+
+	deadline := time.Now()
+	o := orders.Order{VoucherID: v.ID, Quantity: 2, PayDeadline: deadline}
+	paid, cancelled, timedOut, failed := o, o, o, o
+	paid.Status, cancelled.Status, timedOut.Status, failed.Status = orders.StatusPaid, orders.StatusCancelled, orders.StatusCancelled, orders.StatusFailed
+	cancelled.UpdatedAt = deadline.Add(-time.Second)
+	timedOut.UpdatedAt = deadline
+	gw := a.Events(nil)
+	sweeper := b.Events(nil)
+	require.NoError(t, gw.Publish(ctx, orders.Event{Order: paid}))
+	require.NoError(t, gw.Publish(ctx, orders.Event{Order: cancelled}))
+	require.NoError(t, sweeper.Publish(ctx, orders.Event{Order: timedOut}))
+	require.NoError(t, gw.Publish(ctx, orders.Event{Order: failed}))
+	b.Returned(v.ID, 3) // a reservation the workers recorded failed
+
+	require.True(t, a.Flush(ctx))
+	require.True(t, b.Flush(ctx))
+	require.True(t, a.Flush(ctx), "an empty flush is no failure")
+
+	rep, err := salereport.NewReports(store).Report(ctx, v.ID)
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(v.ID, 10), rep.VoucherID)
+	require.EqualValues(t, 12, rep.Attempts)
+	require.EqualValues(t, 8, rep.Accepted)
+	require.Equal(t, map[string]int64{"sold_out": 1, "rate_limited": 2, "captcha_invalid": 1}, rep.Refusals)
+	require.Equal(t, map[string]int64{"user_limit": 1, "address_limit": 1}, rep.Limiters)
+	require.EqualValues(t, 3, rep.BotsRefused)
+	require.EqualValues(t, 6, rep.Admitted)
+	require.EqualValues(t, 1, rep.TimedOut)
+	require.EqualValues(t, 9, rep.Returned, "two cancels and a failure of two units each, three units from the workers")
+	require.NotNil(t, rep.FirstBuyAt)
+
+	var waiting, paidSum, attempts int64
+	for _, s := range rep.Timeline {
+		waiting = max(waiting, s.Waiting)
+		paidSum += s.Paid
+		attempts += s.Attempts
+	}
+	require.EqualValues(t, 50, waiting, "the line's length is the longest seen, not a sum")
+	require.EqualValues(t, 1, paidSum)
+	require.EqualValues(t, rep.Attempts, attempts)
+}
+
+// A flush PostgreSQL refuses loses nothing: the next one writes it all.
+func TestFailedFlushKeepsCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := stack.NewDatabase(t)
+	store := pgstore.New(pool)
+	v := pgstoretest.NewVoucher(t, store, 10, 1)
+	r := salereport.NewRecorder(salereport.RecorderConfig{Store: store})
+	r.Attempt(v.ID, "", "")
+	_, err := pool.Exec(ctx, "ALTER TABLE sale_counts RENAME TO sale_counts_away")
+	require.NoError(t, err)
+	require.False(t, r.Flush(ctx))
+	r.Attempt(v.ID, "sold_out", "")
+	_, err = pool.Exec(ctx, "ALTER TABLE sale_counts_away RENAME TO sale_counts")
+	require.NoError(t, err)
+	require.True(t, r.Flush(ctx))
+	rep, err := salereport.NewReports(store).Report(ctx, v.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, rep.Attempts)
+	require.EqualValues(t, 1, rep.Accepted)
+}
+
+// Run flushes on its own, and once more when it stops.
+func TestRunFlushesAtTheEnd(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	v := pgstoretest.NewVoucher(t, store, 10, 1)
+	r := salereport.NewRecorder(salereport.RecorderConfig{Store: store, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	r.Attempt(v.ID, "", "")
+	cancel()
+	require.NoError(t, <-done)
+	rep, err := salereport.NewReports(store).Report(context.Background(), v.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, rep.Attempts)
+}
+
+// The report's order figures are PostgreSQL's, the sell-out the
+// reservation that took the last unit, and the export lists every order.
+func TestOrdersFiguresAndExport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore(t)
+	v := pgstoretest.NewVoucher(t, store, 3, 2)
+	var rs []seckill.Reservation
+	for i := range 3 {
+		r := pgstoretest.Reservation(v.ID, int64(100+i), 1)
+		r.ReservedAt = r.ReservedAt.Add(time.Duration(i) * time.Second)
+		rs = append(rs, r)
+	}
+	_, err := store.PersistBatch(ctx, rs, time.Minute)
+	require.NoError(t, err)
+	_, err = store.Pay(ctx, 100, rs[0].OrderID)
+	require.NoError(t, err)
+	_, err = store.Cancel(ctx, 101, rs[1].OrderID)
+	require.NoError(t, err)
+	again := pgstoretest.Reservation(v.ID, 103, 1)
+	again.ReservedAt = again.ReservedAt.Add(5 * time.Second)
+	_, err = store.PersistBatch(ctx, []seckill.Reservation{again}, time.Minute)
+	require.NoError(t, err)
+
+	reports := salereport.NewReports(store)
+	rep, err := reports.Report(ctx, v.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, rep.Bought)
+	require.EqualValues(t, 1, rep.Paid)
+	require.InDelta(t, 0.25, rep.Conversion, 1e-9)
+	require.NotNil(t, rep.SoldOutAt)
+	require.True(t, rep.SoldOutAt.Equal(rs[2].ReservedAt), "the third unit sold out the stock of three")
+	require.Empty(t, rep.Timeline, "nothing was recorded")
+	require.Nil(t, rep.FirstBuyAt)
+
+	var buf bytes.Buffer
+	require.NoError(t, reports.WriteOrdersCSV(ctx, v.ID, &buf))
+	lines, err := csv.NewReader(&buf).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []string{"order_id", "user_id", "quantity", "status", "reserved_at", "paid_at"}, lines[0])
+	require.Len(t, lines, 5)
+	byID := map[string][]string{}
+	for _, l := range lines[1:] {
+		byID[l[0]] = l
+	}
+	first := byID[strconv.FormatInt(rs[0].OrderID, 10)]
+	require.Equal(t, []string{"100", "1", "paid"}, first[1:4])
+	require.NotEmpty(t, first[5], "a paid order has its paid_at")
+	_, err = time.Parse(time.RFC3339Nano, first[4])
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", byID[strconv.FormatInt(rs[1].OrderID, 10)][3])
+	require.Empty(t, byID[strconv.FormatInt(rs[1].OrderID, 10)][5])
+
+	_, err = reports.Report(ctx, v.ID+1_000_000)
+	require.ErrorIs(t, err, apperr.ErrNotFound)
+}
+
+// The time in line from the line's figures: 10 enter the pre-queue, the
+// room admits 4 a second, then 2 more join.
+func TestTimeInLine(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	c := func(s int, name string, n int64) salereport.Count {
+		return salereport.Count{VoucherID: 1, Second: t0.Add(time.Duration(s) * time.Second), Name: name, N: n}
+	}
+	list := []salereport.Count{
+		c(0, "admitted", 4), c(0, "waiting", 6),
+		c(1, "admitted", 4), c(1, "waiting", 2),
+		c(2, "admitted", 2), c(2, "waiting", 2), // two joined during second 2
+		c(3, "admitted", 2),
+		c(5, "attempts", 1),
+	}
+	rep := salereport.Build(1, list, salereport.OrderFigures{StockTotal: 12, UnitsHeld: 12})
+	require.Len(t, rep.Timeline, 6, "the silent second 4 is there too")
+	require.EqualValues(t, 12, rep.Admitted)
+	// The 6th admitted entered at 0 and got in at 1; the 12th entered at 2
+	// and got in at 3.
+	require.Equal(t, api.Percentiles{P50: ptr(1000), P99: ptr(1000)}, rep.TimeInLine)
+	require.True(t, rep.FirstBuyAt.Equal(t0.Add(5*time.Second)))
+	require.Zero(t, rep.Resold)
+
+	none := salereport.Build(1, nil, salereport.OrderFigures{})
+	require.Nil(t, none.TimeInLine.P50)
+}
+
+func ptr(n int64) *int64 { return &n }
