@@ -102,6 +102,10 @@ type Watch interface {
 	// Answers are the buys answered so far, in the order their answers
 	// came.
 	Answers() []Answer
+	// VoucherID is the voucher the crowd buys.
+	VoucherID() int64
+	// Accepted is every order id a 202 gave so far, with its shopper.
+	Accepted() map[int64]int64
 }
 
 // Result is what one fault did to one crowd.
@@ -147,6 +151,12 @@ type Result struct {
 	// FaultEnded, when an Inject sets it, is when its fault ended (the link
 	// came back) if it returned later; seconds to heal count from it.
 	FaultEnded time.Time
+	// Aftermath, when an Inject sets it, runs once the crowd is done and
+	// its orders settled (or SettleWithin passed), before the checks: it
+	// says what became of what the fault left behind, in Notes and
+	// Problems, which an Inject that returned at the fault's end cannot
+	// know yet.
+	Aftermath func(ctx context.Context, res *Result) error
 }
 
 // run state shared by the faults of one Run.
@@ -350,6 +360,11 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	case last.OK:
 		// The watcher was stopped before it saw what settle saw.
 		res.Healed, res.Heal = true, settledAt.Sub(faultEnd)
+	}
+	if res.Aftermath != nil {
+		if err := res.Aftermath(ctx, &res); err != nil {
+			return res, err
+		}
 	}
 	r.check(ctx, sys, voucherID, accepted, final, last, &res)
 	return res, nil

@@ -32,6 +32,9 @@ type Shape struct {
 	// Redis Cluster of that many masters (no replicas), which every process
 	// reaches through SECKILL_REDIS_CLUSTER_ADDRS.
 	RedisMasters int
+	// RedisReplicas is how many replicas each master of a Redis Cluster
+	// has (0: none), so a master's loss is a failover, not an outage.
+	RedisReplicas int
 }
 
 // Fleet3x2x2 is the fleet of the fleet test and `make fleet`: three
@@ -89,7 +92,7 @@ type Options struct {
 	RedisParams string
 	// Place puts each service and process on a host of its own
 	// (deploy/netlab): it is asked for "redis" (or "redis-1" and on for the
-	// nodes of a cluster), "postgres", "kafka" (the in-process broker's
+	// nodes of a cluster, masters first, then replicas), "postgres", "kafka" (the in-process broker's
 	// listener) and each process's name ("gateway-1", "worker-2", ...). Nil,
 	// or a zero Place, is 127.0.0.1 in this namespace.
 	Place func(name string) localstack.Place
@@ -131,6 +134,9 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if s.RedisMasters == 2 || s.RedisMasters < 0 {
 		return nil, fmt.Errorf("fleet: %d Redis masters: one plain redis-server (1) or a cluster of 3 or more", s.RedisMasters)
 	}
+	if s.RedisReplicas < 0 || (s.RedisReplicas > 0 && s.RedisMasters < 3) {
+		return nil, fmt.Errorf("fleet: %d Redis replicas: replicas are for a cluster of 3 or more masters (shape %+v)", s.RedisReplicas, s)
+	}
 	if s.RedisMasters > 1 && opts.RedisPersist {
 		return nil, errors.New("fleet: RedisPersist is for the plain redis-server only")
 	}
@@ -161,7 +167,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 
 	redisKind := "redis-server"
 	if s.RedisMasters > 1 {
-		redisKind = fmt.Sprintf("a Redis Cluster of %d masters", s.RedisMasters)
+		redisKind = fmt.Sprintf("a Redis Cluster of %d masters with %d replicas each", s.RedisMasters, s.RedisReplicas)
 	}
 	opts.Logf("fleet: starting %s, PostgreSQL and %s in %s", redisKind, opts.Broker, opts.Dir)
 	// The three start side by side: each mostly waits (initdb, the cluster
@@ -170,12 +176,12 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	var services sync.WaitGroup
 	services.Go(func() {
 		if s.RedisMasters > 1 {
-			places := make([]localstack.Place, s.RedisMasters)
+			places := make([]localstack.Place, s.RedisMasters*(1+s.RedisReplicas))
 			for i := range places {
 				places[i] = opts.Place(fmt.Sprintf("redis-%d", i+1))
 			}
 			f.RedisCluster, redisErr = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
-				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters, Places: places,
+				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters, Replicas: s.RedisReplicas, Places: places,
 			})
 			return
 		}

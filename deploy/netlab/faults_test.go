@@ -2,6 +2,7 @@ package netlab_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,7 +54,12 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 		// must not refuse them (unpaid_limit is not this lab's subject).
 		shape.Env = map[string]string{"SECKILL_PAY_TIMEOUT": "8s", "SECKILL_HOARD_LIMIT": "0"}
 	}
-	shape.Dir = filepath.Join(opts.Dir, "fleet"+strings.NewReplacer("=", "-", "&", "-").Replace(redisParams))
+	if slices.Contains(opts.Faults, netlab.FaultRedisFailover) {
+		// A cluster with a replica per master, to be promoted.
+		shape.Shape.RedisMasters, shape.Shape.RedisReplicas = max(shape.Shape.RedisMasters, 3), 1
+	}
+	shape.Dir = filepath.Join(opts.Dir, fmt.Sprintf("fleet-r%d%s", shape.Shape.RedisReplicas,
+		strings.NewReplacer("=", "-", "&", "-").Replace(redisParams)))
 	f, err := netlab.StartFleet(t.Context(), lab, shape)
 	require.NoError(t, err)
 	defer f.Close()
@@ -123,6 +129,8 @@ func TestNetFaults(t *testing.T) {
 		opts.Faults = []string{netlab.FaultGatewayRedis, netlab.FaultSlowRedis}
 		results = append(results, runFaults(t, lab, form.fleet, opts, tightRedis)...)
 		opts.Faults = []string{netlab.FaultSweeperRedis}
+		results = append(results, runFaults(t, lab, form.fleet, opts, "")...)
+		opts.Faults = []string{netlab.FaultRedisFailover}
 		results = append(results, runFaults(t, lab, form.fleet, opts, "")...)
 	}
 	var table strings.Builder

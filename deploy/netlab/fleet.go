@@ -143,6 +143,7 @@ func (f *Fleet) System() *chaos.System {
 		FaultWorkerKafka:    f.workerFromKafka,
 		FaultShoppers:       f.gatewayFromShoppers,
 		FaultSweeperRedis:   f.sweeperFromRedis,
+		FaultRedisFailover:  f.redisFailover,
 	}}
 }
 
