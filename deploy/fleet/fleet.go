@@ -85,6 +85,10 @@ type Options struct {
 	Env map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
+	// RedisReplicaLag makes each master of a cluster with replicas refuse
+	// writes while no replica has acknowledged within it
+	// (localstack.RedisClusterOptions.ReplicaLag); zero leaves it off.
+	RedisReplicaLag time.Duration
 	// RedisParams are go-redis URL parameters every process's Redis
 	// address gets, e.g. "read_timeout=250ms&write_timeout=250ms" (the
 	// client's own defaults when empty): a deployment sets them in
@@ -182,6 +186,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			}
 			f.RedisCluster, redisErr = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
 				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters, Replicas: s.RedisReplicas, Places: places,
+				ReplicaLag: opts.RedisReplicaLag,
 			})
 			return
 		}

@@ -54,13 +54,13 @@ func (f *Fleet) redisFailover(ctx context.Context, w chaos.Watch, res *chaos.Res
 			_ = c.Close()
 		}
 	}()
-	oldAddr, newAddr, err := masterAndReplica(ctx, rc.Addrs, nodes, redisstock.SlotKey(voucherID))
+	oldAddr, replicas, err := masterAndReplicas(ctx, rc.Addrs, nodes, redisstock.SlotKey(voucherID))
 	if err != nil {
 		return err
 	}
-	old, replica := f.hostOf(oldAddr), f.hostOf(newAddr)
-	if old == nil || replica == nil {
-		return fmt.Errorf("netlab: no host of the lab for Redis nodes %s and %s", oldAddr, newAddr)
+	old := f.hostOf(oldAddr)
+	if old == nil {
+		return fmt.Errorf("netlab: no host of the lab for Redis node %s", oldAddr)
 	}
 	var rest []*Host
 	for _, h := range f.group("redis") {
@@ -79,19 +79,25 @@ func (f *Fleet) redisFailover(ctx context.Context, w chaos.Watch, res *chaos.Res
 			heal()
 		}
 	}()
-	// The old master stops taking writes once it finds itself in the
-	// minority (cluster_state:fail); the replica takes its slots over.
-	var refused, promoted time.Duration
+	// The old master stops taking writes once no replica acknowledged
+	// within the replica lag (when it has one), or once it finds itself in
+	// the minority (cluster_state:fail); a replica takes its slots over.
+	var (
+		refused, promoted time.Duration
+		newAddr           string
+	)
 	for deadline := began.Add(failoverWithin); refused == 0 || promoted == 0; {
-		if refused == 0 && clusterState(ctx, nodes[oldAddr]) == "fail" {
+		if refused == 0 && (clusterState(ctx, nodes[oldAddr]) == "fail" || noGoodReplica(ctx, nodes[oldAddr])) {
 			refused = time.Since(began)
 		}
-		if promoted == 0 && role(ctx, nodes[newAddr]) == "master" {
-			promoted = time.Since(began)
+		for _, a := range replicas {
+			if promoted == 0 && role(ctx, nodes[a]) == "master" {
+				promoted, newAddr = time.Since(began), a
+			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("netlab: %v after the cut, %s refuses writes: %v, %s is master: %v",
-				failoverWithin, oldAddr, refused > 0, newAddr, promoted > 0)
+			return fmt.Errorf("netlab: %v after the cut, %s refuses writes: %v, one of %v is master: %v",
+				failoverWithin, oldAddr, refused > 0, replicas, promoted > 0)
 		}
 		if err := pause.For(ctx, 50*time.Millisecond); err != nil {
 			return err
@@ -99,6 +105,10 @@ func (f *Fleet) redisFailover(ctx context.Context, w chaos.Watch, res *chaos.Res
 	}
 	if err := pause.For(ctx, time.Until(began.Add(max(f.opts.Down, promoted+time.Second)))); err != nil {
 		return err
+	}
+	replica := f.hostOf(newAddr)
+	if replica == nil {
+		return fmt.Errorf("netlab: no host of the lab for Redis node %s", newAddr)
 	}
 	// The old master, in the minority, refuses reads too: let the lab read
 	// what it holds (nothing writes to it any more), and take that back
@@ -227,36 +237,48 @@ func lostHolds(oldOrders, newOrders map[string]string) (lost []int64, releasesLo
 	return lost, releasesLost
 }
 
-// masterAndReplica finds the master serving key's slot and one of its
-// replicas.
-func masterAndReplica(ctx context.Context, addrs []string, nodes map[string]*redis.Client, key string) (master, replica string, err error) {
+// masterAndReplicas finds the master serving key's slot and its replicas.
+func masterAndReplicas(ctx context.Context, addrs []string, nodes map[string]*redis.Client, key string) (master string, replicas []string, err error) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer func() { _ = cc.Close() }()
 	m, err := cc.MasterForKey(ctx, key)
 	if err != nil {
-		return "", "", fmt.Errorf("netlab: the master of %s: %w", key, err)
+		return "", nil, fmt.Errorf("netlab: the master of %s: %w", key, err)
 	}
 	master = m.Options().Addr
 	mc := nodes[master]
 	if mc == nil {
-		return "", "", fmt.Errorf("netlab: master %s is not a node of the fleet's cluster", master)
+		return "", nil, fmt.Errorf("netlab: master %s is not a node of the fleet's cluster", master)
 	}
 	id, err := mc.ClusterMyID(ctx).Result()
 	if err != nil {
-		return "", "", fmt.Errorf("netlab: CLUSTER MYID of %s: %w", master, err)
+		return "", nil, fmt.Errorf("netlab: CLUSTER MYID of %s: %w", master, err)
 	}
 	lines, err := mc.Do(ctx, "CLUSTER", "REPLICAS", id).StringSlice()
 	if err != nil {
-		return "", "", fmt.Errorf("netlab: CLUSTER REPLICAS of %s: %w", master, err)
+		return "", nil, fmt.Errorf("netlab: CLUSTER REPLICAS of %s: %w", master, err)
 	}
 	for _, l := range lines {
 		// "<id> <ip:port@bus>[,<hostname>] <flags> ...", as CLUSTER NODES.
 		if f := strings.Fields(l); len(f) > 1 {
 			addr, _, _ := strings.Cut(f[1], "@")
-			return master, addr, nil
+			if nodes[addr] == nil {
+				return "", nil, fmt.Errorf("netlab: replica %s is not a node of the fleet's cluster", addr)
+			}
+			replicas = append(replicas, addr)
 		}
 	}
-	return "", "", fmt.Errorf("netlab: master %s has no replica: the fault needs FleetOptions.Shape.RedisReplicas", master)
+	if len(replicas) == 0 {
+		return "", nil, fmt.Errorf("netlab: master %s has no replica: the fault needs FleetOptions.Shape.RedisReplicas", master)
+	}
+	return master, replicas, nil
+}
+
+// noGoodReplica reports whether a master with min-replicas-to-write
+// refuses writes for want of a replica that acknowledged in time.
+func noGoodReplica(ctx context.Context, c *redis.Client) bool {
+	info, err := c.Info(ctx, "replication").Result()
+	return err == nil && strings.Contains(info, "min_slaves_good_slaves:0")
 }
 
 // clusterState is a node's cluster_state ("ok", "fail"), or why there was

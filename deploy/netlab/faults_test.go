@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,11 +45,13 @@ var (
 // second pass of the full form.
 const tightRedis = "read_timeout=250ms&write_timeout=250ms"
 
-// runFaults starts a fleet of shape on new hosts of lab, with the Redis
-// clients' URL parameters redisParams, and runs opts' faults on it.
-func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts chaos.Options, redisParams string) []chaos.Result {
+// runFaults starts a fleet of shape (its Redis clients' URL parameters,
+// replicas and replica lag among it) on new hosts of lab and runs opts'
+// faults on it; the rows' names say the settings that are not the
+// defaults.
+func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts chaos.Options) []chaos.Result {
 	t.Helper()
-	shape.Bin, shape.Logf, shape.RedisParams = opts.Bin, t.Logf, redisParams
+	shape.Bin, shape.Logf = opts.Bin, t.Logf
 	if slices.Contains(opts.Faults, netlab.FaultSweeperRedis) {
 		// Orders that expire during the crowd, for the sweeper to cancel;
 		// their shoppers buy again in later faults, so their expired holds
@@ -55,11 +59,17 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 		shape.Env = map[string]string{"SECKILL_PAY_TIMEOUT": "8s", "SECKILL_HOARD_LIMIT": "0"}
 	}
 	if slices.Contains(opts.Faults, netlab.FaultRedisFailover) {
-		// A cluster with a replica per master, to be promoted.
-		shape.Shape.RedisMasters, shape.Shape.RedisReplicas = max(shape.Shape.RedisMasters, 3), 1
+		// A cluster with a replica per master at least, to be promoted.
+		shape.Shape.RedisMasters, shape.Shape.RedisReplicas = max(shape.Shape.RedisMasters, 3), max(shape.Shape.RedisReplicas, 1)
 	}
-	shape.Dir = filepath.Join(opts.Dir, fmt.Sprintf("fleet-r%d%s", shape.Shape.RedisReplicas,
-		strings.NewReplacer("=", "-", "&", "-").Replace(redisParams)))
+	var settings []string
+	if shape.RedisParams != "" {
+		settings = append(settings, "Redis "+strings.ReplaceAll(shape.RedisParams, "&", ", "))
+	}
+	if shape.RedisReplicaLag > 0 {
+		settings = append(settings, fmt.Sprintf("%d replicas, min-replicas-max-lag %v", shape.Shape.RedisReplicas, shape.RedisReplicaLag))
+	}
+	shape.Dir = filepath.Join(opts.Dir, fmt.Sprintf("fleet-%d", fleetSeq.Add(1)))
 	f, err := netlab.StartFleet(t.Context(), lab, shape)
 	require.NoError(t, err)
 	defer f.Close()
@@ -71,12 +81,15 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 	require.NoError(t, err)
 	require.Len(t, results, len(opts.Faults))
 	for i := range results {
-		if redisParams != "" {
-			results[i].Fault += " (Redis " + strings.ReplaceAll(redisParams, "&", ", ") + ")"
+		if len(settings) > 0 {
+			results[i].Fault += " (" + strings.Join(settings, "; ") + ")"
 		}
 	}
 	return results
 }
+
+// fleetSeq names each fleet's folder.
+var fleetSeq atomic.Int64
 
 // TestNetFaults runs the fleet with every process and service on a host of
 // its own and makes each fault of the network (a gateway cut off from
@@ -87,7 +100,10 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 // SECKILL_NETLAB=full runs the full form; SECKILL_CHAOS_FAULTS picks faults
 // (comma separated); SECKILL_NETLAB_TABLE writes the table there too;
 // SECKILL_CHAOS_BIN uses a built binary; SECKILL_NETLAB_REDIS gives the
-// Redis clients go-redis URL parameters (read_timeout=250ms).
+// Redis clients go-redis URL parameters (read_timeout=250ms);
+// SECKILL_NETLAB_REDIS_REPLICAS and SECKILL_NETLAB_REDIS_REPLICA_LAG give
+// the cluster's masters replicas and a replica lag (1s) past which they
+// refuse writes.
 func TestNetFaults(t *testing.T) {
 	form := netShort
 	if os.Getenv("SECKILL_NETLAB") == "full" {
@@ -121,17 +137,36 @@ func TestNetFaults(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(lab.Close)
 	opts.Dir, opts.Bin, opts.Logf = dir, bin, t.Logf
-	results := runFaults(t, lab, form.fleet, opts, os.Getenv("SECKILL_NETLAB_REDIS"))
+	shape := form.fleet
+	shape.RedisParams = os.Getenv("SECKILL_NETLAB_REDIS")
+	if v := os.Getenv("SECKILL_NETLAB_REDIS_REPLICAS"); v != "" {
+		shape.Shape.RedisReplicas, err = strconv.Atoi(v)
+		require.NoError(t, err, "SECKILL_NETLAB_REDIS_REPLICAS")
+	}
+	if v := os.Getenv("SECKILL_NETLAB_REDIS_REPLICA_LAG"); v != "" {
+		shape.RedisReplicaLag, err = time.ParseDuration(v)
+		require.NoError(t, err, "SECKILL_NETLAB_REDIS_REPLICA_LAG")
+	}
+	results := runFaults(t, lab, shape, opts)
 	if os.Getenv("SECKILL_NETLAB") == "full" && os.Getenv("SECKILL_CHAOS_FAULTS") == "" {
 		// The Redis faults again with the Redis clients' timeouts near
 		// the round trip: does the cut-off gateway answer fast, and does
 		// a breaker open on a slow link that works?
+		tight := form.fleet
+		tight.RedisParams = tightRedis
 		opts.Faults = []string{netlab.FaultGatewayRedis, netlab.FaultSlowRedis}
-		results = append(results, runFaults(t, lab, form.fleet, opts, tightRedis)...)
+		results = append(results, runFaults(t, lab, tight, opts)...)
 		opts.Faults = []string{netlab.FaultSweeperRedis}
-		results = append(results, runFaults(t, lab, form.fleet, opts, "")...)
+		results = append(results, runFaults(t, lab, form.fleet, opts)...)
+		// A failover as Redis ships (a master acknowledges what its
+		// replicas have not), then with masters that refuse writes no
+		// replica took within a second, two replicas each so a promoted
+		// replica still has one.
 		opts.Faults = []string{netlab.FaultRedisFailover}
-		results = append(results, runFaults(t, lab, form.fleet, opts, "")...)
+		results = append(results, runFaults(t, lab, form.fleet, opts)...)
+		safe := form.fleet
+		safe.Shape.RedisReplicas, safe.RedisReplicaLag = 2, time.Second
+		results = append(results, runFaults(t, lab, safe, opts)...)
 	}
 	var table strings.Builder
 	require.NoError(t, chaos.WriteOutcomeTable(&table, results))

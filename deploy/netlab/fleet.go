@@ -51,6 +51,9 @@ type FleetOptions struct {
 	// RedisParams are go-redis URL parameters for every process's Redis
 	// client (fleet.Options.RedisParams), e.g. a read timeout.
 	RedisParams string
+	// RedisReplicaLag is fleet.Options.RedisReplicaLag: masters refuse
+	// writes no replica acknowledged within it.
+	RedisReplicaLag time.Duration
 	// Env adds SECKILL_* settings to every process (fleet.Options.Env).
 	Env map[string]string
 	// Logf receives progress lines; nil discards them.
@@ -82,7 +85,7 @@ func StartFleet(ctx context.Context, lab *Lab, opts FleetOptions) (*Fleet, error
 	f := &Fleet{lab: lab, opts: opts, hosts: map[string]*Host{}}
 	fl, err := fleet.Start(ctx, fleet.Options{
 		Bin: opts.Bin, Dir: opts.Dir, Shape: opts.Shape, Logf: opts.Logf, RedisParams: opts.RedisParams,
-		Env: opts.Env,
+		Env: opts.Env, RedisReplicaLag: opts.RedisReplicaLag,
 		Place: func(name string) localstack.Place {
 			h, err := f.host(name)
 			if err != nil {
