@@ -63,6 +63,9 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 		shape.Shape.RedisMasters, shape.Shape.RedisReplicas = max(shape.Shape.RedisMasters, 3), max(shape.Shape.RedisReplicas, 1)
 	}
 	var settings []string
+	if shape.SlowLink != (netlab.Link{}) && slices.Contains(opts.Faults, netlab.FaultSlowRedis) {
+		settings = append(settings, fmt.Sprintf("the slow link %v each way, %.1f %% loss", shape.SlowLink.Delay, shape.SlowLink.Loss*100))
+	}
 	if shape.RedisParams != "" {
 		settings = append(settings, "Redis "+strings.ReplaceAll(shape.RedisParams, "&", ", "))
 	}
@@ -103,7 +106,8 @@ var fleetSeq atomic.Int64
 // Redis clients go-redis URL parameters (read_timeout=250ms);
 // SECKILL_NETLAB_REDIS_REPLICAS and SECKILL_NETLAB_REDIS_REPLICA_LAG give
 // the cluster's masters replicas and a replica lag (1s) past which they
-// refuse writes.
+// refuse writes; SECKILL_NETLAB_SLOW ("50ms,0.01") the slow fault's delay
+// and loss each way.
 func TestNetFaults(t *testing.T) {
 	form := netShort
 	if os.Getenv("SECKILL_NETLAB") == "full" {
@@ -147,6 +151,17 @@ func TestNetFaults(t *testing.T) {
 		shape.RedisReplicaLag, err = time.ParseDuration(v)
 		require.NoError(t, err, "SECKILL_NETLAB_REDIS_REPLICA_LAG")
 	}
+	if v := os.Getenv("SECKILL_NETLAB_SLOW"); v != "" {
+		// "50ms,0.01": each way's delay and loss of the slow fault.
+		d, l, _ := strings.Cut(v, ",")
+		shape.SlowLink.Delay, err = time.ParseDuration(d)
+		require.NoError(t, err, "SECKILL_NETLAB_SLOW")
+		shape.SlowLink.Jitter = shape.SlowLink.Delay / 20
+		if l != "" {
+			shape.SlowLink.Loss, err = strconv.ParseFloat(l, 64)
+			require.NoError(t, err, "SECKILL_NETLAB_SLOW")
+		}
+	}
 	results := runFaults(t, lab, shape, opts)
 	if os.Getenv("SECKILL_NETLAB") == "full" && os.Getenv("SECKILL_CHAOS_FAULTS") == "" {
 		// The Redis faults again with the Redis clients' timeouts near
@@ -183,5 +198,7 @@ func TestNetFaults(t *testing.T) {
 			require.NotEmpty(t, res.Notes, "the fault says what it did")
 		})
 	}
-	require.Positive(t, dropped, "the faults dropped frames")
+	if shape.SlowLink.Loss > 0 || !slices.Equal(opts.Faults, []string{netlab.FaultSlowRedis}) {
+		require.Positive(t, dropped, "the faults dropped frames")
+	}
 }

@@ -51,6 +51,10 @@ type FleetOptions struct {
 	// RedisParams are go-redis URL parameters for every process's Redis
 	// client (fleet.Options.RedisParams), e.g. a read timeout.
 	RedisParams string
+	// SlowLink is what FaultSlowRedis puts between the gateways and Redis;
+	// zero is 20 ms (±1 ms) each way and 1 % loss each way, a 40 ms round
+	// trip.
+	SlowLink Link
 	// RedisReplicaLag is fleet.Options.RedisReplicaLag: masters refuse
 	// writes no replica acknowledged within it.
 	RedisReplicaLag time.Duration
@@ -211,13 +215,17 @@ func settle(ctx context.Context, w chaos.Watch, d time.Duration) error {
 	return nil
 }
 
-// slowRedis puts 20 ms each way and 1 % loss each way between every
-// gateway and every Redis node for Down: how many buys go through, how
+// slowRedis puts FleetOptions.SlowLink (20 ms each way and 1 % loss each
+// way) between every gateway and every Redis node for Down: how many buys go through, how
 // slowly, and whether a breaker opens though Redis answers.
 func (f *Fleet) slowRedis(ctx context.Context, w chaos.Watch, res *chaos.Result) error {
 	watch := f.watchBreakers(ctx)
 	began := time.Now()
-	restore := f.lab.Impair(f.group("gateway-"), f.group("redis"), Link{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.01})
+	link := f.opts.SlowLink
+	if link == (Link{}) {
+		link = Link{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.01}
+	}
+	restore := f.lab.Impair(f.group("gateway-"), f.group("redis"), link)
 	err := pause.For(ctx, f.opts.Down)
 	restore()
 	ended := time.Now()
@@ -233,7 +241,7 @@ func (f *Fleet) slowRedis(ctx context.Context, w chaos.Watch, res *chaos.Result)
 	during := window(w.Answers(), began, ended)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("for %v before: %s", f.opts.Down, before.summary()),
-		fmt.Sprintf("for %v with 40 ms and 1 %% loss: %s", f.opts.Down, during.summary()),
+		fmt.Sprintf("for %v with %v (±%v) each way and %.1f %% loss: %s", f.opts.Down, link.Delay, link.Jitter, link.Loss*100, during.summary()),
 		"breakers seen meanwhile: "+breakers)
 	return nil
 }
