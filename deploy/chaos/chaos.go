@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,10 @@ type System struct {
 	Fleet *fleet.Fleet
 	// Faults by name.
 	Faults map[string]Inject
+	// ShopperDial, when set, makes the shoppers' connections (deploy/netlab
+	// dials them from hosts of their own); the checks dial as the suite's
+	// process does.
+	ShopperDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Inject strikes one fault into a crowd at its FaultAt and returns once
@@ -259,9 +264,10 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	case r.opts.System != nil:
 		f := r.opts.System.Fleet
 		for _, addr := range f.GatewayAddrs() {
-			sys.apis = append(sys.apis, newAPI(addr, r.admin))
+			sys.apis = append(sys.apis, newAPI(addr, r.admin, r.opts.System.ShopperDial))
 		}
-		sys.api, sys.pool = sys.apis[0], func() *pgxpool.Pool { return f.Pool }
+		// The checks are the operator's: from the suite's own host.
+		sys.api, sys.pool = newAPI(f.GatewayAddrs()[0], r.admin, nil), func() *pgxpool.Pool { return f.Pool }
 		strike := r.opts.System.Faults[name]
 		inject = func(ctx context.Context, c *crowd, res *Result) error { return strike(ctx, c, res) }
 	case name == FaultWholeProcessKill:

@@ -29,7 +29,7 @@ var (
 	}{
 		chaos: chaos.Options{Shoppers: 200, Arrive: 6 * time.Second, FaultAt: 1500 * time.Millisecond,
 			Patience: 30 * time.Second, SettleWithin: 2 * time.Minute, Faults: []string{netlab.FaultGatewayRedis}},
-		fleet: netlab.FleetOptions{Shape: fleet.Shape{Gateways: 2, Workers: 1, Sweepers: 1, RedisMasters: 1}, Down: 3 * time.Second},
+		fleet: netlab.FleetOptions{Shape: fleet.Shape{Gateways: 2, Workers: 1, Sweepers: 1, RedisMasters: 1}, Down: 3 * time.Second, Shoppers: 2},
 	}
 	netFull = struct {
 		chaos chaos.Options
@@ -37,7 +37,7 @@ var (
 	}{
 		chaos: chaos.Options{Shoppers: 3000, Arrive: 30 * time.Second, FaultAt: 8 * time.Second,
 			Patience: time.Minute, SettleWithin: 3 * time.Minute, Faults: netlab.Faults()},
-		fleet: netlab.FleetOptions{Shape: fleet.Shape{Gateways: 3, Workers: 2, Sweepers: 1, RedisMasters: 3}, Down: 10 * time.Second},
+		fleet: netlab.FleetOptions{Shape: fleet.Shape{Gateways: 3, Workers: 2, Sweepers: 1, RedisMasters: 3}, Down: 10 * time.Second, Shoppers: 4},
 	}
 )
 
