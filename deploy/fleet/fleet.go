@@ -97,7 +97,8 @@ type Options struct {
 	// Place puts each service and process on a host of its own
 	// (deploy/netlab): it is asked for "redis" (or "redis-1" and on for the
 	// nodes of a cluster, masters first, then replicas), "postgres", "kafka" (the in-process broker's
-	// listener) and each process's name ("gateway-1", "worker-2", ...). Nil,
+	// listener; "kafka-1" to "kafka-3" for Apache Kafka's nodes) and each
+	// process's name ("gateway-1", "worker-2", ...). Nil,
 	// or a zero Place, is 127.0.0.1 in this namespace.
 	Place func(name string) localstack.Place
 }
@@ -259,7 +260,11 @@ func (f *Fleet) startKafka(ctx context.Context, partitions int32) (err error) {
 	topics := map[string]int32{Topic: partitions}
 	dir := filepath.Join(f.opts.Dir, "kafka")
 	if f.opts.Broker == BrokerApache3 {
-		f.ApacheKafka, err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: 3, Topics: topics, Dir: dir})
+		places := make([]localstack.Place, 3)
+		for i := range places {
+			places[i] = f.opts.Place(fmt.Sprintf("kafka-%d", i+1))
+		}
+		f.ApacheKafka, err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: 3, Topics: topics, Dir: dir, Places: places})
 		return err
 	}
 	f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir, Place: f.opts.Place("kafka")})

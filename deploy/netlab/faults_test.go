@@ -62,6 +62,10 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 		// A cluster with a replica per master at least, to be promoted.
 		shape.Shape.RedisMasters, shape.Shape.RedisReplicas = max(shape.Shape.RedisMasters, 3), max(shape.Shape.RedisReplicas, 1)
 	}
+	if slices.Contains(opts.Faults, netlab.FaultKafkaLeader) {
+		// Brokers with leaders and followers, each on a host of its own.
+		shape.Broker = fleet.BrokerApache3
+	}
 	var settings []string
 	if shape.SlowLink != (netlab.Link{}) && slices.Contains(opts.Faults, netlab.FaultSlowRedis) {
 		settings = append(settings, fmt.Sprintf("the slow link %v each way, %.1f %% loss", shape.SlowLink.Delay, shape.SlowLink.Loss*100))
@@ -182,6 +186,9 @@ func TestNetFaults(t *testing.T) {
 		safe := form.fleet
 		safe.Shape.RedisReplicas, safe.RedisReplicaLag = 2, time.Second
 		results = append(results, runFaults(t, lab, safe, opts)...)
+		// The brokers of docker-compose.yml, each on a host of its own.
+		opts.Faults = []string{netlab.FaultKafkaLeader}
+		results = append(results, runFaults(t, lab, form.fleet, opts)...)
 	}
 	var table strings.Builder
 	require.NoError(t, chaos.WriteOutcomeTable(&table, results))

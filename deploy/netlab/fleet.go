@@ -62,6 +62,10 @@ type FleetOptions struct {
 	RedisReplicaLag time.Duration
 	// Env adds SECKILL_* settings to every process (fleet.Options.Env).
 	Env map[string]string
+	// Broker is the Kafka: the in-process broker (the zero value), or
+	// Apache Kafka as three nodes, each on a host of its own
+	// (FaultKafkaLeader needs it).
+	Broker fleet.Broker
 	// Shoppers is how many hosts the crowd's connections come from
 	// (shopper-1 and on, each connection from the next); zero keeps them
 	// on the control host.
@@ -98,7 +102,7 @@ func StartFleet(ctx context.Context, lab *Lab, opts FleetOptions) (*Fleet, error
 	f := &Fleet{lab: lab, opts: opts, hosts: map[string]*Host{}}
 	fl, err := fleet.Start(ctx, fleet.Options{
 		Bin: opts.Bin, Dir: opts.Dir, Shape: opts.Shape, Logf: opts.Logf, RedisParams: opts.RedisParams,
-		Env: opts.Env, RedisReplicaLag: opts.RedisReplicaLag,
+		Env: opts.Env, RedisReplicaLag: opts.RedisReplicaLag, Broker: opts.Broker,
 		Place: func(name string) localstack.Place {
 			h, err := f.host(name)
 			if err != nil {
@@ -182,6 +186,7 @@ func (f *Fleet) System() *chaos.System {
 		FaultShoppers:       f.gatewayFromShoppers,
 		FaultSweeperRedis:   f.sweeperFromRedis,
 		FaultRedisFailover:  f.redisFailover,
+		FaultKafkaLeader:    f.kafkaLeader,
 	}}
 	if len(f.shoppers) > 0 {
 		sys.ShopperDial = f.dialShopper
