@@ -36,8 +36,10 @@
 #                by a switch of 0.2-0.5 ms links; root), a crowd of 3,000
 #                per fault while a gateway is cut off from Redis, the
 #                gateways reach Redis over 40 ms and 1 % loss, a worker is
-#                cut off from PostgreSQL; every check (deploy/netlab; a few
-#                minutes). `make test` runs the first with 200 shoppers.
+#                cut off from PostgreSQL, a Redis master is failed over
+#                behind a partition, a Kafka leader is cut off from its
+#                followers; every check (deploy/netlab; about a quarter of
+#                an hour). `make test` runs the first with 200 shoppers.
 #   make crowd   the real crowd against `bin/seckill dev` (SECKILL_GLOBAL_RATE
 #                =2000): catalog beside /healthz, PostgreSQL transactions,
 #                sockets and push delay, 100 shoppers under a bot (about a minute)
@@ -273,7 +275,8 @@ crowd: deps build
 # (also kept in .run/netlab.md). NETLAB_FAULTS picks faults by name, comma
 # separated (see deploy/netlab.Faults).
 netlab: deps build
-	@$(call install_deps,iproute2)
+	@$(call install_deps,iproute2 $(KAFKA_DEPS))
+	@$(GO) run ./deploy/localstack/kafkajars >/dev/null
 	@mkdir -p .run; rm -f .run/netlab.md; status=0; \
 	SECKILL_NETLAB=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_NETLAB_TABLE=$(CURDIR)/.run/netlab.md \
 		SECKILL_CHAOS_FAULTS="$(NETLAB_FAULTS)" $(GO) test -count=1 -v -timeout 30m -run '^TestNetFaults$$' ./deploy/netlab || status=$$?; \

@@ -3,7 +3,7 @@
 -- KEYS[1] seckill:{vID}:meta   KEYS[2] seckill:{vID}:buyers   KEYS[3] seckill:{vID}:reqs
 -- KEYS[4] seckill:{vID}:orders KEYS[5] seckill:{vID}:pending  KEYS[6] seckill:{vID}:user:<userID>
 -- KEYS[7] seckill:{vID}:released  zset: "orderID:userID:requestKey" by release time (ms)
--- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending, ARGV[3] the order's userID,
+-- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending | refused, ARGV[3] the order's userID,
 -- ARGV[4] the idempotency window in ms (0: keep tombstones and request keys for the sale's life)
 -- ARGV[5] "1" for a bucket of a voucher with several shards: meta's rels counts the
 -- releases, so a buyer deciding "sold out" over all buckets sees one it raced with
@@ -12,6 +12,14 @@
 --
 -- Returns 1 released, 0 nothing to release (unknown order, or already released),
 -- 2 not released because a worker already confirmed it (mode ifpending only).
+--
+-- Mode refused ends a hold PostgreSQL refused for want of stock without giving
+-- its unit back: the record had no unit for it, so Redis held one too many (it
+-- lost writes it had acknowledged, as a promoted replica does). Put back on
+-- sale, that unit would be sold and refused again, one shopper after another.
+-- The unit leaves the total instead, which keeps left + held == total; the
+-- totals of Redis and PostgreSQL then differ, which is drift the healer
+-- repairs from PostgreSQL.
 --
 -- The order's entry becomes the tombstone "x": a second release finds nothing,
 -- and a late retry of the same reserve can never hold again. Mode unsent also
@@ -27,7 +35,7 @@
 -- attempt: that is the window of the replay guarantee for released orders.
 
 local oid, mode, user = ARGV[1], ARGV[2], ARGV[3]
-if mode ~= 'any' and mode ~= 'unsent' and mode ~= 'ifpending' then
+if mode ~= 'any' and mode ~= 'unsent' and mode ~= 'ifpending' and mode ~= 'refused' then
   return redis.error_reply('ERR release.lua: bad mode')
 end
 
@@ -51,10 +59,14 @@ end
 -- (the rebuild that puts it back writes the counters afresh).
 local onSale = redis.call('EXISTS', KEYS[1]) == 1
 if onSale then
-  redis.call('HINCRBY', KEYS[1], 'stock', qty)
+  if mode == 'refused' then
+    redis.call('HINCRBY', KEYS[1], 'total', -qty)
+  else
+    redis.call('HINCRBY', KEYS[1], 'stock', qty)
+  end
   redis.call('HINCRBY', KEYS[1], 'held', -qty)
   redis.call('HINCRBY', KEYS[1], 'holds', -1)
-  if ARGV[5] == '1' then
+  if ARGV[5] == '1' and mode ~= 'refused' then
     redis.call('HINCRBY', KEYS[1], 'rels', 1)
   end
 end

@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -140,7 +141,15 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 		released := make([]int64, 0, len(release))
 		for _, p := range release {
 			r := p.Reservation
-			if _, err := w.stock.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseAny); err != nil {
+			mode := seckill.ReleaseAny
+			if errors.Is(p.Reason, seckill.ErrSoldOut) {
+				// PostgreSQL had no unit for a hold Redis made: Redis
+				// counted one unit too many (it lost acknowledged
+				// writes, e.g. across a failover). Giving it back would
+				// sell it again, to the next shopper refused.
+				mode = seckill.ReleaseRefused
+			}
+			if _, err := w.stock.Release(ctx, r.VoucherID, r.OrderID, mode); err != nil {
 				return fmt.Errorf("orders: worker: release order %d: %w", r.OrderID, err)
 			}
 			released = append(released, r.OrderID)

@@ -28,12 +28,13 @@ type redisSide struct {
 	mu        sync.Mutex
 	confirmed map[int64]int
 	released  map[int64]int
+	modes     map[int64]seckill.ReleaseMode // of each order's first release
 	events    []orders.Event
 	fail      error // returned by Confirm and Release while set
 }
 
 func newRedisSide() *redisSide {
-	return &redisSide{confirmed: map[int64]int{}, released: map[int64]int{}}
+	return &redisSide{confirmed: map[int64]int{}, released: map[int64]int{}, modes: map[int64]seckill.ReleaseMode{}}
 }
 
 func (s *redisSide) Confirm(_ context.Context, rs []seckill.Reservation) error {
@@ -54,8 +55,11 @@ func (s *redisSide) Release(_ context.Context, _, orderID int64, mode seckill.Re
 	if s.fail != nil {
 		return false, s.fail
 	}
-	if mode != seckill.ReleaseAny {
+	if mode != seckill.ReleaseAny && mode != seckill.ReleaseRefused {
 		return false, errors.New("unexpected release mode")
+	}
+	if s.released[orderID] == 0 {
+		s.modes[orderID] = mode
 	}
 	s.released[orderID]++
 	return s.released[orderID] == 1, nil
@@ -136,6 +140,28 @@ func TestWorkerHandle(t *testing.T) {
 	require.Equal(t, map[int64]int{bad.OrderID: 1}, redis.released)
 	require.Equal(t, 2, redis.confirmed[good1.OrderID])
 	require.Equal(t, []int64{bad.OrderID}, failed, "the failure is told once, not again on redelivery")
+}
+
+// A hold PostgreSQL refuses for want of stock is a unit Redis had too many
+// (it lost acknowledged writes): the worker ends it without putting the unit
+// back on sale, while other failures give their stock back.
+func TestWorkerKeepsUnitsPostgresRefusedOffSale(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	v := pgstoretest.NewVoucher(t, store, 1, 1)
+	redis := newRedisSide()
+	w := orders.NewWorker(orders.WorkerConfig{Record: store, Stock: redis, Events: redis, PayTimeout: time.Minute, Log: testLog(t)})
+
+	first, extra := pgstoretest.Reservation(v.ID, 1, 1), pgstoretest.Reservation(v.ID, 2, 1)
+	unknown := pgstoretest.Reservation(v.ID+100, 3, 1)
+	require.NoError(t, w.Handle(ctx, []seckill.Reservation{first, extra, unknown}))
+
+	o, err := store.Order(ctx, extra.OrderID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusFailed, o.Status)
+	require.Equal(t, map[int64]seckill.ReleaseMode{extra.OrderID: seckill.ReleaseRefused, unknown.OrderID: seckill.ReleaseAny}, redis.modes)
+	require.Equal(t, map[int64]int{first.OrderID: 1}, redis.confirmed)
 }
 
 // Redis down after the transaction: the batch is returned as an error (the

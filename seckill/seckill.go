@@ -258,6 +258,14 @@ const (
 	// ReleaseIfPending undoes a reservation only while no worker has
 	// confirmed it (the reconciler's release).
 	ReleaseIfPending
+	// ReleaseRefused ends a reservation the record refused for want of
+	// stock without giving its stock back: the record had no unit for it,
+	// so the store held one too many (it lost writes it had acknowledged,
+	// as a promoted Redis replica does), and on sale again that unit would
+	// only be sold and refused again. The unit leaves the store's total
+	// instead; the healer's drift check then sees the totals differ and
+	// rebuilds the store from the record.
+	ReleaseRefused
 )
 
 // Stock is the fast gate: the atomic reservation and its release.

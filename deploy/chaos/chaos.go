@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,10 @@ type System struct {
 	Fleet *fleet.Fleet
 	// Faults by name.
 	Faults map[string]Inject
+	// ShopperDial, when set, makes the shoppers' connections (deploy/netlab
+	// dials them from hosts of their own); the checks dial as the suite's
+	// process does.
+	ShopperDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Inject strikes one fault into a crowd at its FaultAt and returns once
@@ -102,6 +107,10 @@ type Watch interface {
 	// Answers are the buys answered so far, in the order their answers
 	// came.
 	Answers() []Answer
+	// VoucherID is the voucher the crowd buys.
+	VoucherID() int64
+	// Accepted is every order id a 202 gave so far, with its shopper.
+	Accepted() map[int64]int64
 }
 
 // Result is what one fault did to one crowd.
@@ -147,6 +156,12 @@ type Result struct {
 	// FaultEnded, when an Inject sets it, is when its fault ended (the link
 	// came back) if it returned later; seconds to heal count from it.
 	FaultEnded time.Time
+	// Aftermath, when an Inject sets it, runs once the crowd is done and
+	// its orders settled (or SettleWithin passed), before the checks: it
+	// says what became of what the fault left behind, in Notes and
+	// Problems, which an Inject that returned at the fault's end cannot
+	// know yet.
+	Aftermath func(ctx context.Context, res *Result) error
 }
 
 // run state shared by the faults of one Run.
@@ -249,9 +264,10 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	case r.opts.System != nil:
 		f := r.opts.System.Fleet
 		for _, addr := range f.GatewayAddrs() {
-			sys.apis = append(sys.apis, newAPI(addr, r.admin))
+			sys.apis = append(sys.apis, newAPI(addr, r.admin, r.opts.System.ShopperDial))
 		}
-		sys.api, sys.pool = sys.apis[0], func() *pgxpool.Pool { return f.Pool }
+		// The checks are the operator's: from the suite's own host.
+		sys.api, sys.pool = newAPI(f.GatewayAddrs()[0], r.admin, nil), func() *pgxpool.Pool { return f.Pool }
 		strike := r.opts.System.Faults[name]
 		inject = func(ctx context.Context, c *crowd, res *Result) error { return strike(ctx, c, res) }
 	case name == FaultWholeProcessKill:
@@ -350,6 +366,11 @@ func (r *runner) one(ctx context.Context, name string) (Result, error) {
 	case last.OK:
 		// The watcher was stopped before it saw what settle saw.
 		res.Healed, res.Heal = true, settledAt.Sub(faultEnd)
+	}
+	if res.Aftermath != nil {
+		if err := res.Aftermath(ctx, &res); err != nil {
+			return res, err
+		}
 	}
 	r.check(ctx, sys, voucherID, accepted, final, last, &res)
 	return res, nil

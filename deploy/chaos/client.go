@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,11 +20,14 @@ type api struct {
 	http  *http.Client
 }
 
-func newAPI(addr, adminToken string) *api {
+// newAPI is a client of the gateway at addr; dial, when not nil, makes its
+// connections (System.ShopperDial).
+func newAPI(addr, adminToken string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *api {
 	tr := &http.Transport{
 		MaxIdleConns:        512,
 		MaxIdleConnsPerHost: 512,
 		IdleConnTimeout:     30 * time.Second,
+		DialContext:         dial,
 	}
 	// Longer than the gateway's own request timeout (10 s), so a slow answer
 	// is the server's to give, not ours to invent.

@@ -215,6 +215,12 @@ func (c *crowd) problem(format string, args ...any) {
 	c.problems = append(c.problems, fmt.Sprintf(format, args...))
 }
 
+// VoucherID is the voucher the crowd buys.
+func (c *crowd) VoucherID() int64 { return c.voucherID }
+
+// Accepted is every order id a 202 gave so far, with its shopper.
+func (c *crowd) Accepted() map[int64]int64 { return c.acceptedOrders() }
+
 // acceptedOrders is every order id a 202 gave, with its shopper.
 func (c *crowd) acceptedOrders() map[int64]int64 {
 	c.mu.Lock()

@@ -78,7 +78,7 @@ func (s *served) finish() error {
 		return err
 	}
 	s.rdb = redis.NewClient(ropts)
-	s.api = newAPI(s.gateway.Addr, s.r.admin)
+	s.api = newAPI(s.gateway.Addr, s.r.admin, nil)
 	return nil
 }
 
@@ -234,7 +234,7 @@ func (r *runner) startFleet(ctx context.Context) (*fleetRun, error) {
 	}
 	fr := &fleetRun{Fleet: f}
 	for _, addr := range f.GatewayAddrs() {
-		fr.apis = append(fr.apis, newAPI(addr, r.admin))
+		fr.apis = append(fr.apis, newAPI(addr, r.admin, nil))
 	}
 	return fr, nil
 }
@@ -293,7 +293,7 @@ func (r *runner) startDev(ctx context.Context) (*dev, error) {
 		d.close()
 		return nil, err
 	}
-	d.api = newAPI(addr, r.admin)
+	d.api = newAPI(addr, r.admin, nil)
 	return d, nil
 }
 

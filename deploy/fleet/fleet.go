@@ -32,6 +32,9 @@ type Shape struct {
 	// Redis Cluster of that many masters (no replicas), which every process
 	// reaches through SECKILL_REDIS_CLUSTER_ADDRS.
 	RedisMasters int
+	// RedisReplicas is how many replicas each master of a Redis Cluster
+	// has (0: none), so a master's loss is a failover, not an outage.
+	RedisReplicas int
 }
 
 // Fleet3x2x2 is the fleet of the fleet test and `make fleet`: three
@@ -82,6 +85,10 @@ type Options struct {
 	Env map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
+	// RedisReplicaLag makes each master of a cluster with replicas refuse
+	// writes while no replica has acknowledged within it
+	// (localstack.RedisClusterOptions.ReplicaLag); zero leaves it off.
+	RedisReplicaLag time.Duration
 	// RedisParams are go-redis URL parameters every process's Redis
 	// address gets, e.g. "read_timeout=250ms&write_timeout=250ms" (the
 	// client's own defaults when empty): a deployment sets them in
@@ -89,8 +96,9 @@ type Options struct {
 	RedisParams string
 	// Place puts each service and process on a host of its own
 	// (deploy/netlab): it is asked for "redis" (or "redis-1" and on for the
-	// nodes of a cluster), "postgres", "kafka" (the in-process broker's
-	// listener) and each process's name ("gateway-1", "worker-2", ...). Nil,
+	// nodes of a cluster, masters first, then replicas), "postgres", "kafka" (the in-process broker's
+	// listener; "kafka-1" to "kafka-3" for Apache Kafka's nodes) and each
+	// process's name ("gateway-1", "worker-2", ...). Nil,
 	// or a zero Place, is 127.0.0.1 in this namespace.
 	Place func(name string) localstack.Place
 }
@@ -131,6 +139,9 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if s.RedisMasters == 2 || s.RedisMasters < 0 {
 		return nil, fmt.Errorf("fleet: %d Redis masters: one plain redis-server (1) or a cluster of 3 or more", s.RedisMasters)
 	}
+	if s.RedisReplicas < 0 || (s.RedisReplicas > 0 && s.RedisMasters < 3) {
+		return nil, fmt.Errorf("fleet: %d Redis replicas: replicas are for a cluster of 3 or more masters (shape %+v)", s.RedisReplicas, s)
+	}
 	if s.RedisMasters > 1 && opts.RedisPersist {
 		return nil, errors.New("fleet: RedisPersist is for the plain redis-server only")
 	}
@@ -161,7 +172,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 
 	redisKind := "redis-server"
 	if s.RedisMasters > 1 {
-		redisKind = fmt.Sprintf("a Redis Cluster of %d masters", s.RedisMasters)
+		redisKind = fmt.Sprintf("a Redis Cluster of %d masters with %d replicas each", s.RedisMasters, s.RedisReplicas)
 	}
 	opts.Logf("fleet: starting %s, PostgreSQL and %s in %s", redisKind, opts.Broker, opts.Dir)
 	// The three start side by side: each mostly waits (initdb, the cluster
@@ -170,12 +181,13 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	var services sync.WaitGroup
 	services.Go(func() {
 		if s.RedisMasters > 1 {
-			places := make([]localstack.Place, s.RedisMasters)
+			places := make([]localstack.Place, s.RedisMasters*(1+s.RedisReplicas))
 			for i := range places {
 				places[i] = opts.Place(fmt.Sprintf("redis-%d", i+1))
 			}
 			f.RedisCluster, redisErr = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{
-				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters, Places: places,
+				Dir: filepath.Join(opts.Dir, "redis-cluster"), Masters: s.RedisMasters, Replicas: s.RedisReplicas, Places: places,
+				ReplicaLag: opts.RedisReplicaLag,
 			})
 			return
 		}
@@ -248,7 +260,11 @@ func (f *Fleet) startKafka(ctx context.Context, partitions int32) (err error) {
 	topics := map[string]int32{Topic: partitions}
 	dir := filepath.Join(f.opts.Dir, "kafka")
 	if f.opts.Broker == BrokerApache3 {
-		f.ApacheKafka, err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: 3, Topics: topics, Dir: dir})
+		places := make([]localstack.Place, 3)
+		for i := range places {
+			places[i] = f.opts.Place(fmt.Sprintf("kafka-%d", i+1))
+		}
+		f.ApacheKafka, err = localstack.StartApacheKafka(ctx, localstack.ApacheKafkaOptions{Brokers: 3, Topics: topics, Dir: dir, Places: places})
 		return err
 	}
 	f.Kafka, err = localstack.StartKafka(ctx, localstack.KafkaOptions{Topics: topics, Dir: dir, Place: f.opts.Place("kafka")})

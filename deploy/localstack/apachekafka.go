@@ -43,6 +43,10 @@ type ApacheKafkaOptions struct {
 	Dir string
 	// HeapMB is each node's Java heap (-Xmx); zero means 384.
 	HeapMB int
+	// Places puts node i on Places[i] (each on a host of its own, its
+	// listeners on that host's address); a node beyond the list runs on
+	// 127.0.0.1.
+	Places []Place
 	// Log receives progress messages; nil discards them.
 	Log *slog.Logger
 }
@@ -153,7 +157,7 @@ func StartApacheKafka(ctx context.Context, opts ApacheKafkaOptions) (*ApacheKafk
 	}
 	// A port can be taken between freePort and Kafka's bind: try new ones.
 	for attempt := 1; ; attempt++ {
-		err := k.launch(ctx, java, jvm, clusterID, n)
+		err := k.launch(ctx, java, jvm, clusterID, n, opts.Places)
 		if err == nil {
 			break
 		}
@@ -177,10 +181,16 @@ func StartApacheKafka(ctx context.Context, opts ApacheKafkaOptions) (*ApacheKafk
 // launch writes each node's configuration on new ports, formats the
 // storage of nodes that have none and starts them all at once: a node of a
 // three-node cluster answers only once a majority of controllers runs.
-func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clusterID string, n int) error {
+func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clusterID string, n int, places []Place) error {
 	type ports struct{ broker, controller int }
 	pp := make([]ports, n)
 	voters := make([]string, n)
+	place := func(i int) Place {
+		if i < len(places) {
+			return places[i]
+		}
+		return Place{}
+	}
 	for i := range pp {
 		var err error
 		if pp[i].broker, err = freePort(); err != nil {
@@ -189,7 +199,7 @@ func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clu
 		if pp[i].controller, err = freePort(); err != nil {
 			return err
 		}
-		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i, pp[i].controller)
+		voters[i] = fmt.Sprintf("%d@%s:%d", i, place(i).host(), pp[i].controller)
 	}
 	for _, nd := range k.nodes {
 		nd.client.Close()
@@ -200,8 +210,9 @@ func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clu
 		if err := os.MkdirAll(nd.dir, 0o700); err != nil {
 			return fmt.Errorf("localstack: kafka dir: %w", err)
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pp[i].broker))
-		props := kafkaProperties(i, n, addr, pp[i].controller, strings.Join(voters, ","), filepath.Join(nd.dir, "data"))
+		addr := net.JoinHostPort(place(i).host(), strconv.Itoa(pp[i].broker))
+		props := kafkaProperties(i, n, addr, net.JoinHostPort(place(i).host(), strconv.Itoa(pp[i].controller)),
+			strings.Join(voters, ","), filepath.Join(nd.dir, "data"))
 		propsPath := filepath.Join(nd.dir, "server.properties")
 		if err := os.WriteFile(propsPath, []byte(props), 0o644); err != nil {
 			return fmt.Errorf("localstack: kafka config: %w", err)
@@ -212,19 +223,23 @@ func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clu
 		}
 		nd.client = client
 		logPath := filepath.Join(nd.dir, "kafka.log")
+		spec, err := place(i).wrap(procSpec{
+			name:    "kafka node " + strconv.Itoa(i),
+			bin:     java,
+			args:    append(slices.Clip(jvm), "kafka.Kafka", propsPath),
+			dir:     nd.dir,
+			logPath: logPath,
+			// The data is in the page cache the moment Kafka answers,
+			// so a kill loses nothing, and a node never outlives us
+			// waiting on a controlled shutdown nobody answers.
+			deathSig: syscall.SIGKILL,
+		})
+		if err != nil {
+			return err
+		}
 		nd.srv = &server{
-			log: k.log,
-			spec: procSpec{
-				name:    "kafka node " + strconv.Itoa(i),
-				bin:     java,
-				args:    append(slices.Clip(jvm), "kafka.Kafka", propsPath),
-				dir:     nd.dir,
-				logPath: logPath,
-				// The data is in the page cache the moment Kafka answers,
-				// so a kill loses nothing, and a node never outlives us
-				// waiting on a controlled shutdown nobody answers.
-				deathSig: syscall.SIGKILL,
-			},
+			log:     k.log,
+			spec:    spec,
 			stopSig: syscall.SIGTERM,
 			ready:   func(ctx context.Context, _ *process) error { return nd.answers(ctx) },
 			before: func() error {
@@ -253,10 +268,10 @@ func (k *ApacheKafka) launch(ctx context.Context, java string, jvm []string, clu
 // kafkaProperties is node id's server.properties in a cluster of n nodes:
 // its own addresses and folder, then the settings every node shares
 // (ApacheKafkaSettings).
-func kafkaProperties(id, n int, addr string, controllerPort int, voters, dataDir string) string {
+func kafkaProperties(id, n int, addr, controllerAddr, voters, dataDir string) string {
 	lines := []string{
 		"node.id=" + strconv.Itoa(id),
-		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(controllerPort),
+		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://" + controllerAddr,
 		"advertised.listeners=PLAINTEXT://" + addr,
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"inter.broker.listener.name=PLAINTEXT",

@@ -36,6 +36,14 @@ type RedisClusterOptions struct {
 	// before the others count it failed and its replica is promoted. Zero
 	// means 5 s.
 	NodeTimeout time.Duration
+	// ReplicaLag, when positive and the masters have replicas, makes each
+	// master refuse writes while none of its replicas has acknowledged
+	// the replication stream within ReplicaLag (min-replicas-to-write 1,
+	// min-replicas-max-lag in whole seconds, at least 1): a master cut off
+	// from its replicas stops acknowledging writes a failover would lose
+	// after ReplicaLag instead of NodeTimeout, and a master left without
+	// a replica refuses writes.
+	ReplicaLag time.Duration
 	// Persist turns on each node's append-only file and keeps the cluster
 	// across runs: a later start with the same Dir brings the same nodes
 	// back on the same ports. When that fails (a port taken meanwhile, a
@@ -88,6 +96,8 @@ func StartRedisCluster(ctx context.Context, opts RedisClusterOptions) (*RedisClu
 		return nil, fmt.Errorf("localstack: a Redis Cluster needs at least 3 masters (redis-cli --cluster create refuses fewer), asked for %d", opts.Masters)
 	case opts.Replicas < 0:
 		return nil, fmt.Errorf("localstack: negative number of replicas %d", opts.Replicas)
+	case opts.ReplicaLag > 0 && opts.Replicas == 0:
+		return nil, errors.New("localstack: RedisClusterOptions.ReplicaLag needs replicas")
 	}
 	if opts.NodeTimeout <= 0 {
 		opts.NodeTimeout = 5 * time.Second
@@ -266,6 +276,10 @@ func (c *RedisCluster) startNodes(ctx context.Context, ports clusterPorts) error
 		})
 		if err != nil {
 			return err
+		}
+		if lag := c.opts.ReplicaLag; lag > 0 {
+			spec.args = append(spec.args, "--min-replicas-to-write", "1",
+				"--min-replicas-max-lag", strconv.FormatInt(max(int64(lag/time.Second), 1), 10))
 		}
 		c.nodes = append(c.nodes, &clusterNode{addr: addr, srv: &server{
 			log:     c.log,

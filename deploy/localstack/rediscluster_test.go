@@ -103,3 +103,32 @@ func TestRedisClusterNeedsThreeMasters(t *testing.T) {
 	_, err := localstack.StartRedisCluster(t.Context(), localstack.RedisClusterOptions{Dir: t.TempDir(), Masters: 2})
 	require.ErrorContains(t, err, "at least 3 masters")
 }
+
+// TestRedisClusterReplicaLag: masters refuse writes no replica acknowledged
+// within the lag, and take them while their replicas keep up.
+func TestRedisClusterReplicaLag(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: t.TempDir(), Masters: 3, ReplicaLag: time.Second})
+	require.ErrorContains(t, err, "needs replicas")
+
+	c, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: scratch(t), Masters: 3, Replicas: 1,
+		ReplicaLag: 1500 * time.Millisecond, Log: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	masters, err := c.Masters(ctx)
+	require.NoError(t, err)
+	require.Len(t, masters, 3)
+	for _, m := range masters {
+		node := redis.NewClient(&redis.Options{Addr: m})
+		got, err := node.ConfigGet(ctx, "min-replicas-*").Result()
+		_ = node.Close()
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"min-replicas-to-write": "1", "min-replicas-max-lag": "1"}, got, "master %s", m)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	defer rdb.Close()
+	for i := range 16 {
+		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(), "a master whose replica keeps up takes writes")
+	}
+}

@@ -22,7 +22,9 @@
 // test dials (the services' readiness, the crowd, the checks) goes through
 // the switch like any other host's traffic, and the machine's own network
 // is left alone. Services are started in their hosts with nsenter (see
-// deploy/localstack.Place, deploy/fleet.Options.Place).
+// deploy/localstack.Place, deploy/fleet.Options.Place). The crowd's
+// shoppers may have hosts of their own (FleetOptions.Shoppers): each of
+// their connections is dialed from inside one of them.
 //
 // Every namespace of a run is named seckill-netlab-<pid>-<host>; Main
 // removes them when the run ends, however it ends, and a new run first

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -51,8 +53,23 @@ type FleetOptions struct {
 	// RedisParams are go-redis URL parameters for every process's Redis
 	// client (fleet.Options.RedisParams), e.g. a read timeout.
 	RedisParams string
+	// SlowLink is what FaultSlowRedis puts between the gateways and Redis;
+	// zero is 20 ms (±1 ms) each way and 1 % loss each way, a 40 ms round
+	// trip.
+	SlowLink Link
+	// RedisReplicaLag is fleet.Options.RedisReplicaLag: masters refuse
+	// writes no replica acknowledged within it.
+	RedisReplicaLag time.Duration
 	// Env adds SECKILL_* settings to every process (fleet.Options.Env).
 	Env map[string]string
+	// Broker is the Kafka: the in-process broker (the zero value), or
+	// Apache Kafka as three nodes, each on a host of its own
+	// (FaultKafkaLeader needs it).
+	Broker fleet.Broker
+	// Shoppers is how many hosts the crowd's connections come from
+	// (shopper-1 and on, each connection from the next); zero keeps them
+	// on the control host.
+	Shoppers int
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -65,8 +82,11 @@ type Fleet struct {
 	opts FleetOptions
 
 	mu       sync.Mutex
-	hosts    map[string]*Host // by the fleet's name: "gateway-1", "redis-2", "postgres"
+	hosts    map[string]*Host // by the fleet's name: "gateway-1", "redis-2", "postgres", "shopper-1"
 	placeErr error            // the first host that could not be made
+
+	shoppers []*Host       // where the crowd dials from; none: the control host
+	dials    atomic.Uint64 // picks the next shopper host
 }
 
 // StartFleet starts the fleet of opts on new hosts of lab: one per gateway,
@@ -82,7 +102,7 @@ func StartFleet(ctx context.Context, lab *Lab, opts FleetOptions) (*Fleet, error
 	f := &Fleet{lab: lab, opts: opts, hosts: map[string]*Host{}}
 	fl, err := fleet.Start(ctx, fleet.Options{
 		Bin: opts.Bin, Dir: opts.Dir, Shape: opts.Shape, Logf: opts.Logf, RedisParams: opts.RedisParams,
-		Env: opts.Env,
+		Env: opts.Env, RedisReplicaLag: opts.RedisReplicaLag, Broker: opts.Broker,
 		Place: func(name string) localstack.Place {
 			h, err := f.host(name)
 			if err != nil {
@@ -99,7 +119,29 @@ func StartFleet(ctx context.Context, lab *Lab, opts FleetOptions) (*Fleet, error
 		return nil, fmt.Errorf("netlab: %w (hosts: %v)", err, f.placeErr)
 	}
 	f.Fleet = fl
+	for i := range opts.Shoppers {
+		h, err := f.host(fmt.Sprintf("shopper-%d", i+1))
+		if err != nil {
+			fl.Close()
+			return nil, err
+		}
+		f.shoppers = append(f.shoppers, h)
+	}
 	return f, nil
+}
+
+// dialShopper dials addr from the next shopper host, as a shopper's
+// device does: its socket lives in that host's namespace.
+func (f *Fleet) dialShopper(ctx context.Context, network, addr string) (net.Conn, error) {
+	h := f.shoppers[f.dials.Add(1)%uint64(len(f.shoppers))]
+	var conn net.Conn
+	err := localstack.InNetns(h.Netns, func() error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		conn = c
+		return err
+	})
+	return conn, err
 }
 
 // host is the host named name, made on first use.
@@ -136,14 +178,20 @@ func (f *Fleet) group(prefix string) []*Host {
 
 // System is the fleet and its faults, for chaos.Run.
 func (f *Fleet) System() *chaos.System {
-	return &chaos.System{Fleet: f.Fleet, Faults: map[string]chaos.Inject{
+	sys := &chaos.System{Fleet: f.Fleet, Faults: map[string]chaos.Inject{
 		FaultGatewayRedis:   f.gatewayFromRedis,
 		FaultSlowRedis:      f.slowRedis,
 		FaultWorkerPostgres: f.workerFromPostgres,
 		FaultWorkerKafka:    f.workerFromKafka,
 		FaultShoppers:       f.gatewayFromShoppers,
 		FaultSweeperRedis:   f.sweeperFromRedis,
+		FaultRedisFailover:  f.redisFailover,
+		FaultKafkaLeader:    f.kafkaLeader,
 	}}
+	if len(f.shoppers) > 0 {
+		sys.ShopperDial = f.dialShopper
+	}
+	return sys
 }
 
 // gatewayFromRedis cuts the last gateway off from every Redis node for
@@ -207,13 +255,17 @@ func settle(ctx context.Context, w chaos.Watch, d time.Duration) error {
 	return nil
 }
 
-// slowRedis puts 20 ms each way and 1 % loss each way between every
-// gateway and every Redis node for Down: how many buys go through, how
+// slowRedis puts FleetOptions.SlowLink (20 ms each way and 1 % loss each
+// way) between every gateway and every Redis node for Down: how many buys go through, how
 // slowly, and whether a breaker opens though Redis answers.
 func (f *Fleet) slowRedis(ctx context.Context, w chaos.Watch, res *chaos.Result) error {
 	watch := f.watchBreakers(ctx)
 	began := time.Now()
-	restore := f.lab.Impair(f.group("gateway-"), f.group("redis"), Link{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.01})
+	link := f.opts.SlowLink
+	if link == (Link{}) {
+		link = Link{Delay: 20 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.01}
+	}
+	restore := f.lab.Impair(f.group("gateway-"), f.group("redis"), link)
 	err := pause.For(ctx, f.opts.Down)
 	restore()
 	ended := time.Now()
@@ -229,7 +281,7 @@ func (f *Fleet) slowRedis(ctx context.Context, w chaos.Watch, res *chaos.Result)
 	during := window(w.Answers(), began, ended)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("for %v before: %s", f.opts.Down, before.summary()),
-		fmt.Sprintf("for %v with 40 ms and 1 %% loss: %s", f.opts.Down, during.summary()),
+		fmt.Sprintf("for %v with %v (±%v) each way and %.1f %% loss: %s", f.opts.Down, link.Delay, link.Jitter, link.Loss*100, during.summary()),
 		"breakers seen meanwhile: "+breakers)
 	return nil
 }
@@ -428,8 +480,9 @@ func (f *Fleet) groupMembers() string {
 	return fmt.Sprintf("%d members (%s), state %s", len(hosts), strings.Join(hosts, ", "), groups[0].State)
 }
 
-// gatewayFromShoppers cuts the last gateway off from the control host,
-// where the shoppers are, for Down, and from nothing else: its
+// gatewayFromShoppers cuts the last gateway off from the shoppers' hosts
+// (the control host when they have none of their own) for Down, and from
+// nothing else: its
 // connections go silent, each shopper waits out its client's timeout
 // (15 s) and asks the next gateway with the same key, which must give the
 // same order back.
@@ -437,7 +490,11 @@ func (f *Fleet) gatewayFromShoppers(ctx context.Context, w chaos.Watch, res *cha
 	gws := f.group("gateway-")
 	gw, cut := gws[len(gws)-1], len(gws)-1
 	began := time.Now()
-	heal := f.lab.Partition([]*Host{gw}, []*Host{f.lab.Control()})
+	shoppers := f.shoppers
+	if len(shoppers) == 0 {
+		shoppers = []*Host{f.lab.Control()}
+	}
+	heal := f.lab.Partition([]*Host{gw}, shoppers)
 	err := pause.For(ctx, f.opts.Down)
 	heal()
 	healed := time.Now()
@@ -450,7 +507,7 @@ func (f *Fleet) gatewayFromShoppers(ctx context.Context, w chaos.Watch, res *cha
 	res.FaultEnded = healed
 	during := window(w.Answers(), began, healed)
 	res.Notes = append(res.Notes,
-		fmt.Sprintf("%s (%s) cut off from its shoppers for %v; the buys sent to it meanwhile: %s", gw.Name, gw.IP, f.opts.Down, during.of(cut)),
+		fmt.Sprintf("%s (%s) cut off from its shoppers (%s) for %v; the buys sent to it meanwhile: %s", gw.Name, gw.IP, hostNames(shoppers), f.opts.Down, during.of(cut)),
 		fmt.Sprintf("the buys sent to the other gateways meanwhile (retries from it among them): %s", during.except(cut)))
 	return nil
 }

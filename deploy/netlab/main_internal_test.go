@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,12 @@ func TestRemoveStale(t *testing.T) {
 	waited := make(chan struct{})
 	go func() { _ = left.Wait(); close(waited) }()
 	t.Cleanup(func() { _ = left.Process.Kill(); <-waited })
+	// nsenter joins the namespace after it starts: until then nothing of
+	// the dead run is in there to be found (a busy machine shows it).
+	require.Eventually(t, func() bool {
+		out, _ := exec.Command("ip", "netns", "pids", name).Output()
+		return slices.Contains(strings.Fields(string(out)), strconv.Itoa(left.Process.Pid))
+	}, 10*time.Second, 20*time.Millisecond, "the leftover process joins the dead run's namespace")
 
 	removeStale()
 

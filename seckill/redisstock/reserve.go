@@ -279,6 +279,8 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 		m = "unsent"
 	case seckill.ReleaseIfPending:
 		m = "ifpending"
+	case seckill.ReleaseRefused:
+		m = "refused"
 	default:
 		return NothingReleased, fmt.Errorf("%w: release mode %d", apperr.ErrInvalidInput, mode)
 	}
