@@ -36,6 +36,9 @@ type WaitingRoom interface {
 	Restore(ctx context.Context, p waitroom.Pass) error
 	// Stats are a room's figures.
 	Stats(ctx context.Context, voucherID int64) (waitroom.Stats, error)
+	// Reopen opens again a room closed because every unit was paid for,
+	// once stock was added.
+	Reopen(ctx context.Context, l waitroom.Line) error
 }
 
 // queueLine is the voucher of the route and its line.

@@ -116,6 +116,19 @@ func (f *fakeCatalog) publishLocked() {
 }
 
 func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (seckill.Voucher, error) {
+	return f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) {
+		v.Paused = st == seckill.StatePaused
+		return v, nil
+	})
+}
+
+func (f *fakeCatalog) Change(_ context.Context, id int64, ch seckill.Change) (seckill.Voucher, error) {
+	return f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) { return ch.Apply(v, time.Now()) })
+}
+
+// change runs an operator's change of voucher id as the real catalog does:
+// the record, then the memory.
+func (f *fakeCatalog) change(id int64, apply func(seckill.Voucher) (seckill.Voucher, error)) (seckill.Voucher, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,7 +139,10 @@ func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (s
 	if !ok {
 		return seckill.Voucher{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
-	v.Paused = st == seckill.StatePaused
+	v, err := apply(v)
+	if err != nil {
+		return seckill.Voucher{}, err
+	}
 	f.vouchers[id] = v
 	f.changedLocked()
 	v.State = v.StateAt(time.Now())

@@ -75,3 +75,9 @@ var MoveOut string
 //
 //go:embed move_in.lua
 var MoveIn string
+
+// Steer is steer.lua: an operator's change of one bucket of a running sale
+// (stock added, the end moved), once per change id.
+//
+//go:embed steer.lua
+var Steer string

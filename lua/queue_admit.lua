@@ -5,8 +5,16 @@
 -- ARGV[1] begin_ms, ARGV[2] admit per second, ARGV[3] pass lifetime ms, ARGV[4] at most this
 -- many unexpired, unused passes at once (-1: no bound), ARGV[5] at most this many admitted by
 -- this call, ARGV[6] '1' closes the room for good, ARGV[7] expire_at_ms.
--- Returns {head, now_ms, waiting, admitted_now, expired_now, closed}; head is -1 while the room
--- is lost (queue_join.lua, KEYS[6]): nothing is admitted until it is restored.
+-- Returns {head, now_ms, waiting, admitted_now, expired_now, closed, sold_out, sold_out_changed};
+-- head is -1 while the room is lost (queue_join.lua, KEYS[6]): nothing is admitted until it is
+-- restored.
+--
+-- sold_out: a bound of 0 (ARGV[4]: no stock left, every unit held or sold) marks the room sold
+-- out (room.soldout), and any other bound clears the mark. Those still waiting keep their places
+-- and read sold_out (queue_join.lua); units that come back (a hold timed out, a cancel, a failed
+-- order, stock added) raise the bound again, and admission resumes in line order, at most as
+-- many at once as the units back. sold_out_changed is 1 when this step set or cleared the mark,
+-- so exactly one instance announces the change.
 --
 -- head counts the admitted: the first head members of the line by rank. Places never move once
 -- admission began (later joiners score above every earlier one), so a waiter's position is
@@ -18,13 +26,13 @@
 -- reached, no step run) is kept for at most one second, so an idle room does not release a burst later.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return {-1, now, 0, 0, 0, 0} end
+if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return {-1, now, 0, 0, 0, 0, 0, 0} end
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'closed', '1') end
 local closed = redis.call('HGET', KEYS[2], 'closed') == '1'
 local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
 local size = redis.call('ZCARD', KEYS[1])
 local begin = tonumber(ARGV[1])
-if now < begin then return {head, now, size - head, 0, 0, 0} end
+if now < begin then return {head, now, size - head, 0, 0, 0, 0, 0} end
 -- A room nobody stepped for over a second (its voucher paused: the admitters skip it; or every
 -- gateway down) stood still: its passes' lifetimes move on by the stop, so nobody admitted loses
 -- the turn to a wait in which they could not buy. room.at is the last step's time;
@@ -46,8 +54,20 @@ if #gone > 0 then
 end
 if closed then
   redis.call('PEXPIREAT', KEYS[2], ARGV[7])
-  return {head, now, 0, 0, #gone, 1}
+  return {head, now, 0, 0, #gone, 1, 0, 0}
 end
+local bound = tonumber(ARGV[4])
+local wasSoldOut = redis.call('HGET', KEYS[2], 'soldout') == '1'
+local soldOut = bound == 0
+if soldOut and not wasSoldOut then
+  redis.call('HSET', KEYS[2], 'soldout', '1')
+elseif wasSoldOut and not soldOut then
+  redis.call('HDEL', KEYS[2], 'soldout')
+end
+local changed = 0
+if soldOut ~= wasSoldOut then changed = 1 end
+local so = 0
+if soldOut then so = 1 end
 local step = 1000 / tonumber(ARGV[2])
 local clock = tonumber(redis.call('HGET', KEYS[2], 't') or ARGV[1]) - #gone * step
 -- A room nobody stepped for a while (every instance down, or the first step long after
@@ -56,7 +76,6 @@ if clock < now - 1000 - #gone * step then clock = now - 1000 - #gone * step end
 local n = math.floor((now - clock) / step)
 if n < 0 then n = 0 end
 local k = math.min(n, size - head, max)
-local bound = tonumber(ARGV[4])
 if bound >= 0 then
   k = math.min(k, math.max(0, bound - redis.call('ZCARD', KEYS[3])))
 end
@@ -77,4 +96,4 @@ clock = clock + k * step
 if k < n and clock < now - 1000 then clock = now - 1000 end
 redis.call('HSET', KEYS[2], 't', string.format('%.3f', clock))
 for i = 1, math.min(#KEYS, 5) do redis.call('PEXPIREAT', KEYS[i], ARGV[7]) end
-return {head, now, size - head, k, #gone, 0}
+return {head, now, size - head, k, #gone, 0, so, changed}

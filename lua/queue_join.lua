@@ -1,7 +1,7 @@
 -- queue_join.lua: join a voucher's waiting room, or read one's place in it.
 -- KEYS[1] line     zset  userID -> place (random below 2^52 in the pre-queue, 2^52+arrival after begin)
 -- KEYS[2] room     hash  head (admitted so far), t (admission clock, ms), at (the last step, ms), seq,
---                        closed, expired, used
+--                        closed, soldout (no stock left: see queue_admit.lua), expired, used
 -- KEYS[3] passes   zset  userID -> pass expiry ms, for admitted shoppers whose pass is neither used nor expired
 -- KEYS[4] outcome  hash  userID -> 'u' or 'u:<Idempotency-Key>' (pass used) | 'x' (pass expired)
 -- KEYS[5] (optional, with KEYS[6]) journal  list  changes not yet copied to PostgreSQL ('j:<user>:<place>', 'a:<expiry ms>:<u1>,<u2>...')
@@ -12,7 +12,8 @@
 -- ARGV[7] expire_at_ms (when the room's keys go).
 -- Returns {code, rank, head, pass_expiry_ms, now_ms}; code 0 not in line, 1 waiting,
 -- 2 admitted, 3 expired, 4 closed, 5 the line is not open yet, 6 admitted and the pass used,
--- 7 lost (see KEYS[6]).
+-- 7 lost (see KEYS[6]), 8 waiting while the room is sold out (the place is kept: units may come
+-- back). A sold-out room still takes joins: units may come back, and the line decides who gets them.
 -- Server time only: the window is judged by Redis TIME, never by the caller's clock.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -51,4 +52,5 @@ if rank < head then
   return {2, rank, head, exp, now}
 end
 if closed then return {4, rank, head, 0, now} end
+if redis.call('HGET', KEYS[2], 'soldout') == '1' then return {8, rank, head, 0, now} end
 return {1, rank, head, 0, now}

@@ -10,6 +10,9 @@
  *   #breaker-mode #breaker-state                      what the API reports
  *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
+ *   #s-voucher #s-add-stock #s-rate #s-end #s-apply       steer a running sale (PATCH)
+ *   #changes li[data-voucher-id="<id>"]                   each change made, newest first, with
+ *                                                         the operator's fingerprint (as logged)
  *   #stats tbody tr[data-voucher-id="<id>"] td[data-field="<stats field>"]
  *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed,
  *      queue: the line's figures "W waiting · A admitted · E expired · U used", – without a room)
@@ -227,6 +230,58 @@
     }
   }
 
+  // operatorID is the fingerprint the server logs a change with: the first
+  // 8 bytes of the admin token's SHA-256, in hex ("by this page" where the
+  // browser has no Web Crypto, outside a secure context).
+  async function operatorID() {
+    if (!window.crypto || !crypto.subtle) return 'this page';
+    const d = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(token)));
+    return `sha256:${[...d.slice(0, 8)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+  }
+
+  // steerVoucher changes a running sale (PATCH /api/v1/admin/vouchers/{id}):
+  // stock added, the waiting room's rate, a later end. Every instance obeys
+  // within a second; the change is listed under the form.
+  async function steerVoucher(ev) {
+    ev.preventDefault();
+    if (!token) { say('Enter the admin token first.', 'warn'); $('#admin-token').focus(); return; }
+    const id = $('#s-voucher').value.trim();
+    const body = {};
+    const add = $('#s-add-stock').value.trim();
+    const rate = $('#s-rate').value.trim();
+    const end = $('#s-end').value;
+    if (!/^\d+$/.test(id)) { say('Please give the voucher’s ID.', 'warn'); $('#s-voucher').focus(); return; }
+    if (add) body.add_stock = Number(add);
+    if (rate) body.admit_per_second = Number(rate);
+    if (end) {
+      const t = new Date(end);
+      if (Number.isNaN(t.getTime())) { say('Please give a valid closing time.', 'warn'); $('#s-end').focus(); return; }
+      body.end_at = t.toISOString();
+    }
+    if (!Object.keys(body).length) { say('Give stock to add, a rate or a new closing time.', 'warn'); return; }
+    const button = $('#s-apply');
+    button.disabled = true;
+    try {
+      const v = await api('PATCH', `/admin/vouchers/${encodeURIComponent(id)}`, body);
+      const what = [];
+      if (body.add_stock) what.push(`+${body.add_stock} stock (total ${v.stock_total})`);
+      if (body.admit_per_second) what.push(`admit ${body.admit_per_second}/s`);
+      if (body.end_at) what.push(`closes ${new Date(v.end_at).toLocaleString()}`);
+      const li = document.createElement('li');
+      li.dataset.voucherId = v.id;
+      li.textContent = `${fmtTime(serverNow())} · voucher ${v.id}: ${what.join(', ')} · by ${await operatorID()}`;
+      $('#changes').prepend(li);
+      say(`Voucher ${v.id} changed: ${what.join(', ')}. Every instance follows within a second.`, 'ok');
+      for (const f of ['#s-add-stock', '#s-rate', '#s-end']) $(f).value = '';
+      refresh();
+    } catch (err) {
+      if (tokenRefused(err)) return;
+      say(err.code === 'conflict' ? `Voucher ${id} was not changed: its sale has ended.` : `Voucher ${id} was not changed: ${sentence(err)}`, 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   const STAT_FIELDS = ['stock_total', 'stock_left', 'reserved', 'created', 'paid', 'cancelled', 'failed'];
 
   // queueText is a line's figures, from the stats' queue object.
@@ -372,6 +427,7 @@
     $('#token-forget').addEventListener('click', () => { setToken(''); say('Token forgotten.', 'info'); });
     $('#breaker-apply').addEventListener('click', applyBreaker);
     $('#voucher-form').addEventListener('submit', createVoucher);
+    $('#steer-form').addEventListener('submit', steerVoucher);
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
     $('#v-room').addEventListener('change', () => {
       const on = $('#v-room').checked;

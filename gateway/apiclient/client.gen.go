@@ -243,6 +243,7 @@ const (
 	QueueStateAdmitted QueueState = "admitted"
 	QueueStateClosed   QueueState = "closed"
 	QueueStateExpired  QueueState = "expired"
+	QueueStateSoldOut  QueueState = "sold_out"
 	QueueStateWaiting  QueueState = "waiting"
 )
 
@@ -254,6 +255,8 @@ func (e QueueState) Valid() bool {
 	case QueueStateClosed:
 		return true
 	case QueueStateExpired:
+		return true
+	case QueueStateSoldOut:
 		return true
 	case QueueStateWaiting:
 		return true
@@ -555,22 +558,22 @@ type Queue struct {
 	// Ahead shoppers in front (position - 1)
 	Ahead int64 `json:"ahead"`
 
-	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at)
+	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at); 0 when sold_out (the wait is for units to come back)
 	EtaSeconds int64 `json:"eta_seconds"`
 
 	// Pass the admission pass for the Seckill-Pass header, set only while admitted and unused
 	Pass          *string    `json:"pass"`
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
 
-	// Position counts from 1 while waiting; 0 otherwise
+	// Position counts from 1 while waiting or sold_out; 0 otherwise
 	Position int64 `json:"position"`
 
-	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); closed (sold out or ended).
+	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 	State     QueueState `json:"state"`
 	VoucherId string     `json:"voucher_id"`
 }
 
-// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); closed (sold out or ended).
+// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 type QueueState string
 
 // QueueJoin defines model for QueueJoin.
@@ -739,6 +742,15 @@ type SwitchBreakerJSONBody struct {
 // SwitchBreakerJSONBodyMode defines parameters for SwitchBreaker.
 type SwitchBreakerJSONBodyMode string
 
+// ChangeVoucherJSONBody defines parameters for ChangeVoucher.
+type ChangeVoucherJSONBody struct {
+	AddStock       *int64 `json:"add_stock,omitempty"`
+	AdmitPerSecond *int64 `json:"admit_per_second,omitempty"`
+
+	// EndAt later than the sale's end_at
+	EndAt *time.Time `json:"end_at,omitempty"`
+}
+
 // SetVoucherStateJSONBody defines parameters for SetVoucherState.
 type SetVoucherStateJSONBody struct {
 	State SetVoucherStateJSONBodyState `json:"state"`
@@ -820,6 +832,9 @@ type SwitchBreakerJSONRequestBody SwitchBreakerJSONBody
 
 // CreateVoucherJSONRequestBody defines body for CreateVoucher for application/json ContentType.
 type CreateVoucherJSONRequestBody = NewVoucher
+
+// ChangeVoucherJSONRequestBody defines body for ChangeVoucher for application/json ContentType.
+type ChangeVoucherJSONRequestBody ChangeVoucherJSONBody
 
 // SetVoucherStateJSONRequestBody defines body for SetVoucherState for application/json ContentType.
 type SetVoucherStateJSONRequestBody SetVoucherStateJSONBody
@@ -952,6 +967,40 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
 	CreateVoucher(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeVoucherWithBody Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucherWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeVoucher Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucher(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetVoucherStateWithBody Pause one voucher's sale, or end the pause.
 	//
@@ -1116,7 +1165,8 @@ type ClientInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -1155,7 +1205,8 @@ type ClientInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -1175,8 +1226,12 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -1192,8 +1247,12 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -1225,7 +1284,8 @@ type ClientInterface interface {
 	// - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 	//   GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 	//   line they joined or read changes, at most once a second per line, whichever
-	//   instance admitted: the new position, then the pass at admission, or closed.
+	//   instance admitted: the new position, sold_out while no unit is left (and waiting again
+	//   when units come back), then the pass at admission, or closed.
 	//
 	// The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 	// closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -1374,6 +1434,60 @@ func (c *Client) CreateVoucherWithBody(ctx context.Context, contentType string, 
 // Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
 func (c *Client) CreateVoucher(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateVoucherRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeVoucherWithBody Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *Client) ChangeVoucherWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeVoucherRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeVoucher Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *Client) ChangeVoucher(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeVoucherRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1707,7 +1821,8 @@ func (c *Client) HeadVoucher(ctx context.Context, id ID, params *HeadVoucherPara
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -1756,7 +1871,8 @@ func (c *Client) BuyWithBody(ctx context.Context, id ID, params *BuyParams, cont
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -1796,8 +1912,12 @@ func (c *Client) QueueStatus(ctx context.Context, id ID, reqEditors ...RequestEd
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -1823,8 +1943,12 @@ func (c *Client) JoinQueueWithBody(ctx context.Context, id ID, contentType strin
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -1866,7 +1990,8 @@ func (c *Client) JoinQueue(ctx context.Context, id ID, body JoinQueueJSONRequest
 //   - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 //     GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 //     line they joined or read changes, at most once a second per line, whichever
-//     instance admitted: the new position, then the pass at admission, or closed.
+//     instance admitted: the new position, sold_out while no unit is left (and waiting again
+//     when units come back), then the pass at admission, or closed.
 //
 // The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 // closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -2163,6 +2288,53 @@ func NewCreateVoucherRequestWithBody(server string, contentType string, body io.
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewChangeVoucherRequest calls the generic ChangeVoucher builder with application/json body
+func NewChangeVoucherRequest(server string, id ID, body ChangeVoucherJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewChangeVoucherRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewChangeVoucherRequestWithBody constructs an http.Request for the ChangeVoucher method, with any body, and a specified content type
+func NewChangeVoucherRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/vouchers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -3185,6 +3357,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
 	CreateVoucherWithResponse(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error)
 
+	// ChangeVoucherWithBodyWithResponse Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucherWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error)
+
+	// ChangeVoucherWithResponse Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucherWithResponse(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error)
+
 	// SetVoucherStateWithBodyWithResponse Pause one voucher's sale, or end the pause.
 	//
 	// Beside the fleet-wide breaker, not instead of it. The pause is stored in PostgreSQL
@@ -3368,7 +3574,8 @@ type ClientWithResponsesInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -3407,7 +3614,8 @@ type ClientWithResponsesInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -3429,8 +3637,12 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -3446,8 +3658,12 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -3479,7 +3695,8 @@ type ClientWithResponsesInterface interface {
 	// - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 	//   GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 	//   line they joined or read changes, at most once a second per line, whichever
-	//   instance admitted: the new position, then the pass at admission, or closed.
+	//   instance admitted: the new position, sold_out while no unit is left (and waiting again
+	//   when units come back), then the pass at admission, or closed.
 	//
 	// The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 	// closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -4299,6 +4516,249 @@ func (r CreateVoucherResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateVoucherResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ChangeVoucherResponse200Headers the declared response headers of an HTTP 200 response for ChangeVoucher
+type ChangeVoucherResponse200Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse400Headers the declared response headers of an HTTP 400 response for ChangeVoucher
+type ChangeVoucherResponse400Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse401Headers the declared response headers of an HTTP 401 response for ChangeVoucher
+type ChangeVoucherResponse401Headers struct {
+	CacheControl        *string
+	WWWAuthenticate     string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse403Headers the declared response headers of an HTTP 403 response for ChangeVoucher
+type ChangeVoucherResponse403Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse404Headers the declared response headers of an HTTP 404 response for ChangeVoucher
+type ChangeVoucherResponse404Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse405Headers the declared response headers of an HTTP 405 response for ChangeVoucher
+type ChangeVoucherResponse405Headers struct {
+	Allow               string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse409Headers the declared response headers of an HTTP 409 response for ChangeVoucher
+type ChangeVoucherResponse409Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse413Headers the declared response headers of an HTTP 413 response for ChangeVoucher
+type ChangeVoucherResponse413Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse500Headers the declared response headers of an HTTP 500 response for ChangeVoucher
+type ChangeVoucherResponse500Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse503Headers the declared response headers of an HTTP 503 response for ChangeVoucher
+type ChangeVoucherResponse503Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	RetryAfter          int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+type ChangeVoucherResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Voucher
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidInput
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ChangeVoucherResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ChangeVoucherResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ChangeVoucherResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ChangeVoucherResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ChangeVoucherResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ChangeVoucherResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ChangeVoucherResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ChangeVoucherResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ChangeVoucherResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChangeVoucherResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ChangeVoucherResponse) GetJSON200() *Voucher {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ChangeVoucherResponse) GetJSON400() *InvalidInput {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ChangeVoucherResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ChangeVoucherResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ChangeVoucherResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r ChangeVoucherResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ChangeVoucherResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ChangeVoucherResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ChangeVoucherResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ChangeVoucherResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ChangeVoucherResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ChangeVoucherResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ChangeVoucherResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ChangeVoucherResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8570,6 +9030,52 @@ func (c *ClientWithResponses) CreateVoucherWithResponse(ctx context.Context, bod
 	return ParseCreateVoucherResponse(rsp)
 }
 
+// ChangeVoucherWithBodyWithResponse Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *ClientWithResponses) ChangeVoucherWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error) {
+	rsp, err := c.ChangeVoucherWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeVoucherResponse(rsp)
+}
+
+// ChangeVoucherWithResponse Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *ClientWithResponses) ChangeVoucherWithResponse(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error) {
+	rsp, err := c.ChangeVoucher(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeVoucherResponse(rsp)
+}
+
 // SetVoucherStateWithBodyWithResponse Pause one voucher's sale, or end the pause.
 //
 // Beside the fleet-wide breaker, not instead of it. The pause is stored in PostgreSQL
@@ -8849,7 +9355,8 @@ func (c *ClientWithResponses) HeadVoucherWithResponse(ctx context.Context, id ID
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -8894,7 +9401,8 @@ func (c *ClientWithResponses) BuyWithBodyWithResponse(ctx context.Context, id ID
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -8928,8 +9436,12 @@ func (c *ClientWithResponses) QueueStatusWithResponse(ctx context.Context, id ID
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -8951,8 +9463,12 @@ func (c *ClientWithResponses) JoinQueueWithBodyWithResponse(ctx context.Context,
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -8990,7 +9506,8 @@ func (c *ClientWithResponses) JoinQueueWithResponse(ctx context.Context, id ID, 
 //   - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 //     GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 //     line they joined or read changes, at most once a second per line, whichever
-//     instance admitted: the new position, then the pass at admission, or closed.
+//     instance admitted: the new position, sold_out while no unit is left (and waiting again
+//     when units come back), then the pass at admission, or closed.
 //
 // The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 // closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -11031,6 +11548,681 @@ func ParseCreateVoucherResponse(rsp *http.Response) (*CreateVoucherResponse, err
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateVoucherResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseChangeVoucherResponse parses an HTTP response from a ChangeVoucherWithResponse call
+func ParseChangeVoucherResponse(rsp *http.Response) (*ChangeVoucherResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ChangeVoucherResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Voucher
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ChangeVoucherResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ChangeVoucherResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ChangeVoucherResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ChangeVoucherResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ChangeVoucherResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ChangeVoucherResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ChangeVoucherResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ChangeVoucherResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ChangeVoucherResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ChangeVoucherResponse503Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -123,13 +123,16 @@ func (p *Pipeline) replayWithoutPass(ctx context.Context, a *Attempt, refused er
 }
 
 // passSpent says whether a failed buy used its pass up: the answer is final
-// for this shopper (sold out, over the limit, the sale over, a bad request),
-// or the order may still be made (its hold is kept while the queue's
+// for this shopper (over the limit, the sale over, a bad request), or the
+// order may still be made (its hold is kept while the queue's
 // acknowledgement is missing: giving the pass back would let it buy twice).
 // Anything else (a dependency down, a pause) was not the shopper's doing
-// and made no order, and the pass is given back.
+// and made no order, and the pass is given back. So is a sold-out answer:
+// units come back (a hold timing out, a cancel), and an admitted shopper
+// whose buy lost a race to the last unit keeps the turn, ahead of those
+// still in line, until the pass expires.
 func passSpent(err error) bool {
-	for _, final := range []error{seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrEnded,
+	for _, final := range []error{seckill.ErrLimitExceeded, seckill.ErrEnded,
 		seckill.ErrNotStarted, apperr.ErrInvalidInput, apperr.ErrConflict, seckill.ErrOutcomeUnknown} {
 		if errors.Is(err, final) {
 			return true

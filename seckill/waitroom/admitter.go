@@ -12,8 +12,9 @@ type Target struct {
 	// Passes bounds the passes out at once: the stock left, so the room
 	// never lets in more buyers than it could serve (-1: no bound).
 	Passes int64
-	// Over is true once the sale cannot sell any more (sold out or
-	// ended): the room closes, and everyone still waiting is told so.
+	// Over is true once the sale cannot sell any more (ended, or every
+	// unit paid for): the room closes, and everyone still waiting is told
+	// so. A room merely sold out is not over: units may come back.
 	Over bool
 }
 
@@ -104,6 +105,11 @@ func (a *Admitter) Tick(ctx context.Context) {
 	for _, t := range list {
 		listed[t.Line.VoucherID] = true
 		id := t.Line.VoucherID
+		if a.closed[id] && !t.Over {
+			// Stock added to a room closed when every unit was paid
+			// for (Room.Reopen): step it again.
+			delete(a.closed, id)
+		}
 		if a.closed[id] || !Admitting(t.Line, now) {
 			continue
 		}
@@ -120,7 +126,7 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if step.Closed {
 			a.closed[id] = true
 		}
-		if step.Admitted > 0 || step.Expired > 0 || step.Closed {
+		if step.Admitted > 0 || step.Expired > 0 || step.Closed || step.SoldOutChanged {
 			a.room.announceStep(ctx, t.Line, step)
 		}
 	}

@@ -6,7 +6,7 @@
 // Redis Cluster slot; the layout is this package's alone):
 //
 //	waitroom:{v42}:line     zset  userID -> place
-//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, expired, used
+//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, soldout, expired, used
 //	waitroom:{v42}:passes   zset  userID -> pass expiry ms (admitted, pass unused and unexpired)
 //	waitroom:{v42}:outcome  hash  userID -> "u" or "u:<Idempotency-Key>" pass used | "x" pass expired
 //
@@ -77,15 +77,26 @@ const (
 	StateWaiting  State = "waiting"
 	StateAdmitted State = "admitted"
 	StateExpired  State = "expired"
-	StateClosed   State = "closed"
+	// StateSoldOut is waiting while every unit is held or sold: the place
+	// is kept, because units may still come back (a hold timing out, a
+	// cancel, a failed order, stock added), and they go to the line in
+	// order.
+	StateSoldOut State = "sold_out"
+	// StateClosed is the sale over: its end passed, or every unit was paid
+	// for.
+	StateClosed State = "closed"
 )
+
+// Waits reports whether s is a place still waiting for admission (waiting,
+// or waiting while sold out).
+func (s State) Waits() bool { return s == StateWaiting || s == StateSoldOut }
 
 // Status is one shopper's place in one line.
 type Status struct {
 	VoucherID int64
 	UserID    int64
 	State     State
-	// Position counts from 1 while waiting; 0 otherwise.
+	// Position counts from 1 while waiting (or sold out); 0 otherwise.
 	Position int64
 	// Ahead is how many wait in front (Position - 1), 0 otherwise.
 	Ahead int64
@@ -196,6 +207,7 @@ const (
 	codeNotOpen
 	codeUsed
 	codeLost
+	codeSoldOut
 )
 
 // Join puts userID in l's line, or leaves the place they have. A line not
@@ -247,6 +259,12 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 		st.Position = rank - head + 1
 		st.Ahead = rank - head
 		st.ETA = ETA(l, st.Position, now)
+	case codeSoldOut:
+		// No estimate: the wait is for units to come back, which no rate
+		// tells.
+		st.State = StateSoldOut
+		st.Position = rank - head + 1
+		st.Ahead = rank - head
 	case codeAdmitted:
 		st.State = StateAdmitted
 		st.PassExpiresAt = time.UnixMilli(exp)
@@ -290,12 +308,18 @@ type Step struct {
 	Admitted, Expired int64
 	// Closed is true once the room is closed.
 	Closed bool
+	// SoldOut is true while the room has no stock left to admit to (its
+	// waiters read StateSoldOut); SoldOutChanged when this step set or
+	// cleared it.
+	SoldOut, SoldOutChanged bool
 }
 
 // Admit runs one admission step of l: expire passes unused in time, then
 // admit up to the room's rate since the last step, whoever runs it. Passes
 // out at once are held to at most passes (the stock left, say; -1 for no
-// bound), so the room never lets in more buyers than it could serve.
+// bound), so the room never lets in more buyers than it could serve. A
+// bound of 0 marks the room sold out (Step.SoldOut) until a later step's
+// bound is above 0: units came back, and the line resumes in order.
 //
 // A room no step reached for over a second (its voucher paused, which the
 // admitters skip, or no gateway up) stood still: the step moves every
@@ -306,8 +330,9 @@ func (r *Room) Admit(ctx context.Context, l Line, passes int64) (Step, error) {
 	return r.step(ctx, l, passes, false)
 }
 
-// Close closes l's room for good: no more admissions, everyone still
-// waiting is closed. Passes already out stay valid until they expire.
+// Close closes l's room for good (the sale ended, or every unit was paid
+// for): no more admissions, everyone still waiting is closed. Passes
+// already out stay valid until they expire.
 func (r *Room) Close(ctx context.Context, l Line) (Step, error) {
 	return r.step(ctx, l, 0, true)
 }
@@ -325,14 +350,27 @@ func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (St
 	if err != nil {
 		return Step{}, unavailable("admit", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 8 {
 		return Step{}, fmt.Errorf("waitroom: queue_admit.lua answered %v", res)
 	}
 	if res[0] < 0 {
 		return Step{}, errLost(l.VoucherID)
 	}
 	return Step{Head: res[0], At: time.UnixMilli(res[1]), Waiting: res[2], Admitted: res[3],
-		Expired: res[4], Closed: res[5] == 1}, nil
+		Expired: res[4], Closed: res[5] == 1, SoldOut: res[6] == 1, SoldOutChanged: res[7] == 1}, nil
+}
+
+// Reopen opens l's room again after stock was added to a sale that had
+// closed because every unit was paid for: the waiters left wait again (sold
+// out or not, as the next admission step finds the stock), and the units
+// added go to them in line order. The caller has checked that the sale has
+// not ended (an ended sale is never changed); a room that was not closed is
+// left as it is.
+func (r *Room) Reopen(ctx context.Context, l Line) error {
+	if err := r.rdb.HDel(ctx, keysOf(l.VoucherID).room, "closed").Err(); err != nil {
+		return unavailable("reopen", err)
+	}
+	return nil
 }
 
 // Answers of queue_pass.lua's claim.

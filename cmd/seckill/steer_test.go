@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/pause"
+	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+// steerCrowd is a crowd of shoppers buying one unit each of a voucher
+// through the gateways in turn, each trying again (same key) after a
+// refusal until it has bought or stop is closed: a crowd still pressing
+// while the operator changes the sale.
+type steerCrowd struct {
+	accepted, refused, other atomic.Int64
+	wg                       sync.WaitGroup
+}
+
+// crowdBuying starts n shoppers on voucherID; a test closes stop, then
+// calls wait.
+func crowdBuying(t *testing.T, gws []*testSystem, voucherID string, n int, stop <-chan struct{}) *steerCrowd {
+	t.Helper()
+	c := &steerCrowd{}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	for i := range n {
+		gw := gws[i%len(gws)]
+		tok := gw.shopper(t, testUser())
+		key := "crowd-" + strconv.Itoa(i)
+		c.wg.Go(func() {
+			for ctx.Err() == nil {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw.base+"/api/v1/vouchers/"+voucherID+"/orders",
+					bytes.NewReader([]byte(`{"quantity":1}`)))
+				if err != nil {
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Header.Set("Idempotency-Key", key)
+				resp, err := gw.client.Do(req)
+				if err != nil {
+					continue
+				}
+				var body struct {
+					Error struct{ Code string } `json:"error"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == http.StatusAccepted:
+					c.accepted.Add(1)
+					return
+				case resp.StatusCode == http.StatusConflict && body.Error.Code == "sold_out":
+					c.refused.Add(1)
+				default:
+					c.other.Add(1)
+				}
+				_ = pause.For(ctx, 20*time.Millisecond)
+			}
+		})
+	}
+	return c
+}
+
+// patchVoucher sends the operator's change.
+func (ts *testSystem) patchVoucher(t *testing.T, voucherID string, change map[string]any) answer {
+	t.Helper()
+	return ts.do(t, http.MethodPatch, "/api/v1/admin/vouchers/"+voucherID, ts.cfg.AdminToken, change, nil)
+}
+
+// TestSteerRunningSale: the operator steers sales while crowds buy, through
+// two gateways. Stock added to a voucher of three buckets mid-crowd sells
+// exactly once, the total and the buckets balanced; stock added to a
+// sold-out waiting room goes to the next in line and to nobody else; the
+// room's new rate reaches both gateways; a later end moves the sale's end
+// and its Redis state's expiry, and the crowd buys past the old end. Bad
+// values are 400 naming the field, an ended sale 409. On both Redis shapes.
+func TestSteerRunningSale(t *testing.T) {
+	onEveryShape(t, testSteerRunningSale)
+}
+
+func testSteerRunningSale(t *testing.T, env map[string]string) {
+	a := startSystem(t, env)
+	b := a.startPeer(t, gatewayOnly)
+	gws := []*testSystem{a, b.testSystem}
+	ctx := context.Background()
+
+	t.Run("add stock mid-crowd, three buckets", func(t *testing.T) {
+		c := a.do(t, http.MethodPost, "/api/v1/admin/vouchers", a.cfg.AdminToken, map[string]any{
+			"title": "steer", "kind": "seckill", "price_cents": 100, "stock": 40, "per_user_limit": 1,
+			"begin_at": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
+			"end_at":   time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "shards": 3,
+		}, nil)
+		require.Equal(t, http.StatusCreated, c.status, "%s", c.raw)
+		vid := c.body["id"].(string)
+		stop := make(chan struct{})
+		crowd := crowdBuying(t, gws, vid, 120, stop)
+		require.Eventually(t, func() bool { return crowd.accepted.Load() >= 10 }, 30*time.Second, 10*time.Millisecond)
+		p := a.patchVoucher(t, vid, map[string]any{"add_stock": 25})
+		require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+		require.EqualValues(t, 65, p.body["stock_total"])
+		t.Logf("added 25 units with %d of 40 sold", crowd.accepted.Load())
+		require.Eventually(t, func() bool { return crowd.accepted.Load() == 65 }, 30*time.Second, 10*time.Millisecond,
+			"the crowd buys the stock added")
+		time.Sleep(500 * time.Millisecond) // the crowd keeps pressing on a sold-out sale
+		close(stop)
+		crowd.wg.Wait()
+		require.EqualValues(t, 65, crowd.accepted.Load(), "no oversell")
+		require.Zero(t, crowd.other.Load(), "every refusal is sold_out")
+		a.waitPersisted(t, vid, 65)
+		require.EqualValues(t, 65, a.checkInvariants(t, vid, 1))
+		require.EqualValues(t, 65, b.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["stock_total"])
+	})
+
+	t.Run("add stock to a sold-out room, then its rate", func(t *testing.T) {
+		vid := a.createRoomVoucher(t, 3, 1, 1000, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+		const inLine = 10
+		line := make([]roomShopperAt, inLine)
+		for i := range line {
+			u := testUser()
+			line[i] = roomShopperAt{user: u, token: a.shopper(t, u), gw: gws[i%2]}
+			j := line[i].gw.do(t, http.MethodPost, "/api/v1/vouchers/"+vid+"/queue", line[i].token, nil, nil)
+			require.Equal(t, http.StatusOK, j.status, "%s", j.raw)
+		}
+		buyAt := func(i int) {
+			t.Helper()
+			s := line[i]
+			var pass string
+			require.Eventually(t, func() bool {
+				q := s.place(t, vid)
+				pass, _ = q.body["pass"].(string)
+				return pass != ""
+			}, 30*time.Second, 20*time.Millisecond, "shopper %d never admitted", i)
+			r := s.gw.buyWithPass(t, vid, s.token, pass, "")
+			require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+		}
+		for i := range 3 {
+			buyAt(i)
+		}
+		for i := 3; i < inLine; i++ {
+			require.Eventually(t, func() bool {
+				return line[i].place(t, vid).body["state"] == string(waitroom.StateSoldOut)
+			}, 30*time.Second, 20*time.Millisecond)
+		}
+		// A crowd without passes presses all along: it gets none of the
+		// units added.
+		stop := make(chan struct{})
+		bots := crowdBuying(t, gws, vid, 20, stop)
+		p := b.patchVoucher(t, vid, map[string]any{"add_stock": 4})
+		require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+		for i := 3; i < 7; i++ {
+			buyAt(i)
+		}
+		for i := 7; i < inLine; i++ {
+			require.Eventually(t, func() bool {
+				q := line[i].place(t, vid)
+				return q.body["state"] == string(waitroom.StateSoldOut) && q.body["position"] == float64(i-7+1)
+			}, 30*time.Second, 20*time.Millisecond, "shopper %d keeps the place behind the units added", i)
+		}
+		close(stop)
+		bots.wg.Wait()
+		require.Zero(t, bots.accepted.Load(), "nobody outside the line bought")
+		a.waitPersisted(t, vid, 7)
+		require.EqualValues(t, 7, a.checkInvariants(t, vid, 1))
+
+		start := time.Now()
+		p = a.patchVoucher(t, vid, map[string]any{"admit_per_second": 2})
+		require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+		require.EqualValues(t, 2, p.body["waiting_room"].(map[string]any)["admit_per_second"])
+		require.Eventually(t, func() bool {
+			v := b.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil)
+			wr, _ := v.body["waiting_room"].(map[string]any)
+			return wr["admit_per_second"] == float64(2)
+		}, 10*time.Second, 10*time.Millisecond, "the other gateway follows")
+		t.Logf("the other gateway showed the new rate %v after the change", time.Since(start))
+	})
+
+	t.Run("a later end, mid-crowd", func(t *testing.T) {
+		oldEnd := time.Now().Add(4 * time.Second).Truncate(time.Second)
+		c := a.do(t, http.MethodPost, "/api/v1/admin/vouchers", a.cfg.AdminToken, map[string]any{
+			"title": "extend", "kind": "seckill", "price_cents": 100, "stock": 30, "per_user_limit": 1,
+			"begin_at": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
+			"end_at":   oldEnd.UTC().Format(time.RFC3339), "shards": 2,
+		}, nil)
+		require.Equal(t, http.StatusCreated, c.status, "%s", c.raw)
+		vid := c.body["id"].(string)
+		id, err := strconv.ParseInt(vid, 10, 64)
+		require.NoError(t, err)
+		firstUser := testUser()
+		first := a.buy(t, vid, a.shopper(t, firstUser), 1, "")
+		require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
+
+		stop := make(chan struct{})
+		crowd := crowdBuying(t, gws, vid, 10, stop)
+		newEnd := time.Now().Add(time.Hour).Truncate(time.Second)
+		p := a.patchVoucher(t, vid, map[string]any{"end_at": newEnd.UTC().Format(time.RFC3339)})
+		require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+		require.Equal(t, newEnd.UTC().Format(time.RFC3339), p.body["end_at"])
+		require.Eventually(t, func() bool { return crowd.accepted.Load() == 10 }, 30*time.Second, 10*time.Millisecond)
+		close(stop)
+		crowd.wg.Wait()
+
+		// The sale's Redis state expires with the new end: every bucket's
+		// meta, the bucket count, and keys no buy touched since (the first
+		// buyer's own set).
+		want := newEnd.Add(seckill.DefaultStateGrace)
+		keys := []string{redisstock.VoucherKeys(id).Shards, redisstock.BucketKeys(id, int(firstUser%2)).User(firstUser)}
+		for bucket := range 2 {
+			keys = append(keys, redisstock.BucketKeys(id, bucket).Meta)
+		}
+		for _, key := range keys {
+			at, err := a.rdb.PExpireTime(ctx, key).Result()
+			require.NoError(t, err)
+			require.InDelta(t, want.UnixMilli(), at.Milliseconds(), 1000, "%s expires with the new end", key)
+		}
+
+		// Past the old end, the sale goes on.
+		time.Sleep(time.Until(oldEnd.Add(500 * time.Millisecond)))
+		late := b.buy(t, vid, b.shopper(t, testUser()), 1, "")
+		require.Equal(t, http.StatusAccepted, late.status, "a buy after the old end: %s", late.raw)
+		a.waitPersisted(t, vid, 12)
+		require.EqualValues(t, 12, a.checkInvariants(t, vid, 1))
+
+		early := a.patchVoucher(t, vid, map[string]any{"end_at": oldEnd.Add(time.Minute).UTC().Format(time.RFC3339)})
+		require.Equal(t, http.StatusBadRequest, early.status, "%s", early.raw)
+		require.Contains(t, string(early.raw), "end_at")
+	})
+
+	t.Run("bad values and an ended sale", func(t *testing.T) {
+		vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(2*time.Second))
+		for body, field := range map[string]string{
+			`{"add_stock": 0}`:        "add_stock",
+			`{"add_stock": 1.5}`:      "add_stock",
+			`{"admit_per_second": 3}`: "admit_per_second", // no waiting room
+			`{"end_at": "soon"}`:      "end_at",
+		} {
+			var in map[string]any
+			require.NoError(t, json.Unmarshal([]byte(body), &in))
+			r := a.patchVoucher(t, vid, in)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", body, r.raw)
+			require.Equal(t, "invalid_input", r.errorCode())
+			require.Contains(t, string(r.raw), field, "the message names the field")
+		}
+		time.Sleep(2500 * time.Millisecond)
+		r := a.patchVoucher(t, vid, map[string]any{"add_stock": 1})
+		require.Equal(t, http.StatusConflict, r.status, "%s", r.raw)
+		require.Equal(t, "conflict", r.errorCode())
+		require.EqualValues(t, 5, a.stockLeft(t, vid), "nothing changed")
+	})
+}
