@@ -17,8 +17,8 @@ import (
 // passRoom is a waiting room that admits everyone and records the passes
 // given back.
 type passRoom struct {
-	mu       sync.Mutex
-	restored int
+	mu              sync.Mutex
+	restored, spent int
 }
 
 func (r *passRoom) Join(context.Context, waitroom.Line, int64) (waitroom.Status, error) {
@@ -44,20 +44,28 @@ func (r *passRoom) Restore(context.Context, waitroom.Pass) error {
 	return nil
 }
 
+func (r *passRoom) Spend(context.Context, waitroom.Pass) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spent++
+	return nil
+}
+
+func (r *passRoom) settled() (restored, spent int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restored, r.spent
+}
+
 func (r *passRoom) Stats(context.Context, int64) (waitroom.Stats, error) {
 	return waitroom.Stats{}, nil
 }
 func (r *passRoom) Reopen(context.Context, waitroom.Line) error { return nil }
 
-func (r *passRoom) given() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.restored
-}
-
 // An admitted shopper whose buy loses the last unit (409 sold_out) keeps
 // the pass: units come back, and the turn is theirs until it expires. Over
-// the limit, the pass is spent.
+// the limit, or bought, the pass is spent: the claim is settled, so the
+// room stops holding a unit back for it.
 func TestRoomPassGivenBackOnSoldOut(t *testing.T) {
 	t.Parallel()
 	room := &passRoom{}
@@ -74,11 +82,20 @@ func TestRoomPassGivenBackOnSoldOut(t *testing.T) {
 	b.buyer.setFn(func(seckill.BuyRequest) (seckill.ReserveResult, error) {
 		return seckill.ReserveResult{}, fmt.Errorf("voucher %d: %w", v.ID, seckill.ErrSoldOut)
 	})
+	settled := func() [2]int {
+		restored, spent := room.settled()
+		return [2]int{restored, spent}
+	}
 	require.Equal(t, 409, buy())
-	require.Equal(t, 1, room.given(), "sold out: the pass is given back")
+	require.Equal(t, [2]int{1, 0}, settled(), "sold out: the pass is given back")
 	b.buyer.setFn(func(seckill.BuyRequest) (seckill.ReserveResult, error) {
 		return seckill.ReserveResult{}, fmt.Errorf("voucher %d: %w", v.ID, seckill.ErrLimitExceeded)
 	})
 	require.Equal(t, 409, buy())
-	require.Equal(t, 1, room.given(), "over the limit: the pass is spent")
+	require.Equal(t, [2]int{1, 1}, settled(), "over the limit: the pass is spent")
+	b.buyer.setFn(func(seckill.BuyRequest) (seckill.ReserveResult, error) {
+		return seckill.ReserveResult{OrderID: 7, StockLeft: 9}, nil
+	})
+	require.Equal(t, 202, buy())
+	require.Equal(t, [2]int{1, 2}, settled(), "bought: the pass is spent")
 }

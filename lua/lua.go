@@ -58,8 +58,9 @@ var QueueJoin string
 //go:embed queue_admit.lua
 var QueueAdmit string
 
-// QueuePass is queue_pass.lua: the single use of an admission pass, and its
-// return when the buy never reached the stock.
+// QueuePass is queue_pass.lua: the single use of an admission pass, its
+// return when the buy never reached the stock, and the settling of its claim
+// when the buy is over.
 //
 //go:embed queue_pass.lua
 var QueuePass string

@@ -10,7 +10,9 @@ import (
 type Target struct {
 	Line Line
 	// Passes bounds the passes out at once: the stock left, so the room
-	// never lets in more buyers than it could serve (-1: no bound).
+	// never lets in more buyers than it could serve (-1: no bound). It must
+	// be read when the targets are listed, after the Admitter's previous
+	// step of the room (see Room.Admit, landed).
 	Passes int64
 	// Over is true once the sale cannot sell any more (ended, or every
 	// unit paid for): the room closes, and everyone still waiting is told
@@ -36,6 +38,10 @@ type Admitter struct {
 	// closed are the rooms this admitter closed or saw closed: it
 	// announces that once and steps them no more.
 	closed map[int64]bool
+	// landed is each room's Step.Landed at this admitter's last step of
+	// it, which ended before the next listing of the targets read the
+	// stock: the landed argument of the next step.
+	landed map[int64]int64
 }
 
 // AdmitterConfig is what NewAdmitter builds an Admitter from; a zero field
@@ -61,7 +67,8 @@ func NewAdmitter(cfg AdmitterConfig) *Admitter {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"), closed: map[int64]bool{}}
+	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"),
+		closed: map[int64]bool{}, landed: map[int64]int64{}}
 }
 
 // Admitting reports whether an Admitter steps l's room at now: it has an
@@ -117,12 +124,13 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if t.Over {
 			step, err = a.room.Close(ctx, t.Line)
 		} else {
-			step, err = a.room.Admit(ctx, t.Line, t.Passes)
+			step, err = a.room.Admit(ctx, t.Line, t.Passes, a.landed[id])
 		}
 		if err != nil {
 			a.log.Warn("waitroom: admission step failed", "voucher_id", id, "err", err)
 			continue
 		}
+		a.landed[id] = step.Landed
 		if step.Closed {
 			a.closed[id] = true
 		}
@@ -133,6 +141,11 @@ func (a *Admitter) Tick(ctx context.Context) {
 	for id := range a.closed {
 		if !listed[id] { // gone from the catalog: nothing to remember
 			delete(a.closed, id)
+		}
+	}
+	for id := range a.landed {
+		if !listed[id] {
+			delete(a.landed, id)
 		}
 	}
 }

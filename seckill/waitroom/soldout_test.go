@@ -2,13 +2,13 @@ package waitroom_test
 
 import (
 	"context"
-	"github.com/flashsale/seckill/gateway/api"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -27,25 +27,28 @@ func TestSoldOutKeepsPlacesAndReturnedUnitsGoInOrder(t *testing.T) {
 		_, err := room.Join(ctx, line, u)
 		require.NoError(t, err)
 	}
-	step, err := room.Admit(ctx, line, 3)
+	step, err := room.Admit(ctx, line, 3, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, step.Admitted)
 	require.False(t, step.SoldOut)
 
-	// The three buy (their passes used): nothing is left.
+	// The three buy (their passes used, their reservations in the stock):
+	// nothing is left.
 	for u := int64(1); u <= 3; u++ {
 		st, err := room.Status(ctx, line, u)
 		require.NoError(t, err)
-		_, err = room.Claim(ctx, line.VoucherID, u, st.Pass, "")
+		p, err := room.Claim(ctx, line.VoucherID, u, st.Pass, "")
 		require.NoError(t, err)
+		require.NoError(t, room.Spend(ctx, p))
 	}
-	step, err = room.Admit(ctx, line, 0)
+	step, err = room.Admit(ctx, line, 0, step.Landed)
 	require.NoError(t, err)
 	require.True(t, step.SoldOut)
 	require.True(t, step.SoldOutChanged, "the step that marks the room sold out says so, to be announced")
 	require.Zero(t, step.Admitted)
 	require.False(t, step.Closed)
-	again, err := room.Admit(ctx, line, 0)
+	require.EqualValues(t, 3, step.Landed, "three claims settled")
+	again, err := room.Admit(ctx, line, 0, step.Landed)
 	require.NoError(t, err)
 	require.True(t, again.SoldOut)
 	require.False(t, again.SoldOutChanged, "announced once")
@@ -66,7 +69,7 @@ func TestSoldOutKeepsPlacesAndReturnedUnitsGoInOrder(t *testing.T) {
 	// Two units come back: exactly the next two in line are admitted, even
 	// with a whole second of rate credit (1,000).
 	time.Sleep(1100 * time.Millisecond)
-	step, err = room.Admit(ctx, line, 2)
+	step, err = room.Admit(ctx, line, 2, again.Landed)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, step.Admitted)
 	require.False(t, step.SoldOut)
@@ -76,7 +79,7 @@ func TestSoldOutKeepsPlacesAndReturnedUnitsGoInOrder(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, st.State, "user %d", u)
 	}
-	step, err = room.Admit(ctx, line, 2)
+	step, err = room.Admit(ctx, line, 2, step.Landed)
 	require.NoError(t, err)
 	require.Zero(t, step.Admitted, "the unused passes already cover the units back")
 
@@ -125,8 +128,9 @@ func TestFeedPushesSoldOutThenPass(t *testing.T) {
 	mu.Lock()
 	passes = 0 // user 1 buys the one unit: the stock left is 0 from now
 	mu.Unlock()
-	_, err := room.Claim(ctx, line.VoucherID, 1, *last(1).Pass, "")
+	p, err := room.Claim(ctx, line.VoucherID, 1, *last(1).Pass, "")
 	require.NoError(t, err)
+	require.NoError(t, room.Spend(ctx, p), "the reservation is in the stock")
 	require.Eventually(t, func() bool { return waitroom.State(last(3).State) == waitroom.StateSoldOut }, 5*time.Second, 20*time.Millisecond,
 		"the last in line hears the room sold out: %+v", out.of(3))
 	require.EqualValues(t, 2, last(3).Position, "and keeps the place")

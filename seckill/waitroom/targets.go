@@ -29,7 +29,7 @@ const SettledEvery = time.Second
 
 // CatalogTargets returns the targets of an Admitter from the catalog in
 // memory: every voucher with a waiting room that is not paused; a room
-// lets out at most as many unused passes as stock is left, and closes only
+// lets out at most as many passes as stock is left, and closes only
 // when its sale is over: ended, or every unit paid for (settled; nil: only
 // the end closes it). A room with no stock left but units held unpaid is
 // sold out, not over: those units may come back, and then go to the line.
@@ -39,10 +39,9 @@ const SettledEvery = time.Second
 // stock refresh, and near the sell-out that lag let in shoppers whose buy
 // could only be refused as sold out. A voucher whose stock is not in Redis
 // (not warmed yet, or lost with Redis's data) admits nobody until it is
-// back: nobody could buy it meanwhile. What is still not counted is a pass
-// claimed by a buy whose reservation has not reached Redis yet (one round
-// trip): neither unused nor sold, it may let in one shopper too many for
-// that long, where the catalog's figure let in a whole refresh's buys.
+// back: nobody could buy it meanwhile. A pass claimed by a buy whose
+// reservation has not reached the stock yet is counted by the step itself
+// (Room.Admit), against this figure, so it holds its unit back.
 func CatalogTargets(catalog *seckill.Catalog, stock StockLeft, settled Settled) func(ctx context.Context) ([]Target, error) {
 	paid := settledMemo{settled: settled, asked: map[int64]time.Time{}, over: map[int64]bool{}}
 	return func(ctx context.Context) ([]Target, error) {
