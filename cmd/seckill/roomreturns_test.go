@@ -27,6 +27,28 @@ func (s roomShopperAt) place(t *testing.T, voucherID string) answer {
 	return q
 }
 
+// waitPlace reads the shopper's place until ok accepts it, for at most 30
+// seconds, and returns it; it fails saying what the last read was.
+func (s roomShopperAt) waitPlace(t *testing.T, voucherID string, ok func(q answer) bool, what string) answer {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		q := s.place(t, voucherID)
+		if ok(q) {
+			return q
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("user %d never %s; the last read of the place: %s", s.user, what, q.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inState is a waitPlace test: the place reads state.
+func inState(state waitroom.State) func(answer) bool {
+	return func(q answer) bool { return q.body["state"] == string(state) }
+}
+
 // TestRoomReturnedUnitsGoToTheLine: a waiting room sells out to shoppers
 // who never pay. Those still in line keep their places and are told
 // sold_out, not closed. When the holds time out (a short pay timeout), the
@@ -41,7 +63,10 @@ func TestRoomReturnedUnitsGoToTheLine(t *testing.T) {
 }
 
 func testRoomReturnedUnitsGoToTheLine(t *testing.T, env map[string]string) {
-	env["SECKILL_PAY_TIMEOUT"] = "3s"
+	// Long enough that the first buyers' holds never time out before the
+	// last of them has bought and the line has been read sold out, on a
+	// loaded machine; short enough to wait for.
+	env["SECKILL_PAY_TIMEOUT"] = "8s"
 	a := startSystem(t, env)
 	b := a.startPeer(t, gatewayOnly)
 	gws := []*testSystem{a, b.testSystem}
@@ -95,13 +120,11 @@ func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {
 	buyWhenAdmitted := func(i int) bought {
 		t.Helper()
 		s := line[i]
-		var pass, exp string
-		require.Eventually(t, func() bool {
-			q := s.place(t, vid)
-			pass, _ = q.body["pass"].(string)
-			exp, _ = q.body["pass_expires_at"].(string)
-			return q.body["state"] == string(waitroom.StateAdmitted) && pass != ""
-		}, 30*time.Second, 50*time.Millisecond, "shopper %d never admitted", i)
+		q := s.waitPlace(t, vid, func(q answer) bool {
+			return q.body["state"] == string(waitroom.StateAdmitted) && q.body["pass"] != nil
+		}, "admitted (place "+strconv.Itoa(i+1)+")")
+		pass, _ := q.body["pass"].(string)
+		exp, _ := q.body["pass_expires_at"].(string)
 		expires, err := time.Parse(time.RFC3339Nano, exp)
 		require.NoError(t, err)
 		key := "returns-" + strconv.Itoa(i)
@@ -115,13 +138,9 @@ func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {
 	soldOutFrom := func(from int) {
 		t.Helper()
 		for i := from; i < inLine; i++ {
-			var q answer
-			require.Eventually(t, func() bool {
-				q = line[i].place(t, vid)
-				return q.body["state"] == string(waitroom.StateSoldOut)
-			}, 30*time.Second, 50*time.Millisecond, "shopper %d never told sold_out: %s", i, q.raw)
-			require.EqualValues(t, i-from+1, q.body["position"], "shopper %d keeps the place", i)
-			require.Nil(t, q.body["pass"])
+			q := line[i].waitPlace(t, vid, inState(waitroom.StateSoldOut), "told sold_out (place "+strconv.Itoa(i+1)+")")
+			require.EqualValues(t, i-from+1, q.body["position"], "shopper %d keeps the place: %s", i, q.raw)
+			require.Nil(t, q.body["pass"], "%s", q.raw)
 		}
 	}
 
@@ -184,9 +203,7 @@ func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {
 	}
 	// Every unit paid for: the sale cannot sell more, and the line closes.
 	for i := 2 * stock; i < inLine; i++ {
-		require.Eventually(t, func() bool {
-			return line[i].place(t, vid).body["state"] == string(waitroom.StateClosed)
-		}, 30*time.Second, 50*time.Millisecond, "shopper %d never told closed", i)
+		line[i].waitPlace(t, vid, inState(waitroom.StateClosed), "told closed (place "+strconv.Itoa(i+1)+")")
 	}
 
 	a.waitPersisted(t, vid, 2*stock)

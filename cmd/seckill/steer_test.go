@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -26,13 +27,23 @@ import (
 type steerCrowd struct {
 	accepted, refused, other atomic.Int64
 	wg                       sync.WaitGroup
+
+	mu     sync.Mutex
+	others map[string]int // "<status> <code>" -> answers, of the other answers
+}
+
+// otherAnswers lists the answers that were neither 202 nor sold_out.
+func (c *steerCrowd) otherAnswers() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.others)
 }
 
 // crowdBuying starts n shoppers on voucherID; a test closes stop, then
 // calls wait.
 func crowdBuying(t *testing.T, gws []*testSystem, voucherID string, n int, stop <-chan struct{}) *steerCrowd {
 	t.Helper()
-	c := &steerCrowd{}
+	c := &steerCrowd{others: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-stop; cancel() }()
 	for i := range n {
@@ -66,6 +77,9 @@ func crowdBuying(t *testing.T, gws []*testSystem, voucherID string, n int, stop 
 					c.refused.Add(1)
 				default:
 					c.other.Add(1)
+					c.mu.Lock()
+					c.others[strconv.Itoa(resp.StatusCode)+" "+body.Error.Code]++
+					c.mu.Unlock()
 				}
 				_ = pause.For(ctx, 20*time.Millisecond)
 			}
@@ -112,13 +126,16 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 		require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
 		require.EqualValues(t, 65, p.body["stock_total"])
 		t.Logf("added 25 units with %d of 40 sold", crowd.accepted.Load())
-		require.Eventually(t, func() bool { return crowd.accepted.Load() == 65 }, 30*time.Second, 10*time.Millisecond,
-			"the crowd buys the stock added")
+		for deadline := time.Now().Add(30 * time.Second); crowd.accepted.Load() < 65; time.Sleep(10 * time.Millisecond) {
+			require.True(t, time.Now().Before(deadline), "the crowd bought %d of the 65 units; refused sold_out %d, others %v",
+				crowd.accepted.Load(), crowd.refused.Load(), crowd.otherAnswers())
+		}
+		t.Logf("crowd: %d bought, %d refused sold_out, others %v", crowd.accepted.Load(), crowd.refused.Load(), crowd.otherAnswers())
 		time.Sleep(500 * time.Millisecond) // the crowd keeps pressing on a sold-out sale
 		close(stop)
 		crowd.wg.Wait()
 		require.EqualValues(t, 65, crowd.accepted.Load(), "no oversell")
-		require.Zero(t, crowd.other.Load(), "every refusal is sold_out")
+		require.Zero(t, crowd.other.Load(), "every refusal is sold_out; the others: %v", crowd.otherAnswers())
 		a.waitPersisted(t, vid, 65)
 		require.EqualValues(t, 65, a.checkInvariants(t, vid, 1))
 		require.EqualValues(t, 65, b.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["stock_total"])
@@ -137,22 +154,16 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 		buyAt := func(i int) {
 			t.Helper()
 			s := line[i]
-			var pass string
-			require.Eventually(t, func() bool {
-				q := s.place(t, vid)
-				pass, _ = q.body["pass"].(string)
-				return pass != ""
-			}, 30*time.Second, 20*time.Millisecond, "shopper %d never admitted", i)
-			r := s.gw.buyWithPass(t, vid, s.token, pass, "")
-			require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+			q := s.waitPlace(t, vid, func(q answer) bool { return q.body["pass"] != nil }, "admitted (place "+strconv.Itoa(i+1)+")")
+			r := s.gw.buyWithPass(t, vid, s.token, q.body["pass"].(string), "")
+			require.Equal(t, http.StatusAccepted, r.status, "place %d: %s", i+1, r.raw)
 		}
 		for i := range 3 {
 			buyAt(i)
 		}
 		for i := 3; i < inLine; i++ {
-			require.Eventually(t, func() bool {
-				return line[i].place(t, vid).body["state"] == string(waitroom.StateSoldOut)
-			}, 30*time.Second, 20*time.Millisecond)
+			q := line[i].waitPlace(t, vid, inState(waitroom.StateSoldOut), "told sold_out (place "+strconv.Itoa(i+1)+")")
+			require.EqualValues(t, i-3+1, q.body["position"], "%s", q.raw)
 		}
 		// A crowd without passes presses all along: it gets none of the
 		// units added.
@@ -164,10 +175,9 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 			buyAt(i)
 		}
 		for i := 7; i < inLine; i++ {
-			require.Eventually(t, func() bool {
-				q := line[i].place(t, vid)
+			line[i].waitPlace(t, vid, func(q answer) bool {
 				return q.body["state"] == string(waitroom.StateSoldOut) && q.body["position"] == float64(i-7+1)
-			}, 30*time.Second, 20*time.Millisecond, "shopper %d keeps the place behind the units added", i)
+			}, "told sold_out at position "+strconv.Itoa(i-7+1)+", behind the units added (place "+strconv.Itoa(i+1)+")")
 		}
 		close(stop)
 		bots.wg.Wait()
@@ -188,7 +198,8 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 	})
 
 	t.Run("a later end, mid-crowd", func(t *testing.T) {
-		oldEnd := time.Now().Add(4 * time.Second).Truncate(time.Second)
+		// Far enough that the change lands before it on a loaded machine.
+		oldEnd := time.Now().Add(10 * time.Second).Truncate(time.Second)
 		c := a.do(t, http.MethodPost, "/api/v1/admin/vouchers", a.cfg.AdminToken, map[string]any{
 			"title": "extend", "kind": "seckill", "price_cents": 100, "stock": 30, "per_user_limit": 1,
 			"begin_at": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
@@ -239,7 +250,8 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 	})
 
 	t.Run("bad values and an ended sale", func(t *testing.T) {
-		vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(2*time.Second))
+		end := time.Now().Add(6 * time.Second).Truncate(time.Second)
+		vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), end)
 		for body, field := range map[string]string{
 			`{"add_stock": 0}`:        "add_stock",
 			`{"add_stock": 1.5}`:      "add_stock",
@@ -253,7 +265,7 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 			require.Equal(t, "invalid_input", r.errorCode())
 			require.Contains(t, string(r.raw), field, "the message names the field")
 		}
-		time.Sleep(2500 * time.Millisecond)
+		time.Sleep(time.Until(end.Add(500 * time.Millisecond)))
 		r := a.patchVoucher(t, vid, map[string]any{"add_stock": 1})
 		require.Equal(t, http.StatusConflict, r.status, "%s", r.raw)
 		require.Equal(t, "conflict", r.errorCode())
