@@ -26,6 +26,9 @@ type Catalog interface {
 	// Change steers a running sale (seckill.Change) for the whole fleet,
 	// and returns the voucher.
 	Change(ctx context.Context, id int64, change seckill.Change) (seckill.Voucher, error)
+	// Changes lists the changes made to a voucher's running sale, oldest
+	// first, from the record.
+	Changes(ctx context.Context, id int64) ([]seckill.ChangeRecord, error)
 	// Snapshot returns every voucher with its live stock and state, from
 	// memory.
 	Snapshot(ctx context.Context) (*seckill.CatalogSnapshot, error)

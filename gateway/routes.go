@@ -67,6 +67,7 @@ func (s *Server) routes() error {
 	admin.Add(fiber.MethodGet, "/vouchers/:id/stats", s.voucherStats)
 	admin.Put("/vouchers/:id/state", s.setVoucherState)
 	admin.Patch("/vouchers/:id", s.changeVoucher)
+	admin.Add(fiber.MethodGet, "/vouchers/:id/changes", s.voucherChanges)
 	admin.Add(fiber.MethodGet, "/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.switchBreaker)
 

@@ -42,6 +42,7 @@ type fakeCatalog struct {
 	err      error        // returned by every call when set
 	snap     *seckill.CatalogSnapshot
 	dirty    bool // a change since snap was built
+	changes  map[int64][]seckill.ChangeRecord
 }
 
 func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher) (seckill.Voucher, error) {
@@ -123,7 +124,23 @@ func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (s
 }
 
 func (f *fakeCatalog) Change(_ context.Context, id int64, ch seckill.Change) (seckill.Voucher, error) {
-	return f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) { return ch.Apply(v, time.Now()) })
+	v, err := f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) { return ch.Apply(v, time.Now()) })
+	if err == nil {
+		f.mu.Lock()
+		if f.changes == nil {
+			f.changes = map[int64][]seckill.ChangeRecord{}
+		}
+		f.changes[id] = append(f.changes[id], seckill.ChangeRecord{Change: ch, At: time.Now(), StockTotal: v.StockTotal})
+		f.mu.Unlock()
+	}
+	return v, err
+}
+
+func (f *fakeCatalog) Changes(_ context.Context, id int64) ([]seckill.ChangeRecord, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seckill.ChangeRecord(nil), f.changes[id]...), f.err
 }
 
 // change runs an operator's change of voucher id as the real catalog does:

@@ -10,22 +10,15 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// voucherChangeIn is the operator's change. Pointers tell "missing" from
-// zero, which is refused.
-type voucherChangeIn struct {
-	AddStock       *int64  `json:"add_stock"`
-	AdmitPerSecond *int64  `json:"admit_per_second"`
-	EndAt          *string `json:"end_at"`
-}
-
-// change is the seckill.Change the body asks for; a bad value is
+// voucherChange is the seckill.Change the body asks for; a bad value is
 // invalid_input naming its field.
-func (in voucherChangeIn) change() (seckill.Change, error) {
+func voucherChange(in api.VoucherChange) (seckill.Change, error) {
 	var ch seckill.Change
 	if in.AddStock != nil {
 		if *in.AddStock < 1 || *in.AddStock > seckill.MaxStock {
@@ -53,20 +46,22 @@ func (in voucherChangeIn) change() (seckill.Change, error) {
 // (the catalog's announcement, as for a pause). Stock added to a voucher
 // with a waiting room goes to its line: the admission step's bound is the
 // stock left, and a room that closed because every unit was paid for opens
-// again. Each change is logged with who made it.
+// again. Each change is logged with who made it, and recorded with the
+// voucher (voucherChanges lists them).
 func (s *Server) changeVoucher(c *fiber.Ctx) error {
 	id, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
 		return err
 	}
-	var in voucherChangeIn
+	var in api.VoucherChange
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
-	ch, err := in.change()
+	ch, err := voucherChange(in)
 	if err != nil {
 		return err
 	}
+	ch.By = s.operatorID()
 	ctx := c.UserContext()
 	v, err := s.deps.Catalog.Change(ctx, id, ch)
 	if err != nil {
@@ -91,6 +86,31 @@ func (s *Server) changeVoucher(c *fiber.Ctx) error {
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "voucher changed by an operator", attrs...)
 	return c.JSON(voucherJSON(v))
+}
+
+// voucherChanges is GET /api/v1/admin/vouchers/{id}/changes: every change
+// operators made to the voucher's running sale, oldest first, with who made
+// it, as the record keeps them (an empty list for an unknown voucher).
+func (s *Server) voucherChanges(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	recs, err := s.deps.Catalog.Changes(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	out := make([]api.VoucherChangeRecord, 0, len(recs))
+	for _, r := range recs {
+		rec := api.VoucherChangeRecord{At: r.At.UTC(), By: r.By, AddStock: r.AddStock,
+			AdmitPerSecond: r.AdmitPerSecond, StockTotal: r.StockTotal}
+		if !r.EndAt.IsZero() {
+			end := r.EndAt.UTC()
+			rec.EndAt = &end
+		}
+		out = append(out, rec)
+	}
+	return c.JSON(out)
 }
 
 // operatorID names the operator in logs: the first 8 bytes of the admin

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -81,4 +83,26 @@ func TestChangeVoucher(t *testing.T) {
 	status, _ = patch(room.ID, `{"add_stock": 1}`)
 	require.Equal(t, 401, status)
 	require.False(t, strings.Contains(b.logs.String(), `"add_stock":1`), "refused changes are not logged as made")
+
+	// The change is recorded with who made it: the fingerprint the log
+	// names, never the token.
+	resp, raw := b.do(t, "GET", fmt.Sprintf("/api/v1/admin/vouchers/%d/changes", room.ID), "", admin...)
+	require.Equal(t, 200, resp.StatusCode, "%s", raw)
+	var changes []api.VoucherChangeRecord
+	require.NoError(t, json.Unmarshal(raw, &changes))
+	require.Len(t, changes, 1, "%s", raw)
+	digest := sha256.Sum256([]byte(testAdminToken))
+	require.Equal(t, "sha256:"+hex.EncodeToString(digest[:8]), changes[0].By)
+	require.Contains(t, logged, `"operator":"`+changes[0].By+`"`)
+	require.EqualValues(t, 5, changes[0].AddStock)
+	require.EqualValues(t, 50, changes[0].AdmitPerSecond)
+	require.True(t, later.Equal(*changes[0].EndAt))
+	require.EqualValues(t, 15, changes[0].StockTotal)
+	resp, raw = b.do(t, "GET", fmt.Sprintf("/api/v1/admin/vouchers/%d/changes", b.onSale.ID), "", admin...)
+	require.Equal(t, 200, resp.StatusCode)
+	require.JSONEq(t, `[]`, string(raw), "none made")
+	resp, _ = b.do(t, "GET", "/api/v1/admin/vouchers/x/changes", "", admin...)
+	require.Equal(t, 400, resp.StatusCode)
+	resp, _ = b.do(t, "GET", fmt.Sprintf("/api/v1/admin/vouchers/%d/changes", room.ID), "", "Authorization", bearerOf(b.shopper))
+	require.Equal(t, 403, resp.StatusCode)
 }

@@ -24,11 +24,14 @@ type VoucherStore interface {
 	// returns the voucher, or an error wrapping apperr.ErrNotFound.
 	SetVoucherPaused(ctx context.Context, id int64, paused bool) (Voucher, error)
 	// ChangeVoucher makes change (Change.Apply, judged by the record's
-	// clock) with the voucher's row locked, calls beforeCommit with the
-	// voucher before and after it inside the same transaction, and
-	// commits only if that returned nil.
+	// clock) with the voucher's row locked, records it (a ChangeRecord),
+	// calls beforeCommit with the voucher before and after it inside the
+	// same transaction, and commits only if that returned nil.
 	ChangeVoucher(ctx context.Context, id int64, change Change,
 		beforeCommit func(ctx context.Context, before, after Voucher) error) (Voucher, error)
+	// VoucherChanges lists the changes made to voucher id, oldest first
+	// (none for an unknown voucher).
+	VoucherChanges(ctx context.Context, id int64) ([]ChangeRecord, error)
 }
 
 // StockKeeper puts seckill vouchers on sale in the fast store and reads their
@@ -344,6 +347,12 @@ func (c *Catalog) Change(ctx context.Context, id int64, change Change) (Voucher,
 		return Voucher{}, err
 	}
 	return c.afterChange(ctx, id)
+}
+
+// Changes lists the changes operators made to voucher id's running sale,
+// oldest first, from the record: an operator's read, one query each.
+func (c *Catalog) Changes(ctx context.Context, id int64) ([]ChangeRecord, error) {
+	return c.store.VoucherChanges(ctx, id)
 }
 
 // afterChange tells the fleet that voucher id's record changed and returns

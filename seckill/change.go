@@ -16,13 +16,25 @@ type Change struct {
 	AdmitPerSecond int64
 	// EndAt is the sale's new end, later than the one it has.
 	EndAt time.Time
+	// By names who made the change (the fingerprint of the operator's
+	// token), recorded with it.
+	By string
+}
+
+// ChangeRecord is one change made to a running sale, as the record keeps
+// it: the change (By included), when it was made by the record's clock,
+// and the voucher's stock total after it.
+type ChangeRecord struct {
+	Change
+	At         time.Time
+	StockTotal int64
 }
 
 // Validate checks what can be judged without the voucher: every error
 // names its field.
 func (c Change) Validate() error {
 	switch {
-	case c == Change{}:
+	case c.AddStock == 0 && c.AdmitPerSecond == 0 && c.EndAt.IsZero():
 		return apperr.Invalidf("send at least one of add_stock, admit_per_second and end_at")
 	case c.AddStock < 0 || c.AddStock > MaxStock:
 		return apperr.Invalidf("add_stock must be 1 to %d", MaxStock)

@@ -11,8 +11,9 @@
  *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
  *   #s-voucher #s-add-stock #s-rate #s-end #s-apply       steer a running sale (PATCH)
- *   #changes li[data-voucher-id="<id>"]                   each change made, newest first, with
- *                                                         the operator's fingerprint (as logged)
+ *   #changes li[data-voucher-id="<id>"]                   each change made to the voucher in
+ *                                                         #s-voucher, as recorded, newest first,
+ *                                                         with the operator's fingerprint (as logged)
  *   #stats tbody tr[data-voucher-id="<id>"] td[data-field="<stats field>"]
  *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed,
  *      queue: the line's figures "W waiting · A admitted · E expired · U used", – without a room)
@@ -230,13 +231,40 @@
     }
   }
 
-  // operatorID is the fingerprint the server logs a change with: the first
-  // 8 bytes of the admin token's SHA-256, in hex ("by this page" where the
-  // browser has no Web Crypto, outside a secure context).
-  async function operatorID() {
-    if (!window.crypto || !crypto.subtle) return 'this page';
-    const d = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(token)));
-    return `sha256:${[...d.slice(0, 8)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+  // changesOf is the voucher whose changes #changes lists ('' none).
+  let changesOf = '';
+
+  // changeText says what one recorded change did.
+  function changeText(c) {
+    const what = [];
+    if (c.add_stock) what.push(`+${c.add_stock} stock (total ${c.stock_total})`);
+    if (c.admit_per_second) what.push(`admit ${c.admit_per_second}/s`);
+    if (c.end_at) what.push(`closes ${new Date(c.end_at).toLocaleString()}`);
+    return what.join(', ');
+  }
+
+  // showChanges lists every change operators made to voucher id's sale, as
+  // the record keeps them (GET /api/v1/admin/vouchers/{id}/changes): newest
+  // first, with who made it (the fingerprint the server logs), whether made
+  // from this page, another tab or a script.
+  async function showChanges(id) {
+    changesOf = id;
+    const list = $('#changes');
+    if (!id) { list.replaceChildren(); return; }
+    const changes = await api('GET', `/admin/vouchers/${encodeURIComponent(id)}/changes`);
+    if (changesOf !== id) return; // another voucher was asked for meanwhile
+    $('#changes-title').textContent = `Changes of voucher ${id}`;
+    list.replaceChildren(...changes.slice().reverse().map((c) => {
+      const li = document.createElement('li');
+      li.dataset.voucherId = id;
+      li.textContent = `${new Date(c.at).toLocaleString()} · voucher ${id}: ${changeText(c)} · by ${c.by}`;
+      return li;
+    }));
+    if (!changes.length) {
+      const li = document.createElement('li');
+      li.textContent = `No change made to voucher ${id} yet.`;
+      list.replaceChildren(li);
+    }
   }
 
   // steerVoucher changes a running sale (PATCH /api/v1/admin/vouchers/{id}):
@@ -263,16 +291,10 @@
     button.disabled = true;
     try {
       const v = await api('PATCH', `/admin/vouchers/${encodeURIComponent(id)}`, body);
-      const what = [];
-      if (body.add_stock) what.push(`+${body.add_stock} stock (total ${v.stock_total})`);
-      if (body.admit_per_second) what.push(`admit ${body.admit_per_second}/s`);
-      if (body.end_at) what.push(`closes ${new Date(v.end_at).toLocaleString()}`);
-      const li = document.createElement('li');
-      li.dataset.voucherId = v.id;
-      li.textContent = `${fmtTime(serverNow())} · voucher ${v.id}: ${what.join(', ')} · by ${await operatorID()}`;
-      $('#changes').prepend(li);
-      say(`Voucher ${v.id} changed: ${what.join(', ')}. Every instance follows within a second.`, 'ok');
+      const what = changeText({ ...body, stock_total: v.stock_total, end_at: body.end_at && v.end_at });
+      say(`Voucher ${v.id} changed: ${what}. Every instance follows within a second.`, 'ok');
       for (const f of ['#s-add-stock', '#s-rate', '#s-end']) $(f).value = '';
+      await showChanges(v.id);
       refresh();
     } catch (err) {
       if (tokenRefused(err)) return;
@@ -406,6 +428,7 @@
       for (const tr of [...$('#stats tbody').children]) {
         if (!keep.has(tr.dataset.voucherId)) tr.remove();
       }
+      if (changesOf) await showChanges(changesOf);
       $('#stats-updated').textContent = `Updated ${fmtTime(serverNow())}`;
     } catch (err) {
       if (!tokenRefused(err)) $('#stats-updated').textContent = `Not updated: ${sentence(err)}`;
@@ -428,6 +451,10 @@
     $('#breaker-apply').addEventListener('click', applyBreaker);
     $('#voucher-form').addEventListener('submit', createVoucher);
     $('#steer-form').addEventListener('submit', steerVoucher);
+    $('#s-voucher').addEventListener('change', () => {
+      const id = $('#s-voucher').value.trim();
+      showChanges(/^\d+$/.test(id) && token ? id : '').catch((err) => { if (!tokenRefused(err)) say(sentence(err), 'error'); });
+    });
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
     $('#v-room').addEventListener('change', () => {
       const on = $('#v-room').checked;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -93,6 +94,17 @@ func TestBrowserOperatorPage(t *testing.T) {
 		`document.querySelector('#stats tbody tr[data-voucher-id="%s"] td[data-field="stock_total"]').textContent === '12'`, id))
 	one = ts.do(t, http.MethodGet, "/api/v1/vouchers/"+id, "", nil, nil)
 	require.EqualValues(t, 12, one.body["stock_total"], "the API agrees with the page")
+	// A change made elsewhere (a script, another operator) is listed too,
+	// from the record, with who made it.
+	end, err := time.Parse(time.RFC3339, one.body["end_at"].(string))
+	require.NoError(t, err)
+	later := ts.do(t, http.MethodPatch, "/api/v1/admin/vouchers/"+id, ts.cfg.AdminToken,
+		map[string]any{"end_at": end.Add(time.Hour).UTC().Format(time.RFC3339)}, nil)
+	require.Equal(t, http.StatusOK, later.status, "%s", later.raw)
+	b.waitJS("the change made elsewhere is listed", fmt.Sprintf(`(() => {
+		const li = [...document.querySelectorAll('#changes li[data-voucher-id="%s"]')];
+		return li.length === 2 && li[0].textContent.includes('closes') && /by sha256:[0-9a-f]{16}/.test(li[0].textContent);
+	})()`, id))
 	b.screenshot("operator-steered")
 
 	require.Equal(t, "0", b.eval(`String(localStorage.length + sessionStorage.length)`), "the admin token is kept in memory only")

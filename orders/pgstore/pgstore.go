@@ -340,6 +340,14 @@ func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Chan
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: %w", id, err)
 	}
+	var endAt *time.Time
+	if !change.EndAt.IsZero() {
+		endAt = &after.EndAt
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO voucher_changes (voucher_id, at, operator, add_stock, admit_per_second, end_at, stock_total)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, now, change.By, change.AddStock, change.AdmitPerSecond, endAt, after.StockTotal); err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: record the change of voucher %d: %w", id, err)
+	}
 	if beforeCommit != nil {
 		if err := beforeCommit(ctx, before, after); err != nil {
 			return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: before commit: %w", id, err)
@@ -349,6 +357,30 @@ func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Chan
 		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: commit: %w", id, err)
 	}
 	return after, nil
+}
+
+// VoucherChanges lists the changes made to voucher id, oldest first.
+func (s *Store) VoucherChanges(ctx context.Context, id int64) (_ []seckill.ChangeRecord, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `SELECT at, operator, add_stock, admit_per_second, end_at, stock_total
+		FROM voucher_changes WHERE voucher_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: changes of voucher %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (seckill.ChangeRecord, error) {
+		var r seckill.ChangeRecord
+		var end *time.Time
+		err := row.Scan(&r.At, &r.By, &r.AddStock, &r.AdmitPerSecond, &end, &r.StockTotal)
+		if end != nil {
+			r.EndAt = end.UTC()
+		}
+		r.At = r.At.UTC()
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: changes of voucher %d: %w", id, err)
+	}
+	return out, nil
 }
 
 // Vouchers returns every voucher, newest first.
