@@ -86,7 +86,9 @@ if soldOut then so = 1 end
 local inflight = 4503599627370496
 local keep = 5000
 local function claimed(since)
-  local late = redis.call('ZRANGEBYSCORE', KEYS[5], inflight, inflight + now, 'LIMIT', 0, max)
+  -- string.format: a Lua number passed to Redis is written with 14 digits, too few for 2^52 + ms.
+  local late = redis.call('ZRANGEBYSCORE', KEYS[5], string.format('%.0f', inflight),
+    string.format('%.0f', inflight + now), 'LIMIT', 0, max)
   for _, c in ipairs(late) do
     redis.call('ZREM', KEYS[5], c)
     local n = redis.call('HINCRBY', KEYS[2], 'landed', 1)

@@ -96,19 +96,21 @@ func crowdBuying(t *testing.T, gws []*testSystem, voucherID string, n int, stop 
 	return c
 }
 
-// waitBreakersClosed waits until every gateway's breaker is closed again: a
-// crowd on a loaded machine may have opened one (Redis calls past their
-// timeout), and what follows tests steering, not load shedding.
+// waitBreakersClosed waits until no gateway's breaker is open: a crowd on
+// a loaded machine may have opened one (Redis calls past their timeout),
+// and what follows tests steering, not load shedding. Half-open counts as
+// closing: it lets the next buys through and closes on their success
+// (without traffic it stays half-open).
 func waitBreakersClosed(t *testing.T, gws []*testSystem) {
 	t.Helper()
 	for _, gw := range gws {
 		var last answer
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			last = gw.do(t, http.MethodGet, "/api/v1/admin/breaker", gw.cfg.AdminToken, nil, nil)
-			if last.status == http.StatusOK && last.body["state"] == "closed" {
+			if st := last.body["state"]; last.status == http.StatusOK && (st == "closed" || st == "half-open") {
 				break
 			}
-			require.True(t, time.Now().Before(deadline), "the breaker never closed again: %s", last.raw)
+			require.True(t, time.Now().Before(deadline), "the breaker stayed open: %s", last.raw)
 		}
 	}
 }
