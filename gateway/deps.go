@@ -25,6 +25,12 @@ type Catalog interface {
 	// SetState pauses a voucher (seckill.StatePaused) or ends its pause
 	// (seckill.StateOnSale) for the whole fleet, and returns it.
 	SetState(ctx context.Context, id int64, st seckill.State) (seckill.Voucher, error)
+	// Change steers a running sale (seckill.Change) for the whole fleet,
+	// and returns the voucher.
+	Change(ctx context.Context, id int64, change seckill.Change) (seckill.Voucher, error)
+	// Changes lists the changes made to a voucher's running sale, oldest
+	// first, from the record.
+	Changes(ctx context.Context, id int64) ([]seckill.ChangeRecord, error)
 	// Snapshot returns every voucher with its live stock and state, from
 	// memory.
 	Snapshot(ctx context.Context) (*seckill.CatalogSnapshot, error)

@@ -34,8 +34,13 @@ type WaitingRoom interface {
 	Claim(ctx context.Context, voucherID, userID int64, pass, requestKey string) (waitroom.Pass, error)
 	// Restore gives a claimed pass back.
 	Restore(ctx context.Context, p waitroom.Pass) error
+	// Spend settles a claimed pass whose buy is over.
+	Spend(ctx context.Context, p waitroom.Pass) error
 	// Stats are a room's figures.
 	Stats(ctx context.Context, voucherID int64) (waitroom.Stats, error)
+	// Reopen opens again a room closed because every unit was paid for,
+	// once stock was added.
+	Reopen(ctx context.Context, l waitroom.Line) error
 }
 
 // queueLine is the voucher of the route and its line.

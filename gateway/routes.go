@@ -68,6 +68,8 @@ func (s *Server) routes() error {
 	admin.Put("/vouchers/:id/state", s.setVoucherState)
 	admin.Add(fiber.MethodGet, "/vouchers/:id/report", s.saleReport)
 	admin.Add(fiber.MethodGet, "/vouchers/:id/orders.csv", s.ordersCSV)
+	admin.Patch("/vouchers/:id", s.changeVoucher)
+	admin.Add(fiber.MethodGet, "/vouchers/:id/changes", s.voucherChanges)
 	admin.Add(fiber.MethodGet, "/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.switchBreaker)
 

@@ -42,6 +42,7 @@ type fakeCatalog struct {
 	err      error        // returned by every call when set
 	snap     *seckill.CatalogSnapshot
 	dirty    bool // a change since snap was built
+	changes  map[int64][]seckill.ChangeRecord
 }
 
 func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher) (seckill.Voucher, error) {
@@ -116,6 +117,35 @@ func (f *fakeCatalog) publishLocked() {
 }
 
 func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (seckill.Voucher, error) {
+	return f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) {
+		v.Paused = st == seckill.StatePaused
+		return v, nil
+	})
+}
+
+func (f *fakeCatalog) Change(_ context.Context, id int64, ch seckill.Change) (seckill.Voucher, error) {
+	v, err := f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) { return ch.Apply(v, time.Now()) })
+	if err == nil {
+		f.mu.Lock()
+		if f.changes == nil {
+			f.changes = map[int64][]seckill.ChangeRecord{}
+		}
+		f.changes[id] = append(f.changes[id], seckill.ChangeRecord{Change: ch, At: time.Now(), StockTotal: v.StockTotal})
+		f.mu.Unlock()
+	}
+	return v, err
+}
+
+func (f *fakeCatalog) Changes(_ context.Context, id int64) ([]seckill.ChangeRecord, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seckill.ChangeRecord(nil), f.changes[id]...), f.err
+}
+
+// change runs an operator's change of voucher id as the real catalog does:
+// the record, then the memory.
+func (f *fakeCatalog) change(id int64, apply func(seckill.Voucher) (seckill.Voucher, error)) (seckill.Voucher, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,7 +156,10 @@ func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (s
 	if !ok {
 		return seckill.Voucher{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
 	}
-	v.Paused = st == seckill.StatePaused
+	v, err := apply(v)
+	if err != nil {
+		return seckill.Voucher{}, err
+	}
 	f.vouchers[id] = v
 	f.changedLocked()
 	v.State = v.StateAt(time.Now())

@@ -58,8 +58,9 @@ var QueueJoin string
 //go:embed queue_admit.lua
 var QueueAdmit string
 
-// QueuePass is queue_pass.lua: the single use of an admission pass, and its
-// return when the buy never reached the stock.
+// QueuePass is queue_pass.lua: the single use of an admission pass, its
+// return when the buy never reached the stock, and the settling of its claim
+// when the buy is over.
 //
 //go:embed queue_pass.lua
 var QueuePass string
@@ -75,3 +76,9 @@ var MoveOut string
 //
 //go:embed move_in.lua
 var MoveIn string
+
+// Steer is steer.lua: an operator's change of one bucket of a running sale
+// (stock added, the end moved), once per change id.
+//
+//go:embed steer.lua
+var Steer string

@@ -1,12 +1,31 @@
 -- queue_admit.lua: one admission step of a voucher's waiting room, run by any instance at any
 -- time: the room's admission clock (room.t) makes several instances together admit the rate,
 -- not the rate times the instances.
--- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome, [5] journal, [6] stock meta.
--- ARGV[1] begin_ms, ARGV[2] admit per second, ARGV[3] pass lifetime ms, ARGV[4] at most this
--- many unexpired, unused passes at once (-1: no bound), ARGV[5] at most this many admitted by
--- this call, ARGV[6] '1' closes the room for good, ARGV[7] expire_at_ms.
--- Returns {head, now_ms, waiting, admitted_now, expired_now, closed}; head is -1 while the room
--- is lost (queue_join.lua, KEYS[6]): nothing is admitted until it is restored.
+-- KEYS as queue_join.lua: [1] line, [2] room, [3] passes, [4] outcome, [5] claims, [6] journal,
+-- [7] stock meta.
+-- ARGV[1] begin_ms, ARGV[2] admit per second, ARGV[3] pass lifetime ms, ARGV[4] the units that
+-- can still be bought, as the stock told before this step (-1: no bound), ARGV[5] at most this
+-- many admitted by this call, ARGV[6] '1' closes the room for good, ARGV[7] expire_at_ms,
+-- ARGV[8] the room's landed count (room.landed) as some step read it before ARGV[4] was read.
+-- Returns {head, now_ms, waiting, admitted_now, expired_now, closed, sold_out, sold_out_changed,
+-- landed}; head is -1 while the room is lost (queue_join.lua, KEYS[7]): nothing is admitted until
+-- it is restored. landed is room.landed now: the ARGV[8] of a later step whose stock is read
+-- after this one.
+--
+-- The bound: unused passes, plus claims whose reservation may not be in ARGV[4] yet, never
+-- outnumber ARGV[4]. Those claims are the ones in flight and the ones settled after ARGV[8]
+-- (queue_pass.lua): a claim settled before ARGV[8] was read had its reservation in the stock
+-- before ARGV[4] was read. A claim settled since may be counted twice (in the stock and here),
+-- which only holds an admission back until the next step. Should a settled claim above ARGV[8]
+-- be forgotten already (room.gone: the caller's landed count is older than the claims kept),
+-- the step admits nobody; its answer's landed makes the next step exact.
+--
+-- sold_out: a bound of 0 (ARGV[4]: no stock left, every unit held or sold) marks the room sold
+-- out (room.soldout), and any other bound clears the mark. Those still waiting keep their places
+-- and read sold_out (queue_join.lua); units that come back (a hold timed out, a cancel, a failed
+-- order, stock added) raise the bound again, and admission resumes in line order, at most as
+-- many at once as the units back. sold_out_changed is 1 when this step set or cleared the mark,
+-- so exactly one instance announces the change.
 --
 -- head counts the admitted: the first head members of the line by rank. Places never move once
 -- admission began (later joiners score above every earlier one), so a waiter's position is
@@ -18,13 +37,14 @@
 -- reached, no step run) is kept for at most one second, so an idle room does not release a burst later.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return {-1, now, 0, 0, 0, 0} end
+if KEYS[7] and redis.call('EXISTS', KEYS[7]) == 0 then return {-1, now, 0, 0, 0, 0, 0, 0, 0} end
 if ARGV[6] == '1' then redis.call('HSET', KEYS[2], 'closed', '1') end
 local closed = redis.call('HGET', KEYS[2], 'closed') == '1'
 local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
 local size = redis.call('ZCARD', KEYS[1])
 local begin = tonumber(ARGV[1])
-if now < begin then return {head, now, size - head, 0, 0, 0} end
+local landed = tonumber(redis.call('HGET', KEYS[2], 'landed') or '0')
+if now < begin then return {head, now, size - head, 0, 0, 0, 0, 0, landed} end
 -- A room nobody stepped for over a second (its voucher paused: the admitters skip it; or every
 -- gateway down) stood still: its passes' lifetimes move on by the stop, so nobody admitted loses
 -- the turn to a wait in which they could not buy. room.at is the last step's time;
@@ -46,7 +66,44 @@ if #gone > 0 then
 end
 if closed then
   redis.call('PEXPIREAT', KEYS[2], ARGV[7])
-  return {head, now, 0, 0, #gone, 1}
+  return {head, now, 0, 0, #gone, 1, 0, 0, landed}
+end
+local bound = tonumber(ARGV[4])
+local wasSoldOut = redis.call('HGET', KEYS[2], 'soldout') == '1'
+local soldOut = bound == 0
+if soldOut and not wasSoldOut then
+  redis.call('HSET', KEYS[2], 'soldout', '1')
+elseif wasSoldOut and not soldOut then
+  redis.call('HDEL', KEYS[2], 'soldout')
+end
+local changed = 0
+if soldOut ~= wasSoldOut then changed = 1 end
+local so = 0
+if soldOut then so = 1 end
+-- claimed settles the claims in flight past their deadline (their gateway died mid-buy), forgets
+-- settled claims older than keep ms, and counts the claims whose reservation the stock figure
+-- read after the landed count since may lack; math.huge when some of those are forgotten already.
+local inflight = 4503599627370496
+local keep = 5000
+local function claimed(since)
+  -- string.format: a Lua number passed to Redis is written with 14 digits, too few for 2^52 + ms.
+  local late = redis.call('ZRANGEBYSCORE', KEYS[5], string.format('%.0f', inflight),
+    string.format('%.0f', inflight + now), 'LIMIT', 0, max)
+  for _, c in ipairs(late) do
+    redis.call('ZREM', KEYS[5], c)
+    local n = redis.call('HINCRBY', KEYS[2], 'landed', 1)
+    redis.call('ZADD', KEYS[5], n, n .. ':' .. now)
+  end
+  for _ = 1, max do
+    local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    if #first == 0 or tonumber(first[2]) >= inflight then break end
+    local at = tonumber(string.match(first[1], ':(%d+)$'))
+    if at > now - keep then break end
+    redis.call('ZREMRANGEBYRANK', KEYS[5], 0, 0)
+    redis.call('HSET', KEYS[2], 'gone', first[2])
+  end
+  if tonumber(redis.call('HGET', KEYS[2], 'gone') or '0') > since then return math.huge end
+  return redis.call('ZCOUNT', KEYS[5], '(' .. since, '+inf')
 end
 local step = 1000 / tonumber(ARGV[2])
 local clock = tonumber(redis.call('HGET', KEYS[2], 't') or ARGV[1]) - #gone * step
@@ -56,9 +113,9 @@ if clock < now - 1000 - #gone * step then clock = now - 1000 - #gone * step end
 local n = math.floor((now - clock) / step)
 if n < 0 then n = 0 end
 local k = math.min(n, size - head, max)
-local bound = tonumber(ARGV[4])
+local inFlight = claimed(tonumber(ARGV[8]))
 if bound >= 0 then
-  k = math.min(k, math.max(0, bound - redis.call('ZCARD', KEYS[3])))
+  k = math.min(k, math.max(0, bound - redis.call('ZCARD', KEYS[3]) - inFlight))
 end
 if k > 0 then
   local who = redis.call('ZRANGE', KEYS[1], head, head + k - 1)
@@ -69,12 +126,13 @@ if k > 0 then
     args[2 * i] = u
   end
   redis.call('ZADD', KEYS[3], unpack(args))
-  if KEYS[5] then redis.call('RPUSH', KEYS[5], 'a:' .. exp .. ':' .. table.concat(who, ',')) end
+  if KEYS[6] then redis.call('RPUSH', KEYS[6], 'a:' .. exp .. ':' .. table.concat(who, ',')) end
   head = head + k
   redis.call('HSET', KEYS[2], 'head', head)
 end
 clock = clock + k * step
 if k < n and clock < now - 1000 then clock = now - 1000 end
 redis.call('HSET', KEYS[2], 't', string.format('%.3f', clock))
-for i = 1, math.min(#KEYS, 5) do redis.call('PEXPIREAT', KEYS[i], ARGV[7]) end
-return {head, now, size - head, k, #gone, 0}
+for i = 1, math.min(#KEYS, 6) do redis.call('PEXPIREAT', KEYS[i], ARGV[7]) end
+landed = tonumber(redis.call('HGET', KEYS[2], 'landed') or '0')
+return {head, now, size - head, k, #gone, 0, so, changed, landed}

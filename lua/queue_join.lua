@@ -1,23 +1,27 @@
 -- queue_join.lua: join a voucher's waiting room, or read one's place in it.
 -- KEYS[1] line     zset  userID -> place (random below 2^52 in the pre-queue, 2^52+arrival after begin)
 -- KEYS[2] room     hash  head (admitted so far), t (admission clock, ms), at (the last step, ms), seq,
---                        closed, expired, used
+--                        closed, soldout (no stock left: see queue_admit.lua), expired, used,
+--                        landed and gone (claims settled, and the last of them forgotten: queue_pass.lua)
 -- KEYS[3] passes   zset  userID -> pass expiry ms, for admitted shoppers whose pass is neither used nor expired
 -- KEYS[4] outcome  hash  userID -> 'u' or 'u:<Idempotency-Key>' (pass used) | 'x' (pass expired)
--- KEYS[5] (optional, with KEYS[6]) journal  list  changes not yet copied to PostgreSQL ('j:<user>:<place>', 'a:<expiry ms>:<u1>,<u2>...')
--- KEYS[6] (optional) the voucher's stock meta: while it is missing (Redis lost its data, a repair
+-- KEYS[5] claims   zset  passes claimed by a buy whose outcome is not settled, and claims settled
+--                        lately (see queue_pass.lua); this script does not touch it
+-- KEYS[6] (optional, with KEYS[7]) journal  list  changes not yet copied to PostgreSQL ('j:<user>:<place>', 'a:<expiry ms>:<u1>,<u2>...')
+-- KEYS[7] (optional) the voucher's stock meta: while it is missing (Redis lost its data, a repair
 --         is under way) the room is being restored and every script answers 'lost'.
 -- ARGV[1] 'join' or 'read', ARGV[2] userID, ARGV[3] the user's random pre-queue place (integer
 -- below 2^52), ARGV[4] opens_ms (begin - prequeue), ARGV[5] begin_ms, ARGV[6] end_ms,
 -- ARGV[7] expire_at_ms (when the room's keys go).
 -- Returns {code, rank, head, pass_expiry_ms, now_ms}; code 0 not in line, 1 waiting,
 -- 2 admitted, 3 expired, 4 closed, 5 the line is not open yet, 6 admitted and the pass used,
--- 7 lost (see KEYS[6]).
+-- 7 lost (see KEYS[7]), 8 waiting while the room is sold out (the place is kept: units may come
+-- back). A sold-out room still takes joins: units may come back, and the line decides who gets them.
 -- Server time only: the window is judged by Redis TIME, never by the caller's clock.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local user = ARGV[2]
-if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return {7, 0, 0, 0, now} end
+if KEYS[7] and redis.call('EXISTS', KEYS[7]) == 0 then return {7, 0, 0, 0, now} end
 local closed = redis.call('HGET', KEYS[2], 'closed') == '1' or now >= tonumber(ARGV[6])
 if ARGV[1] == 'join' and not redis.call('ZSCORE', KEYS[1], user) then
   if closed then return {4, 0, 0, 0, now} end
@@ -31,9 +35,9 @@ if ARGV[1] == 'join' and not redis.call('ZSCORE', KEYS[1], user) then
   redis.call('ZADD', KEYS[1], place, user)
   redis.call('PEXPIREAT', KEYS[1], ARGV[7])
   redis.call('PEXPIREAT', KEYS[2], ARGV[7])
-  if KEYS[5] then
-    redis.call('RPUSH', KEYS[5], 'j:' .. user .. ':' .. place)
-    redis.call('PEXPIREAT', KEYS[5], ARGV[7])
+  if KEYS[6] then
+    redis.call('RPUSH', KEYS[6], 'j:' .. user .. ':' .. place)
+    redis.call('PEXPIREAT', KEYS[6], ARGV[7])
   end
 end
 local rank = redis.call('ZRANK', KEYS[1], user)
@@ -51,4 +55,5 @@ if rank < head then
   return {2, rank, head, exp, now}
 end
 if closed then return {4, rank, head, 0, now} end
+if redis.call('HGET', KEYS[2], 'soldout') == '1' then return {8, rank, head, 0, now} end
 return {1, rank, head, 0, now}

@@ -23,6 +23,15 @@ type VoucherStore interface {
 	// SetVoucherPaused records the operator's pause (or its end) and
 	// returns the voucher, or an error wrapping apperr.ErrNotFound.
 	SetVoucherPaused(ctx context.Context, id int64, paused bool) (Voucher, error)
+	// ChangeVoucher makes change (Change.Apply, judged by the record's
+	// clock) with the voucher's row locked, records it (a ChangeRecord),
+	// calls beforeCommit with the voucher before and after it inside the
+	// same transaction, and commits only if that returned nil.
+	ChangeVoucher(ctx context.Context, id int64, change Change,
+		beforeCommit func(ctx context.Context, before, after Voucher) error) (Voucher, error)
+	// VoucherChanges lists the changes made to voucher id, oldest first
+	// (none for an unknown voucher).
+	VoucherChanges(ctx context.Context, id int64) ([]ChangeRecord, error)
 }
 
 // StockKeeper puts seckill vouchers on sale in the fast store and reads their
@@ -30,6 +39,11 @@ type VoucherStore interface {
 type StockKeeper interface {
 	Warm(ctx context.Context, v Voucher) error
 	Unwarm(ctx context.Context, voucherID int64) error
+	// Steer makes a voucher on sale what after says where it differs from
+	// before: its stock and total grow by the difference of the totals
+	// (shrink, to undo a change: never below what is left), and its end
+	// and the expiry of its state move with EndAt.
+	Steer(ctx context.Context, before, after Voucher) error
 	StockLeft(ctx context.Context, voucherIDs ...int64) (map[int64]int64, error)
 }
 
@@ -297,6 +311,54 @@ func (c *Catalog) SetState(ctx context.Context, id int64, st State) (Voucher, er
 	if _, err := c.store.SetVoucherPaused(ctx, id, paused); err != nil {
 		return Voucher{}, err
 	}
+	return c.afterChange(ctx, id)
+}
+
+// Change steers a running sale (see Change): the record first, with the
+// fast store changed inside its transaction (a seckill voucher's stock is
+// added in Redis while the voucher's row is locked, so the two never
+// disagree once it commits; if the commit fails the Redis change is undone).
+// The fleet is told, as for SetState, and the voucher is returned as this
+// instance's memory has it once a read begun after the change finished.
+func (c *Catalog) Change(ctx context.Context, id int64, change Change) (Voucher, error) {
+	if err := change.Validate(); err != nil {
+		return Voucher{}, err
+	}
+	var steered bool
+	var before, after Voucher
+	steer := func(ctx context.Context, b, a Voucher) error {
+		if b.Kind != KindSeckill {
+			return nil
+		}
+		if err := c.stock.Steer(ctx, b, a); err != nil {
+			return fmt.Errorf("voucher %d not changed, its stock in the fast store could not be: %w", id, err)
+		}
+		steered, before, after = true, b, a
+		return nil
+	}
+	_, err := c.store.ChangeVoucher(ctx, id, change, steer)
+	if err != nil && steered {
+		if undoErr := c.stock.Steer(context.WithoutCancel(ctx), after, before); undoErr != nil {
+			c.log.ErrorContext(ctx, "voucher change not committed, and its Redis side not undone: the healer repairs the drift",
+				"voucher_id", id, "err", err, "undo_err", undoErr)
+		}
+	}
+	if err != nil {
+		return Voucher{}, err
+	}
+	return c.afterChange(ctx, id)
+}
+
+// Changes lists the changes operators made to voucher id's running sale,
+// oldest first, from the record: an operator's read, one query each.
+func (c *Catalog) Changes(ctx context.Context, id int64) ([]ChangeRecord, error) {
+	return c.store.VoucherChanges(ctx, id)
+}
+
+// afterChange tells the fleet that voucher id's record changed and returns
+// the voucher as this instance's memory has it once a read begun after the
+// change finished.
+func (c *Catalog) afterChange(ctx context.Context, id int64) (Voucher, error) {
 	changed := c.now()
 	c.changedHere(ctx, id)
 	if err := c.reload(ctx, changed); err != nil {

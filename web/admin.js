@@ -10,6 +10,10 @@
  *   #breaker-mode #breaker-state                      what the API reports
  *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
+ *   #s-voucher #s-add-stock #s-rate #s-end #s-apply       steer a running sale (PATCH)
+ *   #changes li[data-voucher-id="<id>"]                   each change made to the voucher in
+ *                                                         #s-voucher, as recorded, newest first,
+ *                                                         with the operator's fingerprint (as logged)
  *   #stats tbody tr[data-voucher-id="<id>"] td[data-field="<stats field>"]
  *     (fields: id, title, sale, stock_total, stock_left, reserved, created, paid, cancelled, failed,
  *      queue: the line's figures "W waiting · A admitted · E expired · U used", – without a room)
@@ -231,6 +235,79 @@
     }
   }
 
+  // changesOf is the voucher whose changes #changes lists ('' none).
+  let changesOf = '';
+
+  // changeText says what one recorded change did.
+  function changeText(c) {
+    const what = [];
+    if (c.add_stock) what.push(`+${c.add_stock} stock (total ${c.stock_total})`);
+    if (c.admit_per_second) what.push(`admit ${c.admit_per_second}/s`);
+    if (c.end_at) what.push(`closes ${new Date(c.end_at).toLocaleString()}`);
+    return what.join(', ');
+  }
+
+  // showChanges lists every change operators made to voucher id's sale, as
+  // the record keeps them (GET /api/v1/admin/vouchers/{id}/changes): newest
+  // first, with who made it (the fingerprint the server logs), whether made
+  // from this page, another tab or a script.
+  async function showChanges(id) {
+    changesOf = id;
+    const list = $('#changes');
+    if (!id) { list.replaceChildren(); return; }
+    const changes = await api('GET', `/admin/vouchers/${encodeURIComponent(id)}/changes`);
+    if (changesOf !== id) return; // another voucher was asked for meanwhile
+    $('#changes-title').textContent = `Changes of voucher ${id}`;
+    list.replaceChildren(...changes.slice().reverse().map((c) => {
+      const li = document.createElement('li');
+      li.dataset.voucherId = id;
+      li.textContent = `${new Date(c.at).toLocaleString()} · voucher ${id}: ${changeText(c)} · by ${c.by}`;
+      return li;
+    }));
+    if (!changes.length) {
+      const li = document.createElement('li');
+      li.textContent = `No change made to voucher ${id} yet.`;
+      list.replaceChildren(li);
+    }
+  }
+
+  // steerVoucher changes a running sale (PATCH /api/v1/admin/vouchers/{id}):
+  // stock added, the waiting room's rate, a later end. Every instance obeys
+  // within a second; the change is listed under the form.
+  async function steerVoucher(ev) {
+    ev.preventDefault();
+    if (!token) { say('Enter the admin token first.', 'warn'); $('#admin-token').focus(); return; }
+    const id = $('#s-voucher').value.trim();
+    const body = {};
+    const add = $('#s-add-stock').value.trim();
+    const rate = $('#s-rate').value.trim();
+    const end = $('#s-end').value;
+    if (!/^\d+$/.test(id)) { say('Please give the voucher’s ID.', 'warn'); $('#s-voucher').focus(); return; }
+    if (add) body.add_stock = Number(add);
+    if (rate) body.admit_per_second = Number(rate);
+    if (end) {
+      const t = new Date(end);
+      if (Number.isNaN(t.getTime())) { say('Please give a valid closing time.', 'warn'); $('#s-end').focus(); return; }
+      body.end_at = t.toISOString();
+    }
+    if (!Object.keys(body).length) { say('Give stock to add, a rate or a new closing time.', 'warn'); return; }
+    const button = $('#s-apply');
+    button.disabled = true;
+    try {
+      const v = await api('PATCH', `/admin/vouchers/${encodeURIComponent(id)}`, body);
+      const what = changeText({ ...body, stock_total: v.stock_total, end_at: body.end_at && v.end_at });
+      say(`Voucher ${v.id} changed: ${what}. Every instance follows within a second.`, 'ok');
+      for (const f of ['#s-add-stock', '#s-rate', '#s-end']) $(f).value = '';
+      await showChanges(v.id);
+      refresh();
+    } catch (err) {
+      if (tokenRefused(err)) return;
+      say(err.code === 'conflict' ? `Voucher ${id} was not changed: its sale has ended.` : `Voucher ${id} was not changed: ${sentence(err)}`, 'error');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   const STAT_FIELDS = ['stock_total', 'stock_left', 'reserved', 'created', 'paid', 'cancelled', 'failed'];
 
   // queueText is a line's figures, from the stats' queue object.
@@ -364,6 +441,7 @@
       for (const tr of [...$('#stats tbody').children]) {
         if (!keep.has(tr.dataset.voucherId)) tr.remove();
       }
+      if (changesOf) await showChanges(changesOf);
       $('#stats-updated').textContent = `Updated ${fmtTime(serverNow())}`;
     } catch (err) {
       if (!tokenRefused(err)) $('#stats-updated').textContent = `Not updated: ${sentence(err)}`;
@@ -454,6 +532,11 @@
     $('#report-form').addEventListener('submit', showReport);
     $('#report-csv').addEventListener('click', downloadOrders);
     $('#voucher-form').addEventListener('submit', createVoucher);
+    $('#steer-form').addEventListener('submit', steerVoucher);
+    $('#s-voucher').addEventListener('change', () => {
+      const id = $('#s-voucher').value.trim();
+      showChanges(/^\d+$/.test(id) && token ? id : '').catch((err) => { if (!tokenRefused(err)) say(sentence(err), 'error'); });
+    });
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
     $('#v-room').addEventListener('change', () => {
       const on = $('#v-room').checked;

@@ -23,7 +23,7 @@
  *                               while waiting out a 429, when sold out or not on sale;
  *                               on a voucher with a waiting room, shown only once admitted)
  *       .queue                  the waiting room (vouchers with waiting_room); data-state =
- *                               none|waiting|admitted|used|expired|closed
+ *                               none|waiting|sold_out|admitted|used|expired|closed
  *         .queue-headline .queue-position .queue-ahead .queue-eta .queue-bar
  *       .join                   "Join the line" (shown until the shopper is in line)
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
@@ -513,7 +513,9 @@
       }
       if (box.hidden) box.hidden = false;
       const opens = Date.parse(v.begin_at) - (v.waiting_room.prequeue_seconds || 0) * 1000;
-      const over = phase === 'ended' || phase === 'soldout';
+      // A sold-out line still takes joins and keeps places: units that
+      // come back go to the line in order. Only the end closes it.
+      const over = phase === 'ended';
       const joinable = now >= opens && !over && phase !== 'paused';
       let q = this.queue;
       let st = q ? q.state : 'none';
@@ -546,6 +548,12 @@
           bar.value = Math.max(0, this.queueStart - q.position);
           break;
         }
+        case 'sold_out':
+          setText(headline, 'Sold out — you keep your place; units may come back.');
+          setText($('.queue-position', box), String(q.position));
+          setText($('.queue-ahead', box), String(q.ahead));
+          setText($('.queue-eta', box), 'when units come back');
+          break;
         case 'admitted':
           setText(headline, `It’s your turn! Buy within ${fmtDuration(Date.parse(q.pass_expires_at) - now)}.`);
           bar.max = 1;
@@ -560,7 +568,7 @@
           setText(headline, 'Your turn passed: the pass was not used in time.');
           break;
         default:
-          setText(headline, 'The line is closed: the sale is sold out or over.');
+          setText(headline, 'The line is closed: the sale is over.');
       }
       if (join.hidden === showJoin) join.hidden = !showJoin;
       setText(join, this.joining ? 'Joining…' : 'Join the line');

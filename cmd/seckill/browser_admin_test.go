@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -13,8 +14,9 @@ import (
 )
 
 // TestBrowserOperatorPage: an operator enters the admin token, creates a
-// voucher, sees its stats, and shuts the sale's door for the fleet, all in
-// the page; the token is never stored by the browser.
+// voucher, sees its stats, adds stock to the running sale, and shuts the
+// sale's door for the fleet, all in the page; the token is never stored by
+// the browser.
 func TestBrowserOperatorPage(t *testing.T) {
 	ts := startSystem(t, nil)
 	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
@@ -78,6 +80,32 @@ func TestBrowserOperatorPage(t *testing.T) {
 	b.screenshot("operator-breaker-open")
 	b.do("open the door again", chromedp.Click(chromedp.ID("breaker-auto")), chromedp.Click(chromedp.ID("breaker-apply")))
 	b.waitJS("the page shows auto", `document.querySelector('#breaker-mode').textContent === 'auto'`)
+
+	// Steer the running sale: add stock; the row and the list of changes
+	// show it, with the operator's fingerprint as the server logs it.
+	b.do("add stock to the running sale",
+		chromedp.SendKeys(chromedp.ID("s-voucher"), id),
+		chromedp.SendKeys(chromedp.ID("s-add-stock"), "5"),
+		chromedp.Click(chromedp.ID("s-apply")),
+	)
+	b.waitJS("the change is listed", fmt.Sprintf(`[...document.querySelectorAll('#changes li[data-voucher-id="%s"]')].some((li) =>
+		li.textContent.includes('+5 stock (total 12)') && /by sha256:[0-9a-f]{16}/.test(li.textContent))`, id))
+	b.waitJS("the row shows the new total", fmt.Sprintf(
+		`document.querySelector('#stats tbody tr[data-voucher-id="%s"] td[data-field="stock_total"]').textContent === '12'`, id))
+	one = ts.do(t, http.MethodGet, "/api/v1/vouchers/"+id, "", nil, nil)
+	require.EqualValues(t, 12, one.body["stock_total"], "the API agrees with the page")
+	// A change made elsewhere (a script, another operator) is listed too,
+	// from the record, with who made it.
+	end, err := time.Parse(time.RFC3339, one.body["end_at"].(string))
+	require.NoError(t, err)
+	later := ts.do(t, http.MethodPatch, "/api/v1/admin/vouchers/"+id, ts.cfg.AdminToken,
+		map[string]any{"end_at": end.Add(time.Hour).UTC().Format(time.RFC3339)}, nil)
+	require.Equal(t, http.StatusOK, later.status, "%s", later.raw)
+	b.waitJS("the change made elsewhere is listed", fmt.Sprintf(`(() => {
+		const li = [...document.querySelectorAll('#changes li[data-voucher-id="%s"]')];
+		return li.length === 2 && li[0].textContent.includes('closes') && /by sha256:[0-9a-f]{16}/.test(li[0].textContent);
+	})()`, id))
+	b.screenshot("operator-steered")
 
 	require.Equal(t, "0", b.eval(`String(localStorage.length + sessionStorage.length)`), "the admin token is kept in memory only")
 	require.NotContains(t, b.eval(`document.cookie + location.href`), ts.cfg.AdminToken)

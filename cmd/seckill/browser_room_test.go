@@ -96,3 +96,40 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	require.EqualValues(t, 250, room["admit_per_second"])
 	require.EqualValues(t, 300, room["prequeue_seconds"])
 }
+
+// TestBrowserRoomSoldOut: a shopper joins a waiting room whose only unit is
+// held by someone else. The page keeps the place and says so ("sold out —
+// you keep your place; units may come back"); when the holder cancels, the
+// unit goes to the line and the page's shopper is admitted, pushed, and
+// buys it.
+func TestBrowserRoomSoldOut(t *testing.T) {
+	ts := startSystem(t, nil)
+	vid := ts.createRoomVoucher(t, 1, 1, 100, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	holder := ts.shopper(t, testUser())
+	held := ts.buyWithPass(t, vid, holder, ts.admittedPass(t, vid, holder), "")
+	require.Equal(t, http.StatusAccepted, held.status, "%s", held.raw)
+	ts.waitCatalogStock(t, vid, 0)
+
+	b := openBrowser(t, ts.base)
+	c := card(vid)
+	b.registerAndLogIn(newShopperName(), "correct horse battery")
+	b.waitJS("a sold-out line can still be joined", fmt.Sprintf(
+		`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, c, c))
+	b.do("join the line", chromedp.Click(chromedp.CSS(c+" .join")))
+	b.waitJS("the page keeps the place, sold out", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'sold_out' &&
+		document.querySelector('%s .queue-headline').textContent === 'Sold out — you keep your place; units may come back.' &&
+		document.querySelector('%s .queue-position').textContent === '1' && document.querySelector('%s .buy').hidden`, c, c, c, c))
+	b.screenshot("room-sold-out")
+
+	order := held.body["order_id"].(string)
+	ts.waitStatus(t, holder, order, "created")
+	cancel := ts.do(t, http.MethodPost, "/api/v1/orders/"+order+"/cancel", holder, nil, nil)
+	require.Equal(t, http.StatusOK, cancel.status, "%s", cancel.raw)
+	b.waitJSFor("the unit back goes to the line: admitted, pushed", fmt.Sprintf(
+		`document.querySelector('%s .queue').dataset.state === 'admitted' && !document.querySelector('%s .buy').hidden &&
+		 !document.querySelector('%s .buy').disabled`, c, c, c), 15*time.Second)
+	require.Equal(t, "loaded once", b.eval(`window.__loadMark`), "admitted without a reload")
+	bought := b.buy(vid)
+	b.waitStatus(bought, "created", 30*time.Second)
+	b.screenshot("room-bought-returned")
+}

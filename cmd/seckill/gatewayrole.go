@@ -53,7 +53,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if s.feed, err = waitroom.NewFeed(waitroom.FeedConfig{Room: s.room, Out: s.hub, Registerer: s.registry, Log: s.log}); err != nil {
 		return err
 	}
-	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock), Log: s.log,
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock, s.store), Log: s.log,
 		OnStep: func(id int64, st waitroom.Step) { s.sales.Step(id, st.Admitted, st.Waiting) }})
 	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)

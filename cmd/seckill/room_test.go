@@ -51,8 +51,9 @@ func (ts *testSystem) buyWithPass(t *testing.T, voucherID, token, pass, key stri
 // pushed as the line moves, then the pass at admission. Buying takes the
 // pass: missing, forged, borrowed and reused passes are 403 not_admitted
 // before any stock is touched; a retry with the same Idempotency-Key replays
-// the order. When the stock is gone the room closes for everyone left, and
-// the operator's stats count it all.
+// the order. When the stock is all held those left are told sold_out and
+// keep their places; once every unit is paid for the room closes for
+// everyone left, and the operator's stats count it all.
 func TestWaitingRoomEndToEnd(t *testing.T) {
 	a := startSystem(t, nil)
 	b := a.startPeer(t, gatewayOnly)
@@ -129,29 +130,40 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	reused := b.buyWithPass(t, vid, toks[0], pass, "room-2")
 	require.Equal(t, "not_admitted", reused.errorCode(), "a pass is used once: %s", reused.raw)
 
-	// Everyone else buys when admitted, until the stock is gone; then the
-	// room closes and those still waiting are told.
+	// Everyone else buys when admitted, until the stock is gone; then those
+	// still waiting keep their places and are told sold_out (the holds are
+	// unpaid: units may come back). Once every unit is paid for, the room
+	// closes for everyone left.
 	sold := 1
+	paying := map[string]string{bought.body["order_id"].(string): toks[0]}
 	states := map[int]waitroom.State{0: waitroom.StateAdmitted}
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 1; i < waiting; i++ {
-		for states[i] != waitroom.StateClosed && states[i] != waitroom.StateAdmitted {
-			require.True(t, time.Now().Before(deadline), "user %d never admitted nor closed", i)
+		for states[i] != waitroom.StateSoldOut && states[i] != waitroom.StateAdmitted {
+			require.True(t, time.Now().Before(deadline), "user %d never admitted nor told sold out", i)
 			q := sockets[i].nextQueue(t)
-			states[i] = waitroom.State(q.State)
-			if waitroom.State(q.State) == waitroom.StateAdmitted {
+			state := waitroom.State(q.State)
+			require.NotEqual(t, waitroom.StateClosed, state, "user %d: closed while the holds are unpaid", i)
+			states[i] = state
+			switch state {
+			case waitroom.StateAdmitted:
 				r := a.buyWithPass(t, vid, toks[i], *q.Pass, "")
 				switch r.status {
 				case http.StatusAccepted:
 					sold++
+					paying[r.body["order_id"].(string)] = toks[i]
 				default:
 					require.Equal(t, "sold_out", r.errorCode(), "%s", r.raw)
 				}
+			case waitroom.StateSoldOut:
+				require.Positive(t, q.Position, "user %d keeps a place", i)
+				require.Equal(t, q.Position-1, q.Ahead)
+				require.Nil(t, q.Pass)
 			}
 		}
 	}
 	require.Equal(t, stock, sold)
-	require.Equal(t, waitroom.StateClosed, states[waiting-1], "the last in line is closed once the stock is gone")
+	require.Equal(t, waitroom.StateSoldOut, states[waiting-1], "the last in line keeps the place once the stock is all held")
 	a.waitPersisted(t, vid, stock)
 	a.checkInvariants(t, vid, 1)
 
@@ -161,7 +173,21 @@ func TestWaitingRoomEndToEnd(t *testing.T) {
 	require.True(t, ok, "stats carry the queue: %s", st.raw)
 	require.EqualValues(t, stock, q["passes_used"])
 	require.GreaterOrEqual(t, q["admitted"], float64(stock))
-	require.EqualValues(t, 0, q["waiting"], "closed: nobody waits")
+	require.Positive(t, q["waiting"], "sold out: the line still waits")
+
+	for id, tok := range paying {
+		a.waitStatus(t, tok, id, "created")
+		p := a.do(t, http.MethodPost, "/api/v1/orders/"+id+"/pay", tok, nil, nil)
+		require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+	}
+	for {
+		require.True(t, time.Now().Before(deadline.Add(30*time.Second)), "the last in line never told closed")
+		if q := sockets[waiting-1].nextQueue(t); waitroom.State(q.State) == waitroom.StateClosed {
+			break
+		}
+	}
+	st = a.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", a.cfg.AdminToken, nil, nil)
+	require.EqualValues(t, 0, st.body["queue"].(map[string]any)["waiting"], "every unit paid for: the room closed, nobody waits")
 
 	// A voucher without a room has no line.
 	plain := a.createVoucher(t, 1, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))

@@ -64,7 +64,7 @@ func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(total-bought), left[v.ID])
 
-	admitter := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: waitroom.CatalogTargets(catalog, stock)})
+	admitter := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room, Targets: waitroom.CatalogTargets(catalog, stock, pgstore.New(pool))})
 	admitter.Tick(ctx)
 	st, err := room.Stats(ctx, v.ID)
 	require.NoError(t, err)

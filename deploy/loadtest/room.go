@@ -93,10 +93,11 @@ type RoomReport struct {
 	// Redis (one per admission step) and queue frames written.
 	Moves  float64 `json:"moves"`
 	Frames float64 `json:"frames"`
-	// Closed is true when a shopper was told closed during the run (the
-	// room closed when the stock was gone). ClosedSampled shoppers whose
-	// last read said waiting were read again after it, until told closed
-	// or closeWait passed; ClosedSeen of them were told closed.
+	// Closed is true when a shopper was told sold_out or closed during the
+	// run (the stock was gone: the holds are not paid, so the room is sold
+	// out until its end). ClosedSampled shoppers whose last read said
+	// waiting were read again after it, until told sold_out or closed or
+	// closeWait passed; ClosedSeen of them were told either.
 	// ClosedAdmitted of those read were admitted after their last read
 	// and before the close: not left waiting, so not in ClosedSampled.
 	Closed         bool `json:"closed"`
@@ -350,7 +351,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 				buy(s, *q.Pass)
 			}
 		default:
-			if waitroom.State(q.State) == waitroom.StateClosed {
+			if lineOver(waitroom.State(q.State)) {
 				closed.Store(true)
 			}
 		}
@@ -444,7 +445,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 				switch {
 				case waitroom.State(q.State) == waitroom.StateAdmitted:
 					buy(s, *q.Pass)
-				case waitroom.State(q.State) == waitroom.StateClosed:
+				case lineOver(waitroom.State(q.State)):
 					closed.Store(true)
 				}
 			}
@@ -468,7 +469,7 @@ func RunRoom(ctx context.Context, cfg Config, stdout io.Writer) (RoomReport, err
 	rep.AdmitMeasured, rep.AdmitRatio, rep.AdmitWindowS = rate.perSecond, rate.ratio, rate.window.Seconds()
 	rep.AdmitCounted, rep.AdmitChecked, rep.AdmitNote = rate.admitted, rate.checked, rate.note
 
-	// Everyone still waiting when the room closed is told closed.
+	// Everyone still waiting at the sell-out is told sold_out (or closed).
 	rep.Closed = closed.Load()
 	sampleClosed(ctx, api, queuePath, *h, &rep)
 

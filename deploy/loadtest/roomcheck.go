@@ -79,9 +79,16 @@ func admissionRate(samples []admitSample, stock, target int64) admitRate {
 // counting as a wrong answer.
 const closeWait = 10 * time.Second
 
+// lineOver reports whether a shopper told state waits no more for the
+// run: the stock is gone (sold_out: its holds are not paid, so no unit
+// comes back before the end) or the room closed.
+func lineOver(state waitroom.State) bool {
+	return state == waitroom.StateSoldOut || state == waitroom.StateClosed
+}
+
 // sampleClosed reads again up to 1,000 of the shoppers in left whose last
-// read said waiting, spread over the line, each until it is told closed or
-// closeWait passes, and counts the answers in rep. A shopper admitted after
+// read said waiting, spread over the line, each until it is told sold_out
+// or closed or closeWait passes, and counts the answers in rep. A shopper admitted after
 // its last read and before the close answers admitted (or expired): it was
 // not left waiting, and is counted apart.
 func sampleClosed(ctx context.Context, api *apiClient, queuePath string, left []*roomShopper, rep *RoomReport) {
@@ -108,7 +115,7 @@ func sampleClosed(ctx context.Context, api *apiClient, queuePath string, left []
 				state := readUntilClosed(cctx, api, queuePath, s, deadline)
 				mu.Lock()
 				switch state {
-				case waitroom.StateClosed:
+				case waitroom.StateClosed, waitroom.StateSoldOut:
 					rep.ClosedSampled++
 					rep.ClosedSeen++
 				case waitroom.StateWaiting:

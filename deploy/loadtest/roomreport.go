@@ -42,14 +42,14 @@ func roomChecks(ctx context.Context, api *apiClient, rep *RoomReport, vid string
 		add("admission rate held within 5%", rep.AdmitRatio > 0.95 && rep.AdmitRatio < 1.05,
 			fmt.Sprintf("%.0f/s measured for %d/s over %.1f s and %d admissions", rep.AdmitMeasured, rep.AdmitTarget, rep.AdmitWindowS, rep.AdmitCounted))
 	}
-	detail := fmt.Sprintf("%d of %d sampled told closed within %v", rep.ClosedSeen, rep.ClosedSampled, closeWait)
+	detail := fmt.Sprintf("%d of %d sampled told sold_out or closed within %v", rep.ClosedSeen, rep.ClosedSampled, closeWait)
 	if rep.ClosedUnread > 0 {
 		detail += fmt.Sprintf(", %d could not be read", rep.ClosedUnread)
 	}
 	if !rep.Closed {
-		detail += "; nobody was told closed during the run: did the stock sell out within -duration?"
+		detail += "; nobody was told sold_out or closed during the run: did the stock sell out within -duration?"
 	}
-	add("everyone left waiting is told closed", rep.ClosedSeen == rep.ClosedSampled, detail)
+	add("everyone left waiting is told sold_out or closed", rep.ClosedSeen == rep.ClosedSampled, detail)
 	if rep.Sockets > 0 {
 		add("at most one queue frame a second per socket", rep.FrameBunchMS < float64(frameJitter.Milliseconds()),
 			fmt.Sprintf("frames arrived at most %.0f ms sooner than one a second allows (under %v of delivery jitter is allowed); shortest gap %.0f ms",
@@ -200,7 +200,7 @@ func readRoomSocket(conn *websocket.Conn) *roomSocket {
 				s.mu.Lock()
 				s.frames = append(s.frames, roomFrame{at, *f.Queue})
 				s.mu.Unlock()
-				if q := *f.Queue; (waitroom.State(q.State) == waitroom.StateAdmitted && q.Pass != nil) || waitroom.State(q.State) == waitroom.StateClosed || waitroom.State(q.State) == waitroom.StateExpired {
+				if q := *f.Queue; (waitroom.State(q.State) == waitroom.StateAdmitted && q.Pass != nil) || lineOver(waitroom.State(q.State)) || waitroom.State(q.State) == waitroom.StateExpired {
 					select {
 					case s.news <- q:
 					default: // told already

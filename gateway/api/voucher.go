@@ -88,3 +88,25 @@ type QueueStats struct {
 	Expired    int64 `json:"expired"`
 	PassesUsed int64 `json:"passes_used"`
 }
+
+// VoucherChange is an operator's change of a running sale, the body of
+// PATCH /api/v1/admin/vouchers/{id} (its schema in gateway/openapi.yaml).
+// Pointers tell a missing field from zero, which is refused.
+type VoucherChange struct {
+	AddStock       *int64  `json:"add_stock"`
+	AdmitPerSecond *int64  `json:"admit_per_second"`
+	EndAt          *string `json:"end_at"`
+}
+
+// VoucherChangeRecord is one change made to a running sale, as the record
+// keeps it (GET /api/v1/admin/vouchers/{id}/changes): when, by whom (the
+// fingerprint of the operator's token, as the logs name it), what it asked
+// for (zero or null: unchanged), and the stock total after it.
+type VoucherChangeRecord struct {
+	At             time.Time  `json:"at"`
+	By             string     `json:"by"`
+	AddStock       int64      `json:"add_stock"`
+	AdmitPerSecond int64      `json:"admit_per_second"`
+	EndAt          *time.Time `json:"end_at"`
+	StockTotal     int64      `json:"stock_total"`
+}

@@ -243,6 +243,7 @@ const (
 	QueueStateAdmitted QueueState = "admitted"
 	QueueStateClosed   QueueState = "closed"
 	QueueStateExpired  QueueState = "expired"
+	QueueStateSoldOut  QueueState = "sold_out"
 	QueueStateWaiting  QueueState = "waiting"
 )
 
@@ -254,6 +255,8 @@ func (e QueueState) Valid() bool {
 	case QueueStateClosed:
 		return true
 	case QueueStateExpired:
+		return true
+	case QueueStateSoldOut:
 		return true
 	case QueueStateWaiting:
 		return true
@@ -555,22 +558,22 @@ type Queue struct {
 	// Ahead shoppers in front (position - 1)
 	Ahead int64 `json:"ahead"`
 
-	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at)
+	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at); 0 when sold_out (the wait is for units to come back)
 	EtaSeconds int64 `json:"eta_seconds"`
 
 	// Pass the admission pass for the Seckill-Pass header, set only while admitted and unused
 	Pass          *string    `json:"pass"`
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
 
-	// Position counts from 1 while waiting; 0 otherwise
+	// Position counts from 1 while waiting or sold_out; 0 otherwise
 	Position int64 `json:"position"`
 
-	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); closed (sold out or ended).
+	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 	State     QueueState `json:"state"`
 	VoucherId string     `json:"voucher_id"`
 }
 
-// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); closed (sold out or ended).
+// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 type QueueState string
 
 // QueueJoin defines model for QueueJoin.
@@ -745,6 +748,25 @@ type VoucherKind string
 // before begin_at, else on_sale.
 type VoucherState string
 
+// VoucherChangeRecord defines model for VoucherChangeRecord.
+type VoucherChangeRecord struct {
+	// AddStock units added (0 none)
+	AddStock int64 `json:"add_stock"`
+
+	// AdmitPerSecond the waiting room's new rate (0 unchanged)
+	AdmitPerSecond int64     `json:"admit_per_second"`
+	At             time.Time `json:"at"`
+
+	// By the fingerprint of the operator's token
+	By string `json:"by"`
+
+	// EndAt the new end (null unchanged)
+	EndAt *time.Time `json:"end_at"`
+
+	// StockTotal the stock total after the change
+	StockTotal int64 `json:"stock_total"`
+}
+
 // WaitingRoom defines model for WaitingRoom.
 type WaitingRoom struct {
 	// AdmitPerSecond shoppers the whole fleet admits a second from begin_at
@@ -809,6 +831,15 @@ type SwitchBreakerJSONBody struct {
 
 // SwitchBreakerJSONBodyMode defines parameters for SwitchBreaker.
 type SwitchBreakerJSONBodyMode string
+
+// ChangeVoucherJSONBody defines parameters for ChangeVoucher.
+type ChangeVoucherJSONBody struct {
+	AddStock       *int64 `json:"add_stock,omitempty"`
+	AdmitPerSecond *int64 `json:"admit_per_second,omitempty"`
+
+	// EndAt later than the sale's end_at
+	EndAt *time.Time `json:"end_at,omitempty"`
+}
 
 // SetVoucherStateJSONBody defines parameters for SetVoucherState.
 type SetVoucherStateJSONBody struct {
@@ -891,6 +922,9 @@ type SwitchBreakerJSONRequestBody SwitchBreakerJSONBody
 
 // CreateVoucherJSONRequestBody defines body for CreateVoucher for application/json ContentType.
 type CreateVoucherJSONRequestBody = NewVoucher
+
+// ChangeVoucherJSONRequestBody defines body for ChangeVoucher for application/json ContentType.
+type ChangeVoucherJSONRequestBody ChangeVoucherJSONBody
 
 // SetVoucherStateJSONRequestBody defines body for SetVoucherState for application/json ContentType.
 type SetVoucherStateJSONRequestBody SetVoucherStateJSONBody
@@ -1023,6 +1057,51 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
 	CreateVoucher(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeVoucherWithBody Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucherWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeVoucher Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucher(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VoucherChanges The changes operators made to a running sale, oldest first.
+	//
+	// Every change made with PATCH /api/v1/admin/vouchers/{id}, as the record keeps it (written
+	// in the change's own transaction): when, by whom (the fingerprint of the operator's token,
+	// "sha256:" and the first 8 bytes of its SHA-256 in hex, as the logs name it), what it
+	// asked for (0 or null: unchanged) and the stock total after it. An unknown voucher has
+	// none.
+	//
+	// Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
+	VoucherChanges(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// VoucherOrdersCSV Who got what, every order of one voucher as CSV, streamed.
 	//
@@ -1201,7 +1280,8 @@ type ClientInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -1240,7 +1320,8 @@ type ClientInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -1260,8 +1341,12 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -1277,8 +1362,12 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -1310,7 +1399,8 @@ type ClientInterface interface {
 	// - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 	//   GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 	//   line they joined or read changes, at most once a second per line, whichever
-	//   instance admitted: the new position, then the pass at admission, or closed.
+	//   instance admitted: the new position, sold_out while no unit is left (and waiting again
+	//   when units come back), then the pass at admission, or closed.
 	//
 	// The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 	// closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -1459,6 +1549,81 @@ func (c *Client) CreateVoucherWithBody(ctx context.Context, contentType string, 
 // Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
 func (c *Client) CreateVoucher(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateVoucherRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeVoucherWithBody Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *Client) ChangeVoucherWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeVoucherRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeVoucher Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *Client) ChangeVoucher(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeVoucherRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VoucherChanges The changes operators made to a running sale, oldest first.
+//
+// Every change made with PATCH /api/v1/admin/vouchers/{id}, as the record keeps it (written
+// in the change's own transaction): when, by whom (the fingerprint of the operator's token,
+// "sha256:" and the first 8 bytes of its SHA-256 in hex, as the logs name it), what it
+// asked for (0 or null: unchanged) and the stock total after it. An unknown voucher has
+// none.
+//
+// Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
+func (c *Client) VoucherChanges(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVoucherChangesRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1826,7 +1991,8 @@ func (c *Client) HeadVoucher(ctx context.Context, id ID, params *HeadVoucherPara
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -1875,7 +2041,8 @@ func (c *Client) BuyWithBody(ctx context.Context, id ID, params *BuyParams, cont
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -1915,8 +2082,12 @@ func (c *Client) QueueStatus(ctx context.Context, id ID, reqEditors ...RequestEd
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -1942,8 +2113,12 @@ func (c *Client) JoinQueueWithBody(ctx context.Context, id ID, contentType strin
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -1985,7 +2160,8 @@ func (c *Client) JoinQueue(ctx context.Context, id ID, body JoinQueueJSONRequest
 //   - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 //     GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 //     line they joined or read changes, at most once a second per line, whichever
-//     instance admitted: the new position, then the pass at admission, or closed.
+//     instance admitted: the new position, sold_out while no unit is left (and waiting again
+//     when units come back), then the pass at admission, or closed.
 //
 // The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 // closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -2287,6 +2463,87 @@ func NewCreateVoucherRequestWithBody(server string, contentType string, body io.
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewChangeVoucherRequest calls the generic ChangeVoucher builder with application/json body
+func NewChangeVoucherRequest(server string, id ID, body ChangeVoucherJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewChangeVoucherRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewChangeVoucherRequestWithBody constructs an http.Request for the ChangeVoucher method, with any body, and a specified content type
+func NewChangeVoucherRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/vouchers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewVoucherChangesRequest constructs an http.Request for the VoucherChanges method
+func NewVoucherChangesRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/vouchers/%s/changes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3372,6 +3629,53 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
 	CreateVoucherWithResponse(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error)
 
+	// ChangeVoucherWithBodyWithResponse Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucherWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error)
+
+	// ChangeVoucherWithResponse Steer a running sale.
+	//
+	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+	// go to the line first, in order (a room that closed because every unit was paid for
+	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// (the sale's Redis state then expires that much later too). Every instance obeys within
+	// a second, as for a pause. Each change is logged with the operator who made it. A bad
+	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+	// waiting room, an end_at not later than the current one, a stock above the maximum);
+	// a sale that has ended is 409 conflict.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+	ChangeVoucherWithResponse(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error)
+
+	// VoucherChangesWithResponse The changes operators made to a running sale, oldest first.
+	//
+	// Every change made with PATCH /api/v1/admin/vouchers/{id}, as the record keeps it (written
+	// in the change's own transaction): when, by whom (the fingerprint of the operator's token,
+	// "sha256:" and the first 8 bytes of its SHA-256 in hex, as the logs name it), what it
+	// asked for (0 or null: unchanged) and the stock total after it. An unknown voucher has
+	// none.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
+	VoucherChangesWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*VoucherChangesResponse, error)
+
 	// VoucherOrdersCSVWithResponse Who got what, every order of one voucher as CSV, streamed.
 	//
 	// The first line is the header `order_id,user_id,quantity,status,reserved_at,paid_at`; then one line per order in order id order. Times are RFC 3339 in UTC; `paid_at` is empty unless the order is paid. The rows are sent as PostgreSQL reads them, so an export of any size is never held in memory; a failure halfway ends the body early.
@@ -3573,7 +3877,8 @@ type ClientWithResponsesInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -3612,7 +3917,8 @@ type ClientWithResponsesInterface interface {
 	// else it is 403 not_admitted as the last step. A pass is
 	// single use: the buy that used it may be retried with the same Idempotency-Key (the
 	// order is replayed), and a buy that failed for a reason that is not the shopper's
-	// (429 or 503 further on) gives it back for another try until it expires, unless its
+	// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+	// the admitted keep their turn), gives it back for another try until it expires, unless its
 	// order may still be made (a 503 while the queue's acknowledgement is missing): that
 	// pass stays used, and the retry with the same Idempotency-Key gets the order.
 	//
@@ -3634,8 +3940,12 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -3651,8 +3961,12 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-	// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+	// still takes joins); units that come back are admitted to in line order, at most as many
+	// as came back. The line closes (everyone left gets closed) only when the sale is over:
+	// end_at passed, or every unit was paid for. The place is then pushed on the socket
+	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 	// not_started.
@@ -3684,7 +3998,8 @@ type ClientWithResponsesInterface interface {
 	// - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 	//   GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 	//   line they joined or read changes, at most once a second per line, whichever
-	//   instance admitted: the new position, then the pass at admission, or closed.
+	//   instance admitted: the new position, sold_out while no unit is left (and waiting again
+	//   when units come back), then the pass at admission, or closed.
 	//
 	// The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 	// closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -4504,6 +4819,452 @@ func (r CreateVoucherResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateVoucherResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ChangeVoucherResponse200Headers the declared response headers of an HTTP 200 response for ChangeVoucher
+type ChangeVoucherResponse200Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse400Headers the declared response headers of an HTTP 400 response for ChangeVoucher
+type ChangeVoucherResponse400Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse401Headers the declared response headers of an HTTP 401 response for ChangeVoucher
+type ChangeVoucherResponse401Headers struct {
+	CacheControl        *string
+	WWWAuthenticate     string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse403Headers the declared response headers of an HTTP 403 response for ChangeVoucher
+type ChangeVoucherResponse403Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse404Headers the declared response headers of an HTTP 404 response for ChangeVoucher
+type ChangeVoucherResponse404Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse405Headers the declared response headers of an HTTP 405 response for ChangeVoucher
+type ChangeVoucherResponse405Headers struct {
+	Allow               string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse409Headers the declared response headers of an HTTP 409 response for ChangeVoucher
+type ChangeVoucherResponse409Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse413Headers the declared response headers of an HTTP 413 response for ChangeVoucher
+type ChangeVoucherResponse413Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse500Headers the declared response headers of an HTTP 500 response for ChangeVoucher
+type ChangeVoucherResponse500Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ChangeVoucherResponse503Headers the declared response headers of an HTTP 503 response for ChangeVoucher
+type ChangeVoucherResponse503Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	RetryAfter          int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+type ChangeVoucherResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Voucher
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidInput
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ChangeVoucherResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ChangeVoucherResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ChangeVoucherResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ChangeVoucherResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ChangeVoucherResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ChangeVoucherResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ChangeVoucherResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ChangeVoucherResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ChangeVoucherResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChangeVoucherResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ChangeVoucherResponse) GetJSON200() *Voucher {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ChangeVoucherResponse) GetJSON400() *InvalidInput {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ChangeVoucherResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ChangeVoucherResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ChangeVoucherResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r ChangeVoucherResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ChangeVoucherResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ChangeVoucherResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ChangeVoucherResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ChangeVoucherResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ChangeVoucherResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ChangeVoucherResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ChangeVoucherResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ChangeVoucherResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VoucherChangesResponse200Headers the declared response headers of an HTTP 200 response for VoucherChanges
+type VoucherChangesResponse200Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse400Headers the declared response headers of an HTTP 400 response for VoucherChanges
+type VoucherChangesResponse400Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse401Headers the declared response headers of an HTTP 401 response for VoucherChanges
+type VoucherChangesResponse401Headers struct {
+	CacheControl        *string
+	WWWAuthenticate     string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse403Headers the declared response headers of an HTTP 403 response for VoucherChanges
+type VoucherChangesResponse403Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse405Headers the declared response headers of an HTTP 405 response for VoucherChanges
+type VoucherChangesResponse405Headers struct {
+	Allow               string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse413Headers the declared response headers of an HTTP 413 response for VoucherChanges
+type VoucherChangesResponse413Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse500Headers the declared response headers of an HTTP 500 response for VoucherChanges
+type VoucherChangesResponse500Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// VoucherChangesResponse503Headers the declared response headers of an HTTP 503 response for VoucherChanges
+type VoucherChangesResponse503Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	RetryAfter          int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+type VoucherChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]VoucherChangeRecord
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidInput
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *VoucherChangesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *VoucherChangesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *VoucherChangesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *VoucherChangesResponse403Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *VoucherChangesResponse405Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *VoucherChangesResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *VoucherChangesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *VoucherChangesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r VoucherChangesResponse) GetJSON200() *[]VoucherChangeRecord {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r VoucherChangesResponse) GetJSON400() *InvalidInput {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r VoucherChangesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r VoucherChangesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r VoucherChangesResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r VoucherChangesResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r VoucherChangesResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r VoucherChangesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r VoucherChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r VoucherChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r VoucherChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r VoucherChangesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9221,6 +9982,71 @@ func (c *ClientWithResponses) CreateVoucherWithResponse(ctx context.Context, bod
 	return ParseCreateVoucherResponse(rsp)
 }
 
+// ChangeVoucherWithBodyWithResponse Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *ClientWithResponses) ChangeVoucherWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error) {
+	rsp, err := c.ChangeVoucherWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeVoucherResponse(rsp)
+}
+
+// ChangeVoucherWithResponse Steer a running sale.
+//
+// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
+// (every bucket of a voucher with shards stays balanced), and with a waiting room they
+// go to the line first, in order (a room that closed because every unit was paid for
+// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// (the sale's Redis state then expires that much later too). Every instance obeys within
+// a second, as for a pause. Each change is logged with the operator who made it. A bad
+// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
+// waiting room, an end_at not later than the current one, a stock above the maximum);
+// a sale that has ended is 409 conflict.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/admin/vouchers/{id} (the `ChangeVoucher` operationId).
+func (c *ClientWithResponses) ChangeVoucherWithResponse(ctx context.Context, id ID, body ChangeVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeVoucherResponse, error) {
+	rsp, err := c.ChangeVoucher(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeVoucherResponse(rsp)
+}
+
+// VoucherChangesWithResponse The changes operators made to a running sale, oldest first.
+//
+// Every change made with PATCH /api/v1/admin/vouchers/{id}, as the record keeps it (written
+// in the change's own transaction): when, by whom (the fingerprint of the operator's token,
+// "sha256:" and the first 8 bytes of its SHA-256 in hex, as the logs name it), what it
+// asked for (0 or null: unchanged) and the stock total after it. An unknown voucher has
+// none.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
+func (c *ClientWithResponses) VoucherChangesWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*VoucherChangesResponse, error) {
+	rsp, err := c.VoucherChanges(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseVoucherChangesResponse(rsp)
+}
+
 // VoucherOrdersCSVWithResponse Who got what, every order of one voucher as CSV, streamed.
 //
 // The first line is the header `order_id,user_id,quantity,status,reserved_at,paid_at`; then one line per order in order id order. Times are RFC 3339 in UTC; `paid_at` is empty unless the order is paid. The rows are sent as PostgreSQL reads them, so an export of any size is never held in memory; a failure halfway ends the body early.
@@ -9530,7 +10356,8 @@ func (c *ClientWithResponses) HeadVoucherWithResponse(ctx context.Context, id ID
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -9575,7 +10402,8 @@ func (c *ClientWithResponses) BuyWithBodyWithResponse(ctx context.Context, id ID
 // else it is 403 not_admitted as the last step. A pass is
 // single use: the buy that used it may be retried with the same Idempotency-Key (the
 // order is replayed), and a buy that failed for a reason that is not the shopper's
-// (429 or 503 further on) gives it back for another try until it expires, unless its
+// (429 or 503 further on), or lost the last unit (409 sold_out: units may come back, and
+// the admitted keep their turn), gives it back for another try until it expires, unless its
 // order may still be made (a 503 while the queue's acknowledgement is missing): that
 // pass stays used, and the retry with the same Idempotency-Key gets the order.
 //
@@ -9609,8 +10437,12 @@ func (c *ClientWithResponses) QueueStatusWithResponse(ctx context.Context, id ID
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -9632,8 +10464,12 @@ func (c *ClientWithResponses) JoinQueueWithBodyWithResponse(ctx context.Context,
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, and stops when the stock is gone (everyone left
-// gets closed). The place is then pushed on the socket (`queue` frames, /api/v1/ws).
+// admit_per_second shoppers a second, never more passes out than stock left. When every
+// unit is held or sold, those left keep their places and read sold_out (a sold-out line
+// still takes joins); units that come back are admitted to in line order, at most as many
+// as came back. The line closes (everyone left gets closed) only when the sale is over:
+// end_at passed, or every unit was paid for. The place is then pushed on the socket
+// (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
 // not_started.
@@ -9671,7 +10507,8 @@ func (c *ClientWithResponses) JoinQueueWithResponse(ctx context.Context, id ID, 
 //   - `{"type": "queue", "queue": {...}}` (with a token; the `Queue` object of
 //     GET /api/v1/vouchers/{id}/queue): to the shopper only, whenever their place in a
 //     line they joined or read changes, at most once a second per line, whichever
-//     instance admitted: the new position, then the pass at admission, or closed.
+//     instance admitted: the new position, sold_out while no unit is left (and waiting again
+//     when units come back), then the pass at admission, or closed.
 //
 // The client may send `{"type": "ping"}` and gets `{"type": "pong"}`; anything else
 // closes the socket (1008). The server pings every 25 s and closes a socket silent for
@@ -11712,6 +12549,1238 @@ func ParseCreateVoucherResponse(rsp *http.Response) (*CreateVoucherResponse, err
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateVoucherResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseChangeVoucherResponse parses an HTTP response from a ChangeVoucherWithResponse call
+func ParseChangeVoucherResponse(rsp *http.Response) (*ChangeVoucherResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ChangeVoucherResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Voucher
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ChangeVoucherResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ChangeVoucherResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ChangeVoucherResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ChangeVoucherResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ChangeVoucherResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers ChangeVoucherResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ChangeVoucherResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ChangeVoucherResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ChangeVoucherResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ChangeVoucherResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseVoucherChangesResponse parses an HTTP response from a VoucherChangesWithResponse call
+func ParseVoucherChangesResponse(rsp *http.Response) (*VoucherChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &VoucherChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []VoucherChangeRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers VoucherChangesResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers VoucherChangesResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers VoucherChangesResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers VoucherChangesResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 405:
+		var headers VoucherChangesResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 413:
+		var headers VoucherChangesResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers VoucherChangesResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers VoucherChangesResponse503Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

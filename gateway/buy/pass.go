@@ -12,7 +12,10 @@ package buy
 // the sale paused) and surely made no order, the claim is given back so the
 // pass can be used again until it expires. A buy whose order may still be
 // made (seckill.ErrOutcomeUnknown) keeps its pass: only the retry of its
-// Idempotency-Key, which replays that order, may use it again.
+// Idempotency-Key, which replays that order, may use it again. Either way
+// the claim is settled when the seller has answered: until then the room
+// counts it against the units it may admit to, as its reservation may not
+// be in the stock yet.
 
 import (
 	"context"
@@ -34,6 +37,9 @@ type Room interface {
 	Claim(ctx context.Context, voucherID, userID int64, pass, requestKey string) (waitroom.Pass, error)
 	// Restore gives a claimed pass back.
 	Restore(ctx context.Context, p waitroom.Pass) error
+	// Spend settles a claimed pass whose buy is over without giving it
+	// back.
+	Spend(ctx context.Context, p waitroom.Pass) error
 }
 
 // RequestOrders finds the order a shopper's Idempotency-Key made of a
@@ -92,13 +98,23 @@ func (p *Pipeline) claimPass(ctx context.Context, a *Attempt) (claimed *waitroom
 	return &pass, false, Purchase{}, nil
 }
 
-// giveBack is step 12: the claimed pass is given back when the sale failed
-// for a reason that is not the shopper's.
-func (p *Pipeline) giveBack(ctx context.Context, a *Attempt, claimed *waitroom.Pass, err error) {
-	if claimed == nil || passSpent(err) {
+// settlePass is step 12: the claimed pass is given back when the sale
+// failed for a reason that is not the shopper's, and spent otherwise. A
+// spend that fails leaves the claim holding one unit back from the room
+// until the room's claim TTL: late admissions, never too many.
+func (p *Pipeline) settlePass(ctx context.Context, a *Attempt, claimed *waitroom.Pass, err error) {
+	if claimed == nil {
 		return
 	}
-	if rerr := p.room.Restore(context.WithoutCancel(ctx), *claimed); rerr != nil {
+	ctx = context.WithoutCancel(ctx)
+	if err == nil || passSpent(err) {
+		if serr := p.room.Spend(ctx, *claimed); serr != nil {
+			p.log.Warn("waiting room: cannot settle a used pass", "voucher_id", a.Request.VoucherID,
+				"user_id", a.Request.UserID, "err", serr)
+		}
+		return
+	}
+	if rerr := p.room.Restore(ctx, *claimed); rerr != nil {
 		p.log.Warn("waiting room: cannot give a pass back", "voucher_id", a.Request.VoucherID,
 			"user_id", a.Request.UserID, "err", rerr)
 	}
@@ -123,13 +139,16 @@ func (p *Pipeline) replayWithoutPass(ctx context.Context, a *Attempt, refused er
 }
 
 // passSpent says whether a failed buy used its pass up: the answer is final
-// for this shopper (sold out, over the limit, the sale over, a bad request),
-// or the order may still be made (its hold is kept while the queue's
+// for this shopper (over the limit, the sale over, a bad request), or the
+// order may still be made (its hold is kept while the queue's
 // acknowledgement is missing: giving the pass back would let it buy twice).
 // Anything else (a dependency down, a pause) was not the shopper's doing
-// and made no order, and the pass is given back.
+// and made no order, and the pass is given back. So is a sold-out answer:
+// units come back (a hold timing out, a cancel), and an admitted shopper
+// whose buy lost a race to the last unit keeps the turn, ahead of those
+// still in line, until the pass expires.
 func passSpent(err error) bool {
-	for _, final := range []error{seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrEnded,
+	for _, final := range []error{seckill.ErrLimitExceeded, seckill.ErrEnded,
 		seckill.ErrNotStarted, apperr.ErrInvalidInput, apperr.ErrConflict, seckill.ErrOutcomeUnknown} {
 		if errors.Is(err, final) {
 			return true

@@ -82,7 +82,8 @@ type Deps struct {
 //     still replay its order).
 //  10. the kind's seller.
 //  11. the sold-out flag learns from the seller's answer.
-//  12. the pass given back when the failure is not the shopper's.
+//  12. the pass given back when the failure is not the shopper's, spent
+//     otherwise.
 //  13. a replay answered with its order's current status.
 //
 // The fast refusal is the breaker's and the sold-out flag's answer, asked
@@ -209,9 +210,9 @@ func (p *Pipeline) sell(ctx context.Context, seller Seller, a *Attempt) (Purchas
 	if so := p.steps.SoldOut; so != nil {
 		so.Saw(a.Request.VoucherID, sale, err)
 	}
+	// 12. settle the pass: given back, or spent
+	p.settlePass(ctx, a, claimed, err)
 	if err != nil {
-		// 12. give the pass back
-		p.giveBack(ctx, a, claimed, err)
 		return Purchase{}, err
 	}
 	return sale.Purchase, nil

@@ -296,6 +296,94 @@ func (s *Store) SetVoucherPaused(ctx context.Context, id int64, paused bool) (_ 
 	return v, nil
 }
 
+// ChangeVoucher steers voucher id's running sale (seckill.Change): in one
+// transaction it locks the row, judges the change by PostgreSQL's clock
+// (an ended sale is ErrConflict, a value that does not fit ErrInvalidInput),
+// adds the stock to stock_total and stock_left alike (the workers' and the
+// sweeper's updates of stock_left wait for the lock, so none is lost), sets
+// the end and the room's rate, and calls beforeCommit with the voucher
+// before and after; it commits only if that returned nil. Unknown id:
+// ErrNotFound.
+func (s *Store) ChangeVoucher(ctx context.Context, id int64, change seckill.Change,
+	beforeCommit func(ctx context.Context, before, after seckill.Voucher) error) (_ seckill.Voucher, err error) {
+	defer unavailable(&err)
+	return retryConflicts(ctx, func() (seckill.Voucher, error) { return s.changeVoucher(ctx, id, change, beforeCommit) })
+}
+
+func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Change,
+	beforeCommit func(ctx context.Context, before, after seckill.Voucher) error) (seckill.Voucher, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: %w", id, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
+
+	before, err := scanVoucher(tx.QueryRow(ctx, `SELECT `+voucherColumns+` FROM vouchers WHERE id = $1 FOR NO KEY UPDATE`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, apperr.ErrNotFound)
+	}
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: %w", id, err)
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: %w", id, err)
+	}
+	want, err := change.Apply(before, now)
+	if err != nil {
+		return seckill.Voucher{}, err
+	}
+	after, err := scanVoucher(tx.QueryRow(ctx, `
+		UPDATE vouchers SET stock_total = stock_total + $2, stock_left = stock_left + $2,
+			end_at = $3, room_admit_per_second = $4
+		WHERE id = $1 RETURNING `+voucherColumns,
+		id, change.AddStock, want.EndAt, roomAdmit(want.WaitingRoom)))
+	if err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: %w", id, err)
+	}
+	var endAt *time.Time
+	if !change.EndAt.IsZero() {
+		endAt = &after.EndAt
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO voucher_changes (voucher_id, at, operator, add_stock, admit_per_second, end_at, stock_total)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, now, change.By, change.AddStock, change.AdmitPerSecond, endAt, after.StockTotal); err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: record the change of voucher %d: %w", id, err)
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(ctx, before, after); err != nil {
+			return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: before commit: %w", id, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: commit: %w", id, err)
+	}
+	return after, nil
+}
+
+// VoucherChanges lists the changes made to voucher id, oldest first.
+func (s *Store) VoucherChanges(ctx context.Context, id int64) (_ []seckill.ChangeRecord, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `SELECT at, operator, add_stock, admit_per_second, end_at, stock_total
+		FROM voucher_changes WHERE voucher_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: changes of voucher %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (seckill.ChangeRecord, error) {
+		var r seckill.ChangeRecord
+		var end *time.Time
+		err := row.Scan(&r.At, &r.By, &r.AddStock, &r.AdmitPerSecond, &end, &r.StockTotal)
+		if end != nil {
+			r.EndAt = end.UTC()
+		}
+		r.At = r.At.UTC()
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: changes of voucher %d: %w", id, err)
+	}
+	return out, nil
+}
+
 // Vouchers returns every voucher, newest first.
 func (s *Store) Vouchers(ctx context.Context) (_ []seckill.Voucher, err error) {
 	defer unavailable(&err)
@@ -308,6 +396,35 @@ func (s *Store) Vouchers(ctx context.Context) (_ []seckill.Voucher, err error) {
 		return nil, fmt.Errorf("pgstore: vouchers: %w", err)
 	}
 	return vs, nil
+}
+
+// AllPaid reports, of the given vouchers, which have every unit paid for:
+// no stock left and no order waiting for payment, so no unit can come back
+// (a cancel or a payment timeout would give one). A unit held in Redis but
+// not yet persisted is still stock_left here, so it counts as not paid. One
+// query on orders_voucher_idx whatever the number of vouchers; an unknown id
+// is false.
+func (s *Store) AllPaid(ctx context.Context, voucherIDs ...int64) (_ map[int64]bool, err error) {
+	defer unavailable(&err)
+	out := make(map[int64]bool, len(voucherIDs))
+	if len(voucherIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT v.id FROM vouchers v
+		WHERE v.id = ANY($1) AND v.stock_left = 0
+			AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = v.id AND o.status = 'created')`, voucherIDs)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: all paid: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: all paid: %w", err)
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // ActiveSeckillVoucherIDs returns the ids of seckill vouchers whose sale

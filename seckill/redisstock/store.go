@@ -48,6 +48,7 @@ type Store struct {
 	warm     *redis.Script
 	moveOut  *redis.Script
 	moveIn   *redis.Script
+	steer    *redis.Script
 	// shards caches each voucher's bucket count (int64 -> int), read from
 	// Keys.Shards once: a voucher's count never changes.
 	shards  sync.Map
@@ -103,6 +104,7 @@ func New(cfg Config) *Store {
 		warm:     redis.NewScript(lua.Warm),
 		moveOut:  redis.NewScript(lua.MoveOut),
 		moveIn:   redis.NewScript(lua.MoveIn),
+		steer:    redis.NewScript(lua.Steer),
 		grace:    cfg.StateGrace,
 		window:   cfg.IdempotencyWindow,
 		metrics:  cfg.Metrics,

@@ -10,10 +10,13 @@ import (
 type Target struct {
 	Line Line
 	// Passes bounds the passes out at once: the stock left, so the room
-	// never lets in more buyers than it could serve (-1: no bound).
+	// never lets in more buyers than it could serve (-1: no bound). It must
+	// be read when the targets are listed, after the Admitter's previous
+	// step of the room (see Room.Admit, landed).
 	Passes int64
-	// Over is true once the sale cannot sell any more (sold out or
-	// ended): the room closes, and everyone still waiting is told so.
+	// Over is true once the sale cannot sell any more (ended, or every
+	// unit paid for): the room closes, and everyone still waiting is told
+	// so. A room merely sold out is not over: units may come back.
 	Over bool
 }
 
@@ -36,6 +39,10 @@ type Admitter struct {
 	// closed are the rooms this admitter closed or saw closed: it
 	// announces that once and steps them no more.
 	closed map[int64]bool
+	// landed is each room's Step.Landed at this admitter's last step of
+	// it, which ended before the next listing of the targets read the
+	// stock: the landed argument of the next step.
+	landed map[int64]int64
 }
 
 // AdmitterConfig is what NewAdmitter builds an Admitter from; a zero field
@@ -66,7 +73,7 @@ func NewAdmitter(cfg AdmitterConfig) *Admitter {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"),
-		onStep: cfg.OnStep, closed: map[int64]bool{}}
+		onStep: cfg.OnStep, closed: map[int64]bool{}, landed: map[int64]int64{}}
 }
 
 // Admitting reports whether an Admitter steps l's room at now: it has an
@@ -110,6 +117,11 @@ func (a *Admitter) Tick(ctx context.Context) {
 	for _, t := range list {
 		listed[t.Line.VoucherID] = true
 		id := t.Line.VoucherID
+		if a.closed[id] && !t.Over {
+			// Stock added to a room closed when every unit was paid
+			// for (Room.Reopen): step it again.
+			delete(a.closed, id)
+		}
 		if a.closed[id] || !Admitting(t.Line, now) {
 			continue
 		}
@@ -117,7 +129,7 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if t.Over {
 			step, err = a.room.Close(ctx, t.Line)
 		} else {
-			step, err = a.room.Admit(ctx, t.Line, t.Passes)
+			step, err = a.room.Admit(ctx, t.Line, t.Passes, a.landed[id])
 		}
 		if err != nil {
 			a.log.Warn("waitroom: admission step failed", "voucher_id", id, "err", err)
@@ -126,16 +138,22 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if a.onStep != nil {
 			a.onStep(id, step)
 		}
+		a.landed[id] = step.Landed
 		if step.Closed {
 			a.closed[id] = true
 		}
-		if step.Admitted > 0 || step.Expired > 0 || step.Closed {
+		if step.Admitted > 0 || step.Expired > 0 || step.Closed || step.SoldOutChanged {
 			a.room.announceStep(ctx, t.Line, step)
 		}
 	}
 	for id := range a.closed {
 		if !listed[id] { // gone from the catalog: nothing to remember
 			delete(a.closed, id)
+		}
+	}
+	for id := range a.landed {
+		if !listed[id] {
+			delete(a.landed, id)
 		}
 	}
 }

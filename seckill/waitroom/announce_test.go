@@ -57,7 +57,7 @@ func TestReadingAnUnchangedPlaceAnnouncesItOnce(t *testing.T) {
 	require.NoError(t, err)
 
 	// The line moves: user 1 is admitted, so their place changed.
-	_, err = room.Admit(ctx, line, 10)
+	_, err = room.Admit(ctx, line, 10, 0)
 	require.NoError(t, err)
 	st, err := room.Status(ctx, line, 1)
 	require.NoError(t, err)

@@ -65,11 +65,13 @@ type wire struct {
 	A int64 `json:"a"`
 	H int64 `json:"h"`
 	// Move: F is the first rank this step admitted (ranks F..H-1), X their
-	// passes' expiry (ms), N how many passes expired, C the room closed.
+	// passes' expiry (ms), N how many passes expired, C the room closed, O
+	// the room sold out (no stock left to admit to) after the step.
 	F int64 `json:"f,omitempty"`
 	X int64 `json:"x,omitempty"`
 	N int64 `json:"n,omitempty"`
 	C bool  `json:"c,omitempty"`
+	O bool  `json:"o,omitempty"`
 	// Watch: U the user, K the rank, S the state, X the pass's expiry.
 	U int64 `json:"u,omitempty"`
 	K int64 `json:"k,omitempty"`
@@ -85,11 +87,11 @@ func (m *wire) line() Line {
 }
 
 // announce tells the feeds where st's shopper stands, when a push can
-// follow (waiting, or admitted with the pass unused). It is best effort: the
-// shopper already has the answer, and a lost announcement only means no
-// pushes until the page reads its place again.
+// follow (waiting, sold out, or admitted with the pass unused). It is best
+// effort: the shopper already has the answer, and a lost announcement only
+// means no pushes until the page reads its place again.
 func (r *Room) announce(ctx context.Context, l Line, st Status) {
-	if st.State != StateWaiting && (st.State != StateAdmitted || st.Pass == "") {
+	if !st.State.Waits() && (st.State != StateAdmitted || st.Pass == "") {
 		return
 	}
 	m := wire{T: "w", A: st.At.UnixMilli(), H: st.Head, U: st.UserID, K: st.Rank, S: st.State}
@@ -154,7 +156,7 @@ func (w *watchMemo) fresh(m wire, now time.Time) bool {
 
 // announceStep tells the feeds that a step moved l's line.
 func (r *Room) announceStep(ctx context.Context, l Line, s Step) {
-	m := wire{T: "m", A: s.At.UnixMilli(), H: s.Head, F: s.Head - s.Admitted, N: s.Expired, C: s.Closed}
+	m := wire{T: "m", A: s.At.UnixMilli(), H: s.Head, F: s.Head - s.Admitted, N: s.Expired, C: s.Closed, O: s.SoldOut}
 	if s.Admitted > 0 {
 		// queue_admit.lua gives every pass of one step the expiry now + ttl.
 		m.X = s.At.UnixMilli() + r.passTTL.Milliseconds()
@@ -259,7 +261,11 @@ type liveLine struct {
 	head   int64
 	at     int64 // Redis ms of the latest message
 	closed bool
-	dirty  bool
+	// soldOut is the room's sold-out mark as the newest message that
+	// told it (at soldAt, Redis ms) had it: its waiters read sold_out.
+	soldOut bool
+	soldAt  int64
+	dirty   bool
 	// moved is the Redis ms of the latest move: a frame tells the place as
 	// of it, so the place updates' push delay is counted from it (not from
 	// an older move the frame also covers: with steps every fraction of a
@@ -275,6 +281,8 @@ type watch struct {
 	// final is true once the rank was read at or after begin_at: a
 	// pre-queue rank read before may still move.
 	final bool
+	// state is StateWaiting for a place waiting, sold out or not: the
+	// line's soldOut tells which.
 	state State
 	exp   int64 // the pass's expiry (ms), while admitted
 	// admittedAt is the Redis ms of the step that admitted, for the delay.
@@ -404,6 +412,7 @@ func (f *Feed) move(m *wire) {
 	if m.C {
 		l.closed = true
 	}
+	l.toldSoldOut(m.A, m.O)
 	if m.X > 0 {
 		admit := func(w *watch) {
 			if w.state == StateWaiting && w.final && w.rank >= m.F && w.rank < m.H {
@@ -444,6 +453,10 @@ func (f *Feed) watch(m *wire) {
 		delete(l.byRank, w.rank)
 	}
 	w.rank, w.state, w.exp, w.used = m.K, m.S, m.X, false
+	if m.S.Waits() {
+		w.state = StateWaiting
+		l.toldSoldOut(m.A, m.S == StateSoldOut)
+	}
 	w.final = m.A >= m.B
 	if w.final {
 		l.byRank[w.rank] = w
@@ -451,11 +464,19 @@ func (f *Feed) watch(m *wire) {
 	// The shopper was just answered this: no frame until it changes, and
 	// not sooner than Gap after the last frame.
 	w.sent = view{state: m.S, position: m.K - m.H + 1, exp: m.X}
-	if m.S != StateWaiting {
+	if !m.S.Waits() {
 		w.sent.position = 0
 	}
 	f.m.watching.Set(float64(f.watchingLocked()))
 	l.dirty = true
+}
+
+// toldSoldOut takes the room's sold-out mark from a message of Redis time
+// at, unless a newer message told it already.
+func (l *liveLine) toldSoldOut(at int64, soldOut bool) {
+	if at >= l.soldAt {
+		l.soldOut, l.soldAt = soldOut, at
+	}
 }
 
 func (f *Feed) watchingLocked() int {
@@ -484,6 +505,9 @@ func (l *liveLine) current(w *watch, nowMs int64) (v view, ok bool) {
 		if l.closed {
 			return view{state: StateClosed}, true
 		}
+		if l.soldOut {
+			return view{state: StateSoldOut, position: w.rank - l.head + 1}, true
+		}
 		return view{state: StateWaiting, position: w.rank - l.head + 1}, true
 	}
 	return view{state: w.state}, true
@@ -500,6 +524,8 @@ func (f *Feed) status(l *liveLine, w *watch, v view, now time.Time) Status {
 	case v.state == StateWaiting:
 		st.Position, st.Ahead = v.position, v.position-1
 		st.ETA = ETA(l.line, v.position, now)
+	case v.state == StateSoldOut:
+		st.Position, st.Ahead = v.position, v.position-1
 	case v.state == StateAdmitted && !v.used:
 		st.PassExpiresAt = time.UnixMilli(v.exp)
 		st.Pass = f.room.sig.sign(Pass{VoucherID: l.line.VoucherID, UserID: w.user, ExpiresAt: st.PassExpiresAt})
@@ -560,7 +586,7 @@ func (f *Feed) Flush(ctx context.Context) {
 			case v.state == StateAdmitted && w.admittedAt > 0:
 				f.m.delay.WithLabelValues("admitted").Observe(float64(nowMs-w.admittedAt) / 1000)
 				w.admittedAt = 0
-			case v.state == StateWaiting && l.moved > 0:
+			case v.state.Waits() && l.moved > 0:
 				f.m.delay.WithLabelValues("place").Observe(float64(nowMs-l.moved) / 1000)
 			}
 			w.sent, w.sentAt = v, now
@@ -656,6 +682,10 @@ func (f *Feed) readStates(ctx context.Context, l Line, users []int64) {
 						delete(ll.byRank, w.rank)
 					}
 					w.rank, w.state, w.used, w.final = st.Rank, st.State, st.Used, true
+					if st.State.Waits() {
+						w.state = StateWaiting
+						ll.toldSoldOut(st.At.UnixMilli(), st.State == StateSoldOut)
+					}
 					w.exp = st.PassExpiresAt.UnixMilli()
 					if st.State == StateAdmitted && w.admittedAt == 0 && !st.Used {
 						w.admittedAt = st.At.UnixMilli()

@@ -7,14 +7,15 @@ import "strconv"
 // voucher's stock keys (seckill/redisstock), so each script's keys share one
 // Redis Cluster slot.
 type keys struct {
-	line, room, passes, outcome, journal string
+	line, room, passes, outcome, claims, journal string
 }
 
 func keysOf(voucherID int64) keys {
 	p := "waitroom:{v" + strconv.FormatInt(voucherID, 10) + "}:"
-	return keys{line: p + "line", room: p + "room", passes: p + "passes", outcome: p + "outcome", journal: p + "journal"}
+	return keys{line: p + "line", room: p + "room", passes: p + "passes", outcome: p + "outcome",
+		claims: p + "claims", journal: p + "journal"}
 }
 
 // list is the KEYS of the three scripts, in their order, without the
 // optional journal and stock meta (see Room.keys).
-func (k keys) list() []string { return []string{k.line, k.room, k.passes, k.outcome} }
+func (k keys) list() []string { return []string{k.line, k.room, k.passes, k.outcome, k.claims} }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,15 @@ const envTestRedis = "WAITROOM_TEST_REDIS_URL"
 // redisURL is the package's private redis-server (the only service these
 // tests need). Tests share it: each uses voucher ids no other test uses.
 var redisURL string
+
+// cluster is the package's private Redis Cluster of three masters, started
+// by the first test that asks for both Redis shapes (clusterClient).
+var cluster struct {
+	sync.Mutex
+	dir string
+	c   *localstack.RedisCluster
+	err error
+}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -37,13 +48,43 @@ func run(m *testing.M) int {
 		return 1
 	}
 	redisURL = r.URL
+	cluster.dir = filepath.Join(dir, "cluster")
 	// The package's own benchmarks (feed_bench_test.go) find it here.
 	os.Setenv(envTestRedis, r.URL)
 	code := m.Run()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = r.Stop(stopCtx)
+	if cluster.c != nil {
+		_ = cluster.c.Stop(stopCtx)
+	}
 	return code
+}
+
+// shape is a client of one Redis shape the room runs on.
+type shape struct {
+	name string
+	rdb  redis.UniversalClient
+}
+
+// shapes are clients of both Redis shapes the room runs on: the plain
+// redis-server and the Redis Cluster (started on the first call).
+func shapes(t testing.TB) []shape {
+	t.Helper()
+	cluster.Lock()
+	if cluster.c == nil && cluster.err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cluster.c, cluster.err = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: cluster.dir, Masters: 3})
+		cancel()
+	}
+	c, err := cluster.c, cluster.err
+	cluster.Unlock()
+	if err != nil {
+		t.Fatalf("waitroom tests need a Redis Cluster of redis-server processes: %v", err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, ClusterStateReloadInterval: time.Second})
+	t.Cleanup(func() { _ = cc.Close() })
+	return []shape{{"plain", client(t)}, {"cluster", cc}}
 }
 
 // client is a new connection pool to the shared redis-server: an instance

@@ -28,7 +28,7 @@ func TestPassOutlivesAStopOfItsRoom(t *testing.T) {
 		_, err := room.Join(ctx, line, u)
 		require.NoError(t, err)
 	}
-	step, err := room.Admit(ctx, line, -1)
+	step, err := room.Admit(ctx, line, -1, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, step.Admitted)
 	before, err := room.Status(ctx, line, 1)
@@ -44,7 +44,7 @@ func TestPassOutlivesAStopOfItsRoom(t *testing.T) {
 	require.Equal(t, waitroom.StateAdmitted, during.State, "a stopped room's pass does not run out")
 	require.True(t, during.PassExpiresAt.After(during.At), "the place reads a pass still valid")
 
-	step, err = room.Admit(ctx, line, -1)
+	step, err = room.Admit(ctx, line, -1, 0)
 	require.NoError(t, err)
 	require.Zero(t, step.Expired, "the step after the stop expires nobody")
 	after, err := room.Status(ctx, line, 1)
@@ -69,7 +69,7 @@ func TestPassOutlivesAStopOfItsRoom(t *testing.T) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
-		_, err = room.Admit(ctx, line, -1)
+		_, err = room.Admit(ctx, line, -1, 0)
 		require.NoError(t, err)
 	}
 }

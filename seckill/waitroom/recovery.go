@@ -30,7 +30,7 @@ import (
 //     honoured again as soon as its holder's admission is back.
 
 // keys is the KEYS of the room's scripts for voucherID: with recovery, the
-// journal and the stock meta follow the four keys of the room.
+// journal and the stock meta follow the five keys of the room.
 func (r *Room) keys(voucherID int64) []string {
 	k := keysOf(voucherID)
 	if r.onSale == nil {

@@ -93,7 +93,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 		_, err := room.Join(ctx, line, u)
 		require.NoError(t, err)
 	}
-	step, err := room.Admit(ctx, line, 2)
+	step, err := room.Admit(ctx, line, 2, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, step.Head)
 	st1, err := room.Status(ctx, line, 1)
@@ -109,7 +109,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 
 	// Redis loses the room and the stock.
 	keys := []string{onSale}
-	for _, k := range []string{"line", "room", "passes", "outcome", "journal"} {
+	for _, k := range []string{"line", "room", "passes", "outcome", "claims", "journal"} {
 		keys = append(keys, "waitroom:{v"+strconv.FormatInt(id, 10)+"}:"+k)
 	}
 	require.NoError(t, rdb.Del(ctx, keys...).Err())
@@ -119,7 +119,7 @@ func testRoomRecovers(t *testing.T, rdb redis.UniversalClient, id int64) {
 	require.ErrorIs(t, err, apperr.ErrUnavailable, "nobody joins a line about to be put back")
 	_, err = room.Claim(ctx, id, 2, st2.Pass, "")
 	require.ErrorIs(t, err, apperr.ErrUnavailable)
-	_, err = room.Admit(ctx, line, 10)
+	_, err = room.Admit(ctx, line, 10, 0)
 	require.ErrorIs(t, err, apperr.ErrUnavailable)
 
 	wrote, err := room.Recover(ctx, line, cp.list(), []int64{1})

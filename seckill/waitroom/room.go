@@ -6,9 +6,11 @@
 // Redis Cluster slot; the layout is this package's alone):
 //
 //	waitroom:{v42}:line     zset  userID -> place
-//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, expired, used
+//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, soldout, expired, used, landed, gone
 //	waitroom:{v42}:passes   zset  userID -> pass expiry ms (admitted, pass unused and unexpired)
 //	waitroom:{v42}:outcome  hash  userID -> "u" or "u:<Idempotency-Key>" pass used | "x" pass expired
+//	waitroom:{v42}:claims   zset  "c:<userID>" -> 2^52 + deadline ms (a pass claimed, its buy not over)
+//	                              "<n>:<ms>" -> n (the n-th claim settled, kept a few seconds)
 //
 // A place is a score. A shopper joining in the pre-queue (the
 // PrequeueSeconds before BeginAt) scores a random number below 2^52 drawn
@@ -26,6 +28,17 @@
 // The admission clock t (see queue_admit.lua) lets any number of instances
 // run the admission step at any time while the fleet together admits
 // AdmitPerSecond a second.
+//
+// A room never lets out more passes than units can still be bought: each
+// step bounds the unused passes plus the claimed passes whose reservation
+// may not be in the stock yet by the stock left, read just before the step
+// (from other slots too, for a voucher of several buckets, so not in the
+// step's script). A claimed pass stays in claims, in flight, until its buy
+// is over (Spend, or Restore which puts it back among the unused), and a
+// settled claim is numbered (room.landed) and kept a few seconds more: a
+// step is given the landed count some earlier step saw before the stock was
+// read, and counts the claims settled after it too, whose reservations that
+// stock figure may not show.
 package waitroom
 
 import (
@@ -77,15 +90,26 @@ const (
 	StateWaiting  State = "waiting"
 	StateAdmitted State = "admitted"
 	StateExpired  State = "expired"
-	StateClosed   State = "closed"
+	// StateSoldOut is waiting while every unit is held or sold: the place
+	// is kept, because units may still come back (a hold timing out, a
+	// cancel, a failed order, stock added), and they go to the line in
+	// order.
+	StateSoldOut State = "sold_out"
+	// StateClosed is the sale over: its end passed, or every unit was paid
+	// for.
+	StateClosed State = "closed"
 )
+
+// Waits reports whether s is a place still waiting for admission (waiting,
+// or waiting while sold out).
+func (s State) Waits() bool { return s == StateWaiting || s == StateSoldOut }
 
 // Status is one shopper's place in one line.
 type Status struct {
 	VoucherID int64
 	UserID    int64
 	State     State
-	// Position counts from 1 while waiting; 0 otherwise.
+	// Position counts from 1 while waiting (or sold out); 0 otherwise.
 	Position int64
 	// Ahead is how many wait in front (Position - 1), 0 otherwise.
 	Ahead int64
@@ -113,6 +137,7 @@ type Room struct {
 	sig               signer
 	join, admit, pass *redis.Script
 	passTTL, grace    time.Duration
+	claimTTL          time.Duration
 	maxStep           int64
 	now               func() time.Time
 	watched           watchMemo
@@ -123,6 +148,12 @@ type Room struct {
 // Defaults of Config.
 const (
 	DefaultPassTTL = 2 * time.Minute
+	// DefaultClaimTTL is how long a claimed pass may wait for its Spend or
+	// Restore before an admission step settles it: far longer than any buy
+	// takes (the breaker's call timeout bounds the reservation), so it only
+	// frees the unit a claim holds back when the gateway making the buy
+	// died mid-way.
+	DefaultClaimTTL = time.Minute
 	// DefaultMaxStep bounds how many one admission step admits (the rest
 	// goes in the next step), so a step never blocks Redis for long.
 	DefaultMaxStep = 1000
@@ -142,6 +173,9 @@ type Config struct {
 	// PassTTL is how long a pass is valid after admission
 	// (DefaultPassTTL).
 	PassTTL time.Duration
+	// ClaimTTL is how long a claimed pass holds a unit back from the
+	// room's admissions without its Spend or Restore (DefaultClaimTTL).
+	ClaimTTL time.Duration
 	// WatchEvery is how long this instance keeps from publishing again a
 	// place it published unchanged (DefaultWatchEvery; negative: every
 	// read is published).
@@ -176,7 +210,8 @@ func New(cfg Config) *Room {
 		join: redis.NewScript(lua.QueueJoin), admit: redis.NewScript(lua.QueueAdmit),
 		pass:    redis.NewScript(lua.QueuePass),
 		passTTL: positive(cfg.PassTTL, DefaultPassTTL), grace: positive(cfg.Grace, seckill.DefaultStateGrace),
-		maxStep: DefaultMaxStep, now: time.Now,
+		claimTTL: positive(cfg.ClaimTTL, DefaultClaimTTL),
+		maxStep:  DefaultMaxStep, now: time.Now,
 		watched: watchMemo{every: watch},
 		onSale:  cfg.Recovery,
 	}
@@ -196,6 +231,7 @@ const (
 	codeNotOpen
 	codeUsed
 	codeLost
+	codeSoldOut
 )
 
 // Join puts userID in l's line, or leaves the place they have. A line not
@@ -247,6 +283,12 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 		st.Position = rank - head + 1
 		st.Ahead = rank - head
 		st.ETA = ETA(l, st.Position, now)
+	case codeSoldOut:
+		// No estimate: the wait is for units to come back, which no rate
+		// tells.
+		st.State = StateSoldOut
+		st.Position = rank - head + 1
+		st.Ahead = rank - head
 	case codeAdmitted:
 		st.State = StateAdmitted
 		st.PassExpiresAt = time.UnixMilli(exp)
@@ -290,29 +332,44 @@ type Step struct {
 	Admitted, Expired int64
 	// Closed is true once the room is closed.
 	Closed bool
+	// SoldOut is true while the room has no stock left to admit to (its
+	// waiters read StateSoldOut); SoldOutChanged when this step set or
+	// cleared it.
+	SoldOut, SoldOutChanged bool
+	// Landed is how many claims of the room were settled by the end of
+	// the step: the landed argument of the next Admit of a caller that
+	// reads the stock left after this step.
+	Landed int64
 }
 
 // Admit runs one admission step of l: expire passes unused in time, then
-// admit up to the room's rate since the last step, whoever runs it. Passes
-// out at once are held to at most passes (the stock left, say; -1 for no
-// bound), so the room never lets in more buyers than it could serve.
+// admit up to the room's rate since the last step, whoever runs it. The
+// passes out at once, unused or claimed by a buy whose reservation may not
+// be in the stock yet, are held to at most passes (the stock left; -1 for
+// no bound), so the room never lets in more buyers than it could serve.
+// landed is the Step.Landed of a step of this room that ended before passes
+// was read (0: none; a step given a landed count older than the room keeps
+// track of admits nobody, and answers the count to give next). A bound of 0
+// marks the room sold out (Step.SoldOut) until a later step's bound is
+// above 0: units came back, and the line resumes in order.
 //
 // A room no step reached for over a second (its voucher paused, which the
 // admitters skip, or no gateway up) stood still: the step moves every
 // unused pass's expiry on by the stop, and until then reads and claims
 // count it so too. Nobody admitted loses the turn to a wait in which they
 // could not buy; their place reads admitted with a new pass.
-func (r *Room) Admit(ctx context.Context, l Line, passes int64) (Step, error) {
-	return r.step(ctx, l, passes, false)
+func (r *Room) Admit(ctx context.Context, l Line, passes, landed int64) (Step, error) {
+	return r.step(ctx, l, passes, landed, false)
 }
 
-// Close closes l's room for good: no more admissions, everyone still
-// waiting is closed. Passes already out stay valid until they expire.
+// Close closes l's room for good (the sale ended, or every unit was paid
+// for): no more admissions, everyone still waiting is closed. Passes
+// already out stay valid until they expire.
 func (r *Room) Close(ctx context.Context, l Line) (Step, error) {
-	return r.step(ctx, l, 0, true)
+	return r.step(ctx, l, 0, 0, true)
 }
 
-func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (Step, error) {
+func (r *Room) step(ctx context.Context, l Line, passes, landed int64, closing bool) (Step, error) {
 	if l.AdmitPerSecond <= 0 {
 		return Step{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, apperr.ErrInvalidInput)
 	}
@@ -321,18 +378,31 @@ func (r *Room) step(ctx context.Context, l Line, passes int64, closing bool) (St
 		cl = "1"
 	}
 	res, err := r.admit.Run(ctx, r.rdb, r.keys(l.VoucherID), l.BeginAt.UnixMilli(),
-		l.AdmitPerSecond, r.passTTL.Milliseconds(), passes, r.maxStep, cl, r.expireAt(l)).Int64Slice()
+		l.AdmitPerSecond, r.passTTL.Milliseconds(), passes, r.maxStep, cl, r.expireAt(l), landed).Int64Slice()
 	if err != nil {
 		return Step{}, unavailable("admit", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 9 {
 		return Step{}, fmt.Errorf("waitroom: queue_admit.lua answered %v", res)
 	}
 	if res[0] < 0 {
 		return Step{}, errLost(l.VoucherID)
 	}
 	return Step{Head: res[0], At: time.UnixMilli(res[1]), Waiting: res[2], Admitted: res[3],
-		Expired: res[4], Closed: res[5] == 1}, nil
+		Expired: res[4], Closed: res[5] == 1, SoldOut: res[6] == 1, SoldOutChanged: res[7] == 1, Landed: res[8]}, nil
+}
+
+// Reopen opens l's room again after stock was added to a sale that had
+// closed because every unit was paid for: the waiters left wait again (sold
+// out or not, as the next admission step finds the stock), and the units
+// added go to them in line order. The caller has checked that the sale has
+// not ended (an ended sale is never changed); a room that was not closed is
+// left as it is.
+func (r *Room) Reopen(ctx context.Context, l Line) error {
+	if err := r.rdb.HDel(ctx, keysOf(l.VoucherID).room, "closed").Err(); err != nil {
+		return unavailable("reopen", err)
+	}
+	return nil
 }
 
 // Answers of queue_pass.lua's claim.
@@ -367,14 +437,17 @@ func (r *Room) Check(voucherID, userID int64, pass string) (Pass, error) {
 // seckill.ErrNotAdmitted what Check refuses, and a pass used before. A
 // claim made with a requestKey (the buy's Idempotency-Key) may be made
 // again with the same key: the retry of a buy whose answer was lost reaches
-// the reservation, which replays the first order. Call Restore if the buy
-// then never reached the stock.
+// the reservation, which replays the first order. When the buy is over,
+// call Spend (it reached the stock, or its answer is final) or Restore (it
+// never reached the stock): until then, or Config.ClaimTTL, the claim holds
+// a unit back from the room's admissions.
 func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, requestKey string) (Pass, error) {
 	p, err := r.Check(voucherID, userID, pass)
 	if err != nil {
 		return Pass{}, err
 	}
-	res, err := r.pass.Run(ctx, r.rdb, r.keys(voucherID), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey).Int64Slice()
+	res, err := r.pass.Run(ctx, r.rdb, r.keys(voucherID), "claim", userID, p.ExpiresAt.UnixMilli(), requestKey,
+		r.claimTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Pass{}, unavailable("claim pass", err)
 	}
@@ -404,9 +477,22 @@ func (r *Room) Claim(ctx context.Context, voucherID, userID int64, pass, request
 // rate limit or an outage further on), so the shopper may try again with
 // it until it expires.
 func (r *Room) Restore(ctx context.Context, p Pass) error {
-	err := r.pass.Run(ctx, r.rdb, r.keys(p.VoucherID), "restore", p.UserID, p.ExpiresAt.UnixMilli(), "").Err()
+	err := r.pass.Run(ctx, r.rdb, r.keys(p.VoucherID), "restore", p.UserID, p.ExpiresAt.UnixMilli(), "", 0).Err()
 	if err != nil {
 		return unavailable("restore pass", err)
+	}
+	return nil
+}
+
+// Spend settles a claimed pass whose buy is over without giving it back:
+// its reservation is in the stock (or it may still land: the outcome is
+// unknown), or the answer was final for the shopper. From then on the
+// stock left, not the claim, keeps the room's admissions within the units
+// that can be bought. Spending twice, or a pass not claimed, does nothing.
+func (r *Room) Spend(ctx context.Context, p Pass) error {
+	err := r.pass.Run(ctx, r.rdb, r.keys(p.VoucherID), "spend", p.UserID, p.ExpiresAt.UnixMilli(), "", 0).Err()
+	if err != nil {
+		return unavailable("spend pass", err)
 	}
 	return nil
 }

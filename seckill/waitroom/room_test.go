@@ -176,7 +176,7 @@ func TestAdmissionRateHeldAcrossThreeInstances(t *testing.T) {
 			defer tick.Stop()
 			for time.Now().Before(stop) {
 				<-tick.C
-				st, err := room.Admit(ctx, line, -1)
+				st, err := room.Admit(ctx, line, -1, 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -223,7 +223,7 @@ func TestPass(t *testing.T) {
 		_, err := room.Join(ctx, line, u)
 		require.NoError(t, err)
 	}
-	step, err := room.Admit(ctx, line, -1)
+	step, err := room.Admit(ctx, line, -1, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, step.Admitted, "a room first stepped late gets one second of credit: two at two a second")
 	a, err := room.Status(ctx, line, 1)
@@ -285,7 +285,7 @@ func TestExpiryThenClose(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// One pass out at a time (one unit of stock left, say).
-	step, err := room.Admit(ctx, line, 1)
+	step, err := room.Admit(ctx, line, 1, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, step.Admitted)
 	first, err := room.Status(ctx, line, 1)
@@ -294,7 +294,7 @@ func TestExpiryThenClose(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); step.Expired == 0; {
 		require.True(t, time.Now().Before(deadline), "the pass never expired")
 		time.Sleep(50 * time.Millisecond)
-		step, err = room.Admit(ctx, line, 1)
+		step, err = room.Admit(ctx, line, 1, 0)
 		require.NoError(t, err)
 	}
 	require.EqualValues(t, 1, step.Admitted, "the expired place goes to the next")
@@ -317,7 +317,7 @@ func TestExpiryThenClose(t *testing.T) {
 	late, err := room.Join(ctx, line, 6)
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateClosed, late.State)
-	step, err = room.Admit(ctx, line, -1)
+	step, err = room.Admit(ctx, line, -1, 0)
 	require.NoError(t, err)
 	require.True(t, step.Closed)
 	require.Zero(t, step.Admitted)
