@@ -150,6 +150,11 @@ type Deps struct {
 	// the order its key made (gateway/buy/pass.go). Nil: such a buy is
 	// refused 403.
 	Replays buy.RequestOrders
+	// AdmitRates gives each line its rate in force, so the estimated wait
+	// of a place read or joined uses an adaptive room's current rate
+	// (*waitroom.Adapter implements it). Nil: the voucher's
+	// admit_per_second.
+	AdmitRates AdmitRates
 }
 
 // Server is one gateway instance.

@@ -64,6 +64,18 @@ func TestVoucherValidate(t *testing.T) {
 		{"room opens too early", func(v *seckill.Voucher) {
 			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, PrequeueSeconds: seckill.MaxPrequeueSeconds + 1}
 		}, "prequeue_seconds must be 0 to"},
+		{"adaptive room without a target", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, Adaptive: &seckill.Adaptive{MinPerSecond: 1, MaxPerSecond: 20}}
+		}, "waiting_room.adaptive.target_p99_ms must be 1 to"},
+		{"adaptive room with no minimum", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MaxPerSecond: 20}}
+		}, "waiting_room.adaptive.min_per_second must be 1 to"},
+		{"adaptive room's bounds crossed", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 30, MaxPerSecond: 20}}
+		}, "waiting_room.adaptive.max_per_second must be min_per_second to"},
+		{"adaptive room starting outside its bounds", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 100, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 1, MaxPerSecond: 20}}
+		}, "waiting_room.admit_per_second must be within waiting_room.adaptive's"},
 		{"room on a common voucher", func(v *seckill.Voucher) {
 			v.Kind, v.WaitingRoom = seckill.KindCommon, &seckill.WaitingRoom{AdmitPerSecond: 10}
 		}, "waiting_room is for seckill vouchers only"},

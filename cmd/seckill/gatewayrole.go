@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/fleethealth"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -52,7 +53,13 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if s.feed, err = waitroom.NewFeed(waitroom.FeedConfig{Room: s.room, Out: s.hub, Registerer: s.registry, Log: s.log}); err != nil {
 		return err
 	}
-	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock, s.store), Log: s.log})
+	s.adapter, err = waitroom.NewAdapter(waitroom.AdapterConfig{Redis: s.rdb, Vouchers: waitroom.CatalogVouchers(s.catalog),
+		Health: fleetHealth(fleethealth.NewBoard(s.rdb)), Grace: s.cfg.StateGrace, Registerer: s.registry, Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room,
+		Targets: s.adapter.Targets(waitroom.CatalogTargets(s.catalog, s.stock, s.store)), Log: s.log})
 	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge()
@@ -103,8 +110,9 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
 			SignedInReserve:   caps.liveReserve(),
 			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
-		Room:    s.room,
-		Replays: requestOrders{stock: s.stock, store: s.store},
+		Room:       s.room,
+		AdmitRates: s.adapter,
+		Replays:    requestOrders{stock: s.stock, store: s.store},
 	})
 	return err
 }

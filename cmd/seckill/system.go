@@ -66,6 +66,11 @@ type system struct {
 	admitter *waitroom.Admitter
 	// mirror copies the rooms' journals to PostgreSQL (cmd/seckill/roomcopy.go).
 	mirror *waitroom.Mirror
+	// adapter moves adaptive rooms' rates with the fleet's health
+	// (cmd/seckill/fleethealth.go) and knows every room's rate in force.
+	adapter *waitroom.Adapter
+	// lag reads the workers' consumer lag, beside the sweeper (its drain).
+	lag func(ctx context.Context) (int64, error)
 
 	// onListen, when set, is told the gateway's and the ops listener's
 	// addresses once the process listens (dev mode prints its banner then,

@@ -29,9 +29,9 @@ type Voucher struct {
 type WaitingRoom struct {
 	AdmitPerSecond  *int64 `json:"admit_per_second"`
 	PrequeueSeconds *int64 `json:"prequeue_seconds"`
-	// Adaptive, null for a fixed rate, lets the rate follow the back end's
-	// health between its bounds.
-	Adaptive *Adaptive `json:"adaptive"`
+	// Adaptive, absent for a fixed rate, lets the rate follow the back
+	// end's health between its bounds.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Adaptive is an adaptive room's target and bounds (the `Adaptive`

@@ -691,7 +691,7 @@ type VoucherState string
 
 // WaitingRoom defines model for WaitingRoom.
 type WaitingRoom struct {
-	// Adaptive when set, the admission rate follows the back end's health between min_per_second and max_per_second, starting from admit_per_second (which must lie between them); null for a fixed rate
+	// Adaptive when set, the admission rate follows the back end's health between min_per_second and max_per_second, starting from admit_per_second (which must lie between them); absent (or null) for a fixed rate
 	Adaptive *Adaptive `json:"adaptive,omitempty"`
 
 	// AdmitPerSecond shoppers the whole fleet admits a second from begin_at
