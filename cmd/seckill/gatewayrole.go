@@ -54,7 +54,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		return err
 	}
 	s.adapter, err = waitroom.NewAdapter(waitroom.AdapterConfig{Redis: s.rdb, Vouchers: waitroom.CatalogVouchers(s.catalog),
-		Health: fleetHealth(fleethealth.NewBoard(s.rdb)), Grace: s.cfg.StateGrace, Registerer: s.registry, Log: s.log})
+		Health: fleetHealth(fleethealth.NewBoard(s.rdb)), Rule: waitroom.Rule{MaxLag: s.cfg.RoomMaxLag}, Grace: s.cfg.StateGrace, Registerer: s.registry, Log: s.log})
 	if err != nil {
 		return err
 	}
