@@ -337,3 +337,20 @@ func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 23, Quantity: 1, EndsAt: time.Now().Add(-time.Second)})
 	require.ErrorIs(t, err, seckill.ErrEnded, "a sale whose keys expired after its end is ended")
 }
+
+// An operator's new admit_per_second for an adaptive room must lie within
+// its bounds (the rate in force starts again from it), and names the
+// field when it does not.
+func TestChangeKeepsAnAdaptiveRoomInItsBounds(t *testing.T) {
+	v := validVoucher()
+	v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 50, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 10, MaxPerSecond: 100}}
+	now := v.BeginAt
+	for _, rate := range []int64{9, 101} {
+		_, err := seckill.Change{AdmitPerSecond: rate}.Apply(v, now)
+		requirePublic(t, err, apperr.ErrInvalidInput, "admit_per_second must be within the room's adaptive bounds, 10 to 100", fmt.Sprint(rate))
+	}
+	got, err := seckill.Change{AdmitPerSecond: 100}.Apply(v, now)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, got.WaitingRoom.AdmitPerSecond)
+	require.Equal(t, v.WaitingRoom.Adaptive, got.WaitingRoom.Adaptive, "the bounds stay")
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -220,4 +221,68 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label, value strin
 	}
 	t.Fatalf("no series %s{%s=%q}", name, label, value)
 	return 0
+}
+
+// The fleet keeps one rate per room, on a plain server and on a Redis
+// Cluster: three gateways judging the same trouble at once make one cut
+// a second, all three then admit at it,
+// and a room whose admit_per_second the operator changed starts again
+// from the new one.
+func TestAdaptersShareOneRate(t *testing.T) {
+	for name, rdb := range map[string]redis.UniversalClient{"plain": client(t), "cluster": clusterClient(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			id := int64(140600)
+			if name == "cluster" {
+				id++
+			}
+			now, err := rdb.Time(ctx).Result()
+			require.NoError(t, err)
+			v := seckill.Voucher{ID: id, Kind: seckill.KindSeckill, BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+				WaitingRoom: &seckill.WaitingRoom{AdmitPerSecond: 200,
+					Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 10, MaxPerSecond: 400}}}
+			line, _ := waitroom.LineOf(v)
+			var mu sync.Mutex
+			vouchers := func(context.Context) ([]seckill.Voucher, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return []seckill.Voucher{v}, nil
+			}
+			trouble := func(context.Context) (waitroom.Health, error) { return waitroom.Health{Breaker: 2}, nil }
+			var gateways []*waitroom.Adapter
+			for range 3 {
+				a, err := waitroom.NewAdapter(waitroom.AdapterConfig{Redis: rdb, Vouchers: vouchers, Health: trouble,
+					Rule: waitroom.Rule{SlowEvery: time.Second}})
+				require.NoError(t, err)
+				gateways = append(gateways, a)
+			}
+			tickAll := func() {
+				var wg sync.WaitGroup
+				for _, a := range gateways {
+					wg.Go(func() { a.Tick(ctx) })
+				}
+				wg.Wait()
+			}
+			tickAll() // starts the rate at 200
+			time.Sleep(1100 * time.Millisecond)
+			for range 5 { // well within the second before the next cut
+				tickAll()
+			}
+			st, err := gateways[0].RateInForce(ctx, id)
+			require.NoError(t, err)
+			require.EqualValues(t, 140, st.Rate, "one cut of 30%%, however many judged")
+			for _, a := range gateways {
+				require.EqualValues(t, 140, a.Line(line).AdmitPerSecond)
+			}
+
+			mu.Lock()
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 300, Adaptive: v.WaitingRoom.Adaptive}
+			mu.Unlock()
+			tickAll()
+			st, err = gateways[1].RateInForce(ctx, id)
+			require.NoError(t, err)
+			require.EqualValues(t, 300, st.Rate, "the operator's new admit_per_second")
+			require.EqualValues(t, 300, st.Base)
+		})
+	}
 }
