@@ -27,11 +27,16 @@ func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
 	if r == nil {
 		return nil
 	}
-	return &api.WaitingRoom{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
+	out := &api.WaitingRoom{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
+	if a := r.Adaptive; a != nil {
+		out.Adaptive = &api.Adaptive{TargetP99Ms: &a.TargetP99Ms, MinPerSecond: &a.MinPerSecond, MaxPerSecond: &a.MaxPerSecond}
+	}
+	return out
 }
 
 // waitingRoomIn is the operator's waiting room: admit_per_second is
-// required, prequeue_seconds defaults to 0 (no pre-queue).
+// required, prequeue_seconds defaults to 0 (no pre-queue), and an adaptive
+// room needs all three of its figures.
 func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
 	if r == nil {
 		return nil, nil
@@ -42,6 +47,17 @@ func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
 	room := &seckill.WaitingRoom{AdmitPerSecond: *r.AdmitPerSecond}
 	if r.PrequeueSeconds != nil {
 		room.PrequeueSeconds = *r.PrequeueSeconds
+	}
+	if a := r.Adaptive; a != nil {
+		switch {
+		case a.TargetP99Ms == nil:
+			return nil, invalid("waiting_room.adaptive.target_p99_ms is required")
+		case a.MinPerSecond == nil:
+			return nil, invalid("waiting_room.adaptive.min_per_second is required")
+		case a.MaxPerSecond == nil:
+			return nil, invalid("waiting_room.adaptive.max_per_second is required")
+		}
+		room.Adaptive = &seckill.Adaptive{TargetP99Ms: *a.TargetP99Ms, MinPerSecond: *a.MinPerSecond, MaxPerSecond: *a.MaxPerSecond}
 	}
 	return room, nil
 }

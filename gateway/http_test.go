@@ -112,6 +112,8 @@ func TestStrictDecoding(t *testing.T) {
 		{"voucher shards fraction", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"shards":1.5`, 1), `field "shards" must be a whole number`, admin},
 		{"room without rate", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":{"prequeue_seconds":60}`, 1), "waiting_room.admit_per_second is required", admin},
 		{"room unknown field", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":{"admit_per_second":5,"size":9}`, 1), `unknown field "size"`, admin},
+		{"adaptive room without bounds", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":{"admit_per_second":5,"adaptive":{"target_p99_ms":50}}`, 1), "waiting_room.adaptive.min_per_second is required", admin},
+		{"adaptive room unknown field", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":{"admit_per_second":5,"adaptive":{"target_p99_ms":50,"min_per_second":1,"max_per_second":9,"gain":2}}`, 1), `unknown field "gain"`, admin},
 		{"room not an object", "/api/v1/admin/vouchers", strings.Replace(good, `"stock":10`, `"stock":10,"waiting_room":5`, 1), `field "waiting_room"`, admin},
 	}
 	for _, tc := range cases {

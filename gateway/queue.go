@@ -43,6 +43,13 @@ type WaitingRoom interface {
 	Reopen(ctx context.Context, l waitroom.Line) error
 }
 
+// AdmitRates knows the admission rate in force of every room
+// (*waitroom.Adapter implements it).
+type AdmitRates interface {
+	// Line is l with its rate in force.
+	Line(l waitroom.Line) waitroom.Line
+}
+
 // queueLine is the voucher of the route and its line.
 func (s *Server) queueLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error) {
 	id, err := parseID(c.Params("id"), "the voucher id")
@@ -59,6 +66,9 @@ func (s *Server) queueLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error)
 	}
 	if s.deps.Room == nil {
 		return v, line, apperr.Public(apperr.ErrUnavailable, "the waiting room is not available on this server")
+	}
+	if s.deps.AdmitRates != nil {
+		line = s.deps.AdmitRates.Line(line)
 	}
 	return v, line, nil
 }

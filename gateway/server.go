@@ -154,6 +154,11 @@ type Deps struct {
 	Sales SaleRecorder
 	// Reports answers the sale report routes. Nil: they answer 503.
 	Reports SaleReports
+	// AdmitRates gives each line its rate in force, so the estimated wait
+	// of a place read or joined uses an adaptive room's current rate
+	// (*waitroom.Adapter implements it). Nil: the voucher's
+	// admit_per_second.
+	AdmitRates AdmitRates
 }
 
 // Server is one gateway instance.

@@ -65,6 +65,12 @@ var QueueAdmit string
 //go:embed queue_pass.lua
 var QueuePass string
 
+// QueueRate is queue_rate.lua: the admission rate in force of an adaptive
+// waiting room, read by the fleet and changed one change at a time.
+//
+//go:embed queue_rate.lua
+var QueueRate string
+
 // MoveOut is move_out.lua: step 1 of moving stock between two buckets of a
 // voucher with several shards (debit the donor, record the move).
 //

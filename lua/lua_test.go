@@ -21,7 +21,8 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 		"warm": lua.Warm, "lease_renew": lua.LeaseRenew, "lease_release": lua.LeaseRelease,
 		"heal_lock":  lua.HealLock,
 		"queue_join": lua.QueueJoin, "queue_admit": lua.QueueAdmit, "queue_pass": lua.QueuePass,
-		"move_out": lua.MoveOut, "move_in": lua.MoveIn, "steer": lua.Steer,
+		"queue_rate": lua.QueueRate,
+		"move_out":   lua.MoveOut, "move_in": lua.MoveIn, "steer": lua.Steer,
 	} {
 		require.NotEmpty(t, src, name)
 		calls := call.FindAllStringSubmatch(src, -1)

@@ -69,6 +69,9 @@ func (c Change) Apply(v Voucher, now time.Time) (Voucher, error) {
 			return Voucher{}, apperr.Invalidf("admit_per_second is for a voucher with a waiting room; this one has none")
 		}
 		room := *v.WaitingRoom
+		if a := room.Adaptive; a != nil && (c.AdmitPerSecond < a.MinPerSecond || c.AdmitPerSecond > a.MaxPerSecond) {
+			return Voucher{}, apperr.Invalidf("admit_per_second must be within the room's adaptive bounds, %d to %d", a.MinPerSecond, a.MaxPerSecond)
+		}
 		room.AdmitPerSecond = c.AdmitPerSecond
 		v.WaitingRoom = &room
 	}

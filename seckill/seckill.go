@@ -94,7 +94,26 @@ type WaitingRoom struct {
 	// PrequeueSeconds is how long before begin_at shoppers may join; all
 	// who join then get a random place at begin_at.
 	PrequeueSeconds int64
+	// Adaptive, when set, lets the admission rate follow the back end's
+	// health between its bounds, starting from AdmitPerSecond
+	// (seckill/waitroom, adapt.go).
+	Adaptive *Adaptive
 }
+
+// Adaptive is a waiting room's admission that follows the back end's
+// health: the fleet slows the room down while the buy path's p99 is above
+// TargetP99Ms (or the workers fall behind, a breaker is open, orders fail)
+// and speeds it up again once the back end has room.
+type Adaptive struct {
+	// TargetP99Ms is the buy path's p99 the rate aims to stay under.
+	TargetP99Ms int64
+	// MinPerSecond and MaxPerSecond bound the rate.
+	MinPerSecond, MaxPerSecond int64
+}
+
+// MaxTargetP99Ms bounds an adaptive room's latency target: past a minute a
+// buy has long timed out anyway.
+const MaxTargetP99Ms = 60_000
 
 // ShardCount is how many buckets hold v's stock: Shards, or 1 when unset.
 func (v Voucher) ShardCount() int {
@@ -186,6 +205,25 @@ func (v Voucher) Validate() error {
 		case r.PrequeueSeconds < 0 || r.PrequeueSeconds > MaxPrequeueSeconds:
 			return apperr.Invalidf("waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
 		}
+		if a := r.Adaptive; a != nil {
+			return a.validate(r.AdmitPerSecond)
+		}
+	}
+	return nil
+}
+
+// validate checks an adaptive room's figures against its starting rate;
+// every error names its field.
+func (a Adaptive) validate(start int64) error {
+	switch {
+	case a.TargetP99Ms < 1 || a.TargetP99Ms > MaxTargetP99Ms:
+		return apperr.Invalidf("waiting_room.adaptive.target_p99_ms must be 1 to %d", MaxTargetP99Ms)
+	case a.MinPerSecond < 1 || a.MinPerSecond > MaxAdmitPerSecond:
+		return apperr.Invalidf("waiting_room.adaptive.min_per_second must be 1 to %d", MaxAdmitPerSecond)
+	case a.MaxPerSecond < a.MinPerSecond || a.MaxPerSecond > MaxAdmitPerSecond:
+		return apperr.Invalidf("waiting_room.adaptive.max_per_second must be min_per_second to %d", MaxAdmitPerSecond)
+	case start < a.MinPerSecond || start > a.MaxPerSecond:
+		return apperr.Invalidf("waiting_room.admit_per_second must be within waiting_room.adaptive's min_per_second and max_per_second")
 	}
 	return nil
 }

@@ -64,6 +64,18 @@ func TestVoucherValidate(t *testing.T) {
 		{"room opens too early", func(v *seckill.Voucher) {
 			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, PrequeueSeconds: seckill.MaxPrequeueSeconds + 1}
 		}, "prequeue_seconds must be 0 to"},
+		{"adaptive room without a target", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, Adaptive: &seckill.Adaptive{MinPerSecond: 1, MaxPerSecond: 20}}
+		}, "waiting_room.adaptive.target_p99_ms must be 1 to"},
+		{"adaptive room with no minimum", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MaxPerSecond: 20}}
+		}, "waiting_room.adaptive.min_per_second must be 1 to"},
+		{"adaptive room's bounds crossed", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 10, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 30, MaxPerSecond: 20}}
+		}, "waiting_room.adaptive.max_per_second must be min_per_second to"},
+		{"adaptive room starting outside its bounds", func(v *seckill.Voucher) {
+			v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 100, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 1, MaxPerSecond: 20}}
+		}, "waiting_room.admit_per_second must be within waiting_room.adaptive's"},
 		{"room on a common voucher", func(v *seckill.Voucher) {
 			v.Kind, v.WaitingRoom = seckill.KindCommon, &seckill.WaitingRoom{AdmitPerSecond: 10}
 		}, "waiting_room is for seckill vouchers only"},
@@ -324,4 +336,21 @@ func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 
 	_, err = buyer.Buy(ctx, seckill.BuyRequest{VoucherID: v.ID, UserID: 23, Quantity: 1, EndsAt: time.Now().Add(-time.Second)})
 	require.ErrorIs(t, err, seckill.ErrEnded, "a sale whose keys expired after its end is ended")
+}
+
+// An operator's new admit_per_second for an adaptive room must lie within
+// its bounds (the rate in force starts again from it), and names the
+// field when it does not.
+func TestChangeKeepsAnAdaptiveRoomInItsBounds(t *testing.T) {
+	v := validVoucher()
+	v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 50, Adaptive: &seckill.Adaptive{TargetP99Ms: 50, MinPerSecond: 10, MaxPerSecond: 100}}
+	now := v.BeginAt
+	for _, rate := range []int64{9, 101} {
+		_, err := seckill.Change{AdmitPerSecond: rate}.Apply(v, now)
+		requirePublic(t, err, apperr.ErrInvalidInput, "admit_per_second must be within the room's adaptive bounds, 10 to 100", fmt.Sprint(rate))
+	}
+	got, err := seckill.Change{AdmitPerSecond: 100}.Apply(v, now)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, got.WaitingRoom.AdmitPerSecond)
+	require.Equal(t, v.WaitingRoom.Adaptive, got.WaitingRoom.Adaptive, "the bounds stay")
 }

@@ -42,6 +42,7 @@ type Config struct {
 	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
 	HoardLimit        int           `env:"SECKILL_HOARD_LIMIT" default:"3" help:"holds a shopper may let expire unpaid or cancel within SECKILL_HOARD_WINDOW; one more and their new holds are refused with 403 unpaid_limit until the oldest leaves the window (0: nobody is refused; paying clears nothing; 'seckill hoard' shows and clears a shopper's count)"`
 	HoardWindow       time.Duration `env:"SECKILL_HOARD_WINDOW" default:"24h" help:"how long an unpaid or cancelled hold counts against its shopper (SECKILL_HOARD_LIMIT)"`
+	RoomMaxLag        int64         `env:"SECKILL_ROOM_MAX_LAG" default:"1000" help:"the workers' consumer lag, in messages, above which (while not falling) adaptive waiting rooms slow down; below half of it they may speed up again (seckill/waitroom/README.md)"`
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
 	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for bin/loadtest <scenario> -data-dir)"`
 	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
@@ -175,6 +176,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_IDEMPOTENCY_WINDOW must be at least 1m (a retried request must still find its key), got %s", c.IdempotencyWindow)
 	case c.StateGrace < time.Minute:
 		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
+	case c.RoomMaxLag < 1:
+		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
 	case c.HoardLimit < 0:
 		return fmt.Errorf("config: SECKILL_HOARD_LIMIT must not be negative (0 refuses nobody), got %d", c.HoardLimit)
 	case c.HoardWindow <= 0:

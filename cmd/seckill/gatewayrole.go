@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/fleethealth"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -53,7 +54,13 @@ func (s *system) buildGateway(ctx context.Context) error {
 	if s.feed, err = waitroom.NewFeed(waitroom.FeedConfig{Room: s.room, Out: s.hub, Registerer: s.registry, Log: s.log}); err != nil {
 		return err
 	}
-	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock, s.store), Log: s.log,
+	s.adapter, err = waitroom.NewAdapter(waitroom.AdapterConfig{Redis: s.rdb, Vouchers: waitroom.CatalogVouchers(s.catalog),
+		Health: fleetHealth(fleethealth.NewBoard(s.rdb)), Rule: waitroom.Rule{MaxLag: s.cfg.RoomMaxLag}, Grace: s.cfg.StateGrace, Registerer: s.registry, Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room,
+		Targets: s.adapter.Targets(waitroom.CatalogTargets(s.catalog, s.stock, s.store)), Log: s.log,
 		OnStep: func(id int64, st waitroom.Step) { s.sales.Step(id, st.Admitted, st.Waiting) }})
 	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
@@ -105,8 +112,9 @@ func (s *system) buildGateway(ctx context.Context) error {
 		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
 			SignedInReserve:   caps.liveReserve(),
 			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
-		Room:    s.room,
-		Replays: requestOrders{stock: s.stock, store: s.store},
+		Room:       s.room,
+		AdmitRates: s.adapter,
+		Replays:    requestOrders{stock: s.stock, store: s.store},
 		// The sale report: attempts counted in memory, the report read from
 		// PostgreSQL (orders/salereport).
 		Sales:   s.sales,

@@ -43,6 +43,9 @@ func (s *system) sweeperParts() (_ []part, closeDrain func() error, _ error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconciler: %w", err)
 	}
+	// The fleet's health reads the workers' lag from the brokers here,
+	// beside them: it keeps growing while they are stalled or gone.
+	s.lag = drain.Lag
 	rec := orders.NewReconciler(orders.ReconcilerConfig{
 		Record: s.workStore, Stock: s.stock, Drain: drain, Events: s.countedEvents(),
 		ProducerTimeout: producerTimeout, Grace: 3 * producerTimeout, Log: s.log, Metrics: s.metrics.orders,

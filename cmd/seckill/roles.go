@@ -112,6 +112,7 @@ func (s *system) run(ctx context.Context) error {
 		parts = append(parts, ps...)
 		closers = append(closers, closeDrain)
 	}
+	parts = append(parts, s.healthPart())
 
 	err = runParts(ctx, parts, func() { s.logListening(ln, opsLn) }, func() {
 		s.log.Info("shutting down: finishing in-flight requests and batches", "timeout", s.cfg.ShutdownTimeout)
@@ -239,6 +240,7 @@ func (s *system) gatewayParts(ln net.Listener) []part {
 		{name: "gates", run: s.edge.Run, ready: s.edge.Ready()},
 		{name: "notify hub", run: s.hub.Run, ready: s.hub.Ready()},
 		{name: "waiting room feed", run: s.feed.Run, ready: s.feed.Ready()},
+		{name: "waiting room rates", run: s.adapter.Run},
 		{name: "waiting room admitter", run: s.admitter.Run},
 		{name: "waiting room mirror", run: s.mirror.Run},
 		{name: "order ids", run: s.lease.Run, ready: s.lease.Ready()},

@@ -70,6 +70,11 @@ type system struct {
 	// sales counts what every sale does, for its report; every role
 	// records into it (attempts, the line, payments, timeouts).
 	sales *salereport.Recorder
+	// adapter moves adaptive rooms' rates with the fleet's health
+	// (cmd/seckill/fleethealth.go) and knows every room's rate in force.
+	adapter *waitroom.Adapter
+	// lag reads the workers' consumer lag, beside the sweeper (its drain).
+	lag func(ctx context.Context) (int64, error)
 
 	// onListen, when set, is told the gateway's and the ops listener's
 	// addresses once the process listens (dev mode prints its banner then,

@@ -36,10 +36,11 @@ var Vocabulary = []string{"seckill/apperr", "gateway/api"}
 // notify/ or gateway/ is an API shape declared out of its place (its place
 // is gateway/api).
 var Messages = map[string][]string{
-	"seckill":          {"Reservation"}, // a reservation on the Kafka queue
-	"seckill/waitroom": {"wire"},        // a line's step on the room's Redis channel
-	"orders/kafkaq":    {"DeadLetter"},  // a dead letter, as `seckill deadletters -json` lists it
-	"notify":           {"wireEvent"},   // an order event on the Redis shard channels
+	"seckill":             {"Reservation"}, // a reservation on the Kafka queue
+	"seckill/waitroom":    {"wire"},        // a line's step on the room's Redis channel
+	"orders/kafkaq":       {"DeadLetter"},  // a dead letter, as `seckill deadletters -json` lists it
+	"notify":              {"wireEvent"},   // an order event on the Redis shard channels
+	"seckill/fleethealth": {"Sample"},      // a process's health sample in the fleet's Redis hash
 }
 
 // Below are the packages of the gateway's folder that stand beneath its HTTP

@@ -29,6 +29,17 @@ type Voucher struct {
 type WaitingRoom struct {
 	AdmitPerSecond  *int64 `json:"admit_per_second"`
 	PrequeueSeconds *int64 `json:"prequeue_seconds"`
+	// Adaptive, absent for a fixed rate, lets the rate follow the back
+	// end's health between its bounds.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
+}
+
+// Adaptive is an adaptive room's target and bounds (the `Adaptive`
+// object). Pointers tell a missing figure from zero on the way in.
+type Adaptive struct {
+	TargetP99Ms  *int64 `json:"target_p99_ms"`
+	MinPerSecond *int64 `json:"min_per_second"`
+	MaxPerSecond *int64 `json:"max_per_second"`
 }
 
 // NewVoucher is the operator's new voucher, the body of POST

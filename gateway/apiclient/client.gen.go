@@ -442,6 +442,18 @@ func (e Readyz200JSONResponseBodyStatus) Valid() bool {
 	}
 }
 
+// Adaptive Admission that follows the back end's health: the fleet slows the room down while the buy path's p99 is above target_p99_ms, the workers fall behind, a circuit breaker is open or buys fail, and speeds it up again once the back end has room (the control rule is in seckill/waitroom/README.md). The metric seckill_room_admit_rate shows the rate in force.
+type Adaptive struct {
+	// MaxPerSecond the highest rate the room speeds up to; at least min_per_second
+	MaxPerSecond int64 `json:"max_per_second"`
+
+	// MinPerSecond the lowest rate the room slows down to
+	MinPerSecond int64 `json:"min_per_second"`
+
+	// TargetP99Ms the buy path's 99th percentile latency, in milliseconds, the rate aims to stay under
+	TargetP99Ms int64 `json:"target_p99_ms"`
+}
+
 // Breaker defines model for Breaker.
 type Breaker struct {
 	Mode BreakerMode `json:"mode"`
@@ -558,7 +570,7 @@ type Queue struct {
 	// Ahead shoppers in front (position - 1)
 	Ahead int64 `json:"ahead"`
 
-	// EtaSeconds the estimated wait, from the position and admit_per_second (plus the time to begin_at); 0 when sold_out (the wait is for units to come back)
+	// EtaSeconds the estimated wait, from the position and the rate in force (admit_per_second, or an adaptive room's current rate; plus the time to begin_at); 0 when sold_out (the wait is for units to come back)
 	EtaSeconds int64 `json:"eta_seconds"`
 
 	// Pass the admission pass for the Seckill-Pass header, set only while admitted and unused
@@ -769,6 +781,9 @@ type VoucherChangeRecord struct {
 
 // WaitingRoom defines model for WaitingRoom.
 type WaitingRoom struct {
+	// Adaptive when set, the admission rate follows the back end's health between min_per_second and max_per_second, starting from admit_per_second (which must lie between them); absent (or null) for a fixed rate
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
+
 	// AdmitPerSecond shoppers the whole fleet admits a second from begin_at
 	AdmitPerSecond int64 `json:"admit_per_second"`
 
@@ -1063,7 +1078,8 @@ type ClientInterface interface {
 	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
 	// go to the line first, in order (a room that closed because every unit was paid for
-	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+	// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 	// (the sale's Redis state then expires that much later too). Every instance obeys within
 	// a second, as for a pause. Each change is logged with the operator who made it. A bad
 	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -1080,7 +1096,8 @@ type ClientInterface interface {
 	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
 	// go to the line first, in order (a room that closed because every unit was paid for
-	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+	// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 	// (the sale's Redis state then expires that much later too). Every instance obeys within
 	// a second, as for a pause. Each change is logged with the operator who made it. A bad
 	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -1341,7 +1358,8 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+	// passes out than stock left. When every
 	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
 	// still takes joins); units that come back are admitted to in line order, at most as many
 	// as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -1362,7 +1380,8 @@ type ClientInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+	// passes out than stock left. When every
 	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
 	// still takes joins); units that come back are admitted to in line order, at most as many
 	// as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -1564,7 +1583,8 @@ func (c *Client) CreateVoucher(ctx context.Context, body CreateVoucherJSONReques
 // Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 // (every bucket of a voucher with shards stays balanced), and with a waiting room they
 // go to the line first, in order (a room that closed because every unit was paid for
-// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 // (the sale's Redis state then expires that much later too). Every instance obeys within
 // a second, as for a pause. Each change is logged with the operator who made it. A bad
 // value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -1591,7 +1611,8 @@ func (c *Client) ChangeVoucherWithBody(ctx context.Context, id ID, contentType s
 // Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 // (every bucket of a voucher with shards stays balanced), and with a waiting room they
 // go to the line first, in order (a room that closed because every unit was paid for
-// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 // (the sale's Redis state then expires that much later too). Every instance obeys within
 // a second, as for a pause. Each change is logged with the operator who made it. A bad
 // value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -2082,7 +2103,8 @@ func (c *Client) QueueStatus(ctx context.Context, id ID, reqEditors ...RequestEd
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, never more passes out than stock left. When every
+// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+// passes out than stock left. When every
 // unit is held or sold, those left keep their places and read sold_out (a sold-out line
 // still takes joins); units that come back are admitted to in line order, at most as many
 // as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -2113,7 +2135,8 @@ func (c *Client) JoinQueueWithBody(ctx context.Context, id ID, contentType strin
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, never more passes out than stock left. When every
+// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+// passes out than stock left. When every
 // unit is held or sold, those left keep their places and read sold_out (a sold-out line
 // still takes joins); units that come back are admitted to in line order, at most as many
 // as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -3634,7 +3657,8 @@ type ClientWithResponsesInterface interface {
 	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
 	// go to the line first, in order (a room that closed because every unit was paid for
-	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+	// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 	// (the sale's Redis state then expires that much later too). Every instance obeys within
 	// a second, as for a pause. Each change is logged with the operator who made it. A bad
 	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -3651,7 +3675,8 @@ type ClientWithResponsesInterface interface {
 	// Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 	// (every bucket of a voucher with shards stays balanced), and with a waiting room they
 	// go to the line first, in order (a room that closed because every unit was paid for
-	// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+	// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+	// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 	// (the sale's Redis state then expires that much later too). Every instance obeys within
 	// a second, as for a pause. Each change is logged with the operator who made it. A bad
 	// value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -3940,7 +3965,8 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+	// passes out than stock left. When every
 	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
 	// still takes joins); units that come back are admitted to in line order, at most as many
 	// as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -3961,7 +3987,8 @@ type ClientWithResponsesInterface interface {
 	// no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 	// random place at begin_at (arriving first in the pre-queue gives no advantage); later
 	// joiners go to the back, first come first served. From begin_at the fleet admits
-	// admit_per_second shoppers a second, never more passes out than stock left. When every
+	// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+	// passes out than stock left. When every
 	// unit is held or sold, those left keep their places and read sold_out (a sold-out line
 	// still takes joins); units that come back are admitted to in line order, at most as many
 	// as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -9987,7 +10014,8 @@ func (c *ClientWithResponses) CreateVoucherWithResponse(ctx context.Context, bod
 // Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 // (every bucket of a voucher with shards stays balanced), and with a waiting room they
 // go to the line first, in order (a room that closed because every unit was paid for
-// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 // (the sale's Redis state then expires that much later too). Every instance obeys within
 // a second, as for a pause. Each change is logged with the operator who made it. A bad
 // value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -10010,7 +10038,8 @@ func (c *ClientWithResponses) ChangeVoucherWithBodyWithResponse(ctx context.Cont
 // Any of: add_stock puts that many more units on sale, in PostgreSQL and Redis at once
 // (every bucket of a voucher with shards stays balanced), and with a waiting room they
 // go to the line first, in order (a room that closed because every unit was paid for
-// opens again); admit_per_second is the waiting room's new rate; end_at is a later end
+// opens again); admit_per_second is the waiting room's new rate (an adaptive room's rate
+// in force starts again from it, and it must lie within the room's bounds); end_at is a later end
 // (the sale's Redis state then expires that much later too). Every instance obeys within
 // a second, as for a pause. Each change is logged with the operator who made it. A bad
 // value is 400 invalid_input naming the field (admit_per_second on a voucher without a
@@ -10437,7 +10466,8 @@ func (c *ClientWithResponses) QueueStatusWithResponse(ctx context.Context, id ID
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, never more passes out than stock left. When every
+// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+// passes out than stock left. When every
 // unit is held or sold, those left keep their places and read sold_out (a sold-out line
 // still takes joins); units that come back are admitted to in line order, at most as many
 // as came back. The line closes (everyone left gets closed) only when the sale is over:
@@ -10464,7 +10494,8 @@ func (c *ClientWithResponses) JoinQueueWithBodyWithResponse(ctx context.Context,
 // no new captcha). Shoppers who join in the prequeue_seconds before begin_at all get a
 // random place at begin_at (arriving first in the pre-queue gives no advantage); later
 // joiners go to the back, first come first served. From begin_at the fleet admits
-// admit_per_second shoppers a second, never more passes out than stock left. When every
+// admit_per_second shoppers a second (an adaptive room: the rate in force), never more
+// passes out than stock left. When every
 // unit is held or sold, those left keep their places and read sold_out (a sold-out line
 // still takes joins); units that come back are admitted to in line order, at most as many
 // as came back. The line closes (everyone left gets closed) only when the sale is over:

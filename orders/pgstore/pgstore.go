@@ -191,17 +191,21 @@ func (s *Store) UserByName(ctx context.Context, username string) (_ User, err er
 
 const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, per_user_limit,
 	begin_at, end_at, captcha_required, created_at, paused, shards,
-	room_admit_per_second, room_prequeue_seconds`
+	room_admit_per_second, room_prequeue_seconds,
+	room_target_p99_ms, room_min_per_second, room_max_per_second`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
 	var kind string
-	var admit, prequeue *int64
+	var admit, prequeue, target, minRate, maxRate *int64
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
 		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
-		&admit, &prequeue)
+		&admit, &prequeue, &target, &minRate, &maxRate)
 	if admit != nil && prequeue != nil {
 		v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: *admit, PrequeueSeconds: *prequeue}
+		if target != nil && minRate != nil && maxRate != nil {
+			v.WaitingRoom.Adaptive = &seckill.Adaptive{TargetP99Ms: *target, MinPerSecond: *minRate, MaxPerSecond: *maxRate}
+		}
 	}
 	v.Kind = seckill.Kind(kind)
 	v.BeginAt, v.EndAt, v.CreatedAt = v.BeginAt.UTC(), v.EndAt.UTC(), v.CreatedAt.UTC()
@@ -221,6 +225,15 @@ func roomPrequeue(r *seckill.WaitingRoom) *int64 {
 		return nil
 	}
 	return &r.PrequeueSeconds
+}
+
+// roomAdaptive is an adaptive room's columns (target, min, max), all NULL
+// for a fixed rate or no room.
+func roomAdaptive(r *seckill.WaitingRoom) (target, minRate, maxRate *int64) {
+	if r == nil || r.Adaptive == nil {
+		return nil, nil, nil
+	}
+	return &r.Adaptive.TargetP99Ms, &r.Adaptive.MinPerSecond, &r.Adaptive.MaxPerSecond
 }
 
 // CreateVoucher validates and stores v (its ID, StockLeft and CreatedAt are
@@ -246,13 +259,15 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
 
+	target, minRate, maxRate := roomAdaptive(v.WaitingRoom)
 	stored, err := scanVoucher(tx.QueryRow(ctx, `
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
-			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11)
+			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds,
+			room_target_p99_ms, room_min_per_second, room_max_per_second)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+voucherColumns,
 		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
-		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom)))
+		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), target, minRate, maxRate))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}

@@ -392,6 +392,10 @@ func (f *Feed) lineOf(m *wire) *liveLine {
 	}
 	if m.A > l.at {
 		l.at = m.A
+		// The newest message's line: the rate in force (an operator's
+		// change, an adaptive room's) and the end as they are now, so the
+		// estimated waits pushed use them.
+		l.line = m.line()
 	}
 	if m.H > l.head {
 		l.head = m.H

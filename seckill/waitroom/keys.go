@@ -8,12 +8,14 @@ import "strconv"
 // Redis Cluster slot.
 type keys struct {
 	line, room, passes, outcome, claims, journal string
+	// rate is an adaptive room's rate in force (adapt.go).
+	rate string
 }
 
 func keysOf(voucherID int64) keys {
 	p := "waitroom:{v" + strconv.FormatInt(voucherID, 10) + "}:"
 	return keys{line: p + "line", room: p + "room", passes: p + "passes", outcome: p + "outcome",
-		claims: p + "claims", journal: p + "journal"}
+		claims: p + "claims", journal: p + "journal", rate: p + "rate"}
 }
 
 // list is the KEYS of the three scripts, in their order, without the

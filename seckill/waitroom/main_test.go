@@ -107,3 +107,23 @@ func redisNow(t testing.TB, c *redis.Client) time.Time {
 	}
 	return tm
 }
+
+// clusterClient is a client of a private Redis Cluster of three masters,
+// started for the test and stopped when it ends.
+func clusterClient(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	cluster, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: t.TempDir(), Masters: 3})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cluster.Stop(stopCtx)
+	})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/localstack"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -57,20 +56,7 @@ func (c *savedCopy) list() []waitroom.Saved {
 // once, a used one stays used, and a new joiner goes behind everyone. On a
 // plain server and on a Redis Cluster (every key of a call in one slot).
 func TestRoomRecoversFromItsCopy(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	cluster, err := localstack.StartRedisCluster(startCtx, localstack.RedisClusterOptions{Dir: dir, Masters: 3})
-	cancel()
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cluster.Stop(stopCtx)
-	})
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs})
-	t.Cleanup(func() { _ = cc.Close() })
-	for name, rdb := range map[string]redis.UniversalClient{"plain": client(t), "cluster": cc} {
+	for name, rdb := range map[string]redis.UniversalClient{"plain": client(t), "cluster": clusterClient(t)} {
 		t.Run(name, func(t *testing.T) {
 			id := int64(150001)
 			if name == "cluster" {
