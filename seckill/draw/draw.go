@@ -113,6 +113,8 @@ const (
 	// Waitlisted: not among them; the entry wins, in ticket order, when a
 	// winner's pass expires unused or their hold times out.
 	Waitlisted Result = "waitlisted"
+	// Lost: the sale is over and the entry never won.
+	Lost Result = "lost"
 )
 
 // Entry is one ranked entry of a draw.

@@ -159,7 +159,7 @@ func (r *Room) announceStep(ctx context.Context, l Line, s Step) {
 	m := wire{T: "m", A: s.At.UnixMilli(), H: s.Head, F: s.Head - s.Admitted, N: s.Expired, C: s.Closed, O: s.SoldOut}
 	if s.Admitted > 0 {
 		// queue_admit.lua gives every pass of one step the expiry now + ttl.
-		m.X = s.At.UnixMilli() + r.passTTL.Milliseconds()
+		m.X = s.At.UnixMilli() + r.passTTLOf(l).Milliseconds()
 	}
 	m.setLine(l)
 	r.publish(ctx, &m)
