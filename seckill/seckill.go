@@ -84,6 +84,18 @@ type Voucher struct {
 	// WaitingRoom, when set, makes buying take an admission pass from the
 	// voucher's fair line (seckill/waitroom).
 	WaitingRoom *WaitingRoom
+	// Draw is the public face of a voucher sold by draw (seckill/draw), as
+	// the catalog last read it; nil for the others, and before its entries
+	// open.
+	Draw *DrawFace
+}
+
+// DrawFace is what anyone may see of a draw: the commitment from when
+// entries open, the seed and the cut-off once drawn (empty before), and
+// how many entered.
+type DrawFace struct {
+	Commitment, Seed, Cutoff string
+	Entries                  int64
 }
 
 // WaitingRoom is how a voucher's line admits shoppers.
@@ -221,7 +233,7 @@ func (v Voucher) Validate() error {
 		case r.Mode != "" && r.Mode != RoomLine && r.Mode != RoomDraw:
 			return apperr.Invalidf("waiting_room.mode must be line or draw")
 		case r.DrawPassSeconds < 0 || r.DrawPassSeconds > MaxDrawPassSeconds:
-			return apperr.Invalidf("waiting_room.draw_pass_seconds must be 1 to %d", MaxDrawPassSeconds)
+			return apperr.Invalidf("waiting_room.draw_pass_seconds must be 0 (the default, 600) to %d", MaxDrawPassSeconds)
 		case r.Mode == RoomDraw && r.PrequeueSeconds < 1:
 			// The entries are taken in the pre-queue: none would fit in 0 s.
 			return apperr.Invalidf("waiting_room.prequeue_seconds must be at least 1 in a draw: entries are taken then")

@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -53,6 +54,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 		return err
 	}
 	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Targets: waitroom.CatalogTargets(s.catalog, s.stock, s.store), Log: s.log})
+	s.drawer = draw.NewDrawer(draw.DrawerConfig{Draws: s.draws, Targets: draw.CatalogTargets(s.catalog), Log: s.log})
 	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge()
@@ -104,6 +106,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 			SignedInReserve:   caps.liveReserve(),
 			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
 		Room:    s.room,
+		Draws:   s.draws,
 		Replays: requestOrders{stock: s.stock, store: s.store},
 	})
 	return err

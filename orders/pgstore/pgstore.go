@@ -190,17 +190,22 @@ func (s *Store) UserByName(ctx context.Context, username string) (_ User, err er
 
 const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, per_user_limit,
 	begin_at, end_at, captcha_required, created_at, paused, shards,
-	room_admit_per_second, room_prequeue_seconds`
+	room_admit_per_second, room_prequeue_seconds, room_mode, room_draw_pass_seconds`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
 	var kind string
 	var admit, prequeue *int64
+	var mode string
+	var drawPass int64
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
 		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
-		&admit, &prequeue)
+		&admit, &prequeue, &mode, &drawPass)
 	if admit != nil && prequeue != nil {
 		v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: *admit, PrequeueSeconds: *prequeue}
+		if mode == string(seckill.RoomDraw) {
+			v.WaitingRoom.Mode, v.WaitingRoom.DrawPassSeconds = seckill.RoomDraw, drawPass
+		}
 	}
 	v.Kind = seckill.Kind(kind)
 	v.BeginAt, v.EndAt, v.CreatedAt = v.BeginAt.UTC(), v.EndAt.UTC(), v.CreatedAt.UTC()
@@ -220,6 +225,22 @@ func roomPrequeue(r *seckill.WaitingRoom) *int64 {
 		return nil
 	}
 	return &r.PrequeueSeconds
+}
+
+// roomMode and roomDrawPass are a room's draw columns ('line' and 0
+// without a draw).
+func roomMode(r *seckill.WaitingRoom) string {
+	if r.IsDraw() {
+		return string(seckill.RoomDraw)
+	}
+	return string(seckill.RoomLine)
+}
+
+func roomDrawPass(r *seckill.WaitingRoom) int64 {
+	if r.IsDraw() {
+		return r.DrawPassSeconds
+	}
+	return 0
 }
 
 // CreateVoucher validates and stores v (its ID, StockLeft and CreatedAt are
@@ -247,11 +268,13 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
 
 	stored, err := scanVoucher(tx.QueryRow(ctx, `
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
-			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11)
+			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds,
+			room_mode, room_draw_pass_seconds)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		RETURNING `+voucherColumns,
 		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
-		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom)))
+		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), roomMode(v.WaitingRoom),
+		roomDrawPass(v.WaitingRoom)))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}

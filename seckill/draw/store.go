@@ -240,41 +240,79 @@ type Info struct {
 
 // Info reads voucherID's draw.
 func (s *Store) Info(ctx context.Context, voucherID int64) (Info, error) {
-	k := keysOf(voucherID)
-	var meta *redis.SliceCmd
-	var n *redis.IntCmd
+	all, err := s.infos(ctx, voucherID)
+	if err != nil {
+		return Info{}, err
+	}
+	return all[0], nil
+}
+
+// infos reads the draws of ids, in one round trip.
+func (s *Store) infos(ctx context.Context, ids ...int64) ([]Info, error) {
+	metas := make([]*redis.SliceCmd, len(ids))
+	counts := make([]*redis.IntCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HMGet(ctx, k.meta, "seed", "drawn", "cutoff", "winners")
-		n = p.SCard(ctx, k.entries)
+		for i, id := range ids {
+			k := keysOf(id)
+			metas[i] = p.HMGet(ctx, k.meta, "seed", "drawn", "cutoff", "winners")
+			counts[i] = p.SCard(ctx, k.entries)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Info{}, unavailable("read the draw", err)
+		return nil, unavailable("read the draws", err)
 	}
-	f := meta.Val()
-	str := func(i int) string { v, _ := f[i].(string); return v }
-	info := Info{Entries: n.Val()}
-	if h := str(0); h != "" {
-		seed, err := ParseSeed(h)
-		if err != nil {
-			return Info{}, err
-		}
-		info.Commitment = seed.Commitment()
-		if str(1) == "1" {
-			info.Seed = &seed
-		}
-	}
-	if info.Seed != nil {
-		info.Winners, _ = strconv.ParseInt(str(3), 10, 64)
-		if c := str(2); c != "" {
-			var t Ticket
-			if b, err := parseTicket(c); err == nil {
-				t = b
-				info.Cutoff = &t
+	out := make([]Info, len(ids))
+	for i := range ids {
+		f := metas[i].Val()
+		str := func(j int) string { v, _ := f[j].(string); return v }
+		info := Info{Entries: counts[i].Val()}
+		if h := str(0); h != "" {
+			seed, err := ParseSeed(h)
+			if err != nil {
+				return nil, err
+			}
+			info.Commitment = seed.Commitment()
+			if str(1) == "1" {
+				info.Seed = &seed
+				info.Winners, _ = strconv.ParseInt(str(3), 10, 64)
+				if t, err := parseTicket(str(2)); err == nil {
+					info.Cutoff = &t
+				}
 			}
 		}
+		out[i] = info
 	}
-	return info, nil
+	return out, nil
+}
+
+// DrawFaces reads the public faces of the draws of voucherIDs for the
+// catalog (seckill.DrawFaces); a draw whose entries have not opened is
+// left out.
+func (s *Store) DrawFaces(ctx context.Context, voucherIDs ...int64) (map[int64]seckill.DrawFace, error) {
+	all, err := s.infos(ctx, voucherIDs...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]seckill.DrawFace, len(all))
+	for i, info := range all {
+		if info.Commitment != "" {
+			out[voucherIDs[i]] = info.Face()
+		}
+	}
+	return out, nil
+}
+
+// Face is info as the voucher shows it.
+func (info Info) Face() seckill.DrawFace {
+	f := seckill.DrawFace{Commitment: info.Commitment, Entries: info.Entries}
+	if info.Seed != nil {
+		f.Seed = info.Seed.String()
+	}
+	if info.Cutoff != nil {
+		f.Cutoff = info.Cutoff.String()
+	}
+	return f
 }
 
 func parseTicket(h string) (Ticket, error) {

@@ -171,13 +171,13 @@ func TestDrawOnceWithThreeRacingDrawers(t *testing.T) {
 
 			first, err := entrant.room.Status(ctx, l, users[0][0])
 			require.NoError(t, err)
-			assert.Equal(t, draw.StateWon, draw.StateOf(first.State))
+			assert.Equal(t, waitroom.StateWon, waitroom.DrawState(first.State))
 			assert.NotEmpty(t, first.Pass)
 			assert.WithinDuration(t, first.At.Add(seckill.DefaultDrawPassSeconds*time.Second), first.PassExpiresAt, time.Second,
 				"a winner's pass lives draw_pass_seconds")
 			next, err := entrant.room.Status(ctx, l, users[0][50])
 			require.NoError(t, err)
-			assert.Equal(t, draw.StateWaitlisted, draw.StateOf(next.State))
+			assert.Equal(t, waitroom.StateWaitlisted, waitroom.DrawState(next.State))
 			assert.Equal(t, int64(1), next.Position)
 			last, err := entrant.room.Status(ctx, l, users[0][299])
 			require.NoError(t, err)
@@ -207,7 +207,7 @@ func TestWaitlistAdvances(t *testing.T) {
 			state := func(u int64) (waitroom.State, int64) {
 				st, err := in.room.Status(ctx, l, u)
 				require.NoError(t, err)
-				return draw.StateOf(st.State), st.Position
+				return waitroom.DrawState(st.State), st.Position
 			}
 
 			// The first winner buys (claims the pass); the second does nothing.
@@ -227,11 +227,11 @@ func TestWaitlistAdvances(t *testing.T) {
 			}
 			require.Equal(t, int64(1), step.Expired, "the unused pass expires")
 			s, _ := state(rank[1])
-			assert.Equal(t, draw.StateLost, s)
+			assert.Equal(t, waitroom.StateLost, s)
 			s, _ = state(rank[2])
-			assert.Equal(t, draw.StateWon, s, "the first on the waitlist wins its place")
+			assert.Equal(t, waitroom.StateWon, s, "the first on the waitlist wins its place")
 			s, pos := state(rank[3])
-			assert.Equal(t, draw.StateWaitlisted, s)
+			assert.Equal(t, waitroom.StateWaitlisted, s)
 			assert.Equal(t, int64(1), pos)
 
 			// The first winner's hold times out: its unit is back (two left).
@@ -239,9 +239,9 @@ func TestWaitlistAdvances(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), step.Admitted)
 			s, _ = state(rank[3])
-			assert.Equal(t, draw.StateWon, s, "the next on the waitlist wins the unit back")
+			assert.Equal(t, waitroom.StateWon, s, "the next on the waitlist wins the unit back")
 			s, pos = state(rank[5])
-			assert.Equal(t, draw.StateWaitlisted, s)
+			assert.Equal(t, waitroom.StateWaitlisted, s)
 			assert.Equal(t, int64(2), pos)
 		})
 	}

@@ -137,6 +137,9 @@ type Status struct {
 	Head int64
 	// At is Redis's time of the read.
 	At time.Time
+	// Draw is true in a draw's line: the API names the states as a draw
+	// does (DrawState).
+	Draw bool
 }
 
 // Room is the fleet's waiting rooms, one line per voucher, in Redis. It is
@@ -269,7 +272,7 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered %v", res)
 	}
 	code, rank, head, exp, now := res[0], res[1], res[2], res[3], time.UnixMilli(res[4])
-	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now}
+	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now, Draw: l.Draw}
 	switch code {
 	case codeNotIn:
 		return Status{}, apperr.Public(apperr.ErrNotFound, "you are not in this voucher's line; join it first")
