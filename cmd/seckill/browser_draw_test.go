@@ -18,13 +18,7 @@ import (
 func TestBrowserDraw(t *testing.T) {
 	ts := startSystem(t, nil)
 	begin := time.Now().Add(12 * time.Second)
-	created := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
-		"title": "draw voucher", "kind": "seckill", "price_cents": 250, "stock": 3, "per_user_limit": 1,
-		"begin_at": begin.UTC().Format(time.RFC3339Nano), "end_at": begin.Add(time.Hour).UTC().Format(time.RFC3339),
-		"waiting_room": map[string]any{"admit_per_second": 10, "prequeue_seconds": 60, "mode": "draw"},
-	}, nil)
-	require.Equal(t, http.StatusCreated, created.status, "%s", created.raw)
-	vid := created.body["id"].(string)
+	vid := ts.createDrawVoucher(t, 3, begin).body["id"].(string)
 	b := openBrowser(t, ts.base)
 	c := card(vid)
 	b.registerAndLogIn(newShopperName(), "correct horse battery")
