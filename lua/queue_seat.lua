@@ -12,7 +12,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return {-1, 0, now, 0} end
 local before = redis.call('HGET', KEYS[2], 'drawn')
-if before then return {0, tonumber(before), now, redis.call('ZCARD', KEYS[1])} end
+local size = redis.call('ZCARD', KEYS[1])
+if before then return {0, tonumber(before), now, size} end
+-- A line already there (restored after a Redis data loss, which took room.drawn with it) was
+-- seated before: it stands.
+local head = tonumber(redis.call('HGET', KEYS[2], 'head') or '0')
+if size > 0 or head > 0 then return {0, head, now, size} end
 local n = #ARGV - 3
 local w = math.min(tonumber(ARGV[2]), n)
 local exp = string.format('%.0f', now + tonumber(ARGV[1]))

@@ -99,6 +99,7 @@ func (d *Drawer) Tick(ctx context.Context) {
 			out, err := d.draws.Draw(ctx, t.Line, t.Stock, t.PerUserLimit)
 			if err != nil {
 				d.log.Warn("draw: cannot draw", "voucher_id", id, "err", err)
+				d.drawn[id] = out.Due // a lost draw is not tried again
 				continue
 			}
 			if out.Due {

@@ -170,6 +170,13 @@ func (s *Store) Draw(ctx context.Context, l waitroom.Line, stock, perUserLimit i
 	if err != nil {
 		return Outcome{}, err
 	}
+	if !seated.Now && seated.Size != int64(len(d.Ranked)) {
+		// The entries are not those seated: Redis lost the draw's keys
+		// (and its seed) while the room's line was restored. The seated
+		// ranking stands; another seed must not be published as its.
+		return Outcome{Due: true}, fmt.Errorf("draw: voucher %d: %d entries, but %d were seated: the draw's state was lost, its seed is not published",
+			l.VoucherID, len(d.Ranked), seated.Size)
+	}
 	// The first seating stands, whatever stock this instance saw.
 	d.Winners = int(min(seated.Winners, int64(len(d.Ranked))))
 	f := []any{"drawn", "1", "winners", d.Winners, "entries", len(d.Ranked)}

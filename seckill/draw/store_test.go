@@ -246,3 +246,39 @@ func TestWaitlistAdvances(t *testing.T) {
 		})
 	}
 }
+
+// TestLostDrawIsNotDrawnAgain: Redis loses the draw's keys (entries and
+// seed) after the draw while the room keeps its line (restored from its
+// copy): drawing again seats nothing, keeps the winners, and publishes no
+// other seed.
+func TestLostDrawIsNotDrawnAgain(t *testing.T) {
+	ctx := context.Background()
+	rdb := plain(t)
+	in := newInstance(rdb)
+	const id = 270401
+	l := drawLine(t, rdb, id, 300*time.Millisecond, 0)
+	for u := int64(1); u <= 4; u++ {
+		_, err := in.draws.Enter(ctx, l, u)
+		require.NoError(t, err)
+	}
+	untilBegun(t, rdb, l)
+	out, err := in.draws.Draw(ctx, l, 2, 1)
+	require.NoError(t, err)
+	require.True(t, out.Drew)
+	require.NoError(t, rdb.Del(ctx, "draw:{v270401}:meta", "draw:{v270401}:entries").Err())
+	require.NoError(t, rdb.HDel(ctx, "waitroom:{v270401}:room", "drawn").Err()) // lost too; the line was restored
+
+	again, err := in.draws.Draw(ctx, l, 2, 1)
+	require.Error(t, err)
+	assert.True(t, again.Due)
+	assert.False(t, again.Drew)
+	info, err := in.draws.Info(ctx, id)
+	require.NoError(t, err)
+	assert.Nil(t, info.Seed, "no other seed is published as the draw's")
+	st, err := in.room.Status(ctx, l, out.Draw.Users()[0])
+	require.NoError(t, err)
+	assert.Equal(t, waitroom.StateAdmitted, st.State, "the seated winners stand")
+	st, err = in.room.Status(ctx, l, out.Draw.Users()[3])
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), st.Position)
+}
