@@ -180,12 +180,12 @@ func TestVoucherShardsAndWaitingRoom(t *testing.T) {
 	status, hot := create(`,"shards":8,"waiting_room":{"admit_per_second":250,"prequeue_seconds":600}`)
 	require.Equal(t, 201, status, "%v", hot)
 	require.EqualValues(t, 8, hot["shards"])
-	require.Equal(t, map[string]any{"admit_per_second": 250.0, "prequeue_seconds": 600.0}, hot["waiting_room"])
+	require.Equal(t, map[string]any{"admit_per_second": 250.0, "prequeue_seconds": 600.0, "mode": "line"}, hot["waiting_room"])
 
 	status, plain := create(`,"waiting_room":{"admit_per_second":5}`)
 	require.Equal(t, 201, status, "%v", plain)
 	require.EqualValues(t, 1, plain["shards"], "shards default to one bucket")
-	require.Equal(t, map[string]any{"admit_per_second": 5.0, "prequeue_seconds": 0.0}, plain["waiting_room"], "no pre-queue by default")
+	require.Equal(t, map[string]any{"admit_per_second": 5.0, "prequeue_seconds": 0.0, "mode": "line"}, plain["waiting_room"], "no pre-queue by default")
 
 	status, none := create(``)
 	require.Equal(t, 201, status, "%v", none)
@@ -204,4 +204,20 @@ func TestVoucherShardsAndWaitingRoom(t *testing.T) {
 			`"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","waiting_room":{"admit_per_second":5}}`, admin...)
 	require.Equal(t, 400, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), "waiting_room is for seckill vouchers only")
+
+	// A draw: its pass lives 600 s unless set, it needs an entry window,
+	// and the voucher shows its draw (nothing published yet).
+	status, drawn := create(`,"waiting_room":{"admit_per_second":5,"prequeue_seconds":60,"mode":"draw"}`)
+	require.Equal(t, 201, status, "%v", drawn)
+	require.Equal(t, map[string]any{"admit_per_second": 5.0, "prequeue_seconds": 60.0, "mode": "draw",
+		"draw_pass_seconds": 600.0}, drawn["waiting_room"])
+	require.Equal(t, map[string]any{"commitment": nil, "seed": nil, "entries": 0.0, "cutoff": nil}, drawn["draw"])
+	for _, bad := range []string{
+		`{"admit_per_second":5,"mode":"draw"}`,
+		`{"admit_per_second":5,"prequeue_seconds":60,"mode":"lottery"}`,
+		`{"admit_per_second":5,"prequeue_seconds":60,"mode":"draw","draw_pass_seconds":-1}`,
+	} {
+		status, out := create(`,"waiting_room":` + bad)
+		require.Equal(t, 400, status, "%s: %v", bad, out)
+	}
 }

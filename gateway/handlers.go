@@ -31,7 +31,35 @@ func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
 	if a := r.Adaptive; a != nil {
 		out.Adaptive = &api.Adaptive{TargetP99Ms: &a.TargetP99Ms, MinPerSecond: &a.MinPerSecond, MaxPerSecond: &a.MaxPerSecond}
 	}
+	mode := string(seckill.RoomLine)
+	if r.IsDraw() {
+		mode = string(seckill.RoomDraw)
+		pass := int64(r.DrawPass().Seconds())
+		out.DrawPassSeconds = &pass
+	}
+	out.Mode = &mode
 	return out
+}
+
+// drawOut is a draw voucher's draw object, nil for the others.
+func drawOut(v seckill.Voucher) *api.Draw {
+	if !v.WaitingRoom.IsDraw() {
+		return nil
+	}
+	d := &api.Draw{}
+	if f := v.Draw; f != nil {
+		d.Entries = f.Entries
+		d.Commitment, d.Seed, d.Cutoff = nonEmpty(f.Commitment), nonEmpty(f.Seed), nonEmpty(f.Cutoff)
+	}
+	return d
+}
+
+// nonEmpty is s, or nil for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // waitingRoomIn is the operator's waiting room: admit_per_second is
@@ -59,6 +87,12 @@ func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
 		}
 		room.Adaptive = &seckill.Adaptive{TargetP99Ms: *a.TargetP99Ms, MinPerSecond: *a.MinPerSecond, MaxPerSecond: *a.MaxPerSecond}
 	}
+	if r.Mode != nil {
+		room.Mode = seckill.RoomMode(*r.Mode)
+	}
+	if r.DrawPassSeconds != nil {
+		room.DrawPassSeconds = *r.DrawPassSeconds
+	}
 	return room, nil
 }
 
@@ -81,6 +115,7 @@ func voucherJSON(v seckill.Voucher) api.Voucher {
 		CaptchaRequired: v.CaptchaRequired,
 		Shards:          v.ShardCount(),
 		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
+		Draw:            drawOut(v),
 	}
 }
 

@@ -85,6 +85,9 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, true); err != nil {
 		return err
 	}
+	if line.Draw {
+		return s.enterDraw(c, v, line, in)
+	}
 	ctx, uid := c.UserContext(), userIDOf(c)
 	if v.CaptchaRequired && s.pipeline.HasCaptcha() {
 		st, err := s.deps.Room.Status(ctx, line, uid)
@@ -95,14 +98,7 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	a := &buy.Attempt{
-		Request:       seckill.BuyRequest{VoucherID: v.ID, UserID: uid, Quantity: 1},
-		Voucher:       v,
-		ClientKey:     s.clientKey(c),
-		CaptchaID:     in.CaptchaID,
-		CaptchaAnswer: in.CaptchaAnswer,
-	}
-	if err := s.pipeline.Captcha(ctx, a); err != nil {
+	if err := s.joinCaptcha(c, v, in); err != nil {
 		return err
 	}
 	st, err := s.deps.Room.Join(ctx, line, uid)
@@ -112,11 +108,34 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	return c.JSON(waitroom.QueueJSON(st))
 }
 
+// joinCaptcha is the captcha of a join (or a draw's entry), as the buy asks
+// it.
+func (s *Server) joinCaptcha(c *fiber.Ctx, v seckill.Voucher, in api.QueueJoin) error {
+	a := &buy.Attempt{
+		Request:       seckill.BuyRequest{VoucherID: v.ID, UserID: userIDOf(c), Quantity: 1},
+		Voucher:       v,
+		ClientKey:     s.clientKey(c),
+		CaptchaID:     in.CaptchaID,
+		CaptchaAnswer: in.CaptchaAnswer,
+	}
+	return s.pipeline.Captcha(c.UserContext(), a)
+}
+
 // queueStatus is GET /api/v1/vouchers/{id}/queue: 404 when not in line.
 func (s *Server) queueStatus(c *fiber.Ctx) error {
 	_, line, err := s.queueLine(c)
 	if err != nil {
 		return err
+	}
+	if line.Draw {
+		if s.deps.Draws == nil {
+			return apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
+		}
+		q, err := s.drawPlace(c.UserContext(), line, userIDOf(c))
+		if err != nil {
+			return err
+		}
+		return c.JSON(q)
 	}
 	st, err := s.deps.Room.Status(c.UserContext(), line, userIDOf(c))
 	if err != nil {

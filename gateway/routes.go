@@ -65,6 +65,7 @@ func (s *Server) routes() error {
 	s.mountPprof(admin)
 	admin.Post("/vouchers", s.createVoucher)
 	admin.Add(fiber.MethodGet, "/vouchers/:id/stats", s.voucherStats)
+	admin.Add(fiber.MethodGet, "/vouchers/:id/draw/entries", s.drawEntries)
 	admin.Put("/vouchers/:id/state", s.setVoucherState)
 	admin.Add(fiber.MethodGet, "/vouchers/:id/report", s.saleReport)
 	admin.Add(fiber.MethodGet, "/vouchers/:id/orders.csv", s.ordersCSV)

@@ -146,6 +146,9 @@ type Deps struct {
 	// Room is the waiting rooms (queue.go). Nil: the queue routes and the
 	// buys of vouchers with a waiting room answer 503.
 	Room WaitingRoom
+	// Draws is the sales by draw (draw.go). Nil: the queue routes of
+	// vouchers sold by draw answer 503.
+	Draws Draws
 	// Replays answers a keyed waiting-room buy whose pass is refused with
 	// the order its key made (gateway/buy/pass.go). Nil: such a buy is
 	// refused 403.

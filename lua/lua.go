@@ -71,6 +71,24 @@ var QueuePass string
 //go:embed queue_rate.lua
 var QueueRate string
 
+// QueueSeat is queue_seat.lua: a draw's ranking seated in a waiting room,
+// once however many instances race, its winners admitted at once.
+//
+//go:embed queue_seat.lua
+var QueueSeat string
+
+// DrawEnter is draw_enter.lua: an entry in a draw (one per user, only in
+// its window), or the read of one; it also sets the draw's seed once.
+//
+//go:embed draw_enter.lua
+var DrawEnter string
+
+// DrawFreeze is draw_freeze.lua: close a draw's entries for good once its
+// start has come, and answer its seed.
+//
+//go:embed draw_freeze.lua
+var DrawFreeze string
+
 // MoveOut is move_out.lua: step 1 of moving stock between two buckets of a
 // voucher with several shards (debit the donor, record the move).
 //

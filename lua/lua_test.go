@@ -23,6 +23,7 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 		"queue_join": lua.QueueJoin, "queue_admit": lua.QueueAdmit, "queue_pass": lua.QueuePass,
 		"queue_rate": lua.QueueRate,
 		"move_out":   lua.MoveOut, "move_in": lua.MoveIn, "steer": lua.Steer,
+		"queue_seat": lua.QueueSeat, "draw_enter": lua.DrawEnter, "draw_freeze": lua.DrawFreeze,
 	} {
 		require.NotEmpty(t, src, name)
 		calls := call.FindAllStringSubmatch(src, -1)

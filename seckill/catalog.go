@@ -47,6 +47,12 @@ type StockKeeper interface {
 	StockLeft(ctx context.Context, voucherIDs ...int64) (map[int64]int64, error)
 }
 
+// DrawFaces reads the public faces of vouchers' draws (seckill/draw.Store
+// implements it); a voucher whose entries have not opened is left out.
+type DrawFaces interface {
+	DrawFaces(ctx context.Context, voucherIDs ...int64) (map[int64]DrawFace, error)
+}
+
 // Announcer tells every instance's Catalog that a voucher's record changed
 // (created, paused, resumed), so each reads it again at once instead of at
 // its next periodic refresh (redisstock.Announcer implements it over Redis
@@ -86,6 +92,7 @@ type Announcer interface {
 type Catalog struct {
 	store    VoucherStore
 	stock    StockKeeper
+	draws    DrawFaces
 	announce Announcer
 	now      func() time.Time
 	log      *slog.Logger
@@ -102,15 +109,16 @@ type Catalog struct {
 	ready     chan struct{}
 
 	mu        sync.Mutex
-	rows      []Voucher       // the last record read, newest first
-	live      map[int64]int64 // the last live stock read, by voucher
-	flight    *recordRead     // the read of the record in progress
-	lastStart time.Time       // when the last finished read of the record began
-	lastErr   error           // how it ended
-	readOnce  bool            // a read of the record has succeeded
-	stale     bool            // the last read failed (logged once per outage)
-	running   bool            // Run is keeping the memory fresh
-	ran       bool            // Run was called
+	rows      []Voucher          // the last record read, newest first
+	live      map[int64]int64    // the last live stock read, by voucher
+	faces     map[int64]DrawFace // the last draws read, by voucher
+	flight    *recordRead        // the read of the record in progress
+	lastStart time.Time          // when the last finished read of the record began
+	lastErr   error              // how it ended
+	readOnce  bool               // a read of the record has succeeded
+	stale     bool               // the last read failed (logged once per outage)
+	running   bool               // Run is keeping the memory fresh
+	ran       bool               // Run was called
 }
 
 // recordRead is one read of the record that any number of callers share.
@@ -127,6 +135,9 @@ type CatalogConfig struct {
 	Store VoucherStore
 	// Stock puts seckill vouchers on sale and reads their live stock.
 	Stock StockKeeper
+	// Draws, when set, reads the draws' faces with the live stock, for
+	// the vouchers sold by draw.
+	Draws DrawFaces
 	// Announcer makes Create and SetState tell the fleet (nil: only this
 	// instance learns at once; the others at their next periodic refresh).
 	Announcer Announcer
@@ -169,14 +180,14 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 		log = slog.Default()
 	}
 	return &Catalog{
-		store: cfg.Store, stock: cfg.Stock, announce: cfg.Announcer, now: time.Now, log: log,
+		store: cfg.Store, stock: cfg.Stock, draws: cfg.Draws, announce: cfg.Announcer, now: time.Now, log: log,
 		recordEvery: positive(cfg.RecordEvery, DefaultRecordEvery),
 		stockEvery:  positive(cfg.StockEvery, DefaultStockEvery),
 		lookupGap:   positive(cfg.LookupGap, DefaultLookupGap),
 		readTimeout: 5 * time.Second,
 		kick:        make(chan struct{}, 1), stockKick: make(chan struct{}, 1),
 		ready: make(chan struct{}),
-		live:  make(map[int64]int64),
+		live:  make(map[int64]int64), faces: make(map[int64]DrawFace),
 	}
 }
 

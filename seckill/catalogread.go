@@ -120,6 +120,7 @@ func (c *Catalog) refreshStock(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.stockEvery*5)
 	defer cancel()
 	left, err := c.stock.StockLeft(ctx, ids...)
+	faces, ferr := c.readFaces(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {
@@ -127,7 +128,29 @@ func (c *Catalog) refreshStock(ctx context.Context) {
 			c.live[id] = n
 		}
 	}
+	if ferr == nil {
+		c.faces = faces
+	}
 	c.publish()
+}
+
+// readFaces reads the faces of the draws not yet ended, nil without any.
+func (c *Catalog) readFaces(ctx context.Context) (map[int64]DrawFace, error) {
+	if c.draws == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	var ids []int64
+	for _, v := range c.rows {
+		if v.WaitingRoom.IsDraw() && v.EndAt.After(c.now().Add(-ClockMargin)) {
+			ids = append(ids, v.ID)
+		}
+	}
+	c.mu.Unlock()
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return c.draws.DrawFaces(ctx, ids...)
 }
 
 // seckillIDs are the ids of the seckill vouchers among rows whose sale ends
@@ -150,6 +173,9 @@ func (c *Catalog) publish() {
 	for i, v := range c.rows {
 		if n, ok := c.live[v.ID]; ok && v.Kind == KindSeckill {
 			v.StockLeft = n
+		}
+		if f, ok := c.faces[v.ID]; ok && v.WaitingRoom.IsDraw() {
+			v.Draw = &f
 		}
 		v.State = v.StateAt(now)
 		vs[i] = v

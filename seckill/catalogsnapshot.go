@@ -15,7 +15,7 @@ func (a Voucher) Same(b Voucher) bool {
 		a.StockTotal == b.StockTotal && a.StockLeft == b.StockLeft && a.PerUserLimit == b.PerUserLimit &&
 		a.BeginAt.Equal(b.BeginAt) && a.EndAt.Equal(b.EndAt) && a.CaptchaRequired == b.CaptchaRequired &&
 		a.Paused == b.Paused && a.State == b.State && a.ShardCount() == b.ShardCount() &&
-		equalPtr(a.WaitingRoom, b.WaitingRoom)
+		equalPtr(a.WaitingRoom, b.WaitingRoom) && equalPtr(a.Draw, b.Draw)
 }
 
 // equalPtr reports whether a and b are both nil or point at equal values.

@@ -84,6 +84,18 @@ type Voucher struct {
 	// WaitingRoom, when set, makes buying take an admission pass from the
 	// voucher's fair line (seckill/waitroom).
 	WaitingRoom *WaitingRoom
+	// Draw is the public face of a voucher sold by draw (seckill/draw), as
+	// the catalog last read it; nil for the others, and before its entries
+	// open.
+	Draw *DrawFace
+}
+
+// DrawFace is what anyone may see of a draw: the commitment from when
+// entries open, the seed and the cut-off once drawn (empty before), and
+// how many entered.
+type DrawFace struct {
+	Commitment, Seed, Cutoff string
+	Entries                  int64
 }
 
 // WaitingRoom is how a voucher's line admits shoppers.
@@ -98,6 +110,39 @@ type WaitingRoom struct {
 	// health between its bounds, starting from AdmitPerSecond
 	// (seckill/waitroom, adapt.go).
 	Adaptive *Adaptive
+	// Mode is RoomLine (the default, also when empty) or RoomDraw: the
+	// PrequeueSeconds before begin_at take entries, and at begin_at a
+	// verifiable draw ranks them (seckill/draw).
+	Mode RoomMode
+	// DrawPassSeconds is how long a draw winner's pass lives (0:
+	// DefaultDrawPassSeconds).
+	DrawPassSeconds int64
+}
+
+// RoomMode is how a waiting room orders its shoppers.
+type RoomMode string
+
+// The modes of a waiting room.
+const (
+	RoomLine RoomMode = "line"
+	RoomDraw RoomMode = "draw"
+)
+
+// Bounds of a draw's pass lifetime, in seconds.
+const (
+	DefaultDrawPassSeconds = 600
+	MaxDrawPassSeconds     = 86_400
+)
+
+// IsDraw reports whether w sells by draw.
+func (w *WaitingRoom) IsDraw() bool { return w != nil && w.Mode == RoomDraw }
+
+// DrawPass is how long a draw winner's pass lives.
+func (w *WaitingRoom) DrawPass() time.Duration {
+	if w == nil || w.DrawPassSeconds <= 0 {
+		return DefaultDrawPassSeconds * time.Second
+	}
+	return time.Duration(w.DrawPassSeconds) * time.Second
 }
 
 // Adaptive is a waiting room's admission that follows the back end's
@@ -204,6 +249,13 @@ func (v Voucher) Validate() error {
 			return apperr.Invalidf("waiting_room.admit_per_second must be 1 to %d", MaxAdmitPerSecond)
 		case r.PrequeueSeconds < 0 || r.PrequeueSeconds > MaxPrequeueSeconds:
 			return apperr.Invalidf("waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
+		case r.Mode != "" && r.Mode != RoomLine && r.Mode != RoomDraw:
+			return apperr.Invalidf("waiting_room.mode must be line or draw")
+		case r.DrawPassSeconds < 0 || r.DrawPassSeconds > MaxDrawPassSeconds:
+			return apperr.Invalidf("waiting_room.draw_pass_seconds must be 0 (the default, 600) to %d", MaxDrawPassSeconds)
+		case r.Mode == RoomDraw && r.PrequeueSeconds < 1:
+			// The entries are taken in the pre-queue: none would fit in 0 s.
+			return apperr.Invalidf("waiting_room.prequeue_seconds must be at least 1 in a draw: entries are taken then")
 		}
 		if a := r.Adaptive; a != nil {
 			return a.validate(r.AdmitPerSecond)

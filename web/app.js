@@ -23,7 +23,9 @@
  *                               while waiting out a 429, when sold out or not on sale;
  *                               on a voucher with a waiting room, shown only once admitted)
  *       .queue                  the waiting room (vouchers with waiting_room); data-state =
- *                               none|waiting|sold_out|admitted|used|expired|closed
+ *                               none|waiting|sold_out|admitted|used|expired|closed, and
+ *                               in a draw (waiting_room.mode "draw")
+ *                               none|entered|won|used|expired|waitlisted|lost
  *         .queue-headline .queue-position .queue-ahead .queue-eta .queue-bar
  *       .join                   "Join the line" (shown until the shopper is in line)
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
@@ -519,12 +521,14 @@
       const joinable = now >= opens && !over && phase !== 'paused';
       let q = this.queue;
       let st = q ? q.state : 'none';
+      if (st === 'won') st = 'admitted'; // a draw's winner holds a pass as the admitted do
       if (st === 'admitted' && !q.pass) st = 'used';
       if (st === 'admitted' && Date.parse(q.pass_expires_at) <= now) st = 'expired';
       if (st === 'none' && over) st = 'closed';
-      box.dataset.state = st;
       const headline = $('.queue-headline', box);
       const bar = $('.queue-bar', box);
+      if (v.waiting_room.mode === 'draw') return this.updateDraw(st, phase, now, headline, bar, box, join);
+      box.dataset.state = st;
       let showJoin = false;
       switch (st) {
         case 'none':
@@ -576,12 +580,66 @@
       return { hideBuy: st !== 'admitted', wantCaptcha: st === 'none' || st === 'admitted', joinable };
     }
 
+    // updateDraw is updateQueue for a sale by draw: enter, then the draw's
+    // result (won with a pass, waitlisted with a place, or lost) and the
+    // shopper's own ticket beside the cut-off, to check by hand.
+    updateDraw(st, phase, now, headline, bar, box, join) {
+      const v = this.voucher;
+      const q = this.queue;
+      const begin = Date.parse(v.begin_at);
+      const opens = begin - (v.waiting_room.prequeue_seconds || 0) * 1000;
+      const d = v.draw || {};
+      const joinable = now >= opens && now < begin && phase !== 'paused' && phase !== 'ended';
+      if (st === 'closed') st = 'lost';
+      box.dataset.state = st === 'admitted' ? 'won' : st;
+      let showJoin = false;
+      let text;
+      switch (st) {
+        case 'none':
+          showJoin = true;
+          if (!state.session) text = 'This sale is a draw. Log in, then enter it.';
+          else if (now < opens) text = `This sale is a draw. Entries open in ${fmtDuration(opens - now)}.`;
+          else if (now < begin) text = `This sale is a draw: enter before it opens, in ${fmtDuration(begin - now)}. Arriving first gives no advantage.`;
+          else text = 'Entries to this draw are closed.';
+          bar.value = 0;
+          break;
+        case 'entered':
+          text = now < begin
+            ? `You’re in the draw. It is made when the sale opens, in ${fmtDuration(begin - now)}.`
+            : 'You’re in the draw. It is being made…';
+          break;
+        case 'admitted':
+          text = `You won the draw! Buy within ${fmtDuration(Date.parse(q.pass_expires_at) - now)}.`;
+          bar.max = 1;
+          bar.value = 1;
+          break;
+        case 'used':
+          text = 'You won the draw and used your turn.';
+          break;
+        case 'waitlisted':
+          text = `You’re number ${q.position} on the waitlist: units a winner does not buy come to you in draw order.`;
+          setText($('.queue-position', box), String(q.position));
+          setText($('.queue-ahead', box), String(q.ahead));
+          setText($('.queue-eta', box), 'when units come back');
+          break;
+        default:
+          text = 'The draw is over for you: the sale ended, or the turn you won passed.';
+      }
+      if (q && q.ticket && d.cutoff) text += ` Your ticket ${q.ticket.slice(0, 12)}…, the cut-off ${d.cutoff.slice(0, 12)}… (the lowest tickets win).`;
+      else if (d.commitment && !d.seed) text += ` Commitment: ${d.commitment.slice(0, 16)}…`;
+      setText(headline, text);
+      if (join.hidden === showJoin) join.hidden = !showJoin;
+      setText(join, this.joining ? 'Entering…' : 'Enter the draw');
+      join.disabled = this.joining || !joinable || !state.session;
+      return { hideBuy: st !== 'admitted', wantCaptcha: st === 'none' || st === 'admitted', joinable };
+    }
+
     // setQueue takes the shopper's place, answered or pushed.
     setQueue(q) {
       if (q && q.state === 'waiting' && (!this.queue || this.queue.state !== 'waiting' || q.position > this.queueStart)) {
         this.queueStart = q.position;
       }
-      if (q && q.state === 'admitted' && q.pass && (!this.queue || this.queue.pass !== q.pass)) {
+      if (q && (q.state === 'admitted' || q.state === 'won') && q.pass && (!this.queue || this.queue.pass !== q.pass)) {
         say(`It’s your turn to buy “${this.voucher ? this.voucher.title : ''}”!`, 'ok');
       }
       this.queue = q;
@@ -853,8 +911,12 @@
   function applyVoucher(raw) {
     if (!raw || raw.id === undefined) return;
     const v = { ...raw, id: String(raw.id) };
+    const was = state.vouchers.get(v.id);
     state.vouchers.set(v.id, v);
     let card = state.cards.get(v.id);
+    if (card && v.draw && v.draw.seed && !(was && was.draw && was.draw.seed) && card.queue) {
+      card.readQueue(); // the draw is made: the entrant's result
+    }
     if (!card) {
       if (!state.vouchersLoadedOnce) return; // the list on its way has it
       card = newCard(v);

@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/fleethealth"
+	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -62,6 +63,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room,
 		Targets: s.adapter.Targets(waitroom.CatalogTargets(s.catalog, s.stock, s.store)), Log: s.log,
 		OnStep: func(id int64, st waitroom.Step) { s.sales.Step(id, st.Admitted, st.Waiting) }})
+	s.drawer = draw.NewDrawer(draw.DrawerConfig{Draws: s.draws, Targets: draw.CatalogTargets(s.catalog), Log: s.log})
 	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge()
@@ -114,6 +116,7 @@ func (s *system) buildGateway(ctx context.Context) error {
 			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
 		Room:       s.room,
 		AdmitRates: s.adapter,
+		Draws:      s.draws,
 		Replays:    requestOrders{stock: s.stock, store: s.store},
 		// The sale report: attempts counted in memory, the report read from
 		// PostgreSQL (orders/salereport).

@@ -21,6 +21,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -65,6 +66,11 @@ type system struct {
 	room     *waitroom.Room
 	feed     *waitroom.Feed
 	admitter *waitroom.Admitter
+	// draws are the sales by draw (seckill/draw), read by the catalog;
+	// every gateway's drawer opens them and makes them at begin_at (once,
+	// fleet-wide).
+	draws  *draw.Store
+	drawer *draw.Drawer
 	// mirror copies the rooms' journals to PostgreSQL (cmd/seckill/roomcopy.go).
 	mirror *waitroom.Mirror
 	// sales counts what every sale does, for its report; every role
@@ -118,7 +124,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow})
 	s.events = notify.NewPublisher(s.rdb)
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
-	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock,
+	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Grace: cfg.StateGrace})
+	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock, Draws: s.draws,
 		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log})
 
 	if cfg.hasRole(roleGateway) {

@@ -13,7 +13,8 @@ type QueueJoin struct {
 // object), answered by the queue routes and pushed in queue frames.
 type Queue struct {
 	VoucherID string `json:"voucher_id"`
-	// State is waiting, admitted, expired or closed.
+	// State is waiting, admitted, expired, sold_out or closed; in a draw
+	// entered, won, waitlisted or lost.
 	State string `json:"state"`
 	// Position counts from 1 while waiting; 0 otherwise.
 	Position   int64 `json:"position"`
@@ -23,4 +24,6 @@ type Queue struct {
 	// unused; null otherwise.
 	Pass          *string    `json:"pass"`
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
+	// Ticket is a draw entrant's own rank key once drawn; absent otherwise.
+	Ticket *string `json:"ticket,omitempty"`
 }

@@ -22,13 +22,26 @@ type Voucher struct {
 	Shards int `json:"shards"`
 	// WaitingRoom is the voucher's line, null when buying needs no pass.
 	WaitingRoom *WaitingRoom `json:"waiting_room"`
+	// Draw is the voucher's draw, null unless it sells by draw.
+	Draw *Draw `json:"draw"`
+}
+
+// Draw is a sale by draw, as anyone may check it (the `Draw` object): each
+// figure null until published.
+type Draw struct {
+	Commitment *string `json:"commitment"`
+	Seed       *string `json:"seed"`
+	Entries    int64   `json:"entries"`
+	Cutoff     *string `json:"cutoff"`
 }
 
 // WaitingRoom is a voucher's waiting room, out and in (the `WaitingRoom`
 // object). Pointers tell a missing figure from zero on the way in.
 type WaitingRoom struct {
-	AdmitPerSecond  *int64 `json:"admit_per_second"`
-	PrequeueSeconds *int64 `json:"prequeue_seconds"`
+	AdmitPerSecond  *int64  `json:"admit_per_second"`
+	PrequeueSeconds *int64  `json:"prequeue_seconds"`
+	Mode            *string `json:"mode,omitempty"`
+	DrawPassSeconds *int64  `json:"draw_pass_seconds,omitempty"`
 	// Adaptive, absent for a fixed rate, lets the rate follow the back
 	// end's health between its bounds.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`

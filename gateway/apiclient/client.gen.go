@@ -240,11 +240,15 @@ func (e PurchaseStatus) Valid() bool {
 
 // Defines values for QueueState.
 const (
-	QueueStateAdmitted QueueState = "admitted"
-	QueueStateClosed   QueueState = "closed"
-	QueueStateExpired  QueueState = "expired"
-	QueueStateSoldOut  QueueState = "sold_out"
-	QueueStateWaiting  QueueState = "waiting"
+	QueueStateAdmitted   QueueState = "admitted"
+	QueueStateClosed     QueueState = "closed"
+	QueueStateEntered    QueueState = "entered"
+	QueueStateExpired    QueueState = "expired"
+	QueueStateLost       QueueState = "lost"
+	QueueStateSoldOut    QueueState = "sold_out"
+	QueueStateWaiting    QueueState = "waiting"
+	QueueStateWaitlisted QueueState = "waitlisted"
+	QueueStateWon        QueueState = "won"
 )
 
 // Valid indicates whether the value is a known member of the QueueState enum.
@@ -254,11 +258,19 @@ func (e QueueState) Valid() bool {
 		return true
 	case QueueStateClosed:
 		return true
+	case QueueStateEntered:
+		return true
 	case QueueStateExpired:
+		return true
+	case QueueStateLost:
 		return true
 	case QueueStateSoldOut:
 		return true
 	case QueueStateWaiting:
+		return true
+	case QueueStateWaitlisted:
+		return true
+	case QueueStateWon:
 		return true
 	default:
 		return false
@@ -307,6 +319,24 @@ func (e VoucherState) Valid() bool {
 	case VoucherStateScheduled:
 		return true
 	case VoucherStateSoldOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WaitingRoomMode.
+const (
+	WaitingRoomModeDraw WaitingRoomMode = "draw"
+	WaitingRoomModeLine WaitingRoomMode = "line"
+)
+
+// Valid indicates whether the value is a known member of the WaitingRoomMode enum.
+func (e WaitingRoomMode) Valid() bool {
+	switch e {
+	case WaitingRoomModeDraw:
+		return true
+	case WaitingRoomModeLine:
 		return true
 	default:
 		return false
@@ -499,6 +529,23 @@ type Credentials struct {
 	Username string `json:"username"`
 }
 
+// Draw A sale by draw, checkable by anyone: a ticket is the hex HMAC-SHA256(key = seed,
+// message = "<voucher_id>:<user_id>"), and the entries with the lowest tickets win
+// (seckill/draw/README.md shows the check with sha256sum and openssl).
+type Draw struct {
+	// Commitment the hex SHA-256 of the secret 32-byte seed, published when entries open; null before
+	Commitment *string `json:"commitment"`
+
+	// Cutoff the highest winning ticket once drawn; null before, or when nobody entered
+	Cutoff *string `json:"cutoff"`
+
+	// Entries how many accounts entered
+	Entries int64 `json:"entries"`
+
+	// Seed the seed in hex, null until the draw at begin_at
+	Seed *string `json:"seed"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	Error struct {
@@ -580,12 +627,15 @@ type Queue struct {
 	// Position counts from 1 while waiting or sold_out; 0 otherwise
 	Position int64 `json:"position"`
 
-	// State waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
-	State     QueueState `json:"state"`
-	VoucherId string     `json:"voucher_id"`
+	// State In a draw (waiting_room.mode draw): entered (before the draw), won (pass set while unused), waitlisted (position set: the place on the waitlist) or lost (the sale is over, or the pass won expired unused). In a line: waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
+	State QueueState `json:"state"`
+
+	// Ticket in a draw, once drawn, the shopper's own ticket (rank key), to check against the voucher's draw.cutoff; null otherwise
+	Ticket    *string `json:"ticket,omitempty"`
+	VoucherId string  `json:"voucher_id"`
 }
 
-// QueueState waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
+// QueueState In a draw (waiting_room.mode draw): entered (before the draw), won (pass set while unused), waitlisted (position set: the place on the waitlist) or lost (the sale is over, or the pass won expired unused). In a line: waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
 type QueueState string
 
 // QueueJoin defines model for QueueJoin.
@@ -725,7 +775,10 @@ type User struct {
 type Voucher struct {
 	BeginAt         time.Time `json:"begin_at"`
 	CaptchaRequired bool      `json:"captcha_required"`
-	EndAt           time.Time `json:"end_at"`
+
+	// Draw the voucher's draw, null unless waiting_room.mode is draw
+	Draw  *Draw     `json:"draw"`
+	EndAt time.Time `json:"end_at"`
 
 	// Id Example: 42
 	Id           string      `json:"id"`
@@ -787,9 +840,18 @@ type WaitingRoom struct {
 	// AdmitPerSecond shoppers the whole fleet admits a second from begin_at
 	AdmitPerSecond int64 `json:"admit_per_second"`
 
-	// PrequeueSeconds how long before begin_at the line opens; everyone who joins then gets a random place at begin_at
+	// DrawPassSeconds how long a draw winner's pass lives (0 is the default, 600)
+	DrawPassSeconds *int64 `json:"draw_pass_seconds,omitempty"`
+
+	// Mode line (a fair line, admitted at admit_per_second) or draw (entries in the prequeue_seconds before begin_at, drawn once at begin_at; the waitlist advances at admit_per_second as units come back)
+	Mode *WaitingRoomMode `json:"mode,omitempty"`
+
+	// PrequeueSeconds how long before begin_at the line opens; everyone who joins then gets a random place at begin_at (in a draw, the entry window; at least 1)
 	PrequeueSeconds *int64 `json:"prequeue_seconds,omitempty"`
 }
+
+// WaitingRoomMode line (a fair line, admitted at admit_per_second) or draw (entries in the prequeue_seconds before begin_at, drawn once at begin_at; the waitlist advances at admit_per_second as units come back)
+type WaitingRoomMode string
 
 // ID defines model for ID.
 type ID = string
@@ -1120,6 +1182,15 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
 	VoucherChanges(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DrawEntries Every entry of a draw, for an audit.
+	//
+	// CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
+	// or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
+	// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+	//
+	// Corresponds with GET /api/v1/admin/vouchers/{id}/draw/entries (the `DrawEntries` operationId).
+	DrawEntries(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// VoucherOrdersCSV Who got what, every order of one voucher as CSV, streamed.
 	//
 	// The first line is the header `order_id,user_id,quantity,status,reserved_at,paid_at`; then one line per order in order id order. Times are RFC 3339 in UTC; `paid_at` is empty unless the order is paid. The rows are sent as PostgreSQL reads them, so an export of any size is never held in memory; a failure halfway ends the body early.
@@ -1367,7 +1438,10 @@ type ClientInterface interface {
 	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-	// not_started.
+	// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+	// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+	// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+	// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1389,7 +1463,10 @@ type ClientInterface interface {
 	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-	// not_started.
+	// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+	// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+	// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+	// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1645,6 +1722,25 @@ func (c *Client) ChangeVoucher(ctx context.Context, id ID, body ChangeVoucherJSO
 // Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
 func (c *Client) VoucherChanges(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewVoucherChangesRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DrawEntries Every entry of a draw, for an audit.
+//
+// CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
+// or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
+// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+//
+// Corresponds with GET /api/v1/admin/vouchers/{id}/draw/entries (the `DrawEntries` operationId).
+func (c *Client) DrawEntries(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrawEntriesRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2112,7 +2208,10 @@ func (c *Client) QueueStatus(ctx context.Context, id ID, reqEditors ...RequestEd
 // (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-// not_started.
+// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2144,7 +2243,10 @@ func (c *Client) JoinQueueWithBody(ctx context.Context, id ID, contentType strin
 // (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-// not_started.
+// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2554,6 +2656,40 @@ func NewVoucherChangesRequest(server string, id ID) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/admin/vouchers/%s/changes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDrawEntriesRequest constructs an http.Request for the DrawEntries method
+func NewDrawEntriesRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/vouchers/%s/draw/entries", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3701,6 +3837,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/admin/vouchers/{id}/changes (the `VoucherChanges` operationId).
 	VoucherChangesWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*VoucherChangesResponse, error)
 
+	// DrawEntriesWithResponse Every entry of a draw, for an audit.
+	//
+	// CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
+	// or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
+	// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/vouchers/{id}/draw/entries (the `DrawEntries` operationId).
+	DrawEntriesWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DrawEntriesResponse, error)
+
 	// VoucherOrdersCSVWithResponse Who got what, every order of one voucher as CSV, streamed.
 	//
 	// The first line is the header `order_id,user_id,quantity,status,reserved_at,paid_at`; then one line per order in order id order. Times are RFC 3339 in UTC; `paid_at` is empty unless the order is paid. The rows are sent as PostgreSQL reads them, so an export of any size is never held in memory; a failure halfway ends the body early.
@@ -3974,7 +4121,10 @@ type ClientWithResponsesInterface interface {
 	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-	// not_started.
+	// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+	// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+	// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+	// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3996,7 +4146,10 @@ type ClientWithResponsesInterface interface {
 	// (`queue` frames, /api/v1/ws).
 	// A voucher with captcha_required requires a captcha to join. A voucher without a
 	// waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-	// not_started.
+	// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+	// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+	// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+	// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5292,6 +5445,242 @@ func (r VoucherChangesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r VoucherChangesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DrawEntriesResponse200Headers the declared response headers of an HTTP 200 response for DrawEntries
+type DrawEntriesResponse200Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse400Headers the declared response headers of an HTTP 400 response for DrawEntries
+type DrawEntriesResponse400Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse401Headers the declared response headers of an HTTP 401 response for DrawEntries
+type DrawEntriesResponse401Headers struct {
+	CacheControl        *string
+	WWWAuthenticate     string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse403Headers the declared response headers of an HTTP 403 response for DrawEntries
+type DrawEntriesResponse403Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse404Headers the declared response headers of an HTTP 404 response for DrawEntries
+type DrawEntriesResponse404Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse405Headers the declared response headers of an HTTP 405 response for DrawEntries
+type DrawEntriesResponse405Headers struct {
+	Allow               string
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse409Headers the declared response headers of an HTTP 409 response for DrawEntries
+type DrawEntriesResponse409Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse413Headers the declared response headers of an HTTP 413 response for DrawEntries
+type DrawEntriesResponse413Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse500Headers the declared response headers of an HTTP 500 response for DrawEntries
+type DrawEntriesResponse500Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// DrawEntriesResponse503Headers the declared response headers of an HTTP 503 response for DrawEntries
+type DrawEntriesResponse503Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	RetryAfter          int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+type DrawEntriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidInput
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DrawEntriesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DrawEntriesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DrawEntriesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DrawEntriesResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DrawEntriesResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *DrawEntriesResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DrawEntriesResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *DrawEntriesResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DrawEntriesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DrawEntriesResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DrawEntriesResponse) GetJSON400() *InvalidInput {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DrawEntriesResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DrawEntriesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DrawEntriesResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r DrawEntriesResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DrawEntriesResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r DrawEntriesResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DrawEntriesResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DrawEntriesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DrawEntriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DrawEntriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DrawEntriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DrawEntriesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10076,6 +10465,23 @@ func (c *ClientWithResponses) VoucherChangesWithResponse(ctx context.Context, id
 	return ParseVoucherChangesResponse(rsp)
 }
 
+// DrawEntriesWithResponse Every entry of a draw, for an audit.
+//
+// CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
+// or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
+// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/vouchers/{id}/draw/entries (the `DrawEntries` operationId).
+func (c *ClientWithResponses) DrawEntriesWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DrawEntriesResponse, error) {
+	rsp, err := c.DrawEntries(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDrawEntriesResponse(rsp)
+}
+
 // VoucherOrdersCSVWithResponse Who got what, every order of one voucher as CSV, streamed.
 //
 // The first line is the header `order_id,user_id,quantity,status,reserved_at,paid_at`; then one line per order in order id order. Times are RFC 3339 in UTC; `paid_at` is empty unless the order is paid. The rows are sent as PostgreSQL reads them, so an export of any size is never held in memory; a failure halfway ends the body early.
@@ -10475,7 +10881,10 @@ func (c *ClientWithResponses) QueueStatusWithResponse(ctx context.Context, id ID
 // (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-// not_started.
+// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10503,7 +10912,10 @@ func (c *ClientWithResponses) JoinQueueWithBodyWithResponse(ctx context.Context,
 // (`queue` frames, /api/v1/ws).
 // A voucher with captcha_required requires a captcha to join. A voucher without a
 // waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
-// not_started.
+// not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
+// taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
+// ended. At begin_at the draw ranks every entry once: won (with the pass, valid
+// draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13812,6 +14224,674 @@ func ParseVoucherChangesResponse(rsp *http.Response) (*VoucherChangesResponse, e
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers VoucherChangesResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDrawEntriesResponse parses an HTTP response from a DrawEntriesWithResponse call
+func ParseDrawEntriesResponse(rsp *http.Response) (*DrawEntriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DrawEntriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DrawEntriesResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DrawEntriesResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DrawEntriesResponse401Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DrawEntriesResponse403Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DrawEntriesResponse404Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers DrawEntriesResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = value
+		}
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers DrawEntriesResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers DrawEntriesResponse413Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers DrawEntriesResponse500Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DrawEntriesResponse503Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -192,19 +192,25 @@ func (s *Store) UserByName(ctx context.Context, username string) (_ User, err er
 const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, per_user_limit,
 	begin_at, end_at, captcha_required, created_at, paused, shards,
 	room_admit_per_second, room_prequeue_seconds,
-	room_target_p99_ms, room_min_per_second, room_max_per_second`
+	room_target_p99_ms, room_min_per_second, room_max_per_second,
+	room_mode, room_draw_pass_seconds`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
 	var kind string
 	var admit, prequeue, target, minRate, maxRate *int64
+	var mode string
+	var drawPass int64
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
 		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
-		&admit, &prequeue, &target, &minRate, &maxRate)
+		&admit, &prequeue, &target, &minRate, &maxRate, &mode, &drawPass)
 	if admit != nil && prequeue != nil {
 		v.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: *admit, PrequeueSeconds: *prequeue}
 		if target != nil && minRate != nil && maxRate != nil {
 			v.WaitingRoom.Adaptive = &seckill.Adaptive{TargetP99Ms: *target, MinPerSecond: *minRate, MaxPerSecond: *maxRate}
+		}
+		if mode == string(seckill.RoomDraw) {
+			v.WaitingRoom.Mode, v.WaitingRoom.DrawPassSeconds = seckill.RoomDraw, drawPass
 		}
 	}
 	v.Kind = seckill.Kind(kind)
@@ -236,6 +242,22 @@ func roomAdaptive(r *seckill.WaitingRoom) (target, minRate, maxRate *int64) {
 	return &r.Adaptive.TargetP99Ms, &r.Adaptive.MinPerSecond, &r.Adaptive.MaxPerSecond
 }
 
+// roomMode and roomDrawPass are a room's draw columns ('line' and 0
+// without a draw).
+func roomMode(r *seckill.WaitingRoom) string {
+	if r.IsDraw() {
+		return string(seckill.RoomDraw)
+	}
+	return string(seckill.RoomLine)
+}
+
+func roomDrawPass(r *seckill.WaitingRoom) int64 {
+	if r.IsDraw() {
+		return r.DrawPassSeconds
+	}
+	return 0
+}
+
 // CreateVoucher validates and stores v (its ID, StockLeft and CreatedAt are
 // set by the store) in a transaction, calls beforeCommit with the stored
 // voucher, and commits only if beforeCommit returned nil. The caller warms
@@ -263,11 +285,12 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
 	stored, err := scanVoucher(tx.QueryRow(ctx, `
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
 			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds,
-			room_target_p99_ms, room_min_per_second, room_max_per_second)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			room_target_p99_ms, room_min_per_second, room_max_per_second, room_mode, room_draw_pass_seconds)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		RETURNING `+voucherColumns,
 		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
-		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), target, minRate, maxRate))
+		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), target, minRate, maxRate,
+		roomMode(v.WaitingRoom), roomDrawPass(v.WaitingRoom)))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}

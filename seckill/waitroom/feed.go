@@ -61,6 +61,8 @@ type wire struct {
 	E int64 `json:"e"`
 	R int64 `json:"r"`
 	P int64 `json:"p,omitempty"`
+	// D is true for a draw's line (Line.Draw).
+	D bool `json:"d,omitempty"`
 	// A is Redis's time (ms); H the head.
 	A int64 `json:"a"`
 	H int64 `json:"h"`
@@ -79,11 +81,11 @@ type wire struct {
 }
 
 func (m *wire) setLine(l Line) {
-	m.V, m.B, m.E, m.R, m.P = l.VoucherID, l.BeginAt.UnixMilli(), l.EndAt.UnixMilli(), l.AdmitPerSecond, l.PrequeueSeconds
+	m.V, m.B, m.E, m.R, m.P, m.D = l.VoucherID, l.BeginAt.UnixMilli(), l.EndAt.UnixMilli(), l.AdmitPerSecond, l.PrequeueSeconds, l.Draw
 }
 
 func (m *wire) line() Line {
-	return Line{VoucherID: m.V, BeginAt: time.UnixMilli(m.B), EndAt: time.UnixMilli(m.E), AdmitPerSecond: m.R, PrequeueSeconds: m.P}
+	return Line{VoucherID: m.V, BeginAt: time.UnixMilli(m.B), EndAt: time.UnixMilli(m.E), AdmitPerSecond: m.R, PrequeueSeconds: m.P, Draw: m.D}
 }
 
 // announce tells the feeds where st's shopper stands, when a push can
@@ -159,7 +161,7 @@ func (r *Room) announceStep(ctx context.Context, l Line, s Step) {
 	m := wire{T: "m", A: s.At.UnixMilli(), H: s.Head, F: s.Head - s.Admitted, N: s.Expired, C: s.Closed, O: s.SoldOut}
 	if s.Admitted > 0 {
 		// queue_admit.lua gives every pass of one step the expiry now + ttl.
-		m.X = s.At.UnixMilli() + r.passTTL.Milliseconds()
+		m.X = s.At.UnixMilli() + r.passTTLOf(l).Milliseconds()
 	}
 	m.setLine(l)
 	r.publish(ctx, &m)
@@ -523,7 +525,7 @@ func (v view) terminal() bool {
 }
 
 func (f *Feed) status(l *liveLine, w *watch, v view, now time.Time) Status {
-	st := Status{VoucherID: l.line.VoucherID, UserID: w.user, State: v.state, Used: v.used, Rank: w.rank, Head: l.head}
+	st := Status{VoucherID: l.line.VoucherID, UserID: w.user, State: v.state, Used: v.used, Rank: w.rank, Head: l.head, Draw: l.line.Draw}
 	switch {
 	case v.state == StateWaiting:
 		st.Position, st.Ahead = v.position, v.position-1

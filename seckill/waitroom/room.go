@@ -66,6 +66,16 @@ type Line struct {
 	// PrequeueSeconds is how long before BeginAt the line opens; who
 	// joins in that time gets a random place at BeginAt.
 	PrequeueSeconds int64
+	// Draw is true for a sale by draw: the line is seated once, at
+	// BeginAt, in the draw's order (Room.Seat, seckill/draw).
+	Draw bool
+	// PassTTL, when set, is how long this line's passes live instead of
+	// the room's Config.PassTTL (a draw winner's draw_pass_seconds).
+	PassTTL time.Duration
+	// UnitsPerPass is how many units one pass may buy (a draw winner may
+	// take up to per_user_limit): the passes out are bounded by the stock
+	// left over it. 0 counts as 1.
+	UnitsPerPass int64
 }
 
 // LineOf is v's line, or ok false when v has no waiting room.
@@ -73,8 +83,20 @@ func LineOf(v seckill.Voucher) (l Line, ok bool) {
 	if v.WaitingRoom == nil {
 		return Line{}, false
 	}
-	return Line{VoucherID: v.ID, BeginAt: v.BeginAt, EndAt: v.EndAt,
-		AdmitPerSecond: v.WaitingRoom.AdmitPerSecond, PrequeueSeconds: v.WaitingRoom.PrequeueSeconds}, true
+	l = Line{VoucherID: v.ID, BeginAt: v.BeginAt, EndAt: v.EndAt,
+		AdmitPerSecond: v.WaitingRoom.AdmitPerSecond, PrequeueSeconds: v.WaitingRoom.PrequeueSeconds}
+	if v.WaitingRoom.IsDraw() {
+		l.Draw, l.PassTTL, l.UnitsPerPass = true, v.WaitingRoom.DrawPass(), max(v.PerUserLimit, 1)
+	}
+	return l, true
+}
+
+// passTTLOf is how long l's passes live.
+func (r *Room) passTTLOf(l Line) time.Duration {
+	if l.PassTTL > 0 {
+		return l.PassTTL
+	}
+	return r.passTTL
 }
 
 // Opens is when the line opens: PrequeueSeconds before BeginAt.
@@ -128,6 +150,9 @@ type Status struct {
 	Head int64
 	// At is Redis's time of the read.
 	At time.Time
+	// Draw is true in a draw's line: the API names the states as a draw
+	// does (DrawState).
+	Draw bool
 }
 
 // Room is the fleet's waiting rooms, one line per voucher, in Redis. It is
@@ -271,7 +296,7 @@ func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Stat
 		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered %v", res)
 	}
 	code, rank, head, exp, now := res[0], res[1], res[2], res[3], time.UnixMilli(res[4])
-	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now}
+	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now, Draw: l.Draw}
 	switch code {
 	case codeNotIn:
 		return Status{}, apperr.Public(apperr.ErrNotFound, "you are not in this voucher's line; join it first")
@@ -377,8 +402,11 @@ func (r *Room) step(ctx context.Context, l Line, passes, landed int64, closing b
 	if closing {
 		cl = "1"
 	}
+	if passes > 0 && l.UnitsPerPass > 1 {
+		passes = (passes + l.UnitsPerPass - 1) / l.UnitsPerPass
+	}
 	res, err := r.admit.Run(ctx, r.rdb, r.keys(l.VoucherID), l.BeginAt.UnixMilli(),
-		l.AdmitPerSecond, r.passTTL.Milliseconds(), passes, r.maxStep, cl, r.expireAt(l), landed).Int64Slice()
+		l.AdmitPerSecond, r.passTTLOf(l).Milliseconds(), passes, r.maxStep, cl, r.expireAt(l), landed).Int64Slice()
 	if err != nil {
 		return Step{}, unavailable("admit", err)
 	}
