@@ -18,7 +18,9 @@ import (
 )
 
 // BenchmarkReserve is the buy path's Redis call: reserve.lua by EVALSHA,
-// parallel, every call a new user, never sold out. It runs 25 goroutines per
+// parallel, every call a new user, never sold out. "keyed" is the
+// group-commit Store with an Idempotency-Key on every call, as the shoppers
+// of the load tool send. It runs 25 goroutines per
 // GOMAXPROCS (50 on two cores) to load Redis like redis-benchmark's default
 // 50 clients, the ceiling to compare with. "group-commit" is the Store as the
 // gateway builds it (concurrent reservations share round trips, see
@@ -33,9 +35,11 @@ func BenchmarkReserve(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		store *redisstock.Store
+		keyed bool
 	}{
-		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true})},
-		{"group-commit", bu.store},
+		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true}), false},
+		{"group-commit", bu.store, false},
+		{"keyed", bu.store, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -44,7 +48,11 @@ func BenchmarkReserve(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := c.store.Reserve(ctx, res(v, next(), 1, "")); err != nil {
+					key := ""
+					if c.keyed {
+						key = "k"
+					}
+					if _, err := c.store.Reserve(ctx, res(v, next(), 1, key)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -68,10 +76,11 @@ func redisCost(b *testing.B, rdb redis.UniversalClient) cost.Redis {
 }
 
 // reportRedis reports what Redis spent per reservation: CPU (INFO cpu) and
-// commands, a script's own included (INFO commandstats).
+// commands, a script's own included, and script calls (INFO commandstats).
 func reportRedis(b *testing.B, d cost.Redis) {
 	b.ReportMetric(float64(d.CPU.Microseconds())/float64(b.N), "redis-cpu-µs/op")
 	b.ReportMetric(float64(d.Total())/float64(b.N), "redis-cmds/op")
+	b.ReportMetric(float64(d.Scripts())/float64(b.N), "scripts/op")
 }
 
 // cpuTime is the CPU this process has used, user and system.
