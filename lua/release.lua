@@ -1,14 +1,14 @@
 -- release.lua: give one reservation's stock back, at most once per order.
 --
--- KEYS[1] seckill:{vID}:meta   KEYS[2] seckill:{vID}:buyers   KEYS[3] seckill:{vID}:reqs
--- KEYS[4] seckill:{vID}:orders KEYS[5] seckill:{vID}:pending  KEYS[6] seckill:{vID}:user:<userID>
--- KEYS[7] seckill:{vID}:released  zset: "orderID:userID:requestKey" by release time (ms)
--- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending | refused, ARGV[3] the order's userID,
--- ARGV[4] the idempotency window in ms (0: keep tombstones and request keys for the sale's life)
--- ARGV[5] "1" for a bucket of a voucher with several shards: meta's rels counts the
--- releases, so a buyer deciding "sold out" over all buckets sees one it raced with
--- (the caller reads it from the orders hash first, because the user's set must be
--- named in KEYS; a mismatch is an error, never a release of someone else's set).
+-- KEYS[1] seckill:{vID}:meta   KEYS[2] seckill:{vID}:ledger   KEYS[3] seckill:{vID}:pending
+-- (their fields as reserve.lua says)
+-- KEYS[4] seckill:{vID}:released  zset: "orderID:requestField" by release time (ms)
+-- ARGV[1] orderID, ARGV[2] mode: any | unsent | ifpending | refused, ARGV[3] the order's userID
+-- (checked against the ledger: a mismatch is an error, never a release of someone
+-- else's hold), ARGV[4] the idempotency window in ms (0: keep tombstones and request
+-- keys for the sale's life), ARGV[5] "1" for a bucket of a voucher with several
+-- shards: meta's rels counts the releases, so a buyer deciding "sold out" over all
+-- buckets sees one it raced with.
 --
 -- Returns 1 released, 0 nothing to release (unknown order, or already released),
 -- 2 not released because a worker already confirmed it (mode ifpending only).
@@ -22,12 +22,13 @@
 -- repairs from PostgreSQL.
 --
 -- The order's entry becomes the tombstone "x": a second release finds nothing,
--- and a late retry of the same reserve can never hold again. Mode unsent also
--- forgets the request key (the attempt never reached the queue, so a retry of
--- the same key is a new attempt); the other modes keep it, so a replay answers
--- with the same, now final, order.
+-- and a late retry of the same reserve can never hold again. Its id leaves the
+-- user's field of the ledger, and its quantity the user's count (the field goes
+-- once nothing is left). Mode unsent also forgets the request key (the attempt
+-- never reached the queue, so a retry of the same key is a new attempt); the
+-- other modes keep it, so a replay answers with the same, now final, order.
 --
--- Bounded state: each release is recorded in KEYS[7]; tombstones and request
+-- Bounded state: each release is recorded in KEYS[4]; tombstones and request
 -- keys of releases older than the window are forgotten, up to 16 per call
 -- (more than the one this call adds, so the zset shrinks back after a
 -- burst). A forgotten tombstone is answered like an unknown order (nothing
@@ -39,7 +40,7 @@ if mode ~= 'any' and mode ~= 'unsent' and mode ~= 'ifpending' and mode ~= 'refus
   return redis.error_reply('ERR release.lua: bad mode')
 end
 
-local entry = redis.call('HGET', KEYS[4], oid)
+local entry = redis.call('HGET', KEYS[2], oid)
 if not entry or entry == 'x' then
   return 0
 end
@@ -51,7 +52,7 @@ end
 if u ~= user then
   return redis.error_reply('ERR release.lua: order belongs to another user')
 end
-if mode == 'ifpending' and not redis.call('ZSCORE', KEYS[5], oid) then
+if mode == 'ifpending' and not redis.call('ZSCORE', KEYS[3], oid) then
   return 2
 end
 
@@ -70,17 +71,27 @@ if onSale then
     redis.call('HINCRBY', KEYS[1], 'rels', 1)
   end
 end
-if redis.call('HINCRBY', KEYS[2], u, -qty) <= 0 then
-  redis.call('HDEL', KEYS[2], u)
+local userField = 'u' .. u
+local bought, ids = string.match(redis.call('HGET', KEYS[2], userField) or '', '^(%d+)(.*)$')
+bought = (tonumber(bought) or 0) - qty
+local mine = {bought}
+for id in string.gmatch(ids or '', '%d+') do
+  if id ~= oid then
+    mine[#mine + 1] = id
+  end
 end
-redis.call('HSET', KEYS[4], oid, 'x')
-redis.call('ZREM', KEYS[5], oid)
-redis.call('SREM', KEYS[6], oid)
+if bought > 0 then
+  redis.call('HSET', KEYS[2], oid, 'x', userField, table.concat(mine, ' '))
+else
+  redis.call('HSET', KEYS[2], oid, 'x')
+  redis.call('HDEL', KEYS[2], userField)
+end
+redis.call('ZREM', KEYS[3], oid)
 local field = ''
 if k ~= '' then
-  field = u .. ':' .. k
-  if mode == 'unsent' and redis.call('HGET', KEYS[3], field) == oid then
-    redis.call('HDEL', KEYS[3], field)
+  field = 'r' .. u .. ':' .. k
+  if mode == 'unsent' and redis.call('HGET', KEYS[2], field) == oid then
+    redis.call('HDEL', KEYS[2], field)
     field = ''
   end
 end
@@ -89,21 +100,21 @@ local window = tonumber(ARGV[4]) or 0
 if window > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[7], now, oid .. ':' .. field)
-  local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now - window, 'LIMIT', 0, 16)
+  redis.call('ZADD', KEYS[4], now, oid .. ':' .. field)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - window, 'LIMIT', 0, 16)
   for i = 1, #old do
     local o, f = string.match(old[i], '^([^:]*):(.*)$')
-    if redis.call('HGET', KEYS[4], o) == 'x' then
-      redis.call('HDEL', KEYS[4], o)
+    if redis.call('HGET', KEYS[2], o) == 'x' then
+      redis.call('HDEL', KEYS[2], o)
     end
-    if f ~= '' and redis.call('HGET', KEYS[3], f) == o then
-      redis.call('HDEL', KEYS[3], f)
+    if f ~= '' and redis.call('HGET', KEYS[2], f) == o then
+      redis.call('HDEL', KEYS[2], f)
     end
-    redis.call('ZREM', KEYS[7], old[i])
+    redis.call('ZREM', KEYS[4], old[i])
   end
   local expireMs = onSale and tonumber(redis.call('HGET', KEYS[1], 'expire_ms'))
   if expireMs then
-    redis.call('PEXPIREAT', KEYS[7], expireMs)
+    redis.call('PEXPIREAT', KEYS[4], expireMs)
   end
 end
 return 1

@@ -10,6 +10,11 @@
 -- moved out of and into this bucket (a voucher with several shards; 0 else).
 
 local meta = redis.call('HMGET', KEYS[1], 'stock', 'total', 'held', 'holds', 'out', 'in')
+-- pending's sentinel (member 0, see reserve.lua) is not a hold.
+local pending = redis.call('ZCARD', KEYS[2])
+if redis.call('ZSCORE', KEYS[2], 0) then
+  pending = pending - 1
+end
 return {redis.call('EXISTS', KEYS[1]), tonumber(meta[1]) or 0, tonumber(meta[2]) or 0,
-  tonumber(meta[3]) or 0, tonumber(meta[4]) or 0, redis.call('ZCARD', KEYS[2]),
+  tonumber(meta[3]) or 0, tonumber(meta[4]) or 0, pending,
   tonumber(meta[5]) or 0, tonumber(meta[6]) or 0}

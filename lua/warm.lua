@@ -1,9 +1,8 @@
 -- warm.lua: put a seckill voucher on sale by writing its meta hash, once.
 --
--- KEYS[1] seckill:{vID}:meta
+-- KEYS[1] seckill:{vID}:meta   KEYS[2] seckill:{vID}:ledger   KEYS[3] seckill:{vID}:pending
 -- ARGV stock, total, begin_ms, end_ms, limit, price, expire_ms (when the sale's
--- state expires: its end plus the grace period; meta expires then, and every
--- key reserve.lua writes with it), and for a bucket of a voucher with several
+-- state expires: its end plus the grace period), and for a bucket of a voucher with several
 -- shards the epoch (see transfer_in.lua): meta then also counts moves out and
 -- in and releases (out, in, rels).
 -- Returns 1 written, 0 already on sale with the same total, window, limit and
@@ -24,5 +23,12 @@ redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'total', ARGV[2], 'begin_ms', ARGV
 if ARGV[8] then
   redis.call('HSET', KEYS[1], 'out', 0, 'in', 0, 'rels', 0, 'epoch', ARGV[8])
 end
-redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+-- The ledger and pending get their sentinels (see reserve.lua), so both
+-- exist from now on, and every key reserve.lua writes expires with meta:
+-- no buy sets an expiry.
+redis.call('HSET', KEYS[2], '_', 1)
+redis.call('ZADD', KEYS[3], '+inf', 0)
+for i = 1, 3 do
+  redis.call('PEXPIREAT', KEYS[i], ARGV[7])
+end
 return 1

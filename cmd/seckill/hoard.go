@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/seckill/hoard"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 const hoardUsage = `usage: seckill hoard [--timeout D] show USER_ID
@@ -26,7 +27,7 @@ Flags:
 
 // newHoard is the strikes' store as configured.
 func newHoard(cfg Config, rdb redis.UniversalClient) *hoard.Store {
-	return hoard.New(hoard.Config{Redis: rdb, Limit: cfg.HoardLimit, Window: cfg.HoardWindow})
+	return hoard.New(hoard.Config{Redis: rdb, Hot: redisstock.GroupCommit(rdb), Limit: cfg.HoardLimit, Window: cfg.HoardWindow})
 }
 
 // runHoard shows or clears one shopper's strikes.

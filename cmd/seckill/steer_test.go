@@ -285,13 +285,12 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 		crowd.wg.Wait()
 		waitBreakersClosed(t, gws)
 
-		// The sale's Redis state expires with the new end: every bucket's
-		// meta, the bucket count, and keys no buy touched since (the first
-		// buyer's own set).
+		// The sale's Redis state expires with the new end: the bucket count
+		// and every bucket's meta and ledger (the buyers' holds).
 		want := newEnd.Add(seckill.DefaultStateGrace)
-		keys := []string{redisstock.VoucherKeys(id).Shards, redisstock.BucketKeys(id, int(firstUser%2)).User(firstUser)}
+		keys := []string{redisstock.VoucherKeys(id).Shards}
 		for bucket := range 2 {
-			keys = append(keys, redisstock.BucketKeys(id, bucket).Meta)
+			keys = append(keys, redisstock.BucketKeys(id, bucket).Meta, redisstock.BucketKeys(id, bucket).Ledger)
 		}
 		for _, key := range keys {
 			at, err := a.rdb.PExpireTime(ctx, key).Result()

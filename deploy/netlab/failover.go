@@ -116,8 +116,8 @@ func (f *Fleet) redisFailover(ctx context.Context, w chaos.Watch, res *chaos.Res
 	if err := nodes[oldAddr].ConfigSet(ctx, "cluster-allow-reads-when-down", "yes").Err(); err != nil {
 		return fmt.Errorf("netlab: let %s be read: %w", oldAddr, err)
 	}
-	oldOrders, oerr := nodes[oldAddr].HGetAll(ctx, keys.Orders).Result()
-	newOrders, nerr := nodes[newAddr].HGetAll(ctx, keys.Orders).Result()
+	oldOrders, oerr := nodes[oldAddr].HGetAll(ctx, keys.Ledger).Result()
+	newOrders, nerr := nodes[newAddr].HGetAll(ctx, keys.Ledger).Result()
 	cerr := nodes[oldAddr].ConfigSet(ctx, "cluster-allow-reads-when-down", "no").Err()
 	heal()
 	healed = true
@@ -218,9 +218,10 @@ func (f *Fleet) failoverAftermath(ctx context.Context, w chaos.Watch, res *chaos
 	return nil
 }
 
-// lostHolds compares a voucher's orders hash on the old master with the
-// new master's: the live holds only the old one has (lost), and the
-// orders the old one released ("x") that the new one still holds.
+// lostHolds compares a voucher's ledger on the old master with the new
+// master's: the live holds only the old one has (lost), and the orders the
+// old one released ("x") that the new one still holds. Only the order
+// fields count: the others (request keys, users) are not numbers.
 func lostHolds(oldOrders, newOrders map[string]string) (lost []int64, releasesLost int) {
 	for id, v := range oldOrders {
 		nv, onNew := newOrders[id]

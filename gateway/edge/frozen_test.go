@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -22,14 +21,7 @@ import (
 func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := localstack.StartRedis(ctx, localstack.RedisOptions{Dir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		srv.Thaw()
-		_ = srv.Stop(context.Background())
-	})
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
+	srv, rdb := stacktest.PrivateRedis(t)
 	const stock = 100
 	v := warm(t, rdb, stock)
 	store := redisstock.New(redisstock.Config{Redis: rdb})
@@ -67,7 +59,7 @@ func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
 		require.Less(t, failures, threshold, "the breaker did not open")
 	}
 	// Open: refused at once, with a Retry-After, without a Redis call.
-	err = try(2 * time.Second)
+	err := try(2 * time.Second)
 	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	require.GreaterOrEqual(t, retryAfter(err), time.Second)
 

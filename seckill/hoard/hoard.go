@@ -33,6 +33,10 @@ const DefaultWindow = 24 * time.Hour
 type Config struct {
 	// Redis holds the strikes.
 	Redis redis.UniversalClient
+	// Hot is the face of Redis that Check reads through, on the buy path
+	// (redisstock.GroupCommit of Redis, so the read shares the round trips
+	// of concurrent buys); nil: Redis.
+	Hot redis.Cmdable
 	// Limit is how many strikes within Window refuse new holds (0 or
 	// less: nobody is refused; strikes are still counted).
 	Limit int
@@ -43,6 +47,7 @@ type Config struct {
 // Store records strikes and judges buys by them.
 type Store struct {
 	rdb    redis.UniversalClient
+	hot    redis.Cmdable
 	limit  int
 	window time.Duration
 	now    func() time.Time
@@ -53,7 +58,11 @@ func New(cfg Config) *Store {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
-	return &Store{rdb: cfg.Redis, limit: cfg.Limit, window: cfg.Window, now: time.Now}
+	hot := cfg.Hot
+	if hot == nil {
+		hot = cfg.Redis
+	}
+	return &Store{rdb: cfg.Redis, hot: hot, limit: cfg.Limit, window: cfg.Window, now: time.Now}
 }
 
 // Strike is one hold the shopper let expire unpaid or cancelled.
@@ -100,7 +109,7 @@ func (s *Store) Check(ctx context.Context, userID int64) error {
 		return nil
 	}
 	now := s.now()
-	newest, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+	newest, err := s.hot.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
 		Key: key(userID), ByScore: true, Rev: true,
 		Start: "+inf", Stop: "(" + strconv.FormatInt(now.Add(-s.window).UnixMilli(), 10),
 		Count: int64(s.limit),

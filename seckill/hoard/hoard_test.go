@@ -8,8 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/hoard"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // ids hands out user and order ids unique within the test binary, so the
@@ -96,4 +98,34 @@ func TestZeroLimitRefusesNobody(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c.Strikes, 5)
 	require.False(t, c.Refused)
+}
+
+// Through the buy path's group commit, Check judges like the plain client,
+// and on a Redis gone silent it ends at its context's deadline instead of
+// waiting on the batch (the autopipeliner ignores a queued caller's context).
+func TestCheckThroughTheGroupCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, rdb := stacktest.PrivateRedis(t)
+	s := hoard.New(hoard.Config{Redis: rdb, Hot: redisstock.GroupCommit(rdb), Limit: 2, Window: time.Hour})
+
+	user := next()
+	require.NoError(t, s.Check(ctx, user))
+	now := time.Now()
+	require.NoError(t, s.Record(ctx, hoard.Strike{UserID: user, OrderID: next(), At: now},
+		hoard.Strike{UserID: user, OrderID: next(), At: now}))
+	require.ErrorIs(t, s.Check(ctx, user), seckill.ErrUnpaidLimit)
+	require.NoError(t, s.Check(ctx, next()))
+
+	require.NoError(t, srv.Freeze())
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Check(cctx, next()) }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Check still waits on the frozen Redis long after its deadline")
+	}
 }

@@ -3,10 +3,12 @@ package redisstock_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/require"
@@ -14,28 +16,29 @@ import (
 	"github.com/flashsale/seckill/deploy/cost"
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // BenchmarkReserve is the buy path's Redis call: reserve.lua by EVALSHA,
-// parallel, every call a new user, never sold out. It runs 25 goroutines per
+// parallel, every call a new user, never sold out. "keyed" is the
+// group-commit Store with an Idempotency-Key on every call, as the shoppers
+// of the load tool send. It runs 25 goroutines per
 // GOMAXPROCS (50 on two cores) to load Redis like redis-benchmark's default
 // 50 clients, the ceiling to compare with. "group-commit" is the Store as the
 // gateway builds it (concurrent reservations share round trips, see
 // GroupCommit); "round-trip-each" sends every call on its own, as before.
 func BenchmarkReserve(b *testing.B) {
 	ctx := context.Background()
-	bu := setup(b)
-	now := serverNow(b, bu.rdb)
-	v := voucher(seckill.MaxStock, 1, now.Add(-time.Minute), now.Add(time.Hour))
-	require.NoError(b, bu.store.Warm(ctx, v))
-	b.Cleanup(func() { _ = bu.store.Unwarm(context.Background(), v.ID) })
+	bu, v := onSaleForever(b)
 	for _, c := range []struct {
 		name  string
 		store *redisstock.Store
+		keyed bool
 	}{
-		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true})},
-		{"group-commit", bu.store},
+		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true}), false},
+		{"group-commit", bu.store, false},
+		{"keyed", bu.store, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -44,7 +47,11 @@ func BenchmarkReserve(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := c.store.Reserve(ctx, res(v, next(), 1, "")); err != nil {
+					key := ""
+					if c.keyed {
+						key = "k"
+					}
+					if _, err := c.store.Reserve(ctx, res(v, next(), 1, key)); err != nil {
 						b.Error(err)
 						return
 					}
@@ -59,6 +66,18 @@ func BenchmarkReserve(b *testing.B) {
 	}
 }
 
+// onSaleForever puts on sale, on the package's redis-server, a voucher of
+// the most stock a voucher may have and a limit of one, for benchmarks
+// whose every call is a new user.
+func onSaleForever(b *testing.B) (bundle, seckill.Voucher) {
+	bu := setup(b)
+	now := serverNow(b, bu.rdb)
+	v := voucher(seckill.MaxStock, 1, now.Add(-time.Minute), now.Add(time.Hour))
+	require.NoError(b, bu.store.Warm(context.Background(), v))
+	b.Cleanup(func() { _ = bu.store.Unwarm(context.Background(), v.ID) })
+	return bu, v
+}
+
 // redisCost reads the Redis server's counters (every master's, summed, on a
 // cluster): its CPU and commands.
 func redisCost(b *testing.B, rdb redis.UniversalClient) cost.Redis {
@@ -68,10 +87,11 @@ func redisCost(b *testing.B, rdb redis.UniversalClient) cost.Redis {
 }
 
 // reportRedis reports what Redis spent per reservation: CPU (INFO cpu) and
-// commands, a script's own included (INFO commandstats).
+// commands, a script's own included, and script calls (INFO commandstats).
 func reportRedis(b *testing.B, d cost.Redis) {
 	b.ReportMetric(float64(d.CPU.Microseconds())/float64(b.N), "redis-cpu-µs/op")
 	b.ReportMetric(float64(d.Total())/float64(b.N), "redis-cmds/op")
+	b.ReportMetric(float64(d.Scripts())/float64(b.N), "scripts/op")
 }
 
 // cpuTime is the CPU this process has used, user and system.
@@ -79,6 +99,57 @@ func cpuTime(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkBuyRedis is an accepted buy's Redis calls before its event, in
+// the buy's order: the per-user limit (redis_rate's GCRA, as gateway/edge
+// asks it, through the same group commit), the unpaid strikes' read
+// (seckill/hoard) and reserve.lua, keyed; every call a new user, never
+// sold out. Its Redis CPU less BenchmarkReserve's keyed case is what the
+// limit and the strikes cost a buy. "group-commit" reads the strikes
+// through the group commit, as the gateway does; "strikes-round-trip-each"
+// on the plain client, as before.
+func BenchmarkBuyRedis(b *testing.B) {
+	ctx := context.Background()
+	bu, v := onSaleForever(b)
+	lim := redis_rate.NewLimiter(redisstock.GroupCommit(bu.rdb))
+	limit := redis_rate.Limit{Rate: 5, Burst: 5, Period: time.Second}
+	for _, c := range []struct {
+		name string
+		hot  redis.Cmdable
+	}{
+		{"strikes-round-trip-each", nil},
+		{"group-commit", redisstock.GroupCommit(bu.rdb)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			strikes := hoard.New(hoard.Config{Redis: bu.rdb, Hot: c.hot, Limit: 3})
+			b.ReportAllocs()
+			b.SetParallelism(25)
+			server := redisCost(b, bu.rdb)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					user := next()
+					allowed, err := lim.Allow(ctx, "seckill:rl:user:"+strconv.FormatInt(user, 10), limit)
+					if err == nil && allowed.Allowed == 0 {
+						err = fmt.Errorf("user %d rate limited", user)
+					}
+					if err == nil {
+						err = strikes.Check(ctx, user)
+					}
+					if err == nil {
+						_, err = bu.store.Reserve(ctx, res(v, user, 1, "k"))
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			reportRedis(b, redisCost(b, bu.rdb).Sub(server))
+		})
+	}
 }
 
 // BenchmarkReserveSplit is one hot voucher on the package's Redis Cluster of

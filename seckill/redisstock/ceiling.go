@@ -10,7 +10,7 @@ import "strconv"
 // "__rand_int__" with a new number on every call: so the key layout stays
 // spelled in this package only.
 func ReserveCommand(sha string, voucherID int64, placeholder string) []string {
-	keys := VoucherKeys(voucherID).scriptOf(placeholder)
+	keys := VoucherKeys(voucherID).script()
 	cmd := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
 	// reserve.lua's ARGV: user id, order id, quantity, request key.
 	return append(cmd, placeholder, placeholder, "1", "")

@@ -18,14 +18,17 @@ import (
 // flight the next callers queue up and leave together as soon as it
 // returns, up to 300 commands, so a lone buy pays one round trip and a crowd
 // of 64 in flight pays one for dozens. One instance is kept per client, so
-// the per-user limit and the reservation share the same batches.
+// the per-user limit, the unpaid strikes' read and the reservation share the
+// same batches.
 //
 // The autopipeliner ignores a caller's context once its command is queued:
 // a batch on a link gone silent holds every caller queued behind it until
-// the link returns. The scripts (Eval, EvalSha and their read-only forms,
-// what the reservation and the rate limits send) therefore wait on the
-// returned face only as long as their context lives, then answer its error;
-// the command itself may still run when the link returns (see await).
+// the link returns. The buy path's calls (Eval, EvalSha and their read-only
+// forms, what the reservation and the rate limits send, and the strikes'
+// ZRangeArgsWithScores) therefore wait on the returned face only as long as
+// their context lives, then answer its error; the command itself may still
+// run when the link returns (see awaitCmd). Other commands sent through it
+// wait for their batch whatever their context.
 //
 // When rdb offers no autopipeliner (a configuration it refuses), rdb itself
 // is returned: every call is then its own round trip, as before.
@@ -61,20 +64,38 @@ func (c contextScripts) EvalShaRO(ctx context.Context, sha string, keys []string
 	return await(ctx, func(ctx context.Context) *redis.Cmd { return c.Cmdable.EvalShaRO(ctx, sha, keys, args...) }, nil)
 }
 
+// ZRangeArgsWithScores waits for its reply only while ctx lives: the
+// unpaid strikes' read of the buy path (seckill/hoard) shares the batches.
+func (c contextScripts) ZRangeArgsWithScores(ctx context.Context, z redis.ZRangeArgs) *redis.ZSliceCmd {
+	return awaitCmd(ctx, func(ctx context.Context) *redis.ZSliceCmd { return c.Cmdable.ZRangeArgsWithScores(ctx, z) },
+		nil, redis.NewZSliceCmd)
+}
+
 // await runs call and returns its command, or, when ctx ends first, a
-// command failed with ctx's error. An abandoned call still runs to its end,
-// on ctx's values without its deadline (the autopipeliner ignores the
-// deadline anyway; a plain client's own timeouts bound it), and late, when
-// not nil, then gets its command: whatever it did in Redis, nobody else
-// will read the answer.
+// command failed with ctx's error (see awaitCmd).
 func await(ctx context.Context, call func(context.Context) *redis.Cmd, late func(*redis.Cmd)) *redis.Cmd {
+	return awaitCmd(ctx, call, late, redis.NewCmd)
+}
+
+// awaitCmd runs call and returns its command, or, when ctx ends first, a
+// command made by fresh and failed with ctx's error. An abandoned call still
+// runs to its end, on ctx's values without its deadline (the autopipeliner
+// ignores the deadline anyway; a plain client's own timeouts bound it), and
+// late, when not nil, then gets its command: whatever it did in Redis,
+// nobody else will read the answer.
+func awaitCmd[C redis.Cmder](ctx context.Context, call func(context.Context) C, late func(C), fresh func(context.Context, ...any) C) C {
 	if ctx.Done() == nil {
 		return call(ctx)
 	}
-	if err := ctx.Err(); err != nil {
-		return failed(ctx, err)
+	fail := func(err error) C {
+		cmd := fresh(ctx)
+		cmd.SetErr(err)
+		return cmd
 	}
-	done := make(chan *redis.Cmd) // unbuffered: a handed-over command is the caller's
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	done := make(chan C) // unbuffered: a handed-over command is the caller's
 	gone := make(chan struct{})
 	go func() {
 		cmd := call(context.WithoutCancel(ctx))
@@ -91,13 +112,6 @@ func await(ctx context.Context, call func(context.Context) *redis.Cmd, late func
 		return cmd
 	case <-ctx.Done():
 		close(gone)
-		return failed(ctx, fmt.Errorf("gave up waiting for the reply: %w", ctx.Err()))
+		return fail(fmt.Errorf("gave up waiting for the reply: %w", ctx.Err()))
 	}
-}
-
-// failed is a command that failed with err before it was answered.
-func failed(ctx context.Context, err error) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(err)
-	return cmd
 }

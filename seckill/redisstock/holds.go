@@ -104,7 +104,7 @@ func (s *Store) Hold(ctx context.Context, orderID int64, voucherIDs []int64) (se
 	if err != nil {
 		return seckill.Reservation{}, false, err
 	}
-	field := strconv.FormatInt(orderID, 10)
+	field := orderField(orderID)
 	type ask struct {
 		voucherID int64
 		cmd       *redis.StringCmd
@@ -113,7 +113,7 @@ func (s *Store) Hold(ctx context.Context, orderID int64, voucherIDs []int64) (se
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, id := range voucherIDs {
 			for b := range counts[id] {
-				asks = append(asks, ask{id, p.HGet(ctx, BucketKeys(id, b).Orders, field)})
+				asks = append(asks, ask{id, p.HGet(ctx, BucketKeys(id, b).Ledger, field)})
 			}
 		}
 		return nil
@@ -151,14 +151,14 @@ func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64)
 		return nil, err
 	}
 	home := func(id int64) Keys { return BucketKeys(id, homeBucket(userID, counts[id])) }
-	sets := make([]*redis.StringSliceCmd, len(voucherIDs))
+	mine := make([]*redis.StringCmd, len(voucherIDs))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range voucherIDs {
-			sets[i] = p.SMembers(ctx, home(id).User(userID))
+			mine[i] = p.HGet(ctx, home(id).Ledger, userField(userID))
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("user holds", err)
 	}
 	type ask struct {
@@ -167,9 +167,10 @@ func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64)
 		cmd       *redis.SliceCmd
 	}
 	var asks []*ask
-	for i, c := range sets {
-		if ids := c.Val(); len(ids) > 0 {
-			asks = append(asks, &ask{voucherID: voucherIDs[i], orderIDs: ids})
+	for i, c := range mine {
+		// "qty orderID orderID ...": the ids follow the user's count.
+		if f := strings.Fields(c.Val()); len(f) > 1 {
+			asks = append(asks, &ask{voucherID: voucherIDs[i], orderIDs: f[1:]})
 		}
 	}
 	if len(asks) == 0 {
@@ -177,7 +178,7 @@ func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64)
 	}
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, a := range asks {
-			a.cmd = p.HMGet(ctx, home(a.voucherID).Orders, a.orderIDs...)
+			a.cmd = p.HMGet(ctx, home(a.voucherID).Ledger, a.orderIDs...)
 		}
 		return nil
 	})
@@ -191,7 +192,8 @@ func (s *Store) UserHolds(ctx context.Context, userID int64, voucherIDs []int64)
 			return nil, err
 		}
 		for _, h := range got {
-			// The set and the hash are read apart; the hash is the truth.
+			// The user's field and the orders are read apart; the
+			// orders are the truth.
 			if h.UserID == userID {
 				out = append(out, h)
 			}
@@ -313,7 +315,7 @@ func (s *Store) pendingIn(ctx context.Context, voucherID int64, k Keys, reserved
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	vals, err := s.rdb.HMGet(ctx, k.Orders, ids...).Result()
+	vals, err := s.rdb.HMGet(ctx, k.Ledger, ids...).Result()
 	if err != nil {
 		return nil, unavailable("pending", err)
 	}

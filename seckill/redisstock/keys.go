@@ -10,11 +10,17 @@ import "strconv"
 // many shards spread over the cluster's masters (see deploy/OPERATING.md, "One hot
 // voucher over many Redis nodes").
 type Keys struct {
-	Meta    string // hash: stock, total, begin_ms, end_ms, limit, price (and out, in, rels, epoch when shards > 1)
-	Buyers  string // hash: userID -> quantity held or bought
-	Reqs    string // hash: "userID:requestKey" -> orderID
-	Orders  string // hash: orderID -> "userID:qty:reservedAtMs:requestKey", or "x" once released
-	Pending string // zset: orderID scored by reservedAtMs, until a worker confirms it
+	Meta string // hash: stock, total, begin_ms, end_ms, limit, price, held, holds, expire_ms (and out, in, rels, epoch when shards > 1)
+	// Ledger is the hash of the sale's orders, requests and buyers, one
+	// field each (lua/reserve.lua spells them): orderID ->
+	// "userID:qty:reservedAtMs:requestKey" ("x" once released),
+	// "r<userID>:<requestKey>" -> orderID, "u<userID>" -> "qty orderID...",
+	// the quantity the user holds or bought and their live order ids, and
+	// the sentinel "_" that keeps the hash and its expiry.
+	Ledger string
+	// Pending is the zset of orderIDs scored by reservedAtMs, until a
+	// worker confirms them, and the sentinel member 0 scored +inf.
+	Pending string
 	// Released is the zset of recent releases, "orderID:userID:requestKey"
 	// scored by the release's Redis time: release.lua forgets the
 	// tombstone and request key of those older than the idempotency window.
@@ -61,9 +67,7 @@ func BucketKeys(id int64, b int) Keys {
 	p += "}:"
 	return Keys{
 		Meta:      p + "meta",
-		Buyers:    p + "buyers",
-		Reqs:      p + "reqs",
-		Orders:    p + "orders",
+		Ledger:    p + "ledger",
 		Pending:   p + "pending",
 		Released:  p + "released",
 		Moves:     p + "moves",
@@ -86,32 +90,29 @@ func OnSaleKey(id int64) string { return VoucherKeys(id).Meta }
 // tools and tests that ask a Redis Cluster which node serves the voucher.
 func SlotKey(id int64) string { return VoucherKeys(id).Meta }
 
-// User is the set of one user's live order ids for this voucher.
-func (k Keys) User(userID int64) string {
-	return k.userSet(strconv.FormatInt(userID, 10))
-}
+// pendingSentinel is the member of Pending that keeps the zset, and its
+// expiry, when no hold is pending (see lua/reserve.lua).
+const pendingSentinel = "0"
 
-// userSet is User with the user id already in text (or a placeholder).
-func (k Keys) userSet(userID string) string { return k.prefix + "user:" + userID }
+// orderField is the Ledger field of an order.
+func orderField(orderID int64) string { return strconv.FormatInt(orderID, 10) }
 
-// script is the KEYS list of reserve.lua, in its order.
-func (k Keys) script(userID int64) []string {
-	return k.scriptOf(strconv.FormatInt(userID, 10))
-}
+// userField is the Ledger field of a user: their count and live orders.
+func userField(userID int64) string { return "u" + strconv.FormatInt(userID, 10) }
 
-// scriptOf is script with the user id already in text (or a placeholder).
-func (k Keys) scriptOf(userID string) []string {
-	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.userSet(userID)}
+// script is the KEYS list of reserve.lua and warm.lua, in their order.
+func (k Keys) script() []string {
+	return []string{k.Meta, k.Ledger, k.Pending}
 }
 
 // releaseScript is the KEYS list of release.lua: reserve.lua's and the
 // recent releases.
-func (k Keys) releaseScript(userID int64) []string {
-	return append(k.script(userID), k.Released)
+func (k Keys) releaseScript() []string {
+	return append(k.script(), k.Released)
 }
 
-// fixed is every key of the bucket's sale except the per-user sets (and
-// the heal lock, the fences and the shard count, which outlive a rebuild).
+// fixed is every key of the bucket's sale (but the heal lock, the fences
+// and the shard count, which outlive a rebuild).
 func (k Keys) fixed() []string {
-	return []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released, k.Moves, k.Credited}
+	return []string{k.Meta, k.Ledger, k.Pending, k.Released, k.Moves, k.Credited}
 }

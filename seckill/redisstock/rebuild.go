@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -162,12 +164,8 @@ func (s *Store) rebuildBucket(ctx context.Context, k Keys, t Truth, extra []any)
 					return err
 				}
 			}
-			old, err := s.allKeys(ctx, tx, k)
-			if err != nil {
-				return err
-			}
-			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				writeTruth(ctx, p, k, t, old, expire, extra)
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				writeTruth(ctx, p, k, t, expire, extra)
 				if fence > 0 {
 					p.Set(ctx, k.Fence, fence, 0)
 					p.PExpireAt(ctx, k.Fence, expire)
@@ -255,28 +253,36 @@ func (t Truth) check() error {
 	return nil
 }
 
-// writeTruth queues the replacement of a voucher's keys (old lists the
-// existing ones, per-user sets included) by t. Every key written expires at
-// expire, like the keys the scripts write. Released orders enter the recent
-// releases as of now, so their tombstones and request keys are forgotten one
-// idempotency window after the rebuild.
-func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []string, expire time.Time, extra []any) {
-	p.Unlink(ctx, old...)
+// writeTruth queues the replacement of a voucher's keys by t. Every key
+// written expires at expire, as warm.lua sets it, and the ledger and pending
+// get their sentinels (see lua/reserve.lua). Released orders enter the
+// recent releases as of now, so their tombstones and request keys are
+// forgotten one idempotency window after the rebuild.
+func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, expire time.Time, extra []any) {
+	p.Unlink(ctx, k.fixed()...)
 	now := time.Now()
-	var orders, reqs []any
+	ledger := []any{"_", 1}
 	var pending, recent []redis.Z
 	var held, holds int64
-	buyers := map[int64]int64{}
-	users := map[int64][]any{}
+	type buyer struct {
+		qty int64
+		ids []string
+	}
+	buyers := map[int64]*buyer{}
 	live := func(r seckill.Reservation) {
 		if r.ReservedAt.IsZero() {
 			r.ReservedAt = now
 		}
-		orders = append(orders, strconv.FormatInt(r.OrderID, 10), holdEntry(r))
+		ledger = append(ledger, orderField(r.OrderID), holdEntry(r))
 		held += r.Quantity
 		holds++
-		buyers[r.UserID] += r.Quantity
-		users[r.UserID] = append(users[r.UserID], r.OrderID)
+		b := buyers[r.UserID]
+		if b == nil {
+			b = &buyer{}
+			buyers[r.UserID] = b
+		}
+		b.qty += r.Quantity
+		b.ids = append(b.ids, orderField(r.OrderID))
 	}
 	for _, r := range t.Holds {
 		live(r)
@@ -289,47 +295,33 @@ func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, old []s
 		}
 		pending = append(pending, redis.Z{Score: float64(at.UnixMilli()), Member: r.OrderID})
 	}
+	pending = append(pending, redis.Z{Score: math.Inf(1), Member: pendingSentinel})
 	for _, r := range t.Released {
-		orders = append(orders, strconv.FormatInt(r.OrderID, 10), "x")
+		ledger = append(ledger, orderField(r.OrderID), "x")
 		field := ""
 		if r.RequestKey != "" {
-			field = strconv.FormatInt(r.UserID, 10) + ":" + r.RequestKey
+			field = Request{UserID: r.UserID, Key: r.RequestKey}.reqField()
 		}
-		recent = append(recent, redis.Z{Score: float64(now.UnixMilli()), Member: strconv.FormatInt(r.OrderID, 10) + ":" + field})
+		recent = append(recent, redis.Z{Score: float64(now.UnixMilli()), Member: orderField(r.OrderID) + ":" + field})
 	}
 	for _, list := range [][]seckill.Reservation{t.Holds, t.InFlight, t.Released} {
 		for _, r := range list {
 			if r.RequestKey != "" {
-				reqs = append(reqs, strconv.FormatInt(r.UserID, 10)+":"+r.RequestKey, r.OrderID)
+				ledger = append(ledger, Request{UserID: r.UserID, Key: r.RequestKey}.reqField(), r.OrderID)
 			}
 		}
 	}
-	for i := 0; i < len(orders); i += 2 * rebuildChunk {
-		p.HSet(ctx, k.Orders, orders[i:min(i+2*rebuildChunk, len(orders))]...)
+	for u, b := range buyers {
+		ledger = append(ledger, userField(u), strconv.FormatInt(b.qty, 10)+" "+strings.Join(b.ids, " "))
 	}
-	for i := 0; i < len(reqs); i += 2 * rebuildChunk {
-		p.HSet(ctx, k.Reqs, reqs[i:min(i+2*rebuildChunk, len(reqs))]...)
-	}
-	var b []any
-	for u, q := range buyers {
-		b = append(b, u, q)
-		if len(b) == 2*rebuildChunk {
-			p.HSet(ctx, k.Buyers, b...)
-			b = nil
-		}
-	}
-	if len(b) > 0 {
-		p.HSet(ctx, k.Buyers, b...)
+	for i := 0; i < len(ledger); i += 2 * rebuildChunk {
+		p.HSet(ctx, k.Ledger, ledger[i:min(i+2*rebuildChunk, len(ledger))]...)
 	}
 	for i := 0; i < len(pending); i += rebuildChunk {
 		p.ZAdd(ctx, k.Pending, pending[i:min(i+rebuildChunk, len(pending))]...)
 	}
 	for i := 0; i < len(recent); i += rebuildChunk {
 		p.ZAdd(ctx, k.Released, recent[i:min(i+rebuildChunk, len(recent))]...)
-	}
-	for u, ids := range users {
-		p.SAdd(ctx, k.User(u), ids...)
-		p.PExpireAt(ctx, k.User(u), expire)
 	}
 	p.HSet(ctx, k.Meta, "stock", t.Voucher.StockLeft, "total", t.Voucher.StockTotal,
 		"begin_ms", t.Voucher.BeginAt.UnixMilli(), "end_ms", t.Voucher.EndAt.UnixMilli(),

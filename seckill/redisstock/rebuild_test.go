@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,9 +63,12 @@ func TestRebuildFromTruth(t *testing.T) {
 		require.NoError(t, err)
 		sort.Strings(keys)
 		k := redisstock.VoucherKeys(v.ID)
-		want := []string{k.Buyers, k.Meta, k.Orders, k.Pending, k.Released, k.Reqs, k.User(u1), k.User(u2)}
+		want := []string{k.Ledger, k.Meta, k.Pending, k.Released}
 		sort.Strings(want)
-		require.Equal(t, want, keys, "the stale user's set is gone")
+		require.Equal(t, want, keys)
+		mine, err := b.rdb.HMGet(ctx, k.Ledger, "u"+strconv.FormatInt(stale, 10)).Result()
+		require.NoError(t, err)
+		require.Equal(t, []any{nil}, mine, "the stale user's count and orders are gone")
 
 		// Request keys answer with their orders, live or final.
 		for _, r := range []seckill.Reservation{persisted, cancelled} {

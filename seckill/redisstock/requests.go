@@ -18,9 +18,9 @@ type Request struct {
 	Key    string
 }
 
-// reqField is reserve.lua's field of a request in the reqs hash.
+// reqField is reserve.lua's field of a request in the ledger.
 func (r Request) reqField() string {
-	return strconv.FormatInt(r.UserID, 10) + ":" + r.Key
+	return "r" + strconv.FormatInt(r.UserID, 10) + ":" + r.Key
 }
 
 // RequestKnown reports whether the voucher's sale already accepted this
@@ -43,7 +43,7 @@ func (s *Store) RequestOrder(ctx context.Context, voucherID int64, r Request) (o
 	if err != nil {
 		return 0, false, err
 	}
-	v, err := s.rdb.HGet(ctx, BucketKeys(voucherID, homeBucket(r.UserID, n)).Reqs, r.reqField()).Result()
+	v, err := s.rdb.HGet(ctx, BucketKeys(voucherID, homeBucket(r.UserID, n)).Ledger, r.reqField()).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
@@ -61,46 +61,43 @@ func (s *Store) RequestOrder(ctx context.Context, voucherID int64, r Request) (o
 // with its first order, for a gateway that answers replays of a sold-out
 // voucher from memory. complete is false (and the map nil) when the voucher
 // has more than max of them: the caller then leaves replays to reserve.lua.
+// The request keys share the ledger with the orders and buyers, so it is
+// walked with HSCAN, a slice at a time (Redis is never blocked for long),
+// and the walk stops as soon as more than max are found.
 func (s *Store) RequestKeys(ctx context.Context, voucherID int64, max int) (_ map[Request]int64, complete bool, err error) {
 	n, err := s.shardCount(ctx, voucherID)
 	if err != nil {
 		return nil, false, err
 	}
-	lens := make([]*redis.IntCmd, n)
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b := range n {
-			lens[b] = p.HLen(ctx, BucketKeys(voucherID, b).Reqs)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, unavailable("request keys", err)
-	}
-	total := int64(0)
-	for _, c := range lens {
-		total += c.Val()
-	}
-	if total > int64(max) {
-		return nil, false, nil
-	}
-	out := make(map[Request]int64, total)
+	out := map[Request]int64{}
 	for b := range n {
-		all, err := s.rdb.HGetAll(ctx, BucketKeys(voucherID, b).Reqs).Result()
-		if err != nil {
-			return nil, false, unavailable("request keys", err)
-		}
-		for field, v := range all {
-			user, k, ok := strings.Cut(field, ":")
+		it := s.rdb.HScan(ctx, BucketKeys(voucherID, b).Ledger, 0, "r*", requestScan).Iterator()
+		for it.Next(ctx) {
+			field := it.Val()
+			if !it.Next(ctx) {
+				break
+			}
+			v := it.Val()
+			user, k, ok := strings.Cut(strings.TrimPrefix(field, "r"), ":")
 			uid, uerr := strconv.ParseInt(user, 10, 64)
 			id, ierr := strconv.ParseInt(v, 10, 64)
 			if !ok || uerr != nil || ierr != nil {
 				return nil, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", field, v, voucherID)
 			}
 			out[Request{UserID: uid, Key: k}] = id
+			if len(out) > max {
+				return nil, false, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return nil, false, unavailable("request keys", err)
 		}
 	}
 	return out, true, nil
 }
+
+// requestScan is the COUNT of one HSCAN step of RequestKeys.
+const requestScan = 10_000
 
 // TakeOffSale deletes the voucher's meta, in every bucket: reserve.lua
 // answers "not on sale" from then on, while the holds stay for a repair to

@@ -172,7 +172,7 @@ func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []
 func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (code, orderID, left int64, err error) {
 	start := time.Now()
 	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
-		return s.reserve.Run(ctx, s.hot, k.script(r.UserID), r.UserID, r.OrderID, r.Quantity, r.RequestKey)
+		return s.reserve.Run(ctx, s.hot, k.script(), r.UserID, r.OrderID, r.Quantity, r.RequestKey)
 	}, func(late *redis.Cmd) { s.releaseUnread(r, late) }).Slice()
 	s.metrics.since(scriptReserve, start)
 	if err != nil {
@@ -265,11 +265,10 @@ func (s *Store) Release(ctx context.Context, voucherID, orderID int64, mode seck
 }
 
 // ReleaseStatus is Release with the full answer of release.lua. It takes two
-// round trips: release.lua must name the owner's per-user set in KEYS (a
-// script may touch only declared keys), so the owner is read first. That read
-// cannot go stale: an order id's entry only ever moves from live to "x", and
-// the script checks again. The stock goes back to the bucket the hold was
-// taken from (the one whose orders hash has it).
+// round trips: the first finds the bucket whose ledger has the order (a
+// voucher of several buckets) and its owner, whom the script checks again.
+// That read cannot go stale: an order id's entry only ever moves from live to
+// "x". The stock goes back to the bucket the hold was taken from.
 func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mode seckill.ReleaseMode) (ReleaseStatus, error) {
 	var m string
 	switch mode {
@@ -304,7 +303,7 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 		counted = "1"
 	}
 	start := time.Now()
-	n, err := s.release.Run(ctx, s.rdb, k.releaseScript(h.UserID), orderID, m, h.UserID, s.window.Milliseconds(), counted).Int64()
+	n, err := s.release.Run(ctx, s.rdb, k.releaseScript(), orderID, m, h.UserID, s.window.Milliseconds(), counted).Int64()
 	s.metrics.since(scriptRelease, start)
 	if err != nil {
 		return NothingReleased, unavailable("release", err)
@@ -319,14 +318,14 @@ func (s *Store) ReleaseStatus(ctx context.Context, voucherID, orderID int64, mod
 	return NothingReleased, fmt.Errorf("release.lua: unknown code %d", n)
 }
 
-// findOrder finds the bucket whose orders hash has orderID (one HGET per
+// findOrder finds the bucket whose ledger has orderID (one HGET per
 // bucket, pipelined) and its entry, a live one first.
 func (s *Store) findOrder(ctx context.Context, voucherID int64, n int, orderID int64) (Keys, string, bool, error) {
-	field := strconv.FormatInt(orderID, 10)
+	field := orderField(orderID)
 	cmds := make([]*redis.StringCmd, n)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			cmds[b] = p.HGet(ctx, BucketKeys(voucherID, b).Orders, field)
+			cmds[b] = p.HGet(ctx, BucketKeys(voucherID, b).Ledger, field)
 		}
 		return nil
 	})

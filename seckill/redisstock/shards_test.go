@@ -44,7 +44,7 @@ func TestBucketKeysOneSlotEach(t *testing.T) {
 	slots := map[uint16]bool{}
 	for b := range 8 {
 		k := redisstock.BucketKeys(42, b)
-		keys := []string{k.Meta, k.Buyers, k.Reqs, k.Orders, k.Pending, k.Released, k.Moves, k.Credited, k.User(7)}
+		keys := []string{k.Meta, k.Ledger, k.Pending, k.Released, k.Moves, k.Credited}
 		for _, key := range keys {
 			require.Equal(t, keySlot(k.Meta), keySlot(key), key)
 		}
@@ -417,7 +417,7 @@ func TestShardedRepair(t *testing.T) {
 
 		require.NoError(t, b.store.Unwarm(ctx, v.ID))
 		for _, key := range []string{redisstock.VoucherKeys(v.ID).Shards, redisstock.BucketKeys(v.ID, 5).Meta,
-			redisstock.BucketKeys(v.ID, 5).Orders, redisstock.BucketKeys(v.ID, 6).Buyers} {
+			redisstock.BucketKeys(v.ID, 5).Ledger, redisstock.BucketKeys(v.ID, 6).Pending} {
 			n, err := b.rdb.Exists(ctx, key).Result()
 			require.NoError(t, err)
 			require.Zero(t, n, "unwarm forgets %s", key)

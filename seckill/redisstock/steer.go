@@ -86,14 +86,11 @@ func (s *Store) Steer(ctx context.Context, before, after seckill.Voucher) error 
 // new end plus the grace, whichever keys the sale's scripts touch again.
 func (s *Store) expireSale(ctx context.Context, id int64, n int, at time.Time) error {
 	for bucket := range n {
-		keys, err := s.allKeys(ctx, s.rdb, BucketKeys(id, bucket))
-		if err != nil {
-			return err
-		}
+		keys := BucketKeys(id, bucket).fixed()
 		if bucket == 0 {
 			keys = append(keys, VoucherKeys(id).Shards)
 		}
-		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, k := range keys {
 				p.PExpireAt(ctx, k, at)
 			}

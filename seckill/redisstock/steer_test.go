@@ -57,7 +57,7 @@ func TestSteer(t *testing.T) {
 			end, err := b.rdb.HGet(ctx, k.Meta, "end_ms").Int64()
 			require.NoError(t, err)
 			require.Equal(t, later.EndAt.UnixMilli(), end)
-			for _, key := range []string{k.Meta, k.Buyers, k.Orders} {
+			for _, key := range []string{k.Meta, k.Ledger, k.Pending} {
 				at, err := b.rdb.PExpireTime(ctx, key).Result()
 				require.NoError(t, err)
 				require.Equal(t, later.EndAt.Add(seckill.DefaultStateGrace).UnixMilli(), at.Milliseconds(), key)

@@ -6,20 +6,25 @@
 //
 // The data model (one hash tag per voucher, see VoucherKeys):
 //
-//	seckill:{v42}:meta        hash  stock total begin_ms end_ms limit price
-//	seckill:{v42}:buyers      hash  userID -> quantity held or bought
-//	seckill:{v42}:reqs        hash  "userID:requestKey" -> orderID
-//	seckill:{v42}:orders      hash  orderID -> "userID:qty:reservedAtMs:requestKey" | "x"
-//	seckill:{v42}:pending     zset  orderID by reservedAtMs, until a worker confirms it
-//	seckill:{v42}:user:<uid>  set   the user's live order ids
-//	seckill:shards:{v42}      string the voucher's bucket count
+//	seckill:{v42}:meta      hash   stock total begin_ms end_ms limit price held holds expire_ms
+//	seckill:{v42}:ledger    hash   orderID -> "userID:qty:reservedAtMs:requestKey" | "x"
+//	                               r<userID>:<requestKey> -> orderID
+//	                               u<userID> -> "qty orderID ...": held or bought, live orders
+//	seckill:{v42}:pending   zset   orderID by reservedAtMs, until a worker confirms it
+//	seckill:{v42}:released  zset   recent releases, forgotten after the idempotency window
+//	seckill:shards:{v42}    string the voucher's bucket count
+//
+// Warming a voucher creates meta, the ledger and pending, each with the
+// sale's expiry (the ledger and pending keep a sentinel, so they never
+// vanish, and lose their expiry, when emptied): a buy is one script of
+// seven commands and sets no expiry.
 //
 // A voucher created with shards K > 1 has K such sets of keys (buckets),
 // tagged {v42}, {v42.1} ... {v42.K-1}, each with its share of the stock; a
 // shopper buys in one bucket (shards.go and deploy/OPERATING.md, "One hot voucher over
 // many Redis nodes").
 //
-// A "live hold" is an orders entry that is not the tombstone "x": stock held
+// A "live hold" is an order's ledger entry that is not the tombstone "x": stock held
 // for an order that is reserved, persisted or paid and was never released.
 // Redis therefore keeps left + held == total for every voucher.
 package redisstock

@@ -670,6 +670,19 @@ func TestHoldAndUserHolds(t *testing.T) {
 	require.Equal(t, mine[1].OrderID, got[0].OrderID)
 	require.Equal(t, mine[0].OrderID, got[1].OrderID)
 
+	// The release gave the user's count back: 1 + 4 of 5 fit, one more
+	// does not; releasing the first of their orders leaves the newest.
+	more := res(v1, user, 4, "")
+	b.reserve(t, more)
+	_, err = b.store.Reserve(ctx, res(v1, user, 1, ""))
+	require.ErrorIs(t, err, seckill.ErrLimitExceeded)
+	_, err = b.store.Release(ctx, v1.ID, mine[0].OrderID, seckill.ReleaseAny)
+	require.NoError(t, err)
+	got, err = b.store.UserHolds(ctx, user, []int64{v1.ID})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, more.OrderID, got[0].OrderID)
+
 	got, err = b.store.UserHolds(ctx, next(), []int64{v1.ID, v2.ID})
 	require.NoError(t, err)
 	require.Empty(t, got)

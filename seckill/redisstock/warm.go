@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,7 +68,7 @@ func (s *Store) Warm(ctx context.Context, v seckill.Voucher) error {
 			args = append(args, warmEpoch)
 		}
 		start := time.Now()
-		got, err := s.warm.Run(ctx, s.rdb, []string{BucketKeys(v.ID, b).Meta}, args...).Int64()
+		got, err := s.warm.Run(ctx, s.rdb, BucketKeys(v.ID, b).script(), args...).Int64()
 		s.metrics.since(scriptWarm, start)
 		if err != nil {
 			return unavailable("warm", err)
@@ -124,11 +122,7 @@ func (s *Store) Unwarm(ctx context.Context, voucherID int64) error {
 		return fmt.Errorf("unwarm: %w", err)
 	}
 	for b := range n {
-		keys, err := s.allKeys(ctx, s.rdb, BucketKeys(voucherID, b))
-		if err != nil {
-			return err
-		}
-		if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+		if err := s.rdb.Unlink(ctx, BucketKeys(voucherID, b).fixed()...).Err(); err != nil {
 			return unavailable("unwarm", err)
 		}
 	}
@@ -136,41 +130,4 @@ func (s *Store) Unwarm(ctx context.Context, voucherID int64) error {
 		return unavailable("unwarm", err)
 	}
 	return nil
-}
-
-// pipeliner is what a client and a WATCH transaction have in common.
-type pipeliner interface {
-	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
-}
-
-// allKeys lists every key of a voucher, including the per-user sets of every
-// user that holds something (a set is deleted by Redis once its last order
-// is released, and every live hold names its user).
-func (s *Store) allKeys(ctx context.Context, c pipeliner, k Keys) ([]string, error) {
-	var holds *redis.StringSliceCmd
-	var buyers *redis.StringSliceCmd
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		holds = p.HVals(ctx, k.Orders)
-		buyers = p.HKeys(ctx, k.Buyers)
-		return nil
-	})
-	if err != nil {
-		return nil, unavailable("list keys", err)
-	}
-	users := map[string]bool{}
-	for _, b := range buyers.Val() {
-		users[b] = true
-	}
-	for _, e := range holds.Val() {
-		if u, _, ok := strings.Cut(e, ":"); ok {
-			users[u] = true
-		}
-	}
-	keys := k.fixed()
-	for u := range users {
-		if id, err := strconv.ParseInt(u, 10, 64); err == nil {
-			keys = append(keys, k.User(id))
-		}
-	}
-	return keys, nil
 }

@@ -360,6 +360,24 @@ func (s *Stack) Redis(t testing.TB) *redis.Client {
 	return rdb
 }
 
+// PrivateRedis starts a redis-server of the test's own, which the test may
+// freeze (Freeze, Thaw) without disturbing the other tests, and returns it
+// with a client on it. When the test ends the server is thawed, then the
+// client closed (a client closed on a frozen server waits for it), then the
+// server stopped.
+func PrivateRedis(t testing.TB) (*localstack.Redis, *redis.Client) {
+	t.Helper()
+	srv, err := localstack.StartRedis(context.Background(), localstack.RedisOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("stacktest: private redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	t.Cleanup(srv.Thaw)
+	return srv, rdb
+}
+
 // NewDatabase creates a database with the schema applied, for this test
 // only, and returns a pool on it. The pool is closed and the database
 // dropped when the test ends.
