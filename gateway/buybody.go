@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -28,16 +27,16 @@ func decodeBuy(c *fiber.Ctx, in *api.BuyRequest) error {
 	return decodeJSON(c, in, true)
 }
 
-// readBuyBody reads body as a buy when it is simple: nothing but JSON
-// whitespace, or one object of the fields quantity (an integer of at most
-// 18 digits), captcha_id and captcha_answer (strings of printable ASCII
-// without escapes), each at most once, spelled exactly so. It says false for
+// readBuyBody reads body as a buy when it is simple: nothing at all, or one
+// object of the fields quantity (an integer of at most 18 digits),
+// captcha_id and captcha_answer (strings of printable ASCII without escapes), each at most once, spelled exactly so. It says false for
 // anything else (null, case variants, escapes, fractions, duplicates, a
 // syntax error...), leaving the verdict to encoding/json. Strings are
 // copies: body is fasthttp's buffer.
 func readBuyBody(body []byte, in *api.BuyRequest) bool {
-	if len(bytes.TrimSpace(body)) == 0 {
-		// decodeJSON allows an empty body by the same test.
+	if len(body) == 0 {
+		// decodeJSON allows an empty body by the same test (and refuses
+		// white space alone).
 		return true
 	}
 	p := skipWS(body, 0)

@@ -22,9 +22,14 @@ import (
 // strings are fresh copies, never views of fasthttp's buffer.
 func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 	body := c.Body()
+	if len(body) == 0 && allowEmpty {
+		return nil
+	}
 	if len(bytes.TrimSpace(body)) == 0 {
+		// White space alone is not JSON: an optional body is absent or
+		// an object, as gateway/openapi.yaml declares it.
 		if allowEmpty {
-			return nil
+			return invalid("the body holds only white space: send a JSON object, or no body at all")
 		}
 		return invalid("the request needs a JSON body")
 	}

@@ -115,6 +115,25 @@ func TestOpenAPIDeclaresCommonAnswers(t *testing.T) {
 	require.Greater(t, ops, 20)
 }
 
+// White space alone is not JSON: an optional body (the buy's) is absent or
+// an object, and a buy whose body was a line break was taken for an empty
+// one (found by the API fuzzer on the queue's join). No body at all still
+// buys one unit.
+func TestWhiteSpaceBodyIsInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, in := range []string{"\n", " ", "\r\n\t"} {
+		resp, body := b.do(t, http.MethodPost, "/api/v1/vouchers/1/orders", in,
+			"Authorization", bearerOf(b.shopper), "Content-Type", "application/json")
+		msg := requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+		require.Contains(t, msg, "white space", "%q", in)
+	}
+	require.Empty(t, b.buyer.requests(), "nothing was bought")
+	resp, body := b.do(t, http.MethodPost, "/api/v1/vouchers/1/orders", "",
+		"Authorization", bearerOf(b.shopper), "Idempotency-Key", "no-body")
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+}
+
 // A JSON null is not an object: a buy whose body is null was accepted as
 // an empty one (202; found by the API fuzzer), though the body's schema is
 // an object.
