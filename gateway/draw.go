@@ -5,7 +5,6 @@ package gateway
 // exports every entry for an audit.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -128,16 +127,8 @@ func (s *Server) drawEntries(c *fiber.Ctx) error {
 	if info.Seed == nil {
 		return draw.ErrNotDrawn
 	}
-	c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
-	c.Set(fiber.HeaderContentDisposition, `attachment; filename="draw-`+idString(line.VoucherID)+`.csv"`)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		ctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
-		defer cancel()
-		if err := s.deps.Draws.Export(ctx, line, w); err != nil {
-			// The status is sent; the log is all that can tell.
-			s.log.Warn("draw export cut short", "voucher_id", line.VoucherID, "err", err)
-		}
-		_ = w.Flush()
-	})
+	draws := s.deps.Draws
+	s.streamCSV(c, "draw-"+idString(line.VoucherID)+".csv", "draw export", line.VoucherID,
+		func(ctx context.Context, w io.Writer) error { return draws.Export(ctx, line, w) })
 	return nil
 }

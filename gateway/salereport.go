@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -65,23 +66,32 @@ func (s *Server) ordersCSV(c *fiber.Ctx) error {
 	if _, err := s.deps.Catalog.Voucher(c.UserContext(), id); err != nil {
 		return err
 	}
+	reports := s.deps.Reports
+	s.streamCSV(c, fmt.Sprintf("voucher-%d-orders.csv", id), "orders export", id,
+		func(ctx context.Context, w io.Writer) error { return reports.WriteOrdersCSV(ctx, id, w) })
+	return nil
+}
+
+// streamCSV answers c with the CSV that write produces, as an attachment
+// named filename, streamed: the body is written after the handler returns,
+// when the request's context is over, so the export has a context of its
+// own (bounded by exportTimeout), and the write deadline moves on while it
+// makes progress. A failure halfway ends the body early and is logged as
+// what (the status is sent by then).
+func (s *Server) streamCSV(c *fiber.Ctx, filename, what string, voucherID int64, write func(ctx context.Context, w io.Writer) error) {
 	c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
-	c.Set(fiber.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="voucher-%d-orders.csv"`, id))
-	// The body is written after the handler returns, when the request's
-	// context is over: the export has a context of its own.
+	c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+filename+`"`)
 	ctx := context.WithoutCancel(c.UserContext())
-	reports, log := s.deps.Reports, s.log
+	log := s.log
 	conn, timeout := c.Context().Conn(), s.cfg.WriteTimeout
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithTimeout(ctx, exportTimeout)
 		defer cancel()
-		out := &progressDeadline{w: w, conn: conn, timeout: timeout}
-		if err := reports.WriteOrdersCSV(ctx, id, out); err != nil {
-			log.WarnContext(ctx, "orders export cut short", "voucher_id", id, "err", err)
+		if err := write(ctx, &progressDeadline{w: w, conn: conn, timeout: timeout}); err != nil {
+			log.WarnContext(ctx, what+" cut short", "voucher_id", voucherID, "err", err)
 		}
 		_ = w.Flush()
 	})
-	return nil
 }
 
 // progressDeadline writes to w and, as it makes progress, moves conn's
