@@ -31,20 +31,28 @@ type Draws interface {
 	Export(ctx context.Context, l waitroom.Line, w io.Writer) error
 }
 
-// drawLine is the draw of the route's voucher, 404 for a voucher not sold
-// by draw, 503 without the draws.
-func (s *Server) drawLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error) {
-	v, line, err := s.queueLine(c)
+// drawLine is the draw of the route's voucher for the operator's export:
+// 404 for no such voucher, 409 conflict for a voucher that exists but is not
+// sold by draw (its mode, not the address, is what is wrong), 503 without
+// the draws.
+func (s *Server) drawLine(c *fiber.Ctx) (waitroom.Line, error) {
+	id, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
-		return v, line, err
+		return waitroom.Line{}, err
 	}
-	if !line.Draw {
-		return v, line, apperr.Public(apperr.ErrNotFound, "this voucher is not sold by draw")
+	v, err := s.deps.Catalog.Voucher(c.UserContext(), id)
+	if err != nil {
+		return waitroom.Line{}, err
+	}
+	line, ok := waitroom.LineOf(v)
+	if !ok || !line.Draw {
+		return line, apperr.Public(apperr.ErrConflict,
+			"this voucher is not sold by draw, so it has no entries: only a voucher whose waiting room's mode is draw has them")
 	}
 	if s.deps.Draws == nil {
-		return v, line, apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
+		return line, apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
 	}
-	return v, line, nil
+	return line, nil
 }
 
 // enterDraw is POST /api/v1/vouchers/{id}/queue of a draw voucher: an
@@ -116,7 +124,7 @@ func (s *Server) drawPlace(ctx context.Context, line waitroom.Line, uid int64) (
 // drawEntries is GET /api/v1/admin/vouchers/{id}/draw/entries: the CSV of
 // every entry, streamed.
 func (s *Server) drawEntries(c *fiber.Ctx) error {
-	_, line, err := s.drawLine(c)
+	line, err := s.drawLine(c)
 	if err != nil {
 		return err
 	}

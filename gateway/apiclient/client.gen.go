@@ -1186,7 +1186,8 @@ type ClientInterface interface {
 	//
 	// CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
 	// or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
-	// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+	// voucher that exists but is not sold by draw is 409 conflict; one not drawn yet is 409
+	// not_started.
 	//
 	// Corresponds with GET /api/v1/admin/vouchers/{id}/draw/entries (the `DrawEntries` operationId).
 	DrawEntries(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1736,7 +1737,8 @@ func (c *Client) VoucherChanges(ctx context.Context, id ID, reqEditors ...Reques
 //
 // CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
 // or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
-// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+// voucher that exists but is not sold by draw is 409 conflict; one not drawn yet is 409
+// not_started.
 //
 // Corresponds with GET /api/v1/admin/vouchers/{id}/draw/entries (the `DrawEntries` operationId).
 func (c *Client) DrawEntries(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3841,7 +3843,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
 	// or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
-	// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+	// voucher that exists but is not sold by draw is 409 conflict; one not drawn yet is 409
+	// not_started.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10469,7 +10472,8 @@ func (c *ClientWithResponses) VoucherChangesWithResponse(ctx context.Context, id
 //
 // CSV, streamed, in ticket order: user_id,ticket,result, where result is won (at the draw,
 // or from the waitlist since), waitlisted (the sale is on) or lost (the sale is over). A
-// voucher not sold by draw is 404; one not drawn yet is 409 not_started.
+// voucher that exists but is not sold by draw is 409 conflict; one not drawn yet is 409
+// not_started.
 //
 // Returns a wrapper object for the known response body format(s).
 //
