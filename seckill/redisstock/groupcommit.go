@@ -2,6 +2,7 @@ package redisstock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -71,6 +72,10 @@ func (c contextScripts) ZRangeArgsWithScores(ctx context.Context, z redis.ZRange
 		nil, redis.NewZSliceCmd)
 }
 
+// errGaveUp is awaitCmd's error when the caller's context ended before the
+// reply came: the command is still on its way, and late will get it.
+var errGaveUp = errors.New("gave up waiting for the reply")
+
 // await runs call and returns its command, or, when ctx ends first, a
 // command failed with ctx's error (see awaitCmd).
 func await(ctx context.Context, call func(context.Context) *redis.Cmd, late func(*redis.Cmd)) *redis.Cmd {
@@ -112,6 +117,6 @@ func awaitCmd[C redis.Cmder](ctx context.Context, call func(context.Context) C, 
 		return cmd
 	case <-ctx.Done():
 		close(gone)
-		return fail(fmt.Errorf("gave up waiting for the reply: %w", ctx.Err()))
+		return fail(fmt.Errorf("%w: %w", errGaveUp, ctx.Err()))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -168,17 +169,81 @@ func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []
 	return err
 }
 
-// reserveIn runs reserve.lua on one bucket.
+// reserveIn runs reserve.lua on one bucket. A keyed reservation first waits
+// for an earlier attempt with its request key whose script is still on its
+// way (see abandonedAttempts).
 func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (code, orderID, left int64, err error) {
+	if err := s.abandoned.wait(ctx, r); err != nil {
+		return 0, 0, 0, unavailable("reserve", err)
+	}
+	late := func(cmd *redis.Cmd) { s.releaseUnread(r, cmd) }
+	var handled chan struct{}
+	if r.RequestKey != "" {
+		handled = make(chan struct{})
+		late = func(cmd *redis.Cmd) {
+			defer close(handled)
+			s.releaseUnread(r, cmd)
+		}
+	}
 	start := time.Now()
 	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
 		return s.reserve.Run(ctx, s.hot, k.script(), r.UserID, r.OrderID, r.Quantity, r.RequestKey)
-	}, func(late *redis.Cmd) { s.releaseUnread(r, late) }).Slice()
+	}, late).Slice()
 	s.metrics.since(scriptReserve, start)
 	if err != nil {
+		if handled != nil && errors.Is(err, errGaveUp) {
+			s.abandoned.add(r, handled)
+		}
 		return 0, 0, 0, unavailable("reserve", err)
 	}
 	return reserveReply(raw)
+}
+
+// abandonedAttempts are the keyed reservations whose caller stopped waiting
+// while the script was still on its way to Redis (a link gone silent), each
+// with a channel closed once its late answer was handled. A retry of the
+// same Idempotency-Key waits for that first: sent at once, its script could
+// run just after the abandoned one and be answered as its replay, with an
+// order that releaseUnread then gives back and that no message will ever
+// carry (a 202 that never ends). After the wait the key is either free (the
+// late hold was given back, and the retry holds anew) or still names a hold
+// whose release failed, which the reconciler settles.
+//
+// It covers the retries that reach the same gateway, as a shopper's do while
+// their connection lives; a retry sent through another gateway in the one
+// round trip between the late hold and its release is not covered.
+type abandonedAttempts struct{ m sync.Map } // requestAttempt -> chan struct{}
+
+// requestAttempt names one shopper's attempt of one voucher by its
+// Idempotency-Key.
+type requestAttempt struct {
+	voucherID, userID int64
+	key               string
+}
+
+func (a *abandonedAttempts) add(r seckill.Reservation, handled chan struct{}) {
+	k := requestAttempt{r.VoucherID, r.UserID, r.RequestKey}
+	a.m.Store(k, handled)
+	go func() {
+		<-handled
+		a.m.CompareAndDelete(k, handled)
+	}()
+}
+
+func (a *abandonedAttempts) wait(ctx context.Context, r seckill.Reservation) error {
+	if r.RequestKey == "" {
+		return nil
+	}
+	v, ok := a.m.Load(requestAttempt{r.VoucherID, r.UserID, r.RequestKey})
+	if !ok {
+		return nil
+	}
+	select {
+	case <-v.(chan struct{}):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("an earlier attempt with this Idempotency-Key is still on its way, and its answer decides this one: %w", ctx.Err())
+	}
 }
 
 // releaseUnread gives back the hold of r that reserve.lua made after its

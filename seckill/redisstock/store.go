@@ -64,6 +64,8 @@ type Store struct {
 	grace, window time.Duration
 	// quiet: Release does not announce on StockChannel.
 	quiet bool
+	// abandoned: keyed reservations whose caller stopped waiting.
+	abandoned abandonedAttempts
 }
 
 // DefaultIdempotencyWindow is Config.IdempotencyWindow's default.
