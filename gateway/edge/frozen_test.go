@@ -10,15 +10,18 @@ import (
 	"github.com/flashsale/seckill/deploy/localstack/stacktest"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // A Redis that stops answering without closing anything (SIGSTOP: its
-// sockets stay open, as over a link gone silent): every buy ends at its
-// deadline with 503 unavailable, the limit's and the reservation's failures
-// open the breaker, which then refuses without asking Redis, and once Redis
-// answers again a reservation it ran after its buyer gave up is given back.
-func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
+// sockets stay open, as over a link gone silent): every buy ends with 503
+// unavailable within its steps' own bounds (the limits', the unpaid strikes'
+// read, the reservation's call timeout), well before a far-off request
+// deadline; the limit's and the reservation's failures open the breaker,
+// which then refuses without asking Redis; and once Redis answers again a
+// reservation it ran after its buyer gave up is given back.
+func TestFrozenRedisBuysEndBoundedAndOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv, rdb := stacktest.PrivateRedis(t)
@@ -29,7 +32,9 @@ func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
 	const threshold = 3
 	e, _ := newEdge(t, rdb, edge.Config{BreakerFailures: threshold, BreakerOpenFor: time.Hour,
 		CallTimeout: time.Second, ModePoll: time.Hour, FleetBeat: time.Hour})
-	buy := chain(e.Steps(), v, buyWith(realBuyer(t, store)))
+	steps := e.Steps()
+	steps.Hoard = hoard.New(hoard.Config{Redis: rdb, Hot: redisstock.GroupCommit(rdb), Limit: 3, Window: time.Hour})
+	buy := chain(steps, v, buyWith(realBuyer(t, store)))
 	user := int64(1)
 	try := func(deadline time.Duration) error {
 		user++
@@ -42,6 +47,7 @@ func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
+			require.NoError(t, bctx.Err(), "the buy waited out its request's deadline: a step's Redis call is unbounded")
 			return err
 		case <-time.After(deadline + 5*time.Second):
 			t.Fatalf("a buy with a %v deadline still waits on the frozen Redis %v after it", deadline, 5*time.Second)
@@ -53,7 +59,7 @@ func TestFrozenRedisBuysEndAtTheirDeadlineAndOpenTheBreaker(t *testing.T) {
 	require.NoError(t, srv.Freeze())
 	var failures int
 	for e.Breaker.Paths()[edge.PathRedis] != "open" {
-		err := try(2 * time.Second)
+		err := try(30 * time.Second)
 		require.ErrorIs(t, err, apperr.ErrUnavailable)
 		failures++
 		require.Less(t, failures, threshold, "the breaker did not open")
