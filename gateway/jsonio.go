@@ -55,9 +55,10 @@ func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 	return nil
 }
 
-// nullableFields are the request fields gateway/openapi.yaml declares
-// nullable (NewVoucher.waiting_room: null is no waiting room).
-func nullableField(name string) bool { return name == "waiting_room" }
+// nullableField says whether a request field is one gateway/openapi.yaml
+// declares nullable: NewVoucher.waiting_room (null is no waiting room) and
+// WaitingRoom.adaptive (null is a fixed rate).
+func nullableField(name string) bool { return name == "waiting_room" || name == "adaptive" }
 
 // refuseNulls refuses a JSON null where gateway/openapi.yaml does not declare
 // one. encoding/json reads null into a struct or a field as nothing at all,

@@ -161,4 +161,10 @@ func TestNullBodyIsInvalid(t *testing.T) {
 		"end_at": "2030-01-02T00:00:00Z", "waiting_room": null}`,
 		"Authorization", "Bearer "+testAdminToken, "Content-Type", "application/json")
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+	// And WaitingRoom.adaptive: null is a fixed rate.
+	resp, body = b.do(t, http.MethodPost, "/api/v1/admin/vouchers", `{"title": "t", "kind": "seckill",
+		"price_cents": 100, "stock": 5, "per_user_limit": 1, "begin_at": "2030-01-01T00:00:00Z",
+		"end_at": "2030-01-02T00:00:00Z", "waiting_room": {"admit_per_second": 10, "adaptive": null}}`,
+		"Authorization", "Bearer "+testAdminToken, "Content-Type", "application/json")
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
 }
