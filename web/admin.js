@@ -10,6 +10,8 @@
  *   #breaker-mode #breaker-state                      what the API reports
  *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
+ *   #v-room-mode (line|draw) #v-room-draw-pass            its order, and a draw winner's pass
+ *   #v-room-adaptive #v-room-p99 #v-room-min #v-room-max  adaptive admission and its bounds
  *   #s-voucher #s-add-stock #s-rate #s-end #s-apply       steer a running sale (PATCH)
  *   #changes li[data-voucher-id="<id>"]                   each change made to the voucher in
  *                                                         #s-voucher, as recorded, newest first,
@@ -19,6 +21,7 @@
  *      queue: the line's figures "W waiting · A admitted · E expired · U used", – without a room)
  *   #stats-updated #message #server-clock
  *   #report-voucher #report-show #report-csv        the sale report of one voucher
+ *   #report-draw-csv                                 its draw's entries, for an audit
  *   #report                                          the report, drawn by report.js (see its hooks);
  *     its data-voucher-id is the voucher shown
  *   #stats tbody tr td[data-field="pause"] button.report-open   shows that row's report
@@ -205,6 +208,17 @@
     const prequeue = Number($('#v-room-prequeue').value);
     if (room && (!Number.isInteger(rate) || rate < 1)) problems.push(['#v-room-rate', 'an admission rate of at least 1 a second']);
     if (room && (!Number.isInteger(prequeue) || prequeue < 0)) problems.push(['#v-room-prequeue', 'a pre-queue of 0 seconds or more']);
+    const draw = room && $('#v-room-mode').value === 'draw';
+    const pass = Number($('#v-room-draw-pass').value);
+    if (draw && Number.isInteger(prequeue) && prequeue < 1) problems.push(['#v-room-prequeue', 'a pre-queue of at least 1 second (a draw takes its entries then)']);
+    if (draw && (!Number.isInteger(pass) || pass < 1 || pass > 86400)) problems.push(['#v-room-draw-pass', 'a winner’s pass of 1 to 86400 seconds']);
+    const adaptive = room && $('#v-room-adaptive').checked;
+    const p99 = Number($('#v-room-p99').value);
+    const lo = Number($('#v-room-min').value);
+    const hi = Number($('#v-room-max').value);
+    if (adaptive && (!Number.isInteger(p99) || p99 < 1 || p99 > 60000)) problems.push(['#v-room-p99', 'a target p99 of 1 to 60000 ms']);
+    if (adaptive && (!Number.isInteger(lo) || lo < 1 || !Number.isInteger(hi) || hi < lo)) problems.push(['#v-room-min', 'a slowest rate of at least 1 and a fastest no lower']);
+    else if (adaptive && (rate < lo || rate > hi)) problems.push(['#v-room-rate', `an admission rate between the slowest and the fastest (${lo} to ${hi} a second)`]);
     if (Number.isNaN(begin.getTime()) || Number.isNaN(end.getTime())) problems.push(['#v-begin', 'opening and closing times']);
     else if (end <= begin) problems.push(['#v-end', 'a closing time after the opening time']);
     if (problems.length) {
@@ -224,7 +238,13 @@
         begin_at: begin.toISOString(),
         end_at: end.toISOString(),
         captcha_required: $('#v-captcha').checked,
-        waiting_room: room ? { admit_per_second: rate, prequeue_seconds: prequeue } : null,
+        waiting_room: room ? {
+          admit_per_second: rate,
+          prequeue_seconds: prequeue,
+          mode: draw ? 'draw' : 'line',
+          ...(draw ? { draw_pass_seconds: pass } : {}),
+          adaptive: adaptive ? { target_p99_ms: p99, min_per_second: lo, max_per_second: hi } : null,
+        } : null,
       });
       say(`Voucher ${v.id} “${v.title}” created.`, 'ok');
       refresh();
@@ -404,6 +424,14 @@
     if (td.textContent !== text) td.textContent = text;
   }
 
+  // roomText is how the voucher list sums up a waiting room.
+  function roomText(wr) {
+    if (!wr) return '';
+    const how = wr.mode === 'draw' ? `draw, waitlist ${wr.admit_per_second}/s` : `line ${wr.admit_per_second}/s`;
+    const a = wr.adaptive;
+    return ` · ${how}${a ? ` (adaptive ${a.min_per_second}–${a.max_per_second}/s, p99 ≤ ${a.target_p99_ms} ms)` : ''}`;
+  }
+
   async function refresh() {
     clearTimeout(refreshTimer);
     if (!token || refreshing) return;
@@ -424,7 +452,7 @@
         const title = tr.querySelector('td[data-field="title"]');
         title.firstChild.textContent = v.title;
         const wr = v.waiting_room;
-        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${wr ? ` · line ${wr.admit_per_second}/s` : ''}`;
+        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${roomText(wr)}`;
         setCell(tr, 'sale', saleText(v));
         showPause(tr.querySelector('td[data-field="pause"] button'), v);
         const s = stats[i];
@@ -484,15 +512,15 @@
     }
   }
 
-  // downloadOrders saves the voucher's orders as a file. The export needs
-  // the token in a header, which a plain link cannot send.
-  async function downloadOrders() {
+  // download saves one of the voucher's CSV exports as a file (what names
+  // it in the page's messages). The exports need the token in a header,
+  // which a plain link cannot send.
+  async function download(button, path, file, what) {
     const id = reportVoucher();
     if (!id) return;
-    const button = $('#report-csv');
     button.disabled = true;
     try {
-      const res = await fetch(`${API}/admin/vouchers/${encodeURIComponent(id)}/orders.csv`, {
+      const res = await fetch(`${API}/admin/vouchers/${encodeURIComponent(id)}/${path}`, {
         headers: { Authorization: `Bearer ${token}` }, cache: 'no-store', credentials: 'omit',
       });
       if (!res.ok) {
@@ -503,15 +531,15 @@
       const url = URL.createObjectURL(await res.blob());
       const a = document.createElement('a');
       a.href = url;
-      a.download = `voucher-${id}-orders.csv`;
+      a.download = `voucher-${id}-${file}`;
       document.body.append(a);
       a.click();
       a.remove();
       setTimeout(() => URL.revokeObjectURL(url), 60000);
-      say(`Orders of voucher ${id} downloaded.`, 'ok');
+      say(`${what[0].toUpperCase()}${what.slice(1)} of voucher ${id} downloaded.`, 'ok');
     } catch (err) {
       if (err instanceof ApiError) {
-        if (!tokenRefused(err)) say(`No orders for voucher ${id}: ${sentence(err)}`, 'error');
+        if (!tokenRefused(err)) say(`No ${what} for voucher ${id}: ${sentence(err)}`, 'error');
       } else say(sentence(new ApiError(0, 'network', '')), 'error');
     } finally {
       button.disabled = false;
@@ -530,7 +558,8 @@
     $('#token-forget').addEventListener('click', () => { setToken(''); say('Token forgotten.', 'info'); });
     $('#breaker-apply').addEventListener('click', applyBreaker);
     $('#report-form').addEventListener('submit', showReport);
-    $('#report-csv').addEventListener('click', downloadOrders);
+    $('#report-csv').addEventListener('click', (ev) => download(ev.currentTarget, 'orders.csv', 'orders.csv', 'orders'));
+    $('#report-draw-csv').addEventListener('click', (ev) => download(ev.currentTarget, 'draw/entries', 'draw-entries.csv', 'draw entries'));
     $('#voucher-form').addEventListener('submit', createVoucher);
     $('#steer-form').addEventListener('submit', steerVoucher);
     $('#s-voucher').addEventListener('change', () => {
@@ -538,11 +567,14 @@
       showChanges(/^\d+$/.test(id) && token ? id : '').catch((err) => { if (!tokenRefused(err)) say(sentence(err), 'error'); });
     });
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
-    $('#v-room').addEventListener('change', () => {
+    const roomFields = () => {
       const on = $('#v-room').checked;
-      $('#v-room-rate').disabled = !on;
-      $('#v-room-prequeue').disabled = !on;
-    });
+      for (const f of ['#v-room-rate', '#v-room-prequeue', '#v-room-mode', '#v-room-adaptive']) $(f).disabled = !on;
+      $('#v-room-draw-pass').disabled = !on || $('#v-room-mode').value !== 'draw';
+      const adaptive = on && $('#v-room-adaptive').checked;
+      for (const f of ['#v-room-p99', '#v-room-min', '#v-room-max']) $(f).disabled = !adaptive;
+    };
+    for (const f of ['#v-room', '#v-room-mode', '#v-room-adaptive']) $(f).addEventListener('change', roomFields);
     document.addEventListener('visibilitychange', () => { if (!document.hidden && token) refresh(); });
     fillTimes(5 * 60000);
     const tick = () => { $('#server-clock').textContent = fmtTime(serverNow()); };

@@ -20,14 +20,7 @@ import (
 func TestBrowserOperatorPage(t *testing.T) {
 	ts := startSystem(t, nil)
 	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
-	b := openPage(t, ts.base, "/admin")
-	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null`)
-
-	b.do("enter the admin token",
-		chromedp.SendKeys(chromedp.ID("admin-token"), ts.cfg.AdminToken),
-		chromedp.Click(chromedp.ID("token-apply")),
-	)
-	b.waitJS("the breaker's mode is shown", `document.querySelector('#breaker-mode').textContent === 'auto'`)
+	b := openOperatorPage(t, ts)
 	b.screenshot("operator-token")
 
 	const title = "Operator-made lantern"

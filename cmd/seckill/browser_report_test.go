@@ -46,12 +46,7 @@ func TestBrowserSaleReport(t *testing.T) {
 		return rep.Attempts == 8 && rep.Paid == 2 && len(rep.Timeline) > 0 && sumPaid(rep) == 2
 	}, 20*time.Second, 200*time.Millisecond)
 
-	b := openPage(t, ts.base, "/admin")
-	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null`)
-	b.do("enter the admin token",
-		chromedp.SendKeys(chromedp.ID("admin-token"), ts.cfg.AdminToken),
-		chromedp.Click(chromedp.ID("token-apply")),
-	)
+	b := openOperatorPage(t, ts)
 	reportButton := fmt.Sprintf(`#stats tbody tr[data-voucher-id="%s"] td[data-field="pause"] button.report-open`, vid)
 	b.waitJS("the voucher's row has a Report button", fmt.Sprintf(`document.querySelector('%s') !== null`, reportButton))
 	b.do("open the voucher's report", chromedp.Click(chromedp.CSS(reportButton)))

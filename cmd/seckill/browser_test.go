@@ -205,6 +205,20 @@ func (b *browser) fail(what string, err error) {
 	b.t.Fatalf("%s: %v\nthe page's message: %q\nscreenshot: %s", what, err, msg, path)
 }
 
+// openOperatorPage opens the operator page and enters the admin token,
+// returning once the page has used it (the breaker's mode is shown).
+func openOperatorPage(t *testing.T, ts *testSystem) *browser {
+	t.Helper()
+	b := openPage(t, ts.base, "/admin")
+	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null`)
+	b.do("enter the admin token",
+		chromedp.SendKeys(chromedp.ID("admin-token"), ts.cfg.AdminToken),
+		chromedp.Click(chromedp.ID("token-apply")),
+	)
+	b.waitJS("the breaker's mode is shown", `document.querySelector('#breaker-mode').textContent === 'auto'`)
+	return b
+}
+
 // screenshot saves the whole page as NN-name.png and logs where.
 func (b *browser) screenshot(name string) string {
 	b.t.Helper()
