@@ -22,6 +22,8 @@ type Config struct {
 	OpsAddr           string        `env:"SECKILL_OPS_ADDR" default:"127.0.0.1:0" help:"where a gateway serves /metrics, /healthz and /readyz for Prometheus and probes, apart from the shoppers' port (which has no /metrics); the default is a free loopback port, logged at start; set host:port to scrape it"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
 	RedisCluster      []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" secret:"url" help:"Redis Cluster seed nodes host:port, comma separated (or one redis://user:password@host:port?addr=host:port URL); when set, Redis is a Redis Cluster and SECKILL_REDIS_URL is not used"`
+	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" default:"0" help:"when positive, a buy is answered 202 only once that many replicas of the voucher's Redis master have its hold (WAIT after the reservation, on the master): a master cut off from its replicas then refuses buys (503) instead of promising holds a failover loses; costs each buy a round trip of its own; 0 (the default) trusts Redis's asynchronous replication"`
+	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" default:"100ms" help:"how long a buy waits for SECKILL_REDIS_WAIT_REPLICAS replicas before its hold is given back and the buy refused (503)"`
 	DevRedisShards    int           `env:"SECKILL_DEV_REDIS_SHARDS" default:"1" help:"dev mode: 1 starts one private redis-server; 3 or more start a private Redis Cluster of that many masters (data under SECKILL_DATA_DIR)"`
 	DatabaseURL       string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
 	DBGatewayConns    int32         `env:"SECKILL_DB_GATEWAY_CONNS" default:"16" help:"PostgreSQL connections of the gateway's pool: catalog refreshes, logins, order reads, synchronous buys, pay and cancel"`
@@ -178,6 +180,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
 	case c.RoomMaxLag < 1:
 		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
+	case c.RedisWaitReplicas < 0:
+		return fmt.Errorf("config: SECKILL_REDIS_WAIT_REPLICAS must not be negative (0 waits for none), got %d", c.RedisWaitReplicas)
+	case c.RedisWaitTimeout <= 0:
+		return fmt.Errorf("config: SECKILL_REDIS_WAIT_TIMEOUT must be positive, got %s", c.RedisWaitTimeout)
 	case c.HoardLimit < 0:
 		return fmt.Errorf("config: SECKILL_HOARD_LIMIT must not be negative (0 refuses nobody), got %d", c.HoardLimit)
 	case c.HoardWindow <= 0:

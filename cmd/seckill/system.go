@@ -121,7 +121,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *system, er
 	s.store = pgstore.New(s.pool)
 	s.workStore = pgstore.New(s.workPool)
 	s.stock = redisstock.New(redisstock.Config{Redis: s.rdb, Metrics: s.metrics.stock,
-		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow})
+		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow,
+		WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
 	s.events = notify.NewPublisher(s.rdb)
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
 	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Grace: cfg.StateGrace})

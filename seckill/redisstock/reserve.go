@@ -187,9 +187,19 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 	}
 	start := time.Now()
 	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
-		return s.reserve.Run(ctx, s.hot, k.script(), r.UserID, r.OrderID, r.Quantity, r.RequestKey)
+		keys, args := k.script(), []any{r.UserID, r.OrderID, r.Quantity, r.RequestKey}
+		if s.waitReplicas > 0 {
+			return s.reserveReplicated(ctx, keys, args)
+		}
+		return s.reserve.Run(ctx, s.hot, keys, args...)
 	}, late).Slice()
 	s.metrics.since(scriptReserve, start)
+	if errors.Is(err, errNotReplicated) {
+		// Held on the master only: what a failover would lose must not
+		// be promised. The give-back goes to the same master, behind the
+		// hold, so a replica gets both or neither.
+		s.releaseUnreplicated(ctx, r)
+	}
 	if err != nil {
 		if handled != nil && errors.Is(err, errGaveUp) {
 			s.abandoned.add(r, handled)
@@ -197,6 +207,62 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 		return 0, 0, 0, unavailable("reserve", err)
 	}
 	return reserveReply(raw)
+}
+
+// errNotReplicated is a hold that fewer replicas than Config.WaitReplicas
+// acknowledged in time; the command keeps reserve.lua's reply.
+var errNotReplicated = errors.New("the hold was not acknowledged by the master's replicas in time")
+
+// reserveReplicated runs reserve.lua on the master of keys in one pipeline
+// with WAIT, and fails a hold that fewer than s.waitReplicas replicas
+// acknowledged within s.waitTimeout with errNotReplicated. WAIT counts the
+// writes of its own connection, which is why both go in one pipeline to the
+// key's master rather than through the group commit or the cluster client's
+// routing. A refusal, a replay or an error wrote nothing to wait for.
+func (s *Store) reserveReplicated(ctx context.Context, keys []string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	var node redis.Cmdable = s.rdb
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		master, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			cmd.SetErr(err)
+			return cmd
+		}
+		node = master
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := node.Pipeline()
+		ev := pipe.EvalSha(ctx, s.reserve.Hash(), keys, args...)
+		acked := pipe.Do(ctx, "WAIT", s.waitReplicas, s.waitTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if err := ev.Err(); err != nil {
+			if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if lerr := s.reserve.Load(ctx, node).Err(); lerr == nil {
+					continue
+				}
+			}
+			cmd.SetErr(err)
+			return cmd
+		}
+		cmd.SetVal(ev.Val())
+		raw, _ := ev.Slice()
+		if code, _, _, err := reserveReply(raw); err != nil || code != codeHeld {
+			return cmd
+		}
+		if n, err := acked.Int(); err != nil || n < s.waitReplicas {
+			cmd.SetErr(fmt.Errorf("%w (%d of %d within %v; wait error: %v)", errNotReplicated, n, s.waitReplicas, s.waitTimeout, err))
+		}
+		return cmd
+	}
+}
+
+// releaseUnreplicated gives back r's hold that its master's replicas did
+// not acknowledge; a release that fails leaves it to the reconciler, as any
+// hold without a message.
+func (s *Store) releaseUnreplicated(ctx context.Context, r seckill.Reservation) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+	defer cancel()
+	_, _ = s.Release(rctx, r.VoucherID, r.OrderID, seckill.ReleaseUnsent)
 }
 
 // abandonedAttempts are the keyed reservations whose caller stopped waiting
@@ -253,7 +319,7 @@ func (a *abandonedAttempts) wait(ctx context.Context, r seckill.Reservation) err
 // a message; a known request key (a replay) holds nothing of r's.
 func (s *Store) releaseUnread(r seckill.Reservation, late *redis.Cmd) {
 	raw, err := late.Slice()
-	if err != nil {
+	if err != nil && !errors.Is(err, errNotReplicated) {
 		return
 	}
 	if code, _, _, err := reserveReply(raw); err != nil || code != codeHeld {

@@ -64,12 +64,20 @@ type Store struct {
 	grace, window time.Duration
 	// quiet: Release does not announce on StockChannel.
 	quiet bool
+	// waitReplicas and waitTimeout: Config.WaitReplicas, WaitTimeout.
+	waitReplicas int
+	waitTimeout  time.Duration
 	// abandoned: keyed reservations whose caller stopped waiting.
 	abandoned abandonedAttempts
 }
 
 // DefaultIdempotencyWindow is Config.IdempotencyWindow's default.
 const DefaultIdempotencyWindow = 10 * time.Minute
+
+// DefaultWaitTimeout is Config.WaitTimeout's default: many round trips of a
+// data centre, and short enough that a master cut off from its replicas
+// refuses buys at once rather than holding them.
+const DefaultWaitTimeout = 100 * time.Millisecond
 
 // Config is what New builds a Store from; a zero field means its default.
 type Config struct {
@@ -98,6 +106,18 @@ type Config struct {
 	// NoGroupCommit sends each reservation in a round trip of its own (see
 	// GroupCommit); benchmarks compare the two.
 	NoGroupCommit bool
+	// WaitReplicas, when positive, makes a hold count only once that many
+	// replicas of the voucher's master have it: reserve.lua goes to the
+	// master in one pipeline with WAIT, and a hold the replicas did not
+	// acknowledge within WaitTimeout is given back and the buy refused as
+	// unavailable. Redis replicates asynchronously, so without it a master
+	// cut off from its replicas acknowledges holds that a failover then
+	// loses (deploy/netlab/README.md). It costs the buy its group commit (a
+	// round trip of its own) and the replication's delay, and it refuses
+	// every buy while the master has fewer replicas.
+	WaitReplicas int
+	// WaitTimeout bounds WaitReplicas' wait (DefaultWaitTimeout).
+	WaitTimeout time.Duration
 }
 
 // New returns a Store over cfg.Redis.
@@ -117,6 +137,12 @@ func New(cfg Config) *Store {
 		metrics:  cfg.Metrics,
 		quiet:    cfg.NoStockAnnouncements,
 		hot:      GroupCommit(rdb),
+
+		waitReplicas: cfg.WaitReplicas,
+		waitTimeout:  cfg.WaitTimeout,
+	}
+	if s.waitTimeout <= 0 {
+		s.waitTimeout = DefaultWaitTimeout
 	}
 	if s.grace <= 0 {
 		s.grace = seckill.DefaultStateGrace

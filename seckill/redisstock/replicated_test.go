@@ -1,0 +1,128 @@
+package redisstock_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+// With WaitReplicas a hold counts only once a replica has it. While the
+// replica answers, buys hold. Frozen (a master cut off from its replicas,
+// as before a failover), a buy is refused as unavailable and its hold given
+// back, so nothing a failover would lose was promised. Thawed, buys hold
+// again, and the replica has every hold the master kept.
+func TestReserveWaitsForAReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, replica, rrdb := replicatedRedis(t)
+	b := bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb, WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})}
+	v := b.onSale(t, 10, 5)
+
+	first := b.reserve(t, res(v, next(), 1, "first"))
+	require.False(t, first.Replayed)
+
+	require.NoError(t, replica.Freeze())
+	_, err := b.store.Reserve(ctx, res(v, next(), 1, "while-cut-off"))
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
+	assert.Contains(t, err.Error(), "not acknowledged by the master's replicas", "refused for the replica, not for Redis")
+	snap := b.balanced(t, v)
+	assert.Equal(t, int64(1), snap.Held, "the unacknowledged hold was given back")
+	assert.Equal(t, int64(9), snap.Left)
+
+	replica.Thaw()
+	b.reserve(t, res(v, next(), 1, "after"))
+	snap = b.balanced(t, v)
+	assert.Equal(t, int64(2), snap.Held)
+	assert.Equal(t, int64(8), snap.Left)
+	// What the master kept, the replica has: a promoted replica would
+	// sell exactly what is left.
+	require.Eventually(t, func() bool {
+		left, err := redisstock.New(redisstock.Config{Redis: rrdb}).StockLeft(ctx, v.ID)
+		return err == nil && left[v.ID] == 8
+	}, 10*time.Second, 50*time.Millisecond, "the replica's stock is the master's")
+}
+
+// A master without replicas acknowledges nothing: on both shapes (the
+// cluster's script and WAIT go to the voucher's own master, or the answer
+// would be a redirection, not this refusal) every hold is refused and
+// given back.
+func TestReserveWithoutReplicasRefusesEveryHold(t *testing.T) {
+	onEveryShape(t, func(t *testing.T, b bundle) {
+		store := redisstock.New(redisstock.Config{Redis: b.rdb, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+		v := b.onSale(t, 10, 5)
+		for range 3 {
+			_, err := store.Reserve(context.Background(), res(v, next(), 1, ""))
+			require.ErrorIs(t, err, apperr.ErrUnavailable)
+			require.Contains(t, err.Error(), "not acknowledged by the master's replicas")
+		}
+		snap := b.balanced(t, v)
+		assert.Zero(t, snap.Held)
+		assert.Equal(t, int64(10), snap.Left)
+	})
+}
+
+// replicatedRedis is a private redis-server with a private replica, once
+// the replica is online: the master's client, the replica and its client.
+func replicatedRedis(t testing.TB) (*redis.Client, *localstack.Redis, *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	master, rdb := stacktest.PrivateRedis(t)
+	replica, rrdb := stacktest.PrivateRedis(t)
+	host, port, err := net.SplitHostPort(master.Addr)
+	require.NoError(t, err)
+	require.NoError(t, rrdb.ReplicaOf(ctx, host, port).Err())
+	require.Eventually(t, func() bool {
+		info, err := rdb.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	}, 20*time.Second, 50*time.Millisecond, "the replica is online")
+	return rdb, replica, rrdb
+}
+
+// BenchmarkReserveWaitReplicas is what waiting for a replica costs a
+// reservation, on a master with one replica (both private, on this
+// machine): the group commit as shipped against each hold in a pipeline
+// of its own with WAIT 1.
+func BenchmarkReserveWaitReplicas(b *testing.B) {
+	ctx := context.Background()
+	rdb, _, _ := replicatedRedis(b)
+	now := serverNow(b, rdb)
+	v := voucher(seckill.MaxStock, 1, now.Add(-time.Minute), now.Add(time.Hour))
+	require.NoError(b, redisstock.New(redisstock.Config{Redis: rdb}).Warm(ctx, v))
+	for _, c := range []struct {
+		name  string
+		store *redisstock.Store
+	}{
+		{"group-commit", redisstock.New(redisstock.Config{Redis: rdb})},
+		{"wait-1-replica", redisstock.New(redisstock.Config{Redis: rdb, WaitReplicas: 1, WaitTimeout: time.Second})},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(25)
+			client, server := cpuTime(b), redisCost(b, rdb)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.store.Reserve(ctx, res(v, next(), 1, "")); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-client).Microseconds())/float64(b.N), "client-cpu-µs/op")
+			reportRedis(b, redisCost(b, rdb).Sub(server))
+		})
+	}
+}
