@@ -45,6 +45,10 @@ var (
 // second pass of the full form.
 const tightRedis = "read_timeout=250ms&write_timeout=250ms"
 
+// waitReplicas is the setting that makes a buy wait for replicas of its
+// hold before its 202.
+const waitReplicas = "SECKILL_REDIS_WAIT_REPLICAS"
+
 // runFaults starts a fleet of shape (its Redis clients' URL parameters,
 // replicas and replica lag among it) on new hosts of lab and runs opts'
 // faults on it; the rows' names say the settings that are not the
@@ -75,6 +79,9 @@ func runFaults(t *testing.T, lab *netlab.Lab, shape netlab.FleetOptions, opts ch
 	}
 	if shape.RedisReplicaLag > 0 {
 		settings = append(settings, fmt.Sprintf("%d replicas, min-replicas-max-lag %v", shape.Shape.RedisReplicas, shape.RedisReplicaLag))
+	}
+	if n := shape.Env[waitReplicas]; n != "" {
+		settings = append(settings, fmt.Sprintf("%s=%s", waitReplicas, n))
 	}
 	shape.Dir = filepath.Join(opts.Dir, fmt.Sprintf("fleet-%d", fleetSeq.Add(1)))
 	f, err := netlab.StartFleet(t.Context(), lab, shape)
@@ -110,8 +117,9 @@ var fleetSeq atomic.Int64
 // Redis clients go-redis URL parameters (read_timeout=250ms);
 // SECKILL_NETLAB_REDIS_REPLICAS and SECKILL_NETLAB_REDIS_REPLICA_LAG give
 // the cluster's masters replicas and a replica lag (1s) past which they
-// refuse writes; SECKILL_NETLAB_SLOW ("50ms,0.01") the slow fault's delay
-// and loss each way.
+// refuse writes; SECKILL_NETLAB_REDIS_WAIT (1) makes each buy wait for
+// that many replicas of its hold; SECKILL_NETLAB_SLOW ("50ms,0.01") the
+// slow fault's delay and loss each way.
 func TestNetFaults(t *testing.T) {
 	form := netShort
 	if os.Getenv("SECKILL_NETLAB") == "full" {
@@ -155,6 +163,9 @@ func TestNetFaults(t *testing.T) {
 		shape.RedisReplicaLag, err = time.ParseDuration(v)
 		require.NoError(t, err, "SECKILL_NETLAB_REDIS_REPLICA_LAG")
 	}
+	if v := os.Getenv("SECKILL_NETLAB_REDIS_WAIT"); v != "" {
+		shape.Env = map[string]string{waitReplicas: v}
+	}
 	if v := os.Getenv("SECKILL_NETLAB_SLOW"); v != "" {
 		// "50ms,0.01": each way's delay and loss of the slow fault.
 		d, l, _ := strings.Cut(v, ",")
@@ -186,6 +197,10 @@ func TestNetFaults(t *testing.T) {
 		safe := form.fleet
 		safe.Shape.RedisReplicas, safe.RedisReplicaLag = 2, time.Second
 		results = append(results, runFaults(t, lab, safe, opts)...)
+		// And with every hold on a replica before its 202.
+		acked := form.fleet
+		acked.Env = map[string]string{waitReplicas: "1"}
+		results = append(results, runFaults(t, lab, acked, opts)...)
 		// The brokers of docker-compose.yml, each on a host of its own.
 		opts.Faults = []string{netlab.FaultKafkaLeader}
 		results = append(results, runFaults(t, lab, form.fleet, opts)...)
