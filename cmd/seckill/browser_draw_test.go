@@ -68,11 +68,12 @@ func TestBrowserOperatorDraw(t *testing.T) {
 	require.Equal(t, "true", b.eval(`String(document.querySelector('#v-room-p99').disabled)`), "no adaptive bounds until asked for")
 	b.do("ask for adaptive admission", chromedp.Click(chromedp.ID("v-room-adaptive")))
 	require.Equal(t, "false", b.eval(`String(document.querySelector('#v-room-p99').disabled)`))
-	// Opens in 8 s (the inputs take the browser's local time), entries
-	// from the 60 s pre-queue before.
+	// Opens in 15 s (the inputs take the browser's local time), entries
+	// from the 60 s pre-queue before: time for the form and three entries
+	// on a busy machine.
 	b.eval(`(() => {
 		const local = (ms) => new Date(ms - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 19);
-		document.querySelector('#v-begin').value = local(Date.now() + 8000);
+		document.querySelector('#v-begin').value = local(Date.now() + 15000);
 		document.querySelector('#v-end').value = local(Date.now() + 3600000);
 		document.querySelector('#v-room-prequeue').value = '60';
 	})()`)
