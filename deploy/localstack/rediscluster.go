@@ -338,6 +338,21 @@ func (c *RedisCluster) healthy(ctx context.Context) error {
 					return fmt.Errorf("%s: no %s yet", n.addr, want)
 				}
 			}
+			// Each node must also know every replica as one: a replica
+			// whose role has not reached a node by gossip yet is listed
+			// there as a master without slots, a shard of its own in
+			// CLUSTER SHARDS.
+			nodes, err := rdb.ClusterNodes(ctx).Result()
+			if err != nil {
+				return err
+			}
+			for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 3 && len(f) < 9 && strings.Contains(f[2], "master") && !strings.Contains(f[2], "fail") {
+					addr, _, _ := strings.Cut(f[1], "@")
+					return fmt.Errorf("%s: sees %s as a master without slots (a replica it does not know as one yet)", n.addr, addr)
+				}
+			}
 			repl, err := rdb.Info(ctx, "replication").Result()
 			if err != nil {
 				return err
