@@ -36,15 +36,10 @@ type Draws interface {
 // sold by draw (its mode, not the address, is what is wrong), 503 without
 // the draws.
 func (s *Server) drawLine(c *fiber.Ctx) (waitroom.Line, error) {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	_, line, ok, err := s.routeLine(c)
 	if err != nil {
-		return waitroom.Line{}, err
+		return line, err
 	}
-	v, err := s.deps.Catalog.Voucher(c.UserContext(), id)
-	if err != nil {
-		return waitroom.Line{}, err
-	}
-	line, ok := waitroom.LineOf(v)
 	if !ok || !line.Draw {
 		return line, apperr.Public(apperr.ErrConflict,
 			"this voucher is not sold by draw, so it has no entries: only a voucher whose waiting room's mode is draw has them")

@@ -50,17 +50,26 @@ type AdmitRates interface {
 	Line(l waitroom.Line) waitroom.Line
 }
 
-// queueLine is the voucher of the route and its line.
-func (s *Server) queueLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error) {
+// routeLine is the voucher of the route and its waiting room's line; ok is
+// false for a voucher without one. Each route says what that means for it.
+func (s *Server) routeLine(c *fiber.Ctx) (v seckill.Voucher, line waitroom.Line, ok bool, err error) {
 	id, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
-		return seckill.Voucher{}, waitroom.Line{}, err
+		return v, line, false, err
 	}
-	v, err := s.deps.Catalog.Voucher(c.UserContext(), id)
+	if v, err = s.deps.Catalog.Voucher(c.UserContext(), id); err != nil {
+		return v, line, false, err
+	}
+	line, ok = waitroom.LineOf(v)
+	return v, line, ok, nil
+}
+
+// queueLine is the voucher of the route and its line.
+func (s *Server) queueLine(c *fiber.Ctx) (seckill.Voucher, waitroom.Line, error) {
+	v, line, ok, err := s.routeLine(c)
 	if err != nil {
-		return seckill.Voucher{}, waitroom.Line{}, err
+		return v, line, err
 	}
-	line, ok := waitroom.LineOf(v)
 	if !ok {
 		return v, line, apperr.Public(apperr.ErrNotFound, "this voucher has no waiting room: buy it directly")
 	}

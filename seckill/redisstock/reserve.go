@@ -176,14 +176,15 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 	if err := s.abandoned.wait(ctx, r); err != nil {
 		return 0, 0, 0, unavailable("reserve", err)
 	}
-	late := func(cmd *redis.Cmd) { s.releaseUnread(r, cmd) }
-	var handled chan struct{}
+	var handled chan struct{} // closed once a late answer was handled
 	if r.RequestKey != "" {
 		handled = make(chan struct{})
-		late = func(cmd *redis.Cmd) {
+	}
+	late := func(cmd *redis.Cmd) {
+		if handled != nil {
 			defer close(handled)
-			s.releaseUnread(r, cmd)
 		}
+		s.releaseUnread(r, cmd)
 	}
 	start := time.Now()
 	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
