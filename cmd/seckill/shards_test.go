@@ -51,15 +51,7 @@ func testShardedVoucherSale(t *testing.T, env map[string]string) {
 	answers := make([]answer, len(attempts))
 	var wg sync.WaitGroup
 	for i := range attempts {
-		wg.Go(func() {
-			for {
-				answers[i] = ts.buy(t, vid, attempts[i].token, attempts[i].qty, attempts[i].key)
-				if answers[i].status != http.StatusServiceUnavailable {
-					return
-				}
-				time.Sleep(50 * time.Millisecond) // a shopper retries a 503
-			}
-		})
+		wg.Go(func() { answers[i] = ts.buyRetrying(t, vid, attempts[i].token, attempts[i].qty, attempts[i].key) })
 	}
 	wg.Wait()
 
