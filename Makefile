@@ -5,31 +5,33 @@
 #                lacks (redis-server, postgresql), only what is missing
 #   make test-deps  deps plus what only the tests need (chromium,
 #                prometheus for promtool, maven and java for Apache Kafka)
-#   make build   bin/seckill and the load tool bin/loadtest (cmd/loadtest)
+#   make build   bin/seckill and the load tool bin/loadtest
+#                (deploy/tools/cmd/loadtest)
 #   make run     deps + build, then `bin/seckill dev`
 #   make test    test-deps, go vet, every test, then a short fuzz pass; each
 #                package's result as it ends, and the slow packages' tests
-#                (TEST_PROGRESS) as they end (go test -json | deploy/testfmt)
+#                (TEST_PROGRESS) as they end (go test -json | deploy/tools/testfmt)
 #   make fuzz    only the fuzz pass (FUZZTIME per target, default 3000x:
 #                3000 inputs each)
 #   make lint    gofmt check (lists the files), go vet, staticcheck, and
-#                the import layers (deploy/depcheck)
+#                the import layers (deploy/tools/depcheck)
 #   make test-race  the race detector over the packages where goroutines
 #                share state (RACE_PKGS), bounded by RACE_TIMEOUT
 #   make bench   the Go benchmarks, then a standard flash sale against
 #                `bin/seckill dev` beside this machine's two ceilings, then
 #                the accepted path on the in-process broker and on 1 and 3
-#                Apache Kafka nodes (cmd/bench; about six minutes)
+#                Apache Kafka nodes (deploy/tools/cmd/bench; about six minutes)
 #   make chaos   the fault suite in full: a crowd of 4,000 shoppers per
 #                fault while PostgreSQL, Redis, the broker, a worker, a
 #                gateway and the whole process fail one at a time, then the
-#                checks and the table (deploy/chaos; about six minutes).
+#                checks and the table (deploy/tools/chaos; about six
+#                minutes).
 #                `make test` runs the same suite with a small crowd.
 #   make fleet   the system as a fleet of separate processes (3 gateways, 2
 #                workers, 2 sweepers, Apache Kafka as 3 nodes, PostgreSQL,
 #                a Redis Cluster of 3 masters): a crowd
 #                of 6,000 shoppers spread over the gateways while one gateway
-#                and one worker are killed -9, then every check (deploy/chaos
+#                and one worker are killed -9, then every check (deploy/tools/chaos
 #                TestFleet; a few minutes). `make test` runs it with 240.
 #   make netlab  faults only a network makes: the fleet with every process
 #                and service on a host of its own (network namespaces joined
@@ -38,7 +40,7 @@
 #                gateways reach Redis over 40 ms and 1 % loss, a worker is
 #                cut off from PostgreSQL, a Redis master is failed over
 #                behind a partition, a Kafka leader is cut off from its
-#                followers; every check (deploy/netlab; about a quarter of
+#                followers; every check (deploy/tools/netlab; about a quarter of
 #                an hour). `make test` runs the first with 200 shoppers.
 #   make crowd   the real crowd against `bin/seckill dev` (SECKILL_GLOBAL_RATE
 #                =2000): catalog beside /healthz, PostgreSQL transactions,
@@ -46,7 +48,7 @@
 #   make capacity the same crowd on one redis-server, on a 3-master Redis
 #                Cluster, and there with a voucher of 8 shards, each on a
 #                fleet of processes, in rounds: reservations/s, p99, CPU per
-#                reservation of each process, extrapolated needs (cmd/bench
+#                reservation of each process, extrapolated needs (deploy/tools/cmd/bench
 #                -shapes; a few minutes)
 #   make conformance  Schemathesis (an API fuzzer, in a virtual environment
 #                under bin/) against `bin/seckill dev` from gateway/openapi.yaml:
@@ -55,7 +57,15 @@
 #                go to `st run`, e.g. "-n 50")
 #   make clean   remove bin/ and .run/ (dev-mode data)
 #
-# PKGS narrows vet/test/fuzz/bench, e.g. `make test PKGS=./orders/...`.
+# The repository holds two Go modules: the product (go.mod at the top) and
+# the tools that drive it from outside (deploy/tools/go.mod: the load tool,
+# the bench, the fault suite, the network lab, the fleet, the system tests,
+# the generated client, the layering test), so that the product's go.mod
+# lists none of the tools' dependencies. Each target runs over both.
+#
+# PKGS narrows vet/test/fuzz/bench in the product module and TOOLS_PKGS in
+# the tools module (relative to deploy/tools), e.g. `make test
+# PKGS=./orders/...` (TOOLS_PKGS is then empty unless given too).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -63,6 +73,10 @@ SHELL := /bin/bash
 
 GO ?= go
 PKGS ?= ./...
+TOOLS := deploy/tools
+TOOLS_PKGS ?= $(if $(filter ./...,$(PKGS)),./...,)
+# TOOLS_GO runs the go command in the tools module.
+TOOLS_GO := $(GO) -C $(TOOLS)
 BIN := bin/seckill
 LOADTEST := bin/loadtest
 # FUZZTIME is a count of inputs (3000x), not a duration: Go 1.26's fuzz
@@ -71,7 +85,7 @@ LOADTEST := bin/loadtest
 # input at fault. 3000 inputs take the slowest target a few seconds.
 FUZZTIME ?= 3000x
 BENCHTIME ?= 1s
-# BENCH_FLAGS go to cmd/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
+# BENCH_FLAGS go to deploy/tools/cmd/bench, e.g. BENCH_FLAGS="-profile /tmp/prof"
 # (CPU profiles of the gateway under each crowd) or "-accepted 50000".
 BENCH_FLAGS ?=
 # BENCH_OUT is where make bench writes its cost table as JSON; BENCH_COMPARE
@@ -81,7 +95,7 @@ BENCH_OUT ?= .run/bench.json
 BENCH_COMPARE ?=
 # CROWD_FLAGS go to `loadtest crowd`, e.g. CROWD_FLAGS="-sockets 2000 -bots 3".
 CROWD_FLAGS ?=
-# CAPACITY_FLAGS go to cmd/bench -shapes, e.g. "-shape-shoppers 40000 -rounds 5".
+# CAPACITY_FLAGS go to deploy/tools/cmd/bench -shapes, e.g. "-shape-shoppers 40000 -rounds 5".
 CAPACITY_FLAGS ?=
 # staticcheck comes through the Go module proxy at this pinned version, so
 # every machine lints with the same rules and nothing is installed by hand.
@@ -112,7 +126,7 @@ RACE_TIMEOUT ?= 10m
 # unit is disabled. SECKILL_APT_UPDATED=1 skips `apt-get update` (.ci/run has
 # just done it).
 #
-# maven and default-jre-headless run Apache Kafka (deploy/localstack's
+# maven and default-jre-headless run Apache Kafka (deploy/devstack's
 # StartApacheKafka: Maven fetches the broker's jars once, Java runs it). The
 # tests always need them; `make run` only with SECKILL_DEV_KAFKA=apache, its
 # default being the in-process broker, so deps installs them only then and a
@@ -175,40 +189,48 @@ endef
 
 build:
 	$(GO) build -o $(BIN) ./cmd/seckill
-	$(GO) build -o $(LOADTEST) ./cmd/loadtest
+	$(TOOLS_GO) build -o $(CURDIR)/$(LOADTEST) ./cmd/loadtest
 
 run: deps build
 	./$(BIN) dev
 
 vet:
 	$(GO) vet $(PKGS)
+	$(if $(TOOLS_PKGS),$(TOOLS_GO) vet $(TOOLS_PKGS))
 
-# lint fails on any file gofmt would change (and names them), on go vet's
+# lint fails on any file gofmt would change (and names them), on a go.mod or
+# go.sum that `go mod tidy` would change (so the product's go.mod lists only
+# what the product and its tests use, none of the tools'), on go vet's
 # findings, on staticcheck's, and on an import against the layers of
-# deploy/depcheck (a lower folder importing a higher one, a test helper
-# outside tests or linked into a binary, a tool linked into the production
-# build); the production build's own file (cmd/seckill/nodev.go) is vetted
-# with its tag.
+# deploy/tools/depcheck (a lower folder importing a higher one, a test
+# helper outside tests or linked into a binary, dev mode linked into the
+# production build); the production build's own file
+# (cmd/seckill/app/nodev.go) is vetted with its tag.
 lint:
 	@unformatted=$$(git ls-files -z -- '*.go' | xargs -0 gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "lint: gofmt would change these files (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi; \
 	echo "lint: gofmt: every file is formatted"
-	$(GO) vet $(PKGS)
-	$(GO) vet -tags nodev ./cmd/seckill
-	$(GO) run $(STATICCHECK) $(PKGS)
-	$(GO) test -count=1 ./deploy/depcheck
+	$(GO) mod tidy -diff
+	$(TOOLS_GO) mod tidy -diff
+	$(GO) vet ./...
+	$(TOOLS_GO) vet ./...
+	$(GO) vet -tags nodev ./cmd/seckill/...
+	$(GO) run $(STATICCHECK) ./...
+	$(TOOLS_GO) run $(STATICCHECK) ./...
+	$(TOOLS_GO) test -count=1 ./depcheck
 
 test-race: deps
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
 
 # TEST_PROGRESS are the packages whose tests make test prints as each ends:
-# the end-to-end ones, which take minutes (deploy/testfmt prints everything
-# else as go test would, a package's line when it ends).
-TEST_PROGRESS ?= cmd/seckill,deploy/chaos,deploy/netlab
+# the end-to-end ones, which take minutes (deploy/tools/testfmt prints
+# everything else as go test would, a package's line when it ends).
+TEST_PROGRESS ?= systemtest,chaos,netlab
 
 test: test-deps vet kafka-jars
-	$(GO) build -o bin/testfmt ./deploy/testfmt
+	$(TOOLS_GO) build -o $(CURDIR)/bin/testfmt ./testfmt
 	$(GO) test -json -count=1 -timeout 12m $(PKGS) | bin/testfmt -progress $(TEST_PROGRESS)
+	$(if $(TOOLS_PKGS),$(TOOLS_GO) test -json -count=1 -timeout 12m $(TOOLS_PKGS) | $(CURDIR)/bin/testfmt -progress $(TEST_PROGRESS))
 	@$(MAKE) --no-print-directory fuzz
 
 # kafka-jars fetches Apache Kafka's broker jars with Maven into the cache
@@ -216,7 +238,7 @@ test: test-deps vet kafka-jars
 # once per machine, about 45 jars, 43 MB), so no test spends its time on
 # the download. A program that finds no cache fetches by itself all the same.
 kafka-jars:
-	@$(GO) run ./deploy/localstack/kafkajars >/dev/null
+	@$(GO) run ./deploy/devstack/kafkajars >/dev/null
 
 # fuzz runs every Fuzz target in the tree for FUZZTIME, one at a time (go
 # test fuzzes one target of one package per run). The targets are read from
@@ -236,66 +258,69 @@ fuzz:
 
 # bench runs the Go benchmarks of the packages (of PKGS) that have any, so
 # that no other package's test binary is built or its services started; then
-# cmd/bench: `bin/seckill dev` on private services, the load tool's
+# deploy/tools/cmd/bench: `bin/seckill dev` on private services, the load tool's
 # accepted and sold-out runs, redis-benchmark's EVALSHA rate of reserve.lua and
 # the rate of GET /healthz, and the table of each figure beside its ceiling;
 # then the cost table (what one accepted buy and one sold-out answer cost
 # each service), also written as JSON to BENCH_OUT. BENCH_COMPARE names a
 # saved one (e.g. a copy of an earlier BENCH_OUT): the table shows the change.
 bench: deps build
-	@pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $(PKGS) | \
-		while read -r dir; do if grep -q '^func Benchmark' "$$dir"/*_test.go 2>/dev/null; then echo "$$dir"; fi; done); \
-	if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi
+	@benched() { $(GO) -C "$$1" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' $${@:2} | \
+		while read -r dir; do if grep -q '^func Benchmark' "$$dir"/*_test.go 2>/dev/null; then echo "$$dir"; fi; done; }; \
+	pkgs=$$(benched . $(PKGS)); \
+	if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi; \
+	if [ -n "$(TOOLS_PKGS)" ]; then pkgs=$$(benched $(TOOLS) $(TOOLS_PKGS)); \
+		if [ -n "$$pkgs" ]; then $(TOOLS_GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$pkgs; fi; fi
 	@mkdir -p $(dir $(BENCH_OUT))
-	$(GO) run ./cmd/bench -bin $(BIN) -loadtest $(LOADTEST) -out $(BENCH_OUT) $(if $(BENCH_COMPARE),-compare $(BENCH_COMPARE)) $(BENCH_FLAGS)
+	$(TOOLS_GO) run ./cmd/bench -bin $(CURDIR)/$(BIN) -loadtest $(CURDIR)/$(LOADTEST) -out $(abspath $(BENCH_OUT)) $(if $(BENCH_COMPARE),-compare $(abspath $(BENCH_COMPARE))) $(BENCH_FLAGS)
 
-# chaos runs deploy/chaos's TestFaults in its full form against bin/seckill
+# chaos runs deploy/tools/chaos's TestFaults in its full form against bin/seckill
 # and prints the table (also kept in .run/chaos.md), then TestFaultsApacheKafka
 # (the served system on a 3-node Apache Kafka cluster; .run/chaos.apache.md).
-# CHAOS_FAULTS picks faults by name, comma separated (see deploy/chaos.Faults
-# and deploy/chaos.ApacheFaults).
+# CHAOS_FAULTS picks faults by name, comma separated (see chaos.Faults and
+# chaos.ApacheFaults in deploy/tools/chaos).
 CHAOS_FAULTS ?=
 chaos: deps build
 	@mkdir -p .run; rm -f .run/chaos.md; status=0; \
 	SECKILL_CHAOS=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_CHAOS_TABLE=$(CURDIR)/.run/chaos.md \
-		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) test -count=1 -v -timeout 60m -run '^(TestFaults|TestFaultsApacheKafka)$$' ./deploy/chaos || status=$$?; \
+		SECKILL_CHAOS_FAULTS="$(CHAOS_FAULTS)" $(GO) -C $(TOOLS) test -count=1 -v -timeout 60m -run '^(TestFaults|TestFaultsApacheKafka)$$' ./chaos || status=$$?; \
 	for t in .run/chaos.md .run/chaos.apache.md; do if [ -f $$t ]; then echo; cat $$t; fi; done; exit $$status
 
-# fleet runs deploy/chaos's TestFleet in its full form against bin/seckill
+# fleet runs deploy/tools/chaos's TestFleet in its full form against bin/seckill
 # and prints the table (also kept in .run/fleet.md).
 fleet: deps build
 	@mkdir -p .run; rm -f .run/fleet.md; status=0; \
 	SECKILL_FLEET=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_FLEET_TABLE=$(CURDIR)/.run/fleet.md \
-		$(GO) test -count=1 -v -timeout 20m -run '^TestFleet$$' ./deploy/chaos || status=$$?; \
+		$(GO) -C $(TOOLS) test -count=1 -v -timeout 20m -run '^TestFleet$$' ./chaos || status=$$?; \
 	if [ -f .run/fleet.md ]; then echo; cat .run/fleet.md; fi; exit $$status
 
 # crowd starts `bin/seckill dev` on private services with the fairness
-# scenario's limits and runs `loadtest crowd` against it (cmd/bench
-# -crowd); the table says each figure, its target and verdict.
+# scenario's limits and runs `loadtest crowd` against it
+# (deploy/tools/cmd/bench -crowd); the table says each figure, its target and verdict.
 crowd: deps build
-	$(GO) run ./cmd/bench -crowd -bin $(BIN) -loadtest $(LOADTEST) -crowd-args "$(CROWD_FLAGS)"
+	$(TOOLS_GO) run ./cmd/bench -crowd -bin $(CURDIR)/$(BIN) -loadtest $(CURDIR)/$(LOADTEST) -crowd-args "$(CROWD_FLAGS)"
 
-# netlab runs deploy/netlab's TestNetFaults in its full form against
+# netlab runs deploy/tools/netlab's TestNetFaults in its full form against
 # bin/seckill (as root: it makes network namespaces) and prints the table
 # (also kept in .run/netlab.md). NETLAB_FAULTS picks faults by name, comma
-# separated (see deploy/netlab.Faults).
+# separated (see netlab.Faults in deploy/tools/netlab).
 netlab: deps build
 	@$(call install_deps,iproute2 $(KAFKA_DEPS))
-	@$(GO) run ./deploy/localstack/kafkajars >/dev/null
+	@$(GO) run ./deploy/devstack/kafkajars >/dev/null
 	@mkdir -p .run; rm -f .run/netlab.md; status=0; \
 	SECKILL_NETLAB=full SECKILL_CHAOS_BIN=$(CURDIR)/$(BIN) SECKILL_NETLAB_TABLE=$(CURDIR)/.run/netlab.md \
-		SECKILL_CHAOS_FAULTS="$(NETLAB_FAULTS)" $(GO) test -count=1 -v -timeout 30m -run '^TestNetFaults$$' ./deploy/netlab || status=$$?; \
+		SECKILL_CHAOS_FAULTS="$(NETLAB_FAULTS)" $(GO) -C $(TOOLS) test -count=1 -v -timeout 30m -run '^TestNetFaults$$' ./netlab || status=$$?; \
 	if [ -f .run/netlab.md ]; then echo; cat .run/netlab.md; fi; exit $$status
 
 # capacity compares Redis shapes with the same crowd on fleets of processes:
 # one redis-server, a 3-master Redis Cluster, and that cluster with a voucher
-# of 8 shards (cmd/bench -shapes); table also in .run/capacity.md.
+# of 8 shards (deploy/tools/cmd/bench -shapes); table also in .run/capacity.md.
 capacity: deps build
-	@mkdir -p .run; set -o pipefail; $(GO) run ./cmd/bench -shapes -bin $(BIN) -loadtest $(LOADTEST) $(CAPACITY_FLAGS) | tee .run/capacity.md
+	@mkdir -p .run; set -o pipefail; $(TOOLS_GO) run ./cmd/bench -shapes -bin $(CURDIR)/$(BIN) -loadtest $(CURDIR)/$(LOADTEST) $(CAPACITY_FLAGS) | tee .run/capacity.md
 	@uptime | tee -a .run/capacity.md
 
-# conformance installs Schemathesis (deploy/conformance/requirements.txt)
-# into a virtual environment under bin/ once, then runs deploy/conformance/run.
+# conformance installs Schemathesis (deploy/tools/conformance/requirements.txt)
+# into a virtual environment under bin/ once, then runs deploy/tools/conformance/run.
 # PYTHON is the first of python3.13, python3.12, python3 that runs. Under
 # Python 3.11, parallel workers (--workers 2) can trip CPython's "AST
 # constructor recursion depth mismatch", so the default runs one worker.
@@ -303,14 +328,14 @@ CONFORMANCE_FLAGS ?= -n 30 --workers 1
 CONFORMANCE_VENV := bin/conformance-venv
 PYTHON ?= $(firstword $(foreach p,python3.13 python3.12 python3,$(shell $(p) -c 'print("$(p)")' 2>/dev/null)))
 
-$(CONFORMANCE_VENV)/.installed: deploy/conformance/requirements.txt
+$(CONFORMANCE_VENV)/.installed: deploy/tools/conformance/requirements.txt
 	rm -rf $(CONFORMANCE_VENV)
 	$(PYTHON) -m venv $(CONFORMANCE_VENV)
-	$(CONFORMANCE_VENV)/bin/pip install --quiet -r deploy/conformance/requirements.txt
+	$(CONFORMANCE_VENV)/bin/pip install --quiet -r deploy/tools/conformance/requirements.txt
 	touch $@
 
 conformance: deps build $(CONFORMANCE_VENV)/.installed
-	deploy/conformance/run $(BIN) $(CONFORMANCE_VENV) $(CONFORMANCE_FLAGS)
+	deploy/tools/conformance/run $(BIN) $(CONFORMANCE_VENV) $(CONFORMANCE_FLAGS)
 
 clean:
 	rm -rf bin .run

@@ -5,15 +5,15 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // decodeBuy reads a buy's body into in with the same verdicts as
 // decodeJSON(c, in, true): the common bodies ({}, {"quantity":1}, the
 // captcha fields, an empty body) are read by hand (readBuyBody), without
 // encoding/json's reflection and its decoder's allocations, which were a
-// third of a buy's allocations (deploy/bench/README.md); every other body,
+// third of a buy's allocations (deploy/tools/bench/README.md); every other body,
 // the bad ones included, goes through decodeJSON, which words the refusal.
 // FuzzBuyBody holds the two to the same answers.
 func decodeBuy(c *fiber.Ctx, in *api.BuyRequest) error {

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // The hand-written answers are byte for byte what json.Marshal writes, for

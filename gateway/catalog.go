@@ -20,8 +20,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/fleet"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 	"github.com/flashsale/seckill/notify"
 )
 
@@ -30,7 +30,7 @@ func (b *bundle) dialFrom(t *testing.T, src string) net.Conn {
 
 // tryDialFrom is dialFrom for a connection the server may refuse.
 func (b *bundle) tryDialFrom(src string) (net.Conn, error) {
-	return fleet.DialFrom(context.Background(), src, strings.TrimPrefix(b.base, "http://"))
+	return stacktest.DialFrom(context.Background(), src, strings.TrimPrefix(b.base, "http://"))
 }
 
 // refusedFrom reports whether the server closes a new connection from src
@@ -74,10 +74,10 @@ func TestConnsPerAddress(t *testing.T) {
 	for range 4 {
 		flood = append(flood, b.dialFrom(t, "127.0.0.2"))
 	}
-	require.True(t, fleet.Healthz(flood[0]), "a connection within the cap is served")
+	require.True(t, stacktest.Healthz(flood[0]), "a connection within the cap is served")
 	require.True(t, b.refusedFrom("127.0.0.2"), "the fifth connection of 127.0.0.2 is closed at once")
 	require.Equal(t, float64(1), metricValue(t, b.srv.conns.refused.WithLabelValues(refusedPerAddr)))
-	require.True(t, fleet.Healthz(b.dialFrom(t, "127.0.0.3")), "another address is served meanwhile")
+	require.True(t, stacktest.Healthz(b.dialFrom(t, "127.0.0.3")), "another address is served meanwhile")
 
 	require.NoError(t, flood[3].Close())
 	require.Eventually(t, func() bool {
@@ -86,7 +86,7 @@ func TestConnsPerAddress(t *testing.T) {
 			return false
 		}
 		defer c.Close()
-		return fleet.Healthz(c)
+		return stacktest.Healthz(c)
 	}, 20*time.Second, 50*time.Millisecond, "a closed connection gives its place back")
 
 	// The proxy's clients share its address: it is not held to the cap.
@@ -95,14 +95,14 @@ func TestConnsPerAddress(t *testing.T) {
 		proxy = append(proxy, b.dialFrom(t, "127.0.0.9"))
 	}
 	for i, c := range proxy {
-		require.True(t, fleet.Healthz(c), "connection %d of the trusted proxy", i)
+		require.True(t, stacktest.Healthz(c), "connection %d of the trusted proxy", i)
 	}
 	// 3 of 127.0.0.2, 1 of 127.0.0.3, 5 of the proxy: 1 place left of
 	// MaxConns = 10.
 	require.Eventually(t, func() bool {
 		return metricValue(t, b.srv.conns.open) == 9
 	}, 20*time.Second, 20*time.Millisecond, "open %v", metricValue(t, b.srv.conns.open))
-	require.True(t, fleet.Healthz(b.dialFrom(t, "127.0.0.4")))
+	require.True(t, stacktest.Healthz(b.dialFrom(t, "127.0.0.4")))
 	require.True(t, b.refusedFrom("127.0.0.5"), "past MaxConns every address is closed at once")
 	require.Equal(t, float64(1), metricValue(t, b.srv.conns.refused.WithLabelValues(refusedTotal)))
 }

@@ -5,10 +5,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // The gateway's dependencies are the small interfaces below, declared here

@@ -10,18 +10,18 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // HeaderIdempotencyKey names a buy attempt so that retries hold stock once.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// --- the objects of gateway/openapi.yaml (gateway/api) from the domain's values
+// --- the objects of gateway/openapi.yaml (seckill/api) from the domain's values
 
 func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
 	if r == nil {

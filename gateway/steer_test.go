@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // TestChangeVoucher: PATCH /api/v1/admin/vouchers/{id} steers a running

@@ -18,9 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // These tests are about the socket: handshake, snapshot, ping, heartbeats,

@@ -21,8 +21,8 @@ import (
 	fasthttpws "github.com/fasthttp/websocket"
 	"github.com/gofiber/contrib/websocket"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // socketEnd is why a socket ends: the close frame to send (code 0: none)

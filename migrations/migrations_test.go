@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 	"github.com/flashsale/seckill/migrations"
 )
 

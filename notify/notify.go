@@ -10,7 +10,7 @@
 // frames. The package knows nothing of HTTP or Fiber: the gateway owns the
 // socket, and reads frames from [Subscription.C].
 //
-// The order's JSON shape is api.Order (gateway/api), and the one mapping to
+// The order's JSON shape is api.Order (seckill/api), and the one mapping to
 // it is [OrderJSON], so an order read through GET /api/v1/orders/{id} and one
 // pushed on the socket are always the same object.
 package notify
@@ -21,8 +21,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashsale/seckill/gateway/api"
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 

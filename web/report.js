@@ -2,7 +2,7 @@
  * The sale report's view on the operator page: its figures and its charts,
  * drawn as inline SVG in this page (no library, nothing loaded from
  * elsewhere). The charts are laid out as the load tool's HTML report lays
- * out its own (deploy/loadtest/html.go): the same viewBox, round axis
+ * out its own (deploy/tools/loadtest/html.go): the same viewBox, round axis
  * steps, one flat step per second, a legend under the plot.
  *
  * window.saleReport.render(root, report) fills root with the report of

@@ -14,21 +14,9 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/flashsale/seckill/cmd/seckill/app"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, os.Environ()...)
-	stop()
-	code := exitCode(err)
-	if code == exitFailure {
-		// A usage error was told with the usage already.
-		fmt.Fprintln(os.Stderr, "seckill:", err)
-	}
-	os.Exit(code)
-}
+func main() { os.Exit(app.Main()) }

@@ -35,7 +35,7 @@ type macScratch struct {
 // (two base64 and two reflection JSON decodes, a map for the header, an
 // HMAC built per call) was 8 µs and 46 allocations per cold token; under a
 // crowd where each shopper's first buy is a cold token that was a tenth of
-// the gateway's CPU (deploy/bench/README.md).
+// the gateway's CPU (deploy/tools/bench/README.md).
 //
 // It only ever says yes or "ask the library": anything unusual (another
 // header, a claim more, escapes, spaces, fractions, a bad signature, an

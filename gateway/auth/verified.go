@@ -14,7 +14,7 @@ const maxVerified = 1 << 16
 // shopper's later requests cost a map lookup instead of two base64 and two
 // JSON decodes and an HMAC: under a flash crowd, where every shopper presses
 // again and again, that parse was two thirds of the gateway's allocations per
-// buy and a tenth of its CPU (see make bench and deploy/bench/README.md, the profile
+// buy and a tenth of its CPU (see make bench and deploy/tools/bench/README.md, the profile
 // notes).
 //
 // It is safe because the key is the whole token, signature included: only a

@@ -3,7 +3,7 @@ package edge_test
 import (
 	"testing"
 
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 )
 
 var stack *stacktest.Stack

@@ -9,7 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/devstack"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill"
 )
@@ -20,7 +20,7 @@ import (
 
 // restoreAll starts every node again and waits until all replicas are in
 // sync, when the test ends.
-func restoreAll(t *testing.T, k *localstack.ApacheKafka) {
+func restoreAll(t *testing.T, k *devstack.ApacheKafka) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -34,7 +34,7 @@ func restoreAll(t *testing.T, k *localstack.ApacheKafka) {
 
 // faultSetup returns the cluster, a one-partition topic holding one
 // published reservation, its producer and the partition's leader.
-func faultSetup(t *testing.T) (*localstack.ApacheKafka, kafka, string, *kafkaq.Producer, int) {
+func faultSetup(t *testing.T) (*devstack.ApacheKafka, kafka, string, *kafkaq.Producer, int) {
 	t.Helper()
 	k := stack.ApacheKafka(t, 3)
 	restoreAll(t, k)

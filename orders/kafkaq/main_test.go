@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 )
 
 var stack *stacktest.Stack

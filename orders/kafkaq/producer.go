@@ -117,7 +117,7 @@ func ProducerConfig() *sarama.Config {
 	// gathers the ones that arrive just after a send. Against three Apache
 	// Kafka nodes it gave more acknowledgements a second than no linger in
 	// every round measured, with a lower p99 wait and less broker CPU per
-	// acknowledgement (deploy/bench/README.md); a lone message waits 1 ms.
+	// acknowledgement (deploy/tools/bench/README.md); a lone message waits 1 ms.
 	cfg.Producer.Flush.Frequency = time.Millisecond
 	cfg.Producer.Flush.MaxMessages = 0
 	return cfg

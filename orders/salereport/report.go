@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // botCodes are the refusals of the gates against automation: the limits,

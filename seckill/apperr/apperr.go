@@ -6,7 +6,7 @@
 // (sold out, limit exceeded, ...) are declared by package seckill.
 //
 // It imports nothing but the standard library, so every package of the
-// module may use it (deploy/depcheck keeps it so).
+// module may use it (deploy/tools/depcheck keeps it so).
 package apperr
 
 import "errors"

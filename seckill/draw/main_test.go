@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/devstack"
 )
 
 // The package's two Redis shapes, shared by its tests (each test uses
@@ -29,12 +29,12 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := localstack.StartRedis(ctx, localstack.RedisOptions{Dir: dir + "/plain"})
+	r, err := devstack.StartRedis(ctx, devstack.RedisOptions{Dir: dir + "/plain"})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "draw tests need redis-server (apt-get install redis-server): %v\n", err)
 		return 1
 	}
-	c, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: dir + "/cluster", Masters: 3})
+	c, err := devstack.StartRedisCluster(ctx, devstack.RedisClusterOptions{Dir: dir + "/cluster", Masters: 3})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "draw tests need a Redis Cluster: %v\n", err)
 		_ = r.Stop(ctx)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/redisstock"

@@ -3,7 +3,7 @@ package orderid
 import (
 	"testing"
 
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 )
 
 // stack is the package's private services (only its redis-server is used).

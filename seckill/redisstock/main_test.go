@@ -3,7 +3,7 @@ package redisstock_test
 import (
 	"testing"
 
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 )
 
 // stack is the package's private services: its redis-server, and the Redis

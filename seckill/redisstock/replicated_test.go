@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/deploy/localstack"
-	"github.com/flashsale/seckill/deploy/localstack/stacktest"
+	"github.com/flashsale/seckill/deploy/devstack"
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -77,7 +77,7 @@ func TestReserveWithoutReplicasRefusesEveryHold(t *testing.T) {
 
 // replicatedRedis is a private redis-server with a private replica, once
 // the replica is online: the master's client, the replica and its client.
-func replicatedRedis(t testing.TB) (*redis.Client, *localstack.Redis, *redis.Client) {
+func replicatedRedis(t testing.TB) (*redis.Client, *devstack.Redis, *redis.Client) {
 	t.Helper()
 	ctx := context.Background()
 	master, rdb := stacktest.PrivateRedis(t)

@@ -112,7 +112,7 @@ type Config struct {
 	// acknowledge within WaitTimeout is given back and the buy refused as
 	// unavailable. Redis replicates asynchronously, so without it a master
 	// cut off from its replicas acknowledges holds that a failover then
-	// loses (deploy/netlab/README.md). It costs the buy its group commit (a
+	// loses (deploy/tools/netlab/README.md). It costs the buy its group commit (a
 	// round trip of its own) and the replication's delay, and it refuses
 	// every buy while the master has fewer replicas.
 	WaitReplicas int

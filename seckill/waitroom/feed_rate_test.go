@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // frames keeps the queue frames it is given.

@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/flashsale/seckill/gateway/api"
+	"github.com/flashsale/seckill/seckill/api"
 )
 
 // QueueJSON is the one mapping from a place in line to its API object

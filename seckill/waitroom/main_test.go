@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/seckill/deploy/localstack"
+	"github.com/flashsale/seckill/deploy/devstack"
 )
 
 // envTestRedis hands the private redis-server's URL to the benchmarks of
@@ -27,7 +27,7 @@ var redisURL string
 var cluster struct {
 	sync.Mutex
 	dir string
-	c   *localstack.RedisCluster
+	c   *devstack.RedisCluster
 	err error
 }
 
@@ -41,7 +41,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	r, err := localstack.StartRedis(ctx, localstack.RedisOptions{Dir: dir})
+	r, err := devstack.StartRedis(ctx, devstack.RedisOptions{Dir: dir})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "waitroom tests need redis-server (apt-get install redis-server): %v\n", err)
@@ -74,7 +74,7 @@ func shapes(t testing.TB) []shape {
 	cluster.Lock()
 	if cluster.c == nil && cluster.err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cluster.c, cluster.err = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: cluster.dir, Masters: 3})
+		cluster.c, cluster.err = devstack.StartRedisCluster(ctx, devstack.RedisClusterOptions{Dir: cluster.dir, Masters: 3})
 		cancel()
 	}
 	c, err := cluster.c, cluster.err
@@ -113,7 +113,7 @@ func redisNow(t testing.TB, c *redis.Client) time.Time {
 func clusterClient(t *testing.T) *redis.ClusterClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	cluster, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{Dir: t.TempDir(), Masters: 3})
+	cluster, err := devstack.StartRedisCluster(ctx, devstack.RedisClusterOptions{Dir: t.TempDir(), Masters: 3})
 	cancel()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,178 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recordingEnv is an environment that notes every variable read. Its one
+// setting makes loadConfig fail at once, so a command that went on to do
+// its work after all stops there instead of starting services.
+type recordingEnv struct {
+	mu   sync.Mutex
+	read []string
+}
+
+func (e *recordingEnv) getenv(k string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.read = append(e.read, k)
+	if k == "SECKILL_KAFKA_PARTITIONS" {
+		return "0"
+	}
+	return ""
+}
+
+func (e *recordingEnv) reads() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.read...)
+}
+
+// runCLI is the binary's entry with args, as main calls it.
+func runCLI(t *testing.T, args []string, getenv func(string) string, environ ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out, errOut strings.Builder
+	err = Run(ctx, args, getenv, &out, &errOut, environ...)
+	return out.String(), errOut.String(), err
+}
+
+// TestHelpPrintsUsageOnly: -h and --help on every subcommand print its usage
+// on stdout, exit 0 and do nothing else: no configuration is read, so no
+// service is started or dialled (dev used to start the whole system).
+func TestHelpPrintsUsageOnly(t *testing.T) {
+	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "env", "version"} {
+		for _, flag := range []string{"-h", "--help"} {
+			t.Run(cmd+" "+flag, func(t *testing.T) {
+				env := &recordingEnv{}
+				stdout, stderr, err := runCLI(t, []string{cmd, flag}, env.getenv)
+				require.NoError(t, err, "stderr: %s", stderr)
+				require.Equal(t, 0, ExitCode(err))
+				require.Contains(t, stdout, "usage: seckill "+cmd, "the usage, on stdout")
+				require.Empty(t, stderr, "nothing on stderr")
+				require.Empty(t, env.reads(), "help reads no configuration")
+			})
+		}
+	}
+	stdout, _, err := runCLI(t, []string{"--help"}, (&recordingEnv{}).getenv)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "seckill version")
+}
+
+// TestUsageErrorsExitTwo: a wrong command line exits 2 with a message and
+// the usage on stderr, before anything runs; a failure of the work exits 1.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"bogus"},
+		{"env", "--bogus"},
+		{"env", "extra"},
+		{"dev", "--bogus"},
+		{"serve", "extra"},
+		{"migrate", "-x"},
+		{"version", "--bogus"},
+		{"reconcile", "--bogus"},
+		{"reconcile", "extra"},
+		{"deadletters", "--bogus"},
+		{"deadletters"},
+		{"deadletters", "drop"},
+		{"deadletters", "replay", "zero"},
+		{"hoard"},
+		{"hoard", "show"},
+		{"hoard", "drop", "7"},
+		{"hoard", "show", "seven"},
+		{"hoard", "clear", "0"},
+		{"hoard", "--bogus", "show", "7"},
+		{"loadtest", "sale"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			env := &recordingEnv{}
+			stdout, stderr, err := runCLI(t, args, env.getenv)
+			require.Error(t, err)
+			require.Equal(t, 2, ExitCode(err), "a usage error: %v", err)
+			require.Contains(t, stderr, "seckill: ", "a message on stderr")
+			if len(args) == 0 || args[0] != "loadtest" {
+				require.Contains(t, stderr, "usage: seckill", "and the usage")
+			} else {
+				require.Contains(t, stderr, "bin/loadtest", "the load tool's name")
+			}
+			require.Empty(t, env.reads(), "refused before reading the configuration")
+			require.Empty(t, stdout)
+		})
+	}
+	// The command line was right and the configuration was not: exit 1.
+	_, _, err := runCLI(t, []string{"migrate"}, (&recordingEnv{}).getenv)
+	require.ErrorContains(t, err, "SECKILL_KAFKA_PARTITIONS")
+	require.Equal(t, 1, ExitCode(err))
+	require.Equal(t, 1, ExitCode(errors.New("any failure")))
+}
+
+// TestVersion: `seckill version` and `seckill --version` print what the
+// Go toolchain stamped into the binary.
+func TestVersion(t *testing.T) {
+	bi, ok := debug.ReadBuildInfo()
+	require.True(t, ok)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		stdout, stderr, err := runCLI(t, args, (&recordingEnv{}).getenv)
+		require.NoError(t, err)
+		require.Empty(t, stderr)
+		require.True(t, strings.HasPrefix(stdout, "seckill "+bi.Main.Version+"\n"), "%q", stdout)
+		require.Contains(t, stdout, "module  "+bi.Main.Path)
+		require.Contains(t, stdout, "commit  ")
+		require.Contains(t, stdout, "go      "+bi.GoVersion)
+	}
+}
+
+// TestUnknownVariablesWarned: a misspelled SECKILL_* variable is named at
+// start with the setting it most likely meant; the other tools' variables
+// and the real settings are not.
+func TestUnknownVariablesWarned(t *testing.T) {
+	environ := []string{"SECKILL_USERRATE=5", "SECKILL_GLOBAL_RAT=1", "SECKILL_LOADTEST_URL=http://x", "SECKILL_CHAOS_BIN=/bin/x",
+		"SECKILL_USER_RATE=5", "PATH=/bin", "SECKILL_SOMETHING_ELSE=1"}
+	env := map[string]string{"SECKILL_USER_RATE": "5"}
+	_, stderr, err := runCLI(t, []string{"migrate"}, func(k string) string { return env[k] }, environ...)
+	require.ErrorContains(t, err, "migrate needs SECKILL_DATABASE_URL", "the command goes on")
+	require.Equal(t, 1, ExitCode(err))
+	require.Contains(t, stderr, "variable=SECKILL_USERRATE did_you_mean=SECKILL_USER_RATE")
+	require.Contains(t, stderr, "variable=SECKILL_GLOBAL_RAT did_you_mean=SECKILL_GLOBAL_RATE")
+	require.Contains(t, stderr, "variable=SECKILL_SOMETHING_ELSE")
+	require.Equal(t, 3, strings.Count(stderr, "unknown configuration variable"), "%s", stderr)
+	require.NotContains(t, stderr, "SECKILL_LOADTEST_URL")
+	require.NotContains(t, stderr, "SECKILL_CHAOS_BIN")
+
+	// In the format asked for.
+	env["SECKILL_LOG_FORMAT"] = "json"
+	_, stderr, _ = runCLI(t, []string{"serve"}, func(k string) string { return env[k] }, environ...)
+	require.Contains(t, stderr, `"variable":"SECKILL_USERRATE","did_you_mean":"SECKILL_USER_RATE"`)
+}
+
+// TestBadLogSettingsRefused: a log level or format newLogger does not know
+// is refused with what to set, where it used to log at info as text.
+func TestBadLogSettingsRefused(t *testing.T) {
+	for variable, value := range map[string]string{"SECKILL_LOG_LEVEL": "verbose", "SECKILL_LOG_FORMAT": "xml"} {
+		env := map[string]string{variable: value, "SECKILL_DATABASE_URL": "postgres://127.0.0.1:1/x"}
+		for _, cmd := range []string{"migrate", "serve", "dev"} {
+			_, _, err := runCLI(t, []string{cmd}, func(k string) string { return env[k] })
+			require.ErrorContains(t, err, variable+" must be", cmd)
+			require.ErrorContains(t, err, `"`+value+`"`, "it quotes the value")
+			require.ErrorContains(t, err, "set "+variable+"=", "it says what to set")
+		}
+	}
+	for _, ok := range []map[string]string{
+		{"SECKILL_LOG_LEVEL": "DEBUG", "SECKILL_LOG_FORMAT": "JSON"},
+		{"SECKILL_LOG_LEVEL": "warn", "SECKILL_LOG_FORMAT": "text"},
+		{"SECKILL_LOG_LEVEL": "error"},
+	} {
+		_, err := LoadConfig(func(k string) string { return ok[k] })
+		require.NoError(t, err, "%v", ok)
+	}
+}

@@ -1,0 +1,168 @@
+//go:build !nodev
+
+// The dev mode, left out of the production build (-tags nodev, what
+// deploy/Dockerfile builds) so that the binary serve runs in production
+// links neither deploy/devstack nor the in-process broker; nodev.go
+// stands in there.
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/flashsale/seckill/deploy/devstack"
+	"github.com/flashsale/seckill/migrations"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
+)
+
+// runDev starts whatever services are not configured as private child
+// processes (Redis, PostgreSQL, Apache Kafka with SECKILL_DEV_KAFKA=apache)
+// or in-process (Kafka by default), then every role.
+func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	generatedAdmin, generatedJWT := cfg.fillDevSecrets()
+	log := newLogger(cfg, stderr)
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("SECKILL_DATA_DIR: %w", err)
+	}
+	// Child processes must stop even when start-up fails half way.
+	stopCtx := context.WithoutCancel(ctx)
+
+	switch {
+	case cfg.RedisURL != "" || len(cfg.RedisCluster) > 0:
+		// Configured: use it.
+	case cfg.DevRedisShards > 1:
+		c, err := devstack.StartRedisCluster(ctx, devstack.RedisClusterOptions{
+			Dir: filepath.Join(dataDir, "redis-cluster"), Masters: cfg.DevRedisShards, Persist: true, Log: log,
+		})
+		if err != nil {
+			return fmt.Errorf("dev redis cluster (SECKILL_DEV_REDIS_SHARDS=%d): %w", cfg.DevRedisShards, err)
+		}
+		defer c.Stop(stopCtx)
+		cfg.RedisCluster = c.Addrs
+	default:
+		r, err := devstack.StartRedis(ctx, devstack.RedisOptions{Dir: filepath.Join(dataDir, "redis"), Persist: true, Log: log})
+		if err != nil {
+			return fmt.Errorf("dev redis: %w", err)
+		}
+		defer r.Stop(stopCtx)
+		cfg.RedisURL = r.URL
+	}
+	if cfg.DatabaseURL == "" {
+		p, err := devstack.StartPostgres(ctx, devstack.PostgresOptions{Dir: filepath.Join(dataDir, "postgres"), Fsync: true, Log: log})
+		if err != nil {
+			return fmt.Errorf("dev postgresql: %w", err)
+		}
+		defer p.Stop(stopCtx)
+		cfg.DatabaseURL = p.URL
+	}
+	kafkaBanner := "SECKILL_KAFKA_BROKERS " + strings.Join(cfg.KafkaBrokers, ",")
+	switch {
+	case len(cfg.KafkaBrokers) > 0:
+		// Configured: use it.
+	case cfg.DevKafka == devKafkaApache:
+		k, err := devstack.StartApacheKafka(ctx, devstack.ApacheKafkaOptions{
+			Brokers: cfg.DevKafkaBrokers,
+			Topics:  map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions},
+			Dir:     filepath.Join(dataDir, "kafka-apache"),
+			Log:     log,
+		})
+		if err != nil {
+			return fmt.Errorf("dev kafka (SECKILL_DEV_KAFKA=apache, SECKILL_DEV_KAFKA_BROKERS=%d): %w", cfg.DevKafkaBrokers, err)
+		}
+		defer k.Close()
+		cfg.KafkaBrokers = k.Brokers
+		kafkaBanner = fmt.Sprintf("Apache Kafka %s, %d broker(s) at %s (data in %s)",
+			devstack.ApacheKafkaVersion, len(k.Brokers), strings.Join(k.Brokers, ","), k.Dir)
+	default:
+		var k *devstack.Kafka
+		var err error
+		// The broker's goroutines carry the label role=broker, so that a CPU
+		// profile tells its share from the gateway's (make bench).
+		pprof.Do(ctx, pprof.Labels(profileRole, "broker"), func(ctx context.Context) {
+			k, err = devstack.StartKafka(ctx, devstack.KafkaOptions{
+				Topics: map[string]int32{cfg.KafkaTopic: cfg.KafkaPartitions},
+				Dir:    filepath.Join(dataDir, "kafka"),
+				Log:    log,
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("dev kafka: %w", err)
+		}
+		defer k.Close()
+		cfg.KafkaBrokers = k.Brokers
+		kafkaBanner = "in-process broker (kfake) at " + strings.Join(k.Brokers, ",") + "; SECKILL_DEV_KAFKA=apache runs Apache Kafka"
+	}
+	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
+		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
+	}
+	logConfig(log, cfg)
+
+	sys, err := NewSystem(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	if cfg.DemoVoucher {
+		if err := ensureDemoVoucher(ctx, sys.catalog); err != nil {
+			return fmt.Errorf("demo voucher: %w", err)
+		}
+	}
+	var devEnv string
+	sys.onListen = func(addr, opsAddr string) {
+		d := devEndpoints{addr: addr, opsAddr: opsAddr, kafka: kafkaBanner, dataDir: dataDir, cfg: cfg,
+			generatedAdmin: generatedAdmin, generatedJWT: generatedJWT}
+		var err error
+		if devEnv, err = d.writeDevEnv(); err != nil {
+			// The system runs all the same; only the load tool's
+			// shortcut is lost.
+			log.Warn("dev mode could not write its settings for the load tool", "err", err)
+		}
+		d.writeBanner(stdout, devEnv)
+	}
+	err = sys.Run(ctx)
+	if devEnv != "" {
+		if rmErr := os.Remove(devEnv); rmErr != nil {
+			log.Warn("dev mode could not remove its settings file", "path", devEnv, "err", rmErr)
+		}
+	}
+	return err
+}
+
+// ensureDemoVoucher creates a voucher on sale now unless one already is, so a
+// fresh `make run` always has something to buy.
+func ensureDemoVoucher(ctx context.Context, catalog *seckill.Catalog) error {
+	vs, err := catalog.List(ctx)
+	if err != nil && !errors.Is(err, apperr.ErrUnavailable) {
+		return err
+	}
+	now := time.Now()
+	for _, v := range vs {
+		if v.Kind == seckill.KindSeckill && v.StockLeft > 0 && !now.Before(v.BeginAt) && now.Before(v.EndAt) {
+			return nil
+		}
+	}
+	_, err = catalog.Create(ctx, seckill.Voucher{
+		Title:        "Demo flash sale: 100 coffee vouchers at 9.90",
+		Kind:         seckill.KindSeckill,
+		PriceCents:   990,
+		StockTotal:   100,
+		PerUserLimit: 2,
+		BeginAt:      now.Add(-time.Second).UTC().Truncate(time.Second),
+		EndAt:        now.Add(24 * time.Hour).UTC().Truncate(time.Second),
+	})
+	return err
+}

@@ -1,0 +1,189 @@
+package app
+
+// The gateway role's wiring: the HTTP face and what only it needs.
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/salereport"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/draw"
+	"github.com/flashsale/seckill/seckill/fleethealth"
+	"github.com/flashsale/seckill/seckill/orderid"
+	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/waitroom"
+	"github.com/flashsale/seckill/web"
+)
+
+// buildGateway builds the HTTP face and what only it needs: the order id
+// lease, the Kafka producer and the WebSocket hub.
+func (s *System) buildGateway(ctx context.Context) error {
+	var err error
+	s.lease, err = orderid.LeaseNode(ctx, s.rdb, s.log)
+	if err != nil {
+		return fmt.Errorf("order id node: %w", err)
+	}
+	ids, err := orderid.New(s.lease.Node())
+	if err != nil {
+		return err
+	}
+	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log, kafkaq.WithMetrics(s.metrics.kafka))
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	s.hub, err = notify.NewHub(notify.HubConfig{Redis: s.rdb, Log: s.log, Registerer: s.registry})
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.NewTokens([]byte(s.cfg.JWTSecret), s.cfg.TokenTTL)
+	if err != nil {
+		return err
+	}
+	s.room = s.newRoom()
+	if s.feed, err = waitroom.NewFeed(waitroom.FeedConfig{Room: s.room, Out: s.hub, Registerer: s.registry, Log: s.log}); err != nil {
+		return err
+	}
+	s.adapter, err = waitroom.NewAdapter(waitroom.AdapterConfig{Redis: s.rdb, Vouchers: waitroom.CatalogVouchers(s.catalog),
+		Health: fleetHealth(fleethealth.NewBoard(s.rdb)), Rule: waitroom.Rule{MaxLag: s.cfg.RoomMaxLag}, Grace: s.cfg.StateGrace, Registerer: s.registry, Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room,
+		Targets: s.adapter.Targets(waitroom.CatalogTargets(s.catalog, s.stock, s.store)), Log: s.log,
+		OnStep: func(id int64, st waitroom.Step) { s.sales.Step(id, st.Admitted, st.Waiting) }})
+	s.drawer = draw.NewDrawer(draw.DrawerConfig{Draws: s.draws, Targets: draw.CatalogTargets(s.catalog), Log: s.log})
+	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
+	active := orders.NewActiveCache(s.store, time.Second)
+	gates, err := s.buildEdge()
+	if err != nil {
+		return err
+	}
+	// The fleet's voucher changes and returned stock, read again at once.
+	s.announcements = redisstock.NewWatcher(redisstock.WatcherConfig{Redis: s.rdb, Log: s.log, On: map[string]func(int64){
+		redisstock.CatalogChannel: s.catalog.Changed,
+		redisstock.StockChannel:   s.catalog.StockChanged,
+	}})
+	caps, err := s.cfg.sizeConnCaps(s.log)
+	if err != nil {
+		return err
+	}
+	s.server, err = gateway.New(gateway.Config{
+		AdminToken:      s.cfg.AdminToken,
+		AllowedOrigins:  s.cfg.AllowedOrigins,
+		TrustedProxies:  s.cfg.TrustedProxies,
+		MaxConns:        caps.maxConns,
+		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
+	}, gateway.Deps{
+		Catalog: s.catalog,
+		Buyer: seckill.NewBuyer(seckill.BuyerConfig{Stock: s.stock, Queue: s.producer, IDs: ids, Log: s.log,
+			HealRequests: s.stock, KeyedOrders: s.store, OrderFences: s.store}),
+		Gates: gates.Gates(),
+		Buy:   s.buySteps(gates),
+		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
+		BuyerRequests: stockRequests{s.stock},
+		SyncRequests:  s.store,
+		Captchas:      gates.Captchas,
+		Breaker:       gates.Breaker,
+		Orders:        orders.NewReader(orders.ReaderConfig{Record: s.store, Stock: s.stock, Active: active.IDs}),
+		Stats:         s.statsService(),
+		Accounts:      auth.NewAccounts(userStore{s.store}, tokens),
+		Tokens:        tokens,
+		Checks:        s.checks(),
+		Static:        web.FS(),
+		Logger:        s.log,
+
+		// The gateway's collectors: requests, latency by route, buy outcomes.
+		Registerer: s.registry,
+
+		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/app/lifecycle.go).
+		SyncBuyer: s.syncBuyer(ids),
+		Lifecycle: s.lifecycle(s.store),
+		// Order status pushed on GET /api/v1/ws, from every instance's changes.
+		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
+			SignedInReserve:   caps.liveReserve(),
+			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
+		Room:       s.room,
+		AdmitRates: s.adapter,
+		Draws:      s.draws,
+		Replays:    requestOrders{stock: s.stock, store: s.store},
+		// The sale report: attempts counted in memory, the report read from
+		// PostgreSQL (orders/salereport).
+		Sales:   s.sales,
+		Reports: salereport.NewReports(s.store),
+	})
+	return err
+}
+
+// requestOrders finds a request key's order in the stock's record of
+// accepted requests, then in PostgreSQL (a key the stock no longer has:
+// its sale state expired or is being restored).
+type requestOrders struct {
+	stock *redisstock.Store
+	store *pgstore.Store
+}
+
+// RequestOrder implements buy.RequestOrders.
+func (r requestOrders) RequestOrder(ctx context.Context, voucherID, userID int64, key string) (int64, bool, error) {
+	id, found, err := r.stock.RequestOrder(ctx, voucherID, redisstock.Request{UserID: userID, Key: key})
+	if err == nil && found {
+		return id, true, nil
+	}
+	pid, pfound, perr := r.store.OrderIDByRequestKey(ctx, userID, voucherID, key)
+	switch {
+	case perr == nil && pfound:
+		return pid, true, nil
+	case perr != nil:
+		return 0, false, perr
+	}
+	// PostgreSQL has no such order; the stock's failure (if any) stays
+	// the answer, since it may have known one.
+	return 0, false, err
+}
+
+// stockRequests are the requests the stock accepted (buy.RequestKeys).
+type stockRequests struct{ stock *redisstock.Store }
+
+// RequestKnown implements buy.RequestKeys.
+func (r stockRequests) RequestKnown(ctx context.Context, voucherID, userID int64, key string) (bool, error) {
+	return r.stock.RequestKnown(ctx, voucherID, redisstock.Request{UserID: userID, Key: key})
+}
+
+// roomSecret keys the waiting rooms' HMACs (passes, pre-queue places). It is
+// derived from the token secret, which every gateway of the fleet shares,
+// under a label of its own so that neither key tells anything of the other.
+func roomSecret(jwtSecret string) []byte {
+	m := hmac.New(sha256.New, []byte(jwtSecret))
+	m.Write([]byte("seckill waiting room"))
+	return m.Sum(nil)
+}
+
+// userStore adapts the PostgreSQL store to the accounts' needs.
+type userStore struct{ store *pgstore.Store }
+
+func (u userStore) CreateUser(ctx context.Context, username, passwordHash string) (int64, error) {
+	return u.store.CreateUser(ctx, username, passwordHash)
+}
+
+func (u userStore) UserByName(ctx context.Context, username string) (auth.User, error) {
+	usr, err := u.store.UserByName(ctx, username)
+	return auth.User{ID: usr.ID, Username: usr.Username, PasswordHash: usr.PasswordHash}, err
+}
+
+// buySteps are the gates' steps of the buy and the unpaid strikes' check.
+func (s *System) buySteps(gates *edge.Edge) buy.Steps {
+	steps := gates.Steps()
+	steps.Hoard = newHoard(s.cfg, s.rdb)
+	return steps
+}

@@ -1,0 +1,91 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill/hoard"
+	"github.com/flashsale/seckill/seckill/redisstock"
+)
+
+const hoardUsage = `usage: seckill hoard [--timeout D] show USER_ID
+       seckill hoard [--timeout D] clear USER_ID
+
+Shows a shopper's unpaid strikes (holds they let expire unpaid or cancelled
+within SECKILL_HOARD_WINDOW) and whether new holds are refused with 403
+unpaid_limit, or clears them so the shopper may buy again at once. Needs
+SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS).
+
+Flags:
+`
+
+// newHoard is the strikes' store as configured.
+func newHoard(cfg Config, rdb redis.UniversalClient) *hoard.Store {
+	return hoard.New(hoard.Config{Redis: rdb, Hot: redisstock.GroupCommit(rdb), Limit: cfg.HoardLimit, Window: cfg.HoardWindow})
+}
+
+// runHoard shows or clears one shopper's strikes.
+func runHoard(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("hoard", hoardUsage)
+	timeout := fs.Duration("timeout", 10*time.Second, "how long the Redis calls may take")
+	if help, err := parseFlags(fs, args, 2, stdout, stderr); help || err != nil {
+		return err
+	}
+	verb := fs.Arg(0)
+	if fs.NArg() != 2 || (verb != "show" && verb != "clear") {
+		return refuseArgs(fs, stderr, errors.New("hoard: say show USER_ID or clear USER_ID"))
+	}
+	userID, err := strconv.ParseInt(fs.Arg(1), 10, 64)
+	if err != nil || userID <= 0 {
+		return refuseArgs(fs, stderr, fmt.Errorf("hoard: %q is not a user id (a positive integer)", fs.Arg(1)))
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rdb, err := openRedis(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rdb.Close() }()
+	store := newHoard(cfg, rdb)
+	if verb == "clear" {
+		n, err := store.Clear(ctx, userID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "user %d: cleared %d strikes; new holds are allowed\n", userID, n)
+		return nil
+	}
+	c, err := store.Show(ctx, userID)
+	if err != nil {
+		return err
+	}
+	return writeStrikes(stdout, c, cfg)
+}
+
+// writeStrikes prints a shopper's count: a summary line, then one line per
+// strike, oldest first.
+func writeStrikes(w io.Writer, c hoard.Count, cfg Config) error {
+	state := "new holds are allowed"
+	if c.Refused {
+		state = "new holds are refused (403 unpaid_limit) until " + c.Until.UTC().Format(time.RFC3339)
+	}
+	if _, err := fmt.Fprintf(w, "user %d: %d strikes within %s (limit %d); %s\n", c.UserID, len(c.Strikes), cfg.HoardWindow, cfg.HoardLimit, state); err != nil {
+		return err
+	}
+	for _, s := range c.Strikes {
+		if _, err := fmt.Fprintf(w, "  order %d at %s\n", s.OrderID, s.At.UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
