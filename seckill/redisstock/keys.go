@@ -1,5 +1,9 @@
 package redisstock
 
+// The package's Redis key layout, the one place it is spelled. What Reserve
+// needs comes first (a bucket's keys, the shopper's bucket, reserve.lua's
+// KEYS), so its path takes one look here.
+
 import "strconv"
 
 // Keys names every Redis key of one bucket of a voucher. Build them with
@@ -53,10 +57,6 @@ type Keys struct {
 	prefix string
 }
 
-// VoucherKeys returns the keys of voucher id's first bucket (bucket 0: the
-// only one of a voucher with one shard).
-func VoucherKeys(id int64) Keys { return BucketKeys(id, 0) }
-
 // BucketKeys returns the keys of bucket b of voucher id.
 func BucketKeys(id int64, b int) Keys {
 	tag := "v" + strconv.FormatInt(id, 10)
@@ -81,29 +81,19 @@ func BucketKeys(id int64, b int) Keys {
 	}
 }
 
-// OnSaleKey is the key that exists exactly while voucher id's stock is in
-// Redis (its first bucket's meta): a waiting room in the same slot checks it
-// to know its own state was not lost (seckill/waitroom, Config.Recovery).
-func OnSaleKey(id int64) string { return VoucherKeys(id).Meta }
-
-// SlotKey is a key in the hash slot of voucher id's (first) bucket, for
-// tools and tests that ask a Redis Cluster which node serves the voucher.
-func SlotKey(id int64) string { return VoucherKeys(id).Meta }
-
-// pendingSentinel is the member of Pending that keeps the zset, and its
-// expiry, when no hold is pending (see lua/reserve.lua).
-const pendingSentinel = "0"
-
-// orderField is the Ledger field of an order.
-func orderField(orderID int64) string { return strconv.FormatInt(orderID, 10) }
-
-// userField is the Ledger field of a user: their count and live orders.
-func userField(userID int64) string { return "u" + strconv.FormatInt(userID, 10) }
+// homeBucket is the bucket of a voucher of n buckets that a user buys in:
+// their count, orders and request keys live in its keys alone (shards.go,
+// routing).
+func homeBucket(userID int64, n int) int { return int(userID % int64(n)) }
 
 // script is the KEYS list of reserve.lua and warm.lua, in their order.
 func (k Keys) script() []string {
 	return []string{k.Meta, k.Ledger, k.Pending}
 }
+
+// VoucherKeys returns the keys of voucher id's first bucket (bucket 0: the
+// only one of a voucher with one shard).
+func VoucherKeys(id int64) Keys { return BucketKeys(id, 0) }
 
 // releaseScript is the KEYS list of release.lua: reserve.lua's and the
 // recent releases.
@@ -116,3 +106,22 @@ func (k Keys) releaseScript() []string {
 func (k Keys) fixed() []string {
 	return []string{k.Meta, k.Ledger, k.Pending, k.Released, k.Moves, k.Credited}
 }
+
+// pendingSentinel is the member of Pending that keeps the zset, and its
+// expiry, when no hold is pending (see lua/reserve.lua).
+const pendingSentinel = "0"
+
+// orderField is the Ledger field of an order.
+func orderField(orderID int64) string { return strconv.FormatInt(orderID, 10) }
+
+// userField is the Ledger field of a user: their count and live orders.
+func userField(userID int64) string { return "u" + strconv.FormatInt(userID, 10) }
+
+// OnSaleKey is the key that exists exactly while voucher id's stock is in
+// Redis (its first bucket's meta): a waiting room in the same slot checks it
+// to know its own state was not lost (seckill/waitroom, Config.Recovery).
+func OnSaleKey(id int64) string { return VoucherKeys(id).Meta }
+
+// SlotKey is a key in the hash slot of voucher id's (first) bucket, for
+// tools and tests that ask a Redis Cluster which node serves the voucher.
+func SlotKey(id int64) string { return VoucherKeys(id).Meta }

@@ -1,9 +1,25 @@
 package redisstock
 
-// The buy path: reserve.lua, and what its answers mean (release.lua's are in
-// release.go). Reserve is the one reserve path, top to bottom: the home
-// bucket, then (for a voucher of several buckets) the fallback, whose stock
-// moves are in shards.go.
+// Store.Reserve, the buy's one path in Redis, top to bottom in the order it
+// runs: each function is followed by the ones it calls, so the path reads
+// downwards without leaving this file but for the parts other operations
+// share, named where they are called.
+//
+//   - Reserve finds the voucher's bucket count (shardCount, shards.go) and
+//     the keys of the shopper's home bucket (BucketKeys, homeBucket: keys.go);
+//   - reserveIn runs reserve.lua on that bucket: a keyed attempt first waits
+//     for an abandoned one (abandonedAttempts), an answer that comes after
+//     its caller gave up is given back (releaseUnread; reserveReply decodes
+//     every answer), the script goes with WAIT when Config.WaitReplicas asks
+//     (reserveReplicated), and an attempt given up is recorded (add);
+//   - reserveOutcome turns that answer into the result, which ends the buy
+//     of a voucher of one bucket;
+//   - fallback, for a voucher of several buckets whose home bucket lacks
+//     stock, reads every bucket (readBuckets, sums), brings stock home and
+//     tries again (pullAndReserve; the moves are in shards.go), and calls it
+//     sold out only when two reads agree (quiet).
+//
+// Giving a hold back is release.go's.
 
 import (
 	"context"
@@ -17,18 +33,6 @@ import (
 
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
-)
-
-// Return codes of reserve.lua.
-const (
-	codeHeld       = 0
-	codeReplay     = 1
-	codeNotOnSale  = 2
-	codeNotStarted = 3
-	codeEnded      = 4
-	codeSoldOut    = 5
-	codeLimit      = 6
-	codeIDTaken    = 7
 )
 
 // Reserve runs reserve.lua (EVALSHA, EVAL when the server lost its script
@@ -54,105 +58,6 @@ func (s *Store) Reserve(ctx context.Context, r seckill.Reservation) (seckill.Res
 		return reserveOutcome(r, code, orderID, left)
 	}
 	return s.fallback(ctx, r, n, home, code, orderID, left)
-}
-
-// homeBucket is the bucket a user buys in.
-func homeBucket(userID int64, n int) int { return int(userID % int64(n)) }
-
-// fallback is the rest of Reserve for a voucher of n > 1 buckets, after the
-// home bucket answered code: while the home bucket lacks stock, stock moves
-// into it from the others (shards.go) and the buy is tried there again,
-// until the buy is decided or ctx ends. Every script runs on one bucket.
-func (s *Store) fallback(ctx context.Context, r seckill.Reservation, n int, home Keys, code, orderID, left int64) (seckill.ReserveResult, error) {
-	for attempt := 0; code == codeSoldOut; attempt++ {
-		if attempt > 2 {
-			// Many shoppers of one bucket chase the same stock: back off a
-			// little, so the moves and reads do not spin.
-			t := time.NewTimer(time.Duration(min(attempt, 20)) * time.Millisecond)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		if err := ctx.Err(); err != nil {
-			return seckill.ReserveResult{}, unavailable("reserve (moving stock between buckets)", err)
-		}
-		st, err := s.readBuckets(ctx, r.VoucherID, n)
-		if err != nil {
-			return seckill.ReserveResult{}, err
-		}
-		for _, b := range st {
-			if !b.onSale {
-				return reserveOutcome(r, codeNotOnSale, 0, 0)
-			}
-		}
-		stock, moving := sums(st)
-		switch {
-		case stock >= r.Quantity:
-			if err := s.pullAndReserve(ctx, r, st, home, &code, &orderID, &left); err != nil {
-				return seckill.ReserveResult{}, err
-			}
-			continue
-		case moving > 0:
-			// Stock is on its way between buckets (another buyer's move,
-			// or one whose process died): finish it, then look again.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
-			_, err := s.finishMoves(wctx, r.VoucherID, n)
-			cancel()
-			if err != nil {
-				return seckill.ReserveResult{}, err
-			}
-			continue
-		}
-		again, err := s.readBuckets(ctx, r.VoucherID, n)
-		if err != nil {
-			return seckill.ReserveResult{}, err
-		}
-		if quiet(st, again) {
-			// No bucket gained stock between the two reads, so at the
-			// moment the first one ended every bucket together held less
-			// than asked: sold out for this request.
-			left, _ = sums(again)
-			return reserveOutcome(r, codeSoldOut, 0, left)
-		}
-	}
-	if code == codeHeld && left == 0 {
-		// The home bucket is empty; the gateway takes StockLeft 0 for sold
-		// out, so tell it the voucher's figure.
-		if all, err := s.readBuckets(ctx, r.VoucherID, n); err == nil {
-			stock, moving := sums(all)
-			left = stock + moving
-		} else {
-			left = -1 // unknown; not 0, which would say sold out
-		}
-	}
-	return reserveOutcome(r, code, orderID, left)
-}
-
-// scriptWait bounds the wait for a script of the fallback once it is sent.
-// Those calls do not stop when the buyer's context ends: a reservation that
-// Redis made must be answered to the buyer (else a retry of its key replays
-// an order that was never queued), and a move once begun should complete.
-const scriptWait = 5 * time.Second
-
-// pullAndReserve moves stock into the home bucket when it lacks some, then
-// tries the reservation there again, writing reserve.lua's answer.
-func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []bucketState, home Keys, code, orderID, left *int64) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
-	defer cancel()
-	if have := st[home.Bucket].stock; have < r.Quantity {
-		if err := s.pull(wctx, r.VoucherID, st, home.Bucket, r.Quantity-have); err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		// Nothing reserved yet: the buyer is gone, so do not start.
-		return unavailable("reserve (moving stock between buckets)", err)
-	}
-	var err error
-	*code, *orderID, *left, err = s.reserveIn(wctx, r, home)
-	return err
 }
 
 // reserveIn runs reserve.lua on one bucket. A keyed reservation first waits
@@ -184,8 +89,11 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 	if errors.Is(err, errNotReplicated) {
 		// Held on the master only: what a failover would lose must not
 		// be promised. The give-back goes to the same master, behind the
-		// hold, so a replica gets both or neither.
-		s.releaseUnreplicated(ctx, r)
+		// hold, so a replica gets both or neither; one that fails leaves
+		// the hold to the reconciler, as any hold without a message.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+		_, _ = s.Release(rctx, r.VoucherID, r.OrderID, seckill.ReleaseUnsent)
+		cancel()
 	}
 	if err != nil {
 		if handled != nil && errors.Is(err, errGaveUp) {
@@ -195,6 +103,94 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 	}
 	return reserveReply(raw)
 }
+
+// abandonedAttempts are the keyed reservations whose caller stopped waiting
+// while the script was still on its way to Redis (a link gone silent), each
+// with a channel closed once its late answer was handled. A retry of the
+// same Idempotency-Key waits for that first: sent at once, its script could
+// run just after the abandoned one and be answered as its replay, with an
+// order that releaseUnread then gives back and that no message will ever
+// carry (a 202 that never ends). After the wait the key is either free (the
+// late hold was given back, and the retry holds anew) or still names a hold
+// whose release failed, which the reconciler settles.
+//
+// It covers the retries that reach the same gateway, as a shopper's do while
+// their connection lives; a retry sent through another gateway in the one
+// round trip between the late hold and its release is not covered.
+type abandonedAttempts struct{ m sync.Map } // requestAttempt -> chan struct{}
+
+// requestAttempt names one shopper's attempt of one voucher by its
+// Idempotency-Key.
+type requestAttempt struct {
+	voucherID, userID int64
+	key               string
+}
+
+func (a *abandonedAttempts) wait(ctx context.Context, r seckill.Reservation) error {
+	if r.RequestKey == "" {
+		return nil
+	}
+	v, ok := a.m.Load(requestAttempt{r.VoucherID, r.UserID, r.RequestKey})
+	if !ok {
+		return nil
+	}
+	select {
+	case <-v.(chan struct{}):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("an earlier attempt with this Idempotency-Key is still on its way, and its answer decides this one: %w", ctx.Err())
+	}
+}
+
+// releaseUnread gives back the hold of r that reserve.lua made after its
+// caller stopped waiting (late is its answer): the caller answered the buy
+// unavailable and queued no message, so no worker can ever persist it. A
+// release that fails leaves the hold to the reconciler, as any hold without
+// a message; a known request key (a replay) holds nothing of r's.
+func (s *Store) releaseUnread(r seckill.Reservation, late *redis.Cmd) {
+	raw, err := late.Slice()
+	if err != nil && !errors.Is(err, errNotReplicated) {
+		return
+	}
+	if code, _, _, err := reserveReply(raw); err != nil || code != codeHeld {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scriptWait)
+	defer cancel()
+	_, _ = s.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseUnsent)
+}
+
+// reserveReply decodes {code, orderID, stockLeft}; Lua hands back order ids as
+// strings (they came from ARGV or a hash) and counts as integers.
+func reserveReply(raw []any) (code, orderID, left int64, err error) {
+	if len(raw) != 3 {
+		return 0, 0, 0, fmt.Errorf("reserve.lua: reply of %d values", len(raw))
+	}
+	var v [3]int64
+	for i, x := range raw {
+		if v[i], err = toInt(x); err != nil {
+			return 0, 0, 0, fmt.Errorf("reserve.lua: reply value %d: %w", i, err)
+		}
+	}
+	return v[0], v[1], v[2], nil
+}
+
+func toInt(x any) (int64, error) {
+	switch x := x.(type) {
+	case int64:
+		return x, nil
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, fmt.Errorf("unexpected %T", x)
+}
+
+// scriptWait bounds the wait for a script sent on a buyer's behalf that must
+// not stop when the buyer's context ends: a hold nobody will answer or queue
+// must be given back; a reservation of the fallback that Redis made must be
+// answered to the buyer (else a retry of its key replays an order that was
+// never queued); and a move once begun should complete.
+const scriptWait = 5 * time.Second
 
 // errNotReplicated is a hold that fewer replicas than Config.WaitReplicas
 // acknowledged in time; the command keeps reserve.lua's reply.
@@ -243,37 +239,8 @@ func (s *Store) reserveReplicated(ctx context.Context, keys []string, args []any
 	}
 }
 
-// releaseUnreplicated gives back r's hold that its master's replicas did
-// not acknowledge; a release that fails leaves it to the reconciler, as any
-// hold without a message.
-func (s *Store) releaseUnreplicated(ctx context.Context, r seckill.Reservation) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
-	defer cancel()
-	_, _ = s.Release(rctx, r.VoucherID, r.OrderID, seckill.ReleaseUnsent)
-}
-
-// abandonedAttempts are the keyed reservations whose caller stopped waiting
-// while the script was still on its way to Redis (a link gone silent), each
-// with a channel closed once its late answer was handled. A retry of the
-// same Idempotency-Key waits for that first: sent at once, its script could
-// run just after the abandoned one and be answered as its replay, with an
-// order that releaseUnread then gives back and that no message will ever
-// carry (a 202 that never ends). After the wait the key is either free (the
-// late hold was given back, and the retry holds anew) or still names a hold
-// whose release failed, which the reconciler settles.
-//
-// It covers the retries that reach the same gateway, as a shopper's do while
-// their connection lives; a retry sent through another gateway in the one
-// round trip between the late hold and its release is not covered.
-type abandonedAttempts struct{ m sync.Map } // requestAttempt -> chan struct{}
-
-// requestAttempt names one shopper's attempt of one voucher by its
-// Idempotency-Key.
-type requestAttempt struct {
-	voucherID, userID int64
-	key               string
-}
-
+// add is wait's other half: reserveIn records an attempt whose caller gave
+// up, until its late answer was handled.
 func (a *abandonedAttempts) add(r seckill.Reservation, handled chan struct{}) {
 	k := requestAttempt{r.VoucherID, r.UserID, r.RequestKey}
 	a.m.Store(k, handled)
@@ -283,39 +250,17 @@ func (a *abandonedAttempts) add(r seckill.Reservation, handled chan struct{}) {
 	}()
 }
 
-func (a *abandonedAttempts) wait(ctx context.Context, r seckill.Reservation) error {
-	if r.RequestKey == "" {
-		return nil
-	}
-	v, ok := a.m.Load(requestAttempt{r.VoucherID, r.UserID, r.RequestKey})
-	if !ok {
-		return nil
-	}
-	select {
-	case <-v.(chan struct{}):
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("an earlier attempt with this Idempotency-Key is still on its way, and its answer decides this one: %w", ctx.Err())
-	}
-}
-
-// releaseUnread gives back the hold of r that reserve.lua made after its
-// caller stopped waiting (late is its answer): the caller answered the buy
-// unavailable and queued no message, so no worker can ever persist it. A
-// release that fails leaves the hold to the reconciler, as any hold without
-// a message; a known request key (a replay) holds nothing of r's.
-func (s *Store) releaseUnread(r seckill.Reservation, late *redis.Cmd) {
-	raw, err := late.Slice()
-	if err != nil && !errors.Is(err, errNotReplicated) {
-		return
-	}
-	if code, _, _, err := reserveReply(raw); err != nil || code != codeHeld {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), scriptWait)
-	defer cancel()
-	_, _ = s.Release(ctx, r.VoucherID, r.OrderID, seckill.ReleaseUnsent)
-}
+// Return codes of reserve.lua.
+const (
+	codeHeld       = 0
+	codeReplay     = 1
+	codeNotOnSale  = 2
+	codeNotStarted = 3
+	codeEnded      = 4
+	codeSoldOut    = 5
+	codeLimit      = 6
+	codeIDTaken    = 7
+)
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
 // and the errors of seckill and seckill/apperr.
@@ -348,27 +293,152 @@ func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.R
 	return res, fmt.Errorf("reserve.lua: unknown code %d", code)
 }
 
-// reserveReply decodes {code, orderID, stockLeft}; Lua hands back order ids as
-// strings (they came from ARGV or a hash) and counts as integers.
-func reserveReply(raw []any) (code, orderID, left int64, err error) {
-	if len(raw) != 3 {
-		return 0, 0, 0, fmt.Errorf("reserve.lua: reply of %d values", len(raw))
-	}
-	var v [3]int64
-	for i, x := range raw {
-		if v[i], err = toInt(x); err != nil {
-			return 0, 0, 0, fmt.Errorf("reserve.lua: reply value %d: %w", i, err)
+// fallback is the rest of Reserve for a voucher of n > 1 buckets, after the
+// home bucket answered code: while the home bucket lacks stock, stock moves
+// into it from the others (shards.go) and the buy is tried there again,
+// until the buy is decided or ctx ends. Every script runs on one bucket.
+func (s *Store) fallback(ctx context.Context, r seckill.Reservation, n int, home Keys, code, orderID, left int64) (seckill.ReserveResult, error) {
+	for attempt := 0; code == codeSoldOut; attempt++ {
+		if attempt > 2 {
+			// Many shoppers of one bucket chase the same stock: back off a
+			// little, so the moves and reads do not spin.
+			t := time.NewTimer(time.Duration(min(attempt, 20)) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if err := ctx.Err(); err != nil {
+			return seckill.ReserveResult{}, unavailable("reserve (moving stock between buckets)", err)
+		}
+		st, err := s.readBuckets(ctx, r.VoucherID, n)
+		if err != nil {
+			return seckill.ReserveResult{}, err
+		}
+		for _, b := range st {
+			if !b.onSale {
+				return reserveOutcome(r, codeNotOnSale, 0, 0)
+			}
+		}
+		stock, moving := sums(st)
+		switch {
+		case stock >= r.Quantity:
+			if code, orderID, left, err = s.pullAndReserve(ctx, r, st, home); err != nil {
+				return seckill.ReserveResult{}, err
+			}
+			continue
+		case moving > 0:
+			// Stock is on its way between buckets (another buyer's move,
+			// or one whose process died): finish it, then look again.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+			_, err := s.finishMoves(wctx, r.VoucherID, n)
+			cancel()
+			if err != nil {
+				return seckill.ReserveResult{}, err
+			}
+			continue
+		}
+		again, err := s.readBuckets(ctx, r.VoucherID, n)
+		if err != nil {
+			return seckill.ReserveResult{}, err
+		}
+		if quiet(st, again) {
+			// No bucket gained stock between the two reads, so at the
+			// moment the first one ended every bucket together held less
+			// than asked: sold out for this request.
+			left, _ = sums(again)
+			return reserveOutcome(r, codeSoldOut, 0, left)
 		}
 	}
-	return v[0], v[1], v[2], nil
+	if code == codeHeld && left == 0 {
+		// The home bucket is empty; the gateway takes StockLeft 0 for sold
+		// out, so tell it the voucher's figure.
+		if all, err := s.readBuckets(ctx, r.VoucherID, n); err == nil {
+			stock, moving := sums(all)
+			left = stock + moving
+		} else {
+			left = -1 // unknown; not 0, which would say sold out
+		}
+	}
+	return reserveOutcome(r, code, orderID, left)
 }
 
-func toInt(x any) (int64, error) {
-	switch x := x.(type) {
-	case int64:
-		return x, nil
-	case string:
-		return strconv.ParseInt(x, 10, 64)
+// bucketState is what the fallback reads of one bucket's meta.
+type bucketState struct {
+	onSale         bool
+	stock, out, in int64
+	rels           int64
+	epoch          string
+	keys           Keys
+}
+
+// readBuckets reads every bucket's meta in one pipelined round trip (on a
+// cluster, one per node, in parallel).
+func (s *Store) readBuckets(ctx context.Context, id int64, n int) ([]bucketState, error) {
+	cmds := make([]*redis.SliceCmd, n)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range n {
+			cmds[b] = p.HMGet(ctx, BucketKeys(id, b).Meta, "stock", "out", "in", "rels", "epoch")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("read buckets", err)
 	}
-	return 0, fmt.Errorf("unexpected %T", x)
+	out := make([]bucketState, n)
+	for b, c := range cmds {
+		v := c.Val()
+		st := bucketState{keys: BucketKeys(id, b)}
+		st.onSale = v[0] != nil
+		st.stock, st.out, st.in, st.rels = intOf(v[0]), intOf(v[1]), intOf(v[2]), intOf(v[3])
+		st.epoch, _ = v[4].(string)
+		out[b] = st
+	}
+	return out, nil
+}
+
+// intOf reads an HMGET answer as an integer (0 when absent).
+func intOf(v any) int64 {
+	str, _ := v.(string)
+	n, _ := strconv.ParseInt(str, 10, 64)
+	return n
+}
+
+// sums are the buckets' stock and the stock on its way between buckets.
+func sums(st []bucketState) (stock, moving int64) {
+	for _, b := range st {
+		stock += b.stock
+		moving += b.out - b.in
+	}
+	return stock, moving
+}
+
+// pullAndReserve moves stock into the home bucket when it lacks some, then
+// tries the reservation there again and returns reserve.lua's answer.
+func (s *Store) pullAndReserve(ctx context.Context, r seckill.Reservation, st []bucketState, home Keys) (code, orderID, left int64, err error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptWait)
+	defer cancel()
+	if have := st[home.Bucket].stock; have < r.Quantity {
+		if err := s.pull(wctx, r.VoucherID, st, home.Bucket, r.Quantity-have); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing reserved yet: the buyer is gone, so do not start.
+		return 0, 0, 0, unavailable("reserve (moving stock between buckets)", err)
+	}
+	return s.reserveIn(wctx, r, home)
+}
+
+// quiet reports that nothing gave stock to any bucket between two reads:
+// same releases, same moves, same epoch everywhere.
+func quiet(a, b []bucketState) bool {
+	for i := range a {
+		if a[i].rels != b[i].rels || a[i].in != b[i].in || a[i].out != b[i].out ||
+			a[i].epoch != b[i].epoch || a[i].onSale != b[i].onSale {
+			return false
+		}
+	}
+	return true
 }

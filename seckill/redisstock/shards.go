@@ -4,9 +4,10 @@ package redisstock
 // own hash slot, so one hot voucher uses many Redis nodes. deploy/OPERATING.md, "One hot
 // voucher over many Redis nodes (shards)", explains the design:
 //
-//   - routing: a shopper buys only in the home bucket, user id mod K, so the
-//     per-user count and the Idempotency-Key's order live in one bucket and
-//     stay exact without any script over two slots;
+//   - routing: a shopper buys only in the home bucket, user id mod K
+//     (homeBucket, keys.go), so the per-user count and the Idempotency-Key's
+//     order live in one bucket and stay exact without any script over two
+//     slots;
 //   - fallback: when the home bucket lacks stock, stock moves into it from
 //     the richest other bucket (move_out.lua on the donor, move_in.lua on
 //     the home bucket, each one slot; a half-done move is finished by the
@@ -15,6 +16,9 @@ package redisstock
 //   - sold out: only when two reads of every bucket, one after the other,
 //     show too little stock in all of them together and the same release and
 //     move counters (no stock came back in between), and no move is half done.
+//
+// The fallback and its sold-out rule are on Reserve's path (reserve.go);
+// this file has the bucket count and the moves the fallback makes.
 //
 // Per bucket: stock + held + out - in = the bucket's total. Over the buckets,
 // stock + held + (out - in, stock on its way between buckets) = the total.
@@ -102,68 +106,6 @@ func split(total int64, n int) []int64 {
 		}
 	}
 	return out
-}
-
-// bucketState is what the fallback reads of one bucket's meta.
-type bucketState struct {
-	onSale         bool
-	stock, out, in int64
-	rels           int64
-	epoch          string
-	keys           Keys
-}
-
-// readBuckets reads every bucket's meta in one pipelined round trip (on a
-// cluster, one per node, in parallel).
-func (s *Store) readBuckets(ctx context.Context, id int64, n int) ([]bucketState, error) {
-	cmds := make([]*redis.SliceCmd, n)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b := range n {
-			cmds[b] = p.HMGet(ctx, BucketKeys(id, b).Meta, "stock", "out", "in", "rels", "epoch")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, unavailable("read buckets", err)
-	}
-	out := make([]bucketState, n)
-	for b, c := range cmds {
-		v := c.Val()
-		st := bucketState{keys: BucketKeys(id, b)}
-		st.onSale = v[0] != nil
-		st.stock, st.out, st.in, st.rels = intOf(v[0]), intOf(v[1]), intOf(v[2]), intOf(v[3])
-		st.epoch, _ = v[4].(string)
-		out[b] = st
-	}
-	return out, nil
-}
-
-// intOf reads an HMGET answer as an integer (0 when absent).
-func intOf(v any) int64 {
-	str, _ := v.(string)
-	n, _ := strconv.ParseInt(str, 10, 64)
-	return n
-}
-
-// sums are the buckets' stock and the stock on its way between buckets.
-func sums(st []bucketState) (stock, moving int64) {
-	for _, b := range st {
-		stock += b.stock
-		moving += b.out - b.in
-	}
-	return stock, moving
-}
-
-// quiet reports that nothing gave stock to any bucket between two reads:
-// same releases, same moves, same epoch everywhere.
-func quiet(a, b []bucketState) bool {
-	for i := range a {
-		if a[i].rels != b[i].rels || a[i].in != b[i].in || a[i].out != b[i].out ||
-			a[i].epoch != b[i].epoch || a[i].onSale != b[i].onSale {
-			return false
-		}
-	}
-	return true
 }
 
 // pull moves at least need (if it can) into bucket to from the richest other

@@ -3,6 +3,8 @@
 // its release) and the reads and repairs the rest of the fleet needs: warming
 // a voucher, live stock figures, holds by order or user, the workers' confirm,
 // the reconciler's pending list, drift snapshots and a rebuild from PostgreSQL.
+// Store.Reserve, the buy's path, reads top to bottom in reserve.go, in the
+// order it runs.
 //
 // The data model (one hash tag per voucher, see VoucherKeys):
 //
