@@ -67,24 +67,31 @@ type Deps struct {
 //     voucher's kind picks its Seller, once.
 //  2. pass: a voucher with a waiting room takes a pass; its signature alone
 //     refuses a missing, forged, someone else's or expired one (403), no I/O.
-//  3. address limit, in memory (429).
-//  4. fast refusal, then the user limit, the one Redis call before the sale
-//     (429), then the shopper's unpaid strikes, one Redis read of at most
-//     SECKILL_HOARD_LIMIT entries (403 unpaid_limit; a failed read lets the
-//     attempt on: the strikes are a deterrent, not the stock's guard).
-//  5. fast refusal, then the global limit, this instance's share (429).
-//  6. captcha, on vouchers that require one: fast refusal, then the captcha
+//  3. address limit: in memory (429).
+//  4. user limit and strikes: fast refusal, then the user limit, the one
+//     Redis call before the sale (429), then the shopper's unpaid strikes,
+//     one Redis read of at most SECKILL_HOARD_LIMIT entries (403
+//     unpaid_limit; a failed read lets the attempt on: the strikes are a
+//     deterrent, not the stock's guard).
+//  5. global limit: fast refusal, then this instance's share of the global
+//     limit (429).
+//  6. captcha: on vouchers that require one, fast refusal, then the captcha
 //     (400) unless the seller knows the attempt's Idempotency-Key.
-//  7. breaker of the seller's path: runs 8 to 12 under its call timeout and
-//     counts their outcome, or refuses (503).
+//  7. breaker: the seller's path's breaker runs 8 to 12 under its call
+//     timeout and counts their outcome, or refuses (503).
 //  8. sold-out flag: a known replay answered, or 409, from memory.
-//  9. claim the pass, single use (a refused claim of a keyed attempt may
+//  9. claim the pass: single use (a refused claim of a keyed attempt may
 //     still replay its order).
-//  10. the kind's seller.
-//  11. the sold-out flag learns from the seller's answer.
-//  12. the pass given back when the failure is not the shopper's, spent
-//     otherwise.
-//  13. a replay answered with its order's current status.
+//  10. the kind's seller: sells, or refuses.
+//  11. the flag learns: the sold-out flag learns from the seller's answer.
+//  12. settle the pass: given back when the failure is not the shopper's,
+//     spent otherwise.
+//  13. a replay's status: a replay answered with its order's current status.
+//
+// Each step is marked "// N. name" where it runs, with the number and name
+// of this list, and the README's purchase path lists the same numbers and
+// names, so a reader goes from either to the code; a test of the README
+// (cmd/seckill/app/docs_test.go) keeps the three the same.
 //
 // The fast refusal is the breaker's and the sold-out flag's answer, asked
 // without I/O in front of each step that costs a Redis call or a shared
@@ -165,14 +172,14 @@ func (p *Pipeline) run(ctx context.Context, a *Attempt) (Purchase, error) {
 			return Purchase{}, refusedBy(StepAddressLimit, a, err)
 		}
 	}
-	// 4. fast refusal, user limit, strikes
+	// 4. user limit and strikes
 	if err := p.limit(ctx, StepUserLimit, p.steps.User, seller, a); err != nil {
 		return Purchase{}, err
 	}
 	if err := p.strikes(ctx, a); err != nil {
 		return Purchase{}, err
 	}
-	// 5. fast refusal, global limit
+	// 5. global limit
 	if err := p.limit(ctx, StepGlobalLimit, p.steps.Global, seller, a); err != nil {
 		return Purchase{}, err
 	}
@@ -210,7 +217,7 @@ func (p *Pipeline) sell(ctx context.Context, seller Seller, a *Attempt) (Purchas
 	if so := p.steps.SoldOut; so != nil {
 		so.Saw(a.Request.VoucherID, sale, err)
 	}
-	// 12. settle the pass: given back, or spent
+	// 12. settle the pass
 	p.settlePass(ctx, a, claimed, err)
 	if err != nil {
 		return Purchase{}, err
