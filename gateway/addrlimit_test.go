@@ -37,7 +37,7 @@ func (r *refusingIPs) Allow(ctx context.Context, key string) error {
 func TestEveryAnonymousRouteIsLimitedPerAddress(t *testing.T) {
 	t.Parallel()
 	lim := &refusingIPs{}
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.TrustedProxies = []string{"127.0.0.1"}
 		d.Gates.Anonymous = lim
 		d.Live.Feed = nil
@@ -101,7 +101,7 @@ func (r *recordingNames) Refund(_ context.Context, name string) {
 func TestLoginChargesTheUsernameOnlyForFailures(t *testing.T) {
 	t.Parallel()
 	names := &recordingNames{refuse: map[string]bool{"locked": true}}
-	b := setup(t, func(_ *Config, d *Deps) { d.Gates.LoginName = names })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Gates.LoginName = names })
 	for _, u := range []string{"alice", "locked"} {
 		resp, body := b.do(t, http.MethodPost, "/api/v1/users", `{"username":"`+u+`","password":"correct-horse"}`)
 		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)

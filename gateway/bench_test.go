@@ -19,7 +19,7 @@ import (
 // whole path in the end-to-end tests.
 
 func benchSetup(b *testing.B) *bundle {
-	return setup(b, func(_ *Config, d *Deps) { d.Logger = slog.New(slog.DiscardHandler) })
+	return setup(b, func(_ *Config, d *testDeps) { d.Logger = slog.New(slog.DiscardHandler) })
 }
 
 // BenchmarkHTTPBuy goes through a real loopback listener with keep-alive

@@ -20,7 +20,7 @@ import (
 func TestOversizedBodyIsAnsweredLoggedAndCounted(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	b := setup(t, func(_ *Config, d *Deps) { d.Registerer = reg })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Registerer = reg })
 	body := bytes.Repeat([]byte("x"), 200<<10)
 	const sends = 50
 	for i := range sends {

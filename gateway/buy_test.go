@@ -146,7 +146,7 @@ func TestPipelineOrder(t *testing.T) {
 	t.Parallel()
 	r := &trail{}
 	syncBuyer := &fakeSyncBuyer{}
-	b := setup(t, func(_ *Config, d *Deps) { d.Buy = r.buySteps(); d.SyncBuyer = syncBuyer })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Steps = r.buySteps(); d.SyncBuyer = syncBuyer })
 	v := b.catalog.put(seckill.Voucher{Title: "c", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, CaptchaRequired: true})
 	id := v.ID
 	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", id)
@@ -213,8 +213,8 @@ func TestAttemptCarriesCaptchaAndHeaders(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen pipe.Attempt
-	b := setup(t, func(_ *Config, d *Deps) {
-		d.Buy.Captcha = captchaFunc(func(_ context.Context, a *pipe.Attempt, _ bool) error {
+	b := setup(t, func(_ *Config, d *testDeps) {
+		d.Steps.Captcha = captchaFunc(func(_ context.Context, a *pipe.Attempt, _ bool) error {
 			mu.Lock()
 			seen = *a
 			mu.Unlock()
@@ -238,7 +238,7 @@ func TestAttemptCarriesCaptchaAndHeaders(t *testing.T) {
 func TestSyncBuyerByKind(t *testing.T) {
 	t.Parallel()
 	syncBuyer := &fakeSyncBuyer{}
-	b := setup(t, func(_ *Config, d *Deps) { d.SyncBuyer = syncBuyer })
+	b := setup(t, func(_ *Config, d *testDeps) { d.SyncBuyer = syncBuyer })
 	limit := b.catalog.put(seckill.Voucher{Title: "l", Kind: seckill.KindLimit, StockTotal: 5, PerUserLimit: 1})
 	common := b.catalog.put(seckill.Voucher{Title: "c", Kind: seckill.KindCommon, StockTotal: 5, PerUserLimit: 1})
 
@@ -273,7 +273,7 @@ func TestSyncBuyerByKind(t *testing.T) {
 func TestStringsOutliveTheRequest(t *testing.T) {
 	t.Parallel()
 	r := &trail{}
-	b := setup(t, func(_ *Config, d *Deps) { d.Buy.SoldOut = soldOutSteps{r} })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Steps.SoldOut = soldOutSteps{r} })
 	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", b.onSale.ID)
 	const n = 200
 	for i := range n {

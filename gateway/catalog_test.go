@@ -91,7 +91,7 @@ func TestCatalogGateRefusesBeforeAnyLimiter(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	b := setup(t, func(_ *Config, d *Deps) { d.Buy = pipe.Steps{Global: limiter, User: limiter} })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Steps = pipe.Steps{Global: limiter, User: limiter} })
 	now := time.Now()
 	paused := b.catalog.put(seckill.Voucher{Title: "p", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, Paused: true})
 	later := b.catalog.put(seckill.Voucher{Title: "l", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour)})

@@ -65,7 +65,7 @@ func asNetErr(err error, target *net.Error) bool {
 // closed connection gives its place back; a trusted proxy is exempt, and
 // Config.MaxConns caps every address together.
 func TestConnsPerAddress(t *testing.T) {
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.MaxConnsPerAddr = 4
 		c.MaxConns = 10
 		c.TrustedProxies = []string{"127.0.0.9"}
@@ -192,7 +192,7 @@ func (b *wsBundle) mustDialFrom(t *testing.T, src, token string) *websocket.Conn
 // Live.MaxPublicSockets that is not Live.SignedInReserve (503), and a
 // shopper still gets a socket when they are all taken.
 func TestWSSocketCaps(t *testing.T) {
-	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *Deps) {
+	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *testDeps) {
 		d.Live.MaxPublicSockets = 6
 		d.Live.SignedInReserve = 2
 		d.Live.MaxSocketsPerAddr = 3
@@ -235,7 +235,7 @@ func dialResp(_ *websocket.Conn, resp *http.Response, err error) (*http.Response
 // TestWSAnonymousSocketsAreRenewed: a socket without a token is closed with
 // 1000 at Live.AnonymousMaxAge (the page connects again), a shopper's is not.
 func TestWSAnonymousSocketsAreRenewed(t *testing.T) {
-	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *Deps) { d.Live.AnonymousMaxAge = time.Second })
+	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *testDeps) { d.Live.AnonymousMaxAge = time.Second })
 	anon := b.mustDialFrom(t, "127.0.0.2", "")
 	shopper := b.mustDialFrom(t, "127.0.0.3", b.shopper)
 	require.Equal(t, websocket.CloseNormalClosure, readClose(t, anon))

@@ -40,17 +40,6 @@ type Catalog interface {
 	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
 }
 
-// Buyer runs the asynchronous seckill purchase (seckill.Buyer implements it).
-type Buyer interface {
-	Buy(ctx context.Context, req seckill.BuyRequest) (seckill.ReserveResult, error)
-}
-
-// SyncBuyer sells the synchronous kinds (limit and common) in one database
-// transaction and returns the created order.
-type SyncBuyer interface {
-	Buy(ctx context.Context, req seckill.BuyRequest) (orders.Order, error)
-}
-
 // OrderReader reads a shopper's orders, including those still only reserved
 // in Redis (the contract: a client never sees 404 for an order id it was given).
 type OrderReader interface {

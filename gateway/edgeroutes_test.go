@@ -48,7 +48,7 @@ func (m *memBreaker) Switch(_ context.Context, mode string) error {
 
 func TestCaptchaRoute(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *Config, d *Deps) { d.Captchas = &memCaptchas{} })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Captchas = &memCaptchas{} })
 	resp, body := b.do(t, "GET", "/api/v1/captcha", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	out := decode[api.Captcha](t, body)
@@ -68,7 +68,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 	caps := &memCaptchas{}
 	var mu sync.Mutex
 	var seen []string
-	b := setup(t, func(_ *Config, d *Deps) {
+	b := setup(t, func(_ *Config, d *testDeps) {
 		d.Captchas = caps
 		d.Gates.CaptchaIssue = ipLimiterFunc(func(_ context.Context, ip string) error {
 			mu.Lock()
@@ -93,7 +93,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 	// Captchas have their own budget: asking for them never spends the
 	// budget of logging in (many shoppers may share one address).
 	logins := 0
-	b2 := setup(t, func(_ *Config, d *Deps) {
+	b2 := setup(t, func(_ *Config, d *testDeps) {
 		d.Captchas = caps
 		d.Gates.CaptchaIssue = ipLimiterFunc(func(context.Context, string) error { return nil })
 		d.Gates.Credentials = ipLimiterFunc(func(context.Context, string) error { logins++; return nil })
@@ -108,7 +108,7 @@ func TestCaptchaRouteIsLimitedPerIP(t *testing.T) {
 func TestBreakerAdminRoutes(t *testing.T) {
 	t.Parallel()
 	br := &memBreaker{mode: "auto"}
-	b := setup(t, func(_ *Config, d *Deps) { d.Breaker = br })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Breaker = br })
 	admin := []string{"Authorization", bearerOf(testAdminToken)}
 
 	resp, body := b.do(t, "GET", "/api/v1/admin/breaker", "", admin...)
@@ -137,7 +137,7 @@ func FuzzBreakerMode(f *testing.F) {
 	for _, s := range []string{`{"mode":"open"}`, `{"mode":"auto"}`, `{"mode":""}`, `{"mode":1}`, `{"mode":"closed","x":0}`, `null`, "\x00"} {
 		f.Add(s)
 	}
-	bb := setup(f, func(_ *Config, d *Deps) {
+	bb := setup(f, func(_ *Config, d *testDeps) {
 		d.Logger = slog.New(slog.DiscardHandler)
 		d.Breaker = &memBreaker{mode: "auto"}
 	})

@@ -128,9 +128,9 @@ func TestErrorRowsOverHTTP(t *testing.T) {
 		}
 		return nil
 	})
-	b := setup(t, func(_ *Config, d *Deps) {
-		d.Buy.Captcha = captchaGate
-		d.Buy.User = limitGate
+	b := setup(t, func(_ *Config, d *testDeps) {
+		d.Steps.Captcha = captchaGate
+		d.Steps.User = limitGate
 	})
 	captchaVoucher := b.catalog.put(seckill.Voucher{Title: "c", Kind: seckill.KindSeckill, StockTotal: 1, PerUserLimit: 1, CaptchaRequired: true})
 	buyerErr := map[string]error{

@@ -33,7 +33,7 @@ func FuzzBuyRequest(f *testing.F) {
 	} {
 		f.Add(seed.id, seed.key, seed.body)
 	}
-	bb := setup(f, func(_ *Config, d *Deps) { d.Logger = slog.New(slog.DiscardHandler) })
+	bb := setup(f, func(_ *Config, d *testDeps) { d.Logger = slog.New(slog.DiscardHandler) })
 	h := bb.srv.App().Handler()
 	allowed := map[int]bool{202: true, 400: true, 404: true, 405: true, 409: true, 413: true}
 	f.Fuzz(func(t *testing.T, id, key, body string) {
@@ -62,7 +62,7 @@ func FuzzCreateVoucher(f *testing.F) {
 	f.Add(`{"title":"t","kind":"limit","price_cents":-1,"stock":10,"per_user_limit":1,"begin_at":"2030-01-01T00:00:00+08:00","end_at":"2030-01-02T00:00:00Z"}`)
 	f.Add(`{"title":"","begin_at":"0000-00-00T00:00:00Z"}`)
 	f.Add(`{"stock":9223372036854775807}`)
-	bb := setup(f, func(_ *Config, d *Deps) { d.Logger = slog.New(slog.DiscardHandler) })
+	bb := setup(f, func(_ *Config, d *testDeps) { d.Logger = slog.New(slog.DiscardHandler) })
 	h := bb.srv.App().Handler()
 	f.Fuzz(func(t *testing.T, body string) { checkAdminBody(t, h, "POST", "/api/v1/admin/vouchers", body, 201) })
 }

@@ -3,8 +3,8 @@ package gateway
 import "context"
 
 // Gates are the limits of the routes other than the buy (gateway/edge
-// implements them; the buy's own steps are buy.Steps, in Deps.Buy). A nil
-// field passes everything.
+// implements them; the buy's own steps are buy.Steps, in the pipeline of
+// Deps.Buy). A nil field passes everything.
 type Gates struct {
 	// Credentials guards POST /api/v1/users and /api/v1/sessions against
 	// password guessing, and GET /api/v1/captcha against floods, by client

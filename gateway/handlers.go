@@ -290,29 +290,6 @@ func idempotencyKey(h string) (string, error) {
 	return strings.Clone(h), nil
 }
 
-// newPipeline builds the buy from the dependencies: the kind's sellers, the
-// steps, the waiting rooms and the replays (gateway/buy).
-func (s *Server) newPipeline() (*buy.Pipeline, error) {
-	d := buy.Deps{
-		Catalog: s.deps.Catalog,
-		Steps:   s.deps.Buy,
-		Seckill: buy.SeckillSeller{Buyer: s.deps.Buyer, Keys: s.deps.BuyerRequests},
-		Replays: s.deps.Replays,
-		Orders:  s.deps.Orders,
-		Logger:  s.log,
-	}
-	if s.deps.SyncBuyer != nil {
-		d.Sync = buy.SyncSeller{Buyer: s.deps.SyncBuyer, Keys: s.deps.SyncRequests}
-	}
-	if s.deps.Room != nil {
-		d.Room = s.deps.Room
-	}
-	if s.metrics != nil {
-		d.Outcome = s.metrics.countBuy
-	}
-	return buy.New(d)
-}
-
 // buy is POST /api/v1/vouchers/{id}/orders: decode, buy, encode.
 func (s *Server) buy(c *fiber.Ctx) (err error) {
 	vid, err := parseID(c.Params("id"), "the voucher id")

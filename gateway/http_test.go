@@ -28,10 +28,10 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := New(Config{AdminToken: "short"}, deps)
 	require.ErrorContains(t, err, "admin token")
 
-	deps.Buyer = nil
+	deps.Buy = nil
 	deps.Stats = nil
 	_, err = New(Config{AdminToken: testAdminToken}, deps)
-	require.ErrorContains(t, err, "Buyer")
+	require.ErrorContains(t, err, "Buy")
 	require.ErrorContains(t, err, "Stats")
 
 	deps = b.srv.deps
@@ -303,7 +303,7 @@ func TestCredentialsGate(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
-	b := setup(t, func(_ *Config, d *Deps) {
+	b := setup(t, func(_ *Config, d *testDeps) {
 		d.Gates.Credentials = ipLimiterFunc(func(_ context.Context, ip string) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -415,7 +415,7 @@ func (r ownerBlind) List(context.Context, int64) ([]orders.Order, error) {
 
 func TestOrdersNeverLeakAcrossUsers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *Config, d *Deps) {
+	b := setup(t, func(_ *Config, d *testDeps) {
 		d.Orders = ownerBlind{o: orders.Order{ID: 5, UserID: 43, Status: orders.StatusPaid}}
 	})
 	resp, body := b.do(t, "GET", "/api/v1/orders/5", "", "Authorization", bearerOf(b.shopper))

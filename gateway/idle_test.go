@@ -28,7 +28,7 @@ func readUntilClosed(t *testing.T, c net.Conn) []byte {
 // request it writes at that moment.
 func TestIdleConnectionsAreClosedSilently(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *Config, _ *Deps) {
+	b := setup(t, func(c *Config, _ *testDeps) {
 		c.ReadTimeout = 300 * time.Millisecond
 		c.IdleTimeout = 300 * time.Millisecond
 	})

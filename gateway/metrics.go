@@ -181,7 +181,7 @@ func (m *metrics) lookup(route, method string, status int) series {
 	return s
 }
 
-// countBuy counts an attempt once, by the answer it gets (buy.Deps.Outcome).
+// countBuy counts an attempt once, by the answer it gets (buy.Pipeline.WithOutcome).
 func (m *metrics) countBuy(err error) { m.buyOutcome(err).Inc() }
 
 // learnRoutes records the endpoints of routes (fiber's, without the

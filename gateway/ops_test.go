@@ -52,7 +52,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 func TestReadiness(t *testing.T) {
 	t.Parallel()
 	var redisDown, kafkaSlow atomic.Bool
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.ReadyTimeout = 200 * time.Millisecond
 		c.ReadyMaxAge = time.Nanosecond // every request a new probe: the test changes the checks
 		d.Checks = []Check{
@@ -102,7 +102,7 @@ func TestReadinessIsOneCachedProbe(t *testing.T) {
 	t.Parallel()
 	var pings atomic.Int64
 	release := make(chan struct{})
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.ReadyMaxAge = time.Hour // the cache never expires during the test, however slow the machine
 		d.Checks = []Check{{Name: "kafka", Ping: func(context.Context) error {
 			pings.Add(1)
@@ -161,7 +161,7 @@ func TestStaticFiles(t *testing.T) {
 		"css/site.css":     {Data: []byte("body{}")},
 		"help.html":        {Data: []byte("<p>help</p>")},
 	}
-	b2 := setup(t, func(_ *Config, d *Deps) { d.Static = web })
+	b2 := setup(t, func(_ *Config, d *testDeps) { d.Static = web })
 	for path, want := range map[string]string{"/": "<p>shop</p>", "/index.html": "<p>shop</p>", "/app.js": "console.log(1)", "/admin": "<p>ops</p>", "/admin/": "<p>ops</p>", "/css/site.css": "body{}", "/help": "<p>help</p>", "/help.html": "<p>help</p>"} {
 		resp, body := b2.do(t, "GET", path, "")
 		require.Equal(t, 200, resp.StatusCode, path)
@@ -209,7 +209,7 @@ func TestServeAndShutdown(t *testing.T) {
 
 func TestCORS(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *Config, _ *Deps) { c.AllowedOrigins = []string{"https://shop.example"} })
+	b := setup(t, func(c *Config, _ *testDeps) { c.AllowedOrigins = []string{"https://shop.example"} })
 	resp, _ := b.do(t, "OPTIONS", "/api/v1/vouchers/1/orders", "",
 		"Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
 		"Access-Control-Request-Headers", "authorization,idempotency-key,content-type")

@@ -41,7 +41,7 @@ func (r *recordingIPs) last(t *testing.T) string {
 func TestForwardedForIsNotSpoofable(t *testing.T) {
 	t.Parallel()
 	rec := &recordingIPs{}
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.TrustedProxies = []string{"127.0.0.1"} // the test client is "the proxy"
 		d.Gates.Credentials = rec
 	})
@@ -60,7 +60,7 @@ func TestForwardedForIsNotSpoofable(t *testing.T) {
 func TestClientIP(t *testing.T) {
 	t.Parallel()
 	rec := &recordingIPs{}
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.TrustedProxies = []string{"127.0.0.1", "10.0.0.0/8", "2001:db8:ffff::/48"}
 		d.Gates.Credentials = rec
 	})
@@ -98,7 +98,7 @@ func TestClientIP(t *testing.T) {
 
 	// Without trusted proxies the header is the client's own words: ignored.
 	plain := &recordingIPs{}
-	direct := setup(t, func(_ *Config, d *Deps) { d.Gates.Credentials = plain })
+	direct := setup(t, func(_ *Config, d *testDeps) { d.Gates.Credentials = plain })
 	send(direct, "9.9.9.9")
 	require.Equal(t, "127.0.0.1", plain.last(t))
 }

@@ -22,20 +22,12 @@ import (
 const HeaderSeckillPass = "Seckill-Pass"
 
 // WaitingRoom is the fleet's waiting rooms (*waitroom.Room implements it).
+// The passes on the buying path are the buy's (buy.Room).
 type WaitingRoom interface {
 	// Join puts the user in the line (keeping the place they have).
 	Join(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
 	// Status is the user's place; apperr.ErrNotFound when not in line.
 	Status(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
-	// Check judges a pass without I/O (seckill.ErrNotAdmitted).
-	Check(voucherID, userID int64, pass string) (waitroom.Pass, error)
-	// Claim uses a pass once (seckill.ErrNotAdmitted), replayable with the
-	// same request key.
-	Claim(ctx context.Context, voucherID, userID int64, pass, requestKey string) (waitroom.Pass, error)
-	// Restore gives a claimed pass back.
-	Restore(ctx context.Context, p waitroom.Pass) error
-	// Spend settles a claimed pass whose buy is over.
-	Spend(ctx context.Context, p waitroom.Pass) error
 	// Stats are a room's figures.
 	Stats(ctx context.Context, voucherID int64) (waitroom.Stats, error)
 	// Reopen opens again a room closed because every unit was paid for,

@@ -69,7 +69,7 @@ func (r *passRoom) Reopen(context.Context, waitroom.Line) error { return nil }
 func TestRoomPassGivenBackOnSoldOut(t *testing.T) {
 	t.Parallel()
 	room := &passRoom{}
-	b := setup(t, func(_ *Config, d *Deps) { d.Room = room })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Room = room })
 	now := time.Now().UTC()
 	v := b.catalog.put(seckill.Voucher{Title: "Line", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: 10,
 		StockLeft: 10, PerUserLimit: 1, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour),

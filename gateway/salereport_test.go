@@ -44,7 +44,7 @@ func TestBuyAttemptsCountForTheSaleReport(t *testing.T) {
 	t.Parallel()
 	r := &trail{}
 	sales := &saleAttempts{}
-	b := setup(t, func(_ *Config, d *Deps) { d.Buy = r.buySteps(); d.Sales = sales })
+	b := setup(t, func(_ *Config, d *testDeps) { d.Steps = r.buySteps(); d.Sales = sales })
 	v := b.catalog.put(seckill.Voucher{Title: "r", Kind: seckill.KindSeckill, StockTotal: 5, PerUserLimit: 1})
 	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", v.ID)
 	buy := func(body string) int {
@@ -104,7 +104,7 @@ func (s slowExport) WriteOrdersCSV(ctx context.Context, _ int64, w io.Writer) er
 func TestOrdersExportOutlastsTheWriteTimeout(t *testing.T) {
 	t.Parallel()
 	export := slowExport{rows: 40, pause: 25 * time.Millisecond} // about 1 s
-	b := setup(t, func(c *Config, d *Deps) {
+	b := setup(t, func(c *Config, d *testDeps) {
 		c.WriteTimeout = 200 * time.Millisecond
 		d.Reports = export
 	})

@@ -6,9 +6,9 @@
 // the only one that knows status codes.
 //
 // Everything it needs comes through [Deps] as small interfaces declared here;
-// cmd wires the real implementations. The buy's steps (rate limits,
-// captcha, breaker, sold-out flag) are the optional buy.Steps of Deps.Buy,
-// run in the order written on buy.Pipeline.
+// cmd wires the real implementations. The buy comes whole: Deps.Buy is the
+// buy.Pipeline that cmd builds with its steps (rate limits, captcha,
+// breaker, sold-out flag), run in the order written on buy.Pipeline.
 package gateway
 
 import (
@@ -106,27 +106,23 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Deps are what the gateway serves from. Catalog, Buyer, Orders, Stats,
+// Deps are what the gateway serves from. Catalog, Buy, Orders, Stats,
 // Accounts and Tokens are required; the rest are optional.
 type Deps struct {
-	Catalog  Catalog
-	Buyer    Buyer
+	Catalog Catalog
+	// Buy is the buy of POST /api/v1/vouchers/{id}/orders, whole: its
+	// sellers, steps, waiting rooms and replays (gateway/buy). The gateway
+	// only decodes each request into its attempt and encodes the answer; it
+	// also asks the buy's captcha of a waiting room's join.
+	Buy      *buy.Pipeline
 	Orders   OrderReader
 	Stats    StatsReader
 	Accounts Accounts
 	Tokens   TokenVerifier
-	// SyncBuyer sells limit and common vouchers. Nil: every kind goes to Buyer.
-	SyncBuyer SyncBuyer
 	// Lifecycle pays and cancels orders. Nil: those routes answer 503.
 	Lifecycle OrderLifecycle
 	// Gates are the optional limits of the routes other than the buy.
 	Gates Gates
-	// Buy are the optional steps of the buy (buy.Pipeline runs them).
-	Buy buy.Steps
-	// BuyerRequests and SyncRequests know the Idempotency-Keys that made
-	// orders of seckill vouchers and of the other kinds, so that a replay
-	// of a captcha voucher needs no new captcha. Nil: none is known.
-	BuyerRequests, SyncRequests buy.RequestKeys
 	// Captchas serves GET /api/v1/captcha. Nil: that route answers 503.
 	Captchas Captchas
 	// Breaker serves GET/PUT /api/v1/admin/breaker. Nil: those answer 503.
@@ -143,16 +139,12 @@ type Deps struct {
 	Logger *slog.Logger
 	// Live feeds GET /api/v1/ws (ws.go). No Feed: that route answers 503.
 	Live Live
-	// Room is the waiting rooms (queue.go). Nil: the queue routes and the
-	// buys of vouchers with a waiting room answer 503.
+	// Room is the waiting rooms (queue.go). Nil: the queue routes answer
+	// 503 (the buy's own room is Buy's).
 	Room WaitingRoom
 	// Draws is the sales by draw (draw.go). Nil: the queue routes of
 	// vouchers sold by draw answer 503.
 	Draws Draws
-	// Replays answers a keyed waiting-room buy whose pass is refused with
-	// the order its key made (gateway/buy/pass.go). Nil: such a buy is
-	// refused 403.
-	Replays buy.RequestOrders
 	// Sales counts the buy attempts for the sale report. Nil: none.
 	Sales SaleRecorder
 	// Reports answers the sale report routes. Nil: they answer 503.
@@ -172,7 +164,7 @@ type Server struct {
 	app         *fiber.App
 	adminDigest [sha256.Size]byte
 	proxies     []netip.Prefix // Config.TrustedProxies, parsed
-	pipeline    *buy.Pipeline
+	pipeline    *buy.Pipeline  // Deps.Buy, telling its answers to the buy outcomes (metrics.go)
 	ready       *Readiness
 	draining    atomic.Bool
 	ws          *sockets // open WebSockets (ws.go)
@@ -201,7 +193,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	var missing []string
 	for name, isNil := range map[string]bool{
-		"Catalog": deps.Catalog == nil, "Buyer": deps.Buyer == nil, "Orders": deps.Orders == nil,
+		"Catalog": deps.Catalog == nil, "Buy": deps.Buy == nil, "Orders": deps.Orders == nil,
 		"Stats": deps.Stats == nil, "Accounts": deps.Accounts == nil, "Tokens": deps.Tokens == nil,
 	} {
 		if isNil {
@@ -244,8 +236,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := s.registerCatalogMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	if s.pipeline, err = s.newPipeline(); err != nil {
-		return nil, err
+	s.pipeline = deps.Buy
+	if s.metrics != nil {
+		s.pipeline = deps.Buy.WithOutcome(s.metrics.countBuy)
 	}
 	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
 	s.app = fiber.New(fiber.Config{

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/gateway/auth"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
@@ -27,8 +28,9 @@ import (
 )
 
 // The in-test implementations below are of the gateway's own domain
-// interfaces (Catalog, Buyer...), not of Redis, PostgreSQL or Kafka: these
-// tests are about HTTP, and the end-to-end tests run the real services.
+// interfaces (Catalog, OrderReader...) and of the buy's (buy.Reserver...),
+// not of Redis, PostgreSQL or Kafka: these tests are about HTTP, and the
+// end-to-end tests run the real services.
 
 const testAdminToken = "admin-token-0123456789"
 
@@ -342,9 +344,36 @@ type bundle struct {
 	client *http.Client
 }
 
+// testDeps are a test's dependencies: the gateway's, and the parts of the
+// buy that setup builds into Deps.Buy once mutate has set them, as
+// cmd/seckill builds it: the fake buyer sells seckill vouchers, and the
+// catalog, orders and waiting room are the gateway's own.
+type testDeps struct {
+	Deps
+	// Steps are the buy's steps; none by default.
+	Steps pipe.Steps
+	// SyncBuyer sells limit and common vouchers. Nil: the fake buyer sells
+	// every kind.
+	SyncBuyer pipe.OrderMaker
+}
+
+// pipeline builds the buy from d, with buyer for seckill vouchers.
+func (d *testDeps) pipeline(buyer pipe.Reserver) (*pipe.Pipeline, error) {
+	pd := pipe.Deps{Catalog: d.Catalog, Steps: d.Steps, Seckill: pipe.SeckillSeller{Buyer: buyer},
+		Orders: d.Orders, Logger: d.Logger}
+	if d.SyncBuyer != nil {
+		pd.Sync = pipe.SyncSeller{Buyer: d.SyncBuyer}
+	}
+	// One room serves the queue routes and the buy's passes.
+	if r, ok := d.Room.(pipe.Room); ok {
+		pd.Room = r
+	}
+	return pipe.New(pd)
+}
+
 // setup builds a gateway over in-test dependencies; mutate may change the
 // configuration and dependencies before New.
-func setup(t testing.TB, mutate ...func(*Config, *Deps)) *bundle {
+func setup(t testing.TB, mutate ...func(*Config, *testDeps)) *bundle {
 	t.Helper()
 	tokens, err := auth.NewTokens(testSecret, time.Hour)
 	require.NoError(t, err)
@@ -368,19 +397,20 @@ func setup(t testing.TB, mutate ...func(*Config, *Deps)) *bundle {
 	require.NoError(t, err)
 
 	cfg := Config{AdminToken: testAdminToken}
-	deps := Deps{
+	deps := testDeps{Deps: Deps{
 		Catalog:  b.catalog,
-		Buyer:    b.buyer,
 		Orders:   b.orders,
 		Stats:    b.stats,
 		Accounts: auth.NewAccounts(b.users, tokens),
 		Tokens:   tokens,
 		Logger:   slog.New(slog.NewJSONHandler(b.logs, nil)),
-	}
+	}}
 	for _, m := range mutate {
 		m(&cfg, &deps)
 	}
-	b.srv, err = New(cfg, deps)
+	deps.Buy, err = deps.pipeline(b.buyer)
+	require.NoError(t, err)
+	b.srv, err = New(cfg, deps.Deps)
 	require.NoError(t, err)
 	b.listen(t)
 	return b

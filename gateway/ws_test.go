@@ -35,7 +35,7 @@ type wsBundle struct {
 	reg *prometheus.Registry
 }
 
-func setupWS(t *testing.T, cfg notify.HubConfig, mutate ...func(*Config, *Deps)) *wsBundle {
+func setupWS(t *testing.T, cfg notify.HubConfig, mutate ...func(*Config, *testDeps)) *wsBundle {
 	t.Helper()
 	// Never dialled: the hub is not run.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
@@ -45,7 +45,7 @@ func setupWS(t *testing.T, cfg notify.HubConfig, mutate ...func(*Config, *Deps))
 	require.NoError(t, err)
 	t.Cleanup(func() { stopHub(hub) })
 	reg := prometheus.NewRegistry()
-	b := setup(t, append([]func(*Config, *Deps){func(_ *Config, d *Deps) {
+	b := setup(t, append([]func(*Config, *testDeps){func(_ *Config, d *testDeps) {
 		d.Live = Live{Feed: hub}
 		d.Registerer = reg
 	}}, mutate...)...)
@@ -130,7 +130,7 @@ func readClose(t *testing.T, conn *websocket.Conn) int {
 
 func TestWSHandshakeRefusals(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.HubConfig{}, func(c *Config, _ *Deps) {
+	b := setupWS(t, notify.HubConfig{}, func(c *Config, _ *testDeps) {
 		c.AllowedOrigins = []string{"https://shop.example"}
 	})
 	// No token: a public socket (voucher frames only).
@@ -285,7 +285,7 @@ func TestWSBadClientMessagesClose(t *testing.T) {
 
 func TestWSHeartbeat(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *Deps) {
+	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *testDeps) {
 		d.Live.PingInterval = 50 * time.Millisecond
 		d.Live.ReadTimeout = 400 * time.Millisecond
 	})

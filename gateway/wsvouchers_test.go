@@ -27,7 +27,7 @@ const publicSockets = 2000
 func TestWSOneChangeOneEncoding(t *testing.T) {
 	t.Parallel()
 	// Every socket comes from 127.0.0.1: the per-address caps are lifted.
-	b := setupWS(t, notify.HubConfig{}, func(c *Config, d *Deps) {
+	b := setupWS(t, notify.HubConfig{}, func(c *Config, d *testDeps) {
 		c.MaxConnsPerAddr = -1
 		d.Live.MaxSocketsPerAddr = -1
 	})
@@ -120,7 +120,7 @@ func TestWSOneChangeOneEncoding(t *testing.T) {
 // growing.
 func TestWSVoucherPushThrottleAndResync(t *testing.T) {
 	t.Parallel()
-	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *Deps) { d.Live.VoucherQueue = 1 })
+	b := setupWS(t, notify.HubConfig{}, func(_ *Config, d *testDeps) { d.Live.VoucherQueue = 1 })
 	conn, _, err := b.dial(t, "", nil)
 	require.NoError(t, err)
 	f, _ := readFrame(t, conn)

@@ -4,7 +4,8 @@
 // calls Buy, and encodes what it returns (every refusal is an error
 // wrapping a kind of seckill/apperr or a refusal of seckill, which the
 // gateway's error table maps).
-// gateway/edge implements the pluggable steps (Steps).
+// gateway/edge implements the pluggable steps (Steps), and cmd/seckill
+// builds the pipeline (New) and hands it to the gateway whole.
 package buy
 
 import (
@@ -52,10 +53,7 @@ type Deps struct {
 	Replays RequestOrders
 	// Orders gives a replayed reservation its current status.
 	Orders OrderStatus
-	// Outcome, when set, is told every attempt's answer once, before the
-	// status of a replay is read.
-	Outcome func(err error)
-	Logger  *slog.Logger
+	Logger *slog.Logger
 }
 
 // Pipeline is the buy. Buy runs, in this order (the README's purchase path
@@ -137,8 +135,17 @@ func New(d Deps) (*Pipeline, error) {
 	}
 	return &Pipeline{
 		catalog: d.Catalog, steps: d.Steps, seckill: d.Seckill, sync: sync, room: d.Room,
-		replays: d.Replays, orders: d.Orders, outcome: d.Outcome, log: d.Logger, now: time.Now,
+		replays: d.Replays, orders: d.Orders, log: d.Logger, now: time.Now,
 	}, nil
+}
+
+// WithOutcome returns a copy of p that tells outcome every attempt's answer
+// once, before the status of a replay is read: the caller that counts the
+// answers (the gateway's metrics) is not the one that builds the pipeline.
+func (p *Pipeline) WithOutcome(outcome func(err error)) *Pipeline {
+	c := *p
+	c.outcome = outcome
+	return &c
 }
 
 // Buy runs the attempt through every step (see Pipeline). The headers the

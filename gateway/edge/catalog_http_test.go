@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/auth"
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
@@ -29,6 +30,16 @@ type nopBuyer struct{}
 
 func (nopBuyer) Buy(context.Context, seckill.BuyRequest) (seckill.ReserveResult, error) {
 	return seckill.ReserveResult{OrderID: 1}, nil
+}
+
+// nopPipeline is the buy over catalog and steps whose seller is nopBuyer,
+// wired as cmd/seckill wires it.
+func nopPipeline(t testing.TB, catalog pipe.Catalog, steps pipe.Steps, orders pipe.OrderStatus) *pipe.Pipeline {
+	t.Helper()
+	p, err := pipe.New(pipe.Deps{Catalog: catalog, Steps: steps, Seckill: pipe.SeckillSeller{Buyer: nopBuyer{}},
+		Orders: orders, Logger: quiet})
+	require.NoError(t, err)
+	return p
 }
 
 type nopOrders struct{}
@@ -52,7 +63,7 @@ func catalogGateway(t *testing.T, pool *pgxpool.Pool) (*gateway.Server, *auth.To
 	require.NoError(t, err)
 	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: redisstock.New(redisstock.Config{Redis: stack.Redis(t)})})
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin}, gateway.Deps{
-		Catalog: catalog, Buyer: nopBuyer{}, Orders: nopOrders{}, Stats: nopStats{},
+		Catalog: catalog, Buy: nopPipeline(t, catalog, pipe.Steps{}, nopOrders{}), Orders: nopOrders{}, Stats: nopStats{},
 		Accounts: auth.NewAccounts(nil, tokens), Tokens: tokens, Logger: quiet,
 	})
 	require.NoError(t, err)

@@ -346,7 +346,7 @@ func (e *Edge) Gates() gateway.Gates {
 	}
 }
 
-// Steps returns the buy's steps, for gateway.Deps.Buy.
+// Steps returns the buy's steps, for buy.Deps.Steps.
 func (e *Edge) Steps() buy.Steps {
 	return buy.Steps{
 		Address: e.buyAddress,

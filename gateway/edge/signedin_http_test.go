@@ -93,12 +93,13 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	require.NoError(t, err)
 	reads := &countedStore{Store: store}
 	active := orders.NewActiveCache(reads, time.Second)
+	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock})
+	reader := orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs})
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}}, gateway.Deps{
-		Catalog:  seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock}),
-		Buyer:    nopBuyer{},
+		Catalog:  catalog,
+		Buy:      nopPipeline(t, catalog, e.Steps(), reader),
 		Gates:    e.Gates(),
-		Buy:      e.Steps(),
-		Orders:   orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs}),
+		Orders:   reader,
 		Stats:    nopStats{},
 		Accounts: auth.NewAccounts(pgUsers{store}, tokens),
 		Tokens:   tokens,

@@ -79,6 +79,11 @@ func (s *System) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	reader := orders.NewReader(orders.ReaderConfig{Record: s.store, Stock: s.stock, Active: active.IDs})
+	pipeline, err := s.buildBuy(gates, ids, reader)
+	if err != nil {
+		return err
+	}
 	s.server, err = gateway.New(gateway.Config{
 		AdminToken:      s.cfg.AdminToken,
 		AllowedOrigins:  s.cfg.AllowedOrigins,
@@ -86,29 +91,22 @@ func (s *System) buildGateway(ctx context.Context) error {
 		MaxConns:        caps.maxConns,
 		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
 	}, gateway.Deps{
-		Catalog: s.catalog,
-		Buyer: seckill.NewBuyer(seckill.BuyerConfig{Stock: s.stock, Queue: s.producer, IDs: ids, Log: s.log,
-			HealRequests: s.stock, KeyedOrders: s.store, OrderFences: s.store}),
-		Gates: gates.Gates(),
-		Buy:   s.buySteps(gates),
-		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
-		BuyerRequests: stockRequests{s.stock},
-		SyncRequests:  s.store,
-		Captchas:      gates.Captchas,
-		Breaker:       gates.Breaker,
-		Orders:        orders.NewReader(orders.ReaderConfig{Record: s.store, Stock: s.stock, Active: active.IDs}),
-		Stats:         s.statsService(),
-		Accounts:      auth.NewAccounts(userStore{s.store}, tokens),
-		Tokens:        tokens,
-		Checks:        s.checks(),
-		Static:        web.FS(),
-		Logger:        s.log,
+		Catalog:  s.catalog,
+		Buy:      pipeline,
+		Gates:    gates.Gates(),
+		Captchas: gates.Captchas,
+		Breaker:  gates.Breaker,
+		Orders:   reader,
+		Stats:    s.statsService(),
+		Accounts: auth.NewAccounts(userStore{s.store}, tokens),
+		Tokens:   tokens,
+		Checks:   s.checks(),
+		Static:   web.FS(),
+		Logger:   s.log,
 
 		// The gateway's collectors: requests, latency by route, buy outcomes.
 		Registerer: s.registry,
 
-		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/app/lifecycle.go).
-		SyncBuyer: s.syncBuyer(ids),
 		Lifecycle: s.lifecycle(s.store),
 		// Order status pushed on GET /api/v1/ws, from every instance's changes.
 		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
@@ -117,7 +115,6 @@ func (s *System) buildGateway(ctx context.Context) error {
 		Room:       s.room,
 		AdmitRates: s.adapter,
 		Draws:      s.draws,
-		Replays:    requestOrders{stock: s.stock, store: s.store},
 		// The sale report: attempts counted in memory, the report read from
 		// PostgreSQL (orders/salereport).
 		Sales:   s.sales,
@@ -181,9 +178,24 @@ func (u userStore) UserByName(ctx context.Context, username string) (auth.User, 
 	return auth.User{ID: usr.ID, Username: usr.Username, PasswordHash: usr.PasswordHash}, err
 }
 
-// buySteps are the gates' steps of the buy and the unpaid strikes' check.
-func (s *System) buySteps(gates *edge.Edge) buy.Steps {
+// buildBuy builds the buy of the gateway: each kind's seller, the gates'
+// steps with the unpaid strikes' check, the waiting rooms and the replays,
+// in the order buy.Pipeline runs them.
+func (s *System) buildBuy(gates *edge.Edge, ids seckill.OrderIDs, reader *orders.Reader) (*buy.Pipeline, error) {
 	steps := gates.Steps()
 	steps.Hoard = newHoard(s.cfg, s.rdb)
-	return steps
+	return buy.New(buy.Deps{
+		Catalog: s.catalog,
+		Steps:   steps,
+		// A replayed Idempotency-Key needs no new captcha, whatever the kind.
+		Seckill: buy.SeckillSeller{Keys: stockRequests{s.stock},
+			Buyer: seckill.NewBuyer(seckill.BuyerConfig{Stock: s.stock, Queue: s.producer, IDs: ids, Log: s.log,
+				HealRequests: s.stock, KeyedOrders: s.store, OrderFences: s.store})},
+		// Limit and common vouchers: sold in PostgreSQL (cmd/seckill/app/lifecycle.go).
+		Sync:    buy.SyncSeller{Buyer: s.syncBuyer(ids), Keys: s.store},
+		Room:    s.room,
+		Replays: requestOrders{stock: s.stock, store: s.store},
+		Orders:  reader,
+		Logger:  s.log,
+	})
 }
