@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -20,104 +19,6 @@ import (
 
 // HeaderIdempotencyKey names a buy attempt so that retries hold stock once.
 const HeaderIdempotencyKey = "Idempotency-Key"
-
-// --- the objects of gateway/openapi.yaml (seckill/api) from the domain's values
-
-func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
-	if r == nil {
-		return nil
-	}
-	out := &api.WaitingRoom{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
-	if a := r.Adaptive; a != nil {
-		out.Adaptive = &api.Adaptive{TargetP99Ms: &a.TargetP99Ms, MinPerSecond: &a.MinPerSecond, MaxPerSecond: &a.MaxPerSecond}
-	}
-	mode := string(seckill.RoomLine)
-	if r.IsDraw() {
-		mode = string(seckill.RoomDraw)
-		pass := int64(r.DrawPass().Seconds())
-		out.DrawPassSeconds = &pass
-	}
-	out.Mode = &mode
-	return out
-}
-
-// drawOut is a draw voucher's draw object, nil for the others.
-func drawOut(v seckill.Voucher) *api.Draw {
-	if !v.WaitingRoom.IsDraw() {
-		return nil
-	}
-	d := &api.Draw{}
-	if f := v.Draw; f != nil {
-		d.Entries = f.Entries
-		d.Commitment, d.Seed, d.Cutoff = nonEmpty(f.Commitment), nonEmpty(f.Seed), nonEmpty(f.Cutoff)
-	}
-	return d
-}
-
-// nonEmpty is s, or nil for "".
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// waitingRoomIn is the operator's waiting room: admit_per_second is
-// required, prequeue_seconds defaults to 0 (no pre-queue), and an adaptive
-// room needs all three of its figures.
-func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
-	if r == nil {
-		return nil, nil
-	}
-	if r.AdmitPerSecond == nil {
-		return nil, invalid("waiting_room.admit_per_second is required")
-	}
-	room := &seckill.WaitingRoom{AdmitPerSecond: *r.AdmitPerSecond}
-	if r.PrequeueSeconds != nil {
-		room.PrequeueSeconds = *r.PrequeueSeconds
-	}
-	if a := r.Adaptive; a != nil {
-		switch {
-		case a.TargetP99Ms == nil:
-			return nil, invalid("waiting_room.adaptive.target_p99_ms is required")
-		case a.MinPerSecond == nil:
-			return nil, invalid("waiting_room.adaptive.min_per_second is required")
-		case a.MaxPerSecond == nil:
-			return nil, invalid("waiting_room.adaptive.max_per_second is required")
-		}
-		room.Adaptive = &seckill.Adaptive{TargetP99Ms: *a.TargetP99Ms, MinPerSecond: *a.MinPerSecond, MaxPerSecond: *a.MaxPerSecond}
-	}
-	if r.Mode != nil {
-		room.Mode = seckill.RoomMode(*r.Mode)
-	}
-	if r.DrawPassSeconds != nil {
-		room.DrawPassSeconds = *r.DrawPassSeconds
-	}
-	return room, nil
-}
-
-func voucherJSON(v seckill.Voucher) api.Voucher {
-	st := v.State
-	if st == "" {
-		st = v.StateAt(time.Now())
-	}
-	return api.Voucher{
-		State:           string(st),
-		ID:              idString(v.ID),
-		Title:           v.Title,
-		Kind:            string(v.Kind),
-		PriceCents:      v.PriceCents,
-		StockTotal:      v.StockTotal,
-		StockLeft:       v.StockLeft,
-		PerUserLimit:    v.PerUserLimit,
-		BeginAt:         v.BeginAt.UTC(),
-		EndAt:           v.EndAt.UTC(),
-		CaptchaRequired: v.CaptchaRequired,
-		Shards:          v.ShardCount(),
-		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
-		Draw:            drawOut(v),
-	}
-}
 
 // --- accounts
 
@@ -142,7 +43,7 @@ func (s *Server) register(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusCreated).JSON(api.User{ID: idString(u.ID), Username: u.Username})
+	return c.Status(fiber.StatusCreated).JSON(userOut(u))
 }
 
 func (s *Server) login(c *fiber.Ctx) error {
@@ -179,47 +80,8 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name    string
-		missing bool
-	}{
-		{"title", in.Title == nil}, {"kind", in.Kind == nil}, {"price_cents", in.PriceCents == nil},
-		{"stock", in.Stock == nil}, {"per_user_limit", in.PerUserLimit == nil},
-		{"begin_at", in.BeginAt == nil}, {"end_at", in.EndAt == nil},
-	} {
-		if f.missing {
-			return invalid(f.name + " is required")
-		}
-	}
-	begin, err := parseTime(*in.BeginAt, "begin_at")
+	v, err := newVoucherIn(in)
 	if err != nil {
-		return err
-	}
-	end, err := parseTime(*in.EndAt, "end_at")
-	if err != nil {
-		return err
-	}
-	v := seckill.Voucher{
-		Title:           *in.Title,
-		Kind:            seckill.Kind(*in.Kind),
-		PriceCents:      *in.PriceCents,
-		StockTotal:      *in.Stock,
-		StockLeft:       *in.Stock,
-		PerUserLimit:    *in.PerUserLimit,
-		BeginAt:         begin,
-		EndAt:           end,
-		CaptchaRequired: in.CaptchaRequired,
-	}
-	if in.Shards != nil {
-		if *in.Shards < 1 {
-			return apperr.Invalidf("shards must be 1 to %d", seckill.MaxShards)
-		}
-		v.Shards = *in.Shards
-	}
-	if v.WaitingRoom, err = waitingRoomIn(in.WaitingRoom); err != nil {
-		return err
-	}
-	if err := v.Validate(); err != nil {
 		return err
 	}
 	created, err := s.deps.Catalog.Create(c.UserContext(), v)
@@ -242,32 +104,7 @@ func (s *Server) voucherStats(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(api.Stats{
-		VoucherID:  idString(id),
-		StockTotal: st.StockTotal,
-		StockLeft:  st.StockLeft,
-		Reserved:   st.Orders[orders.StatusReserved],
-		Created:    st.Orders[orders.StatusCreated],
-		Paid:       st.Orders[orders.StatusPaid],
-		Cancelled:  st.Orders[orders.StatusCancelled],
-		Failed:     st.Orders[orders.StatusFailed],
-		Drift:      newDriftOut(st),
-		Queue:      queue,
-	})
-}
-
-func newDriftOut(st orders.Stats) *api.Drift {
-	if st.Redis == nil || st.Drift == nil {
-		return nil
-	}
-	problems := st.Drift.Problems
-	if problems == nil {
-		problems = []string{}
-	}
-	return &api.Drift{
-		RedisOnSale: st.Redis.OnSale, RedisLeft: st.Redis.Left, RedisHeld: st.Redis.Held,
-		Pending: st.Redis.Pending, InFlight: st.Drift.InFlight, OK: st.Drift.OK(), Problems: problems,
-	}
+	return c.JSON(statsOut(id, st, queue))
 }
 
 // --- buying

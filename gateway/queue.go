@@ -155,5 +155,5 @@ func (s *Server) queueStats(ctx context.Context, id int64) (*api.QueueStats, err
 	if err != nil {
 		return nil, err
 	}
-	return &api.QueueStats{Waiting: st.Waiting, Admitted: st.Admitted, Expired: st.Expired, PassesUsed: st.PassesUsed}, nil
+	return queueStatsOut(st), nil
 }

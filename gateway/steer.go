@@ -10,37 +10,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
-	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
-
-// voucherChange is the seckill.Change the body asks for; a bad value is
-// invalid_input naming its field.
-func voucherChange(in api.VoucherChange) (seckill.Change, error) {
-	var ch seckill.Change
-	if in.AddStock != nil {
-		if *in.AddStock < 1 || *in.AddStock > seckill.MaxStock {
-			return ch, apperr.Invalidf("add_stock must be 1 to %d", seckill.MaxStock)
-		}
-		ch.AddStock = *in.AddStock
-	}
-	if in.AdmitPerSecond != nil {
-		if *in.AdmitPerSecond < 1 || *in.AdmitPerSecond > seckill.MaxAdmitPerSecond {
-			return ch, apperr.Invalidf("admit_per_second must be 1 to %d", seckill.MaxAdmitPerSecond)
-		}
-		ch.AdmitPerSecond = *in.AdmitPerSecond
-	}
-	if in.EndAt != nil {
-		end, err := parseTime(*in.EndAt, "end_at")
-		if err != nil {
-			return ch, err
-		}
-		ch.EndAt = end
-	}
-	return ch, ch.Validate()
-}
 
 // changeVoucher steers a running sale; every instance obeys within a second
 // (the catalog's announcement, as for a pause). Stock added to a voucher
@@ -100,17 +72,7 @@ func (s *Server) voucherChanges(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out := make([]api.VoucherChangeRecord, 0, len(recs))
-	for _, r := range recs {
-		rec := api.VoucherChangeRecord{At: r.At.UTC(), By: r.By, AddStock: r.AddStock,
-			AdmitPerSecond: r.AdmitPerSecond, StockTotal: r.StockTotal}
-		if !r.EndAt.IsZero() {
-			end := r.EndAt.UTC()
-			rec.EndAt = &end
-		}
-		out = append(out, rec)
-	}
-	return c.JSON(out)
+	return c.JSON(changesOut(recs))
 }
 
 // operatorID names the operator in logs: the first 8 bytes of the admin

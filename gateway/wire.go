@@ -1,0 +1,242 @@
+package gateway
+
+// The objects of gateway/openapi.yaml (seckill/api) from the domain's
+// values, and the operator's objects into them: every conversion between
+// the wire and the domain is here, so that a field the spec adds is added
+// in one file, and a handler reads as what it does.
+
+import (
+	"time"
+
+	"github.com/flashsale/seckill/gateway/auth"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
+	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+func voucherJSON(v seckill.Voucher) api.Voucher {
+	st := v.State
+	if st == "" {
+		st = v.StateAt(time.Now())
+	}
+	return api.Voucher{
+		State:           string(st),
+		ID:              idString(v.ID),
+		Title:           v.Title,
+		Kind:            string(v.Kind),
+		PriceCents:      v.PriceCents,
+		StockTotal:      v.StockTotal,
+		StockLeft:       v.StockLeft,
+		PerUserLimit:    v.PerUserLimit,
+		BeginAt:         v.BeginAt.UTC(),
+		EndAt:           v.EndAt.UTC(),
+		CaptchaRequired: v.CaptchaRequired,
+		Shards:          v.ShardCount(),
+		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
+		Draw:            drawOut(v),
+	}
+}
+
+func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
+	if r == nil {
+		return nil
+	}
+	out := &api.WaitingRoom{AdmitPerSecond: &r.AdmitPerSecond, PrequeueSeconds: &r.PrequeueSeconds}
+	if a := r.Adaptive; a != nil {
+		out.Adaptive = &api.Adaptive{TargetP99Ms: &a.TargetP99Ms, MinPerSecond: &a.MinPerSecond, MaxPerSecond: &a.MaxPerSecond}
+	}
+	mode := string(seckill.RoomLine)
+	if r.IsDraw() {
+		mode = string(seckill.RoomDraw)
+		pass := int64(r.DrawPass().Seconds())
+		out.DrawPassSeconds = &pass
+	}
+	out.Mode = &mode
+	return out
+}
+
+// drawOut is a draw voucher's draw object, nil for the others.
+func drawOut(v seckill.Voucher) *api.Draw {
+	if !v.WaitingRoom.IsDraw() {
+		return nil
+	}
+	d := &api.Draw{}
+	if f := v.Draw; f != nil {
+		d.Entries = f.Entries
+		d.Commitment, d.Seed, d.Cutoff = nonEmpty(f.Commitment), nonEmpty(f.Seed), nonEmpty(f.Cutoff)
+	}
+	return d
+}
+
+// nonEmpty is s, or nil for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func newDriftOut(st orders.Stats) *api.Drift {
+	if st.Redis == nil || st.Drift == nil {
+		return nil
+	}
+	problems := st.Drift.Problems
+	if problems == nil {
+		problems = []string{}
+	}
+	return &api.Drift{
+		RedisOnSale: st.Redis.OnSale, RedisLeft: st.Redis.Left, RedisHeld: st.Redis.Held,
+		Pending: st.Redis.Pending, InFlight: st.Drift.InFlight, OK: st.Drift.OK(), Problems: problems,
+	}
+}
+
+// statsOut is a voucher's stats object: its orders by status, the drift
+// between Redis and PostgreSQL, and queue, its waiting room's figures.
+func statsOut(id int64, st orders.Stats, queue *api.QueueStats) api.Stats {
+	return api.Stats{
+		VoucherID:  idString(id),
+		StockTotal: st.StockTotal,
+		StockLeft:  st.StockLeft,
+		Reserved:   st.Orders[orders.StatusReserved],
+		Created:    st.Orders[orders.StatusCreated],
+		Paid:       st.Orders[orders.StatusPaid],
+		Cancelled:  st.Orders[orders.StatusCancelled],
+		Failed:     st.Orders[orders.StatusFailed],
+		Drift:      newDriftOut(st),
+		Queue:      queue,
+	}
+}
+
+// queueStatsOut is a waiting room's figures in a voucher's stats.
+func queueStatsOut(st waitroom.Stats) *api.QueueStats {
+	return &api.QueueStats{Waiting: st.Waiting, Admitted: st.Admitted, Expired: st.Expired, PassesUsed: st.PassesUsed}
+}
+
+// changesOut is the list of a voucher's changes, empty rather than null
+// when there are none.
+func changesOut(recs []seckill.ChangeRecord) []api.VoucherChangeRecord {
+	out := make([]api.VoucherChangeRecord, 0, len(recs))
+	for _, r := range recs {
+		rec := api.VoucherChangeRecord{At: r.At.UTC(), By: r.By, AddStock: r.AddStock,
+			AdmitPerSecond: r.AdmitPerSecond, StockTotal: r.StockTotal}
+		if !r.EndAt.IsZero() {
+			end := r.EndAt.UTC()
+			rec.EndAt = &end
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// userOut is an account as the API shows it: never its password hash.
+func userOut(u auth.User) api.User {
+	return api.User{ID: idString(u.ID), Username: u.Username}
+}
+
+// newVoucherIn is the seckill.Voucher the body asks for; a missing or bad
+// value is invalid_input naming its field.
+func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
+	for _, f := range []struct {
+		name    string
+		missing bool
+	}{
+		{"title", in.Title == nil}, {"kind", in.Kind == nil}, {"price_cents", in.PriceCents == nil},
+		{"stock", in.Stock == nil}, {"per_user_limit", in.PerUserLimit == nil},
+		{"begin_at", in.BeginAt == nil}, {"end_at", in.EndAt == nil},
+	} {
+		if f.missing {
+			return seckill.Voucher{}, invalid(f.name + " is required")
+		}
+	}
+	begin, err := parseTime(*in.BeginAt, "begin_at")
+	if err != nil {
+		return seckill.Voucher{}, err
+	}
+	end, err := parseTime(*in.EndAt, "end_at")
+	if err != nil {
+		return seckill.Voucher{}, err
+	}
+	v := seckill.Voucher{
+		Title:           *in.Title,
+		Kind:            seckill.Kind(*in.Kind),
+		PriceCents:      *in.PriceCents,
+		StockTotal:      *in.Stock,
+		StockLeft:       *in.Stock,
+		PerUserLimit:    *in.PerUserLimit,
+		BeginAt:         begin,
+		EndAt:           end,
+		CaptchaRequired: in.CaptchaRequired,
+	}
+	if in.Shards != nil {
+		if *in.Shards < 1 {
+			return seckill.Voucher{}, apperr.Invalidf("shards must be 1 to %d", seckill.MaxShards)
+		}
+		v.Shards = *in.Shards
+	}
+	if v.WaitingRoom, err = waitingRoomIn(in.WaitingRoom); err != nil {
+		return seckill.Voucher{}, err
+	}
+	return v, v.Validate()
+}
+
+// waitingRoomIn is the operator's waiting room: admit_per_second is
+// required, prequeue_seconds defaults to 0 (no pre-queue), and an adaptive
+// room needs all three of its figures.
+func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
+	if r == nil {
+		return nil, nil
+	}
+	if r.AdmitPerSecond == nil {
+		return nil, invalid("waiting_room.admit_per_second is required")
+	}
+	room := &seckill.WaitingRoom{AdmitPerSecond: *r.AdmitPerSecond}
+	if r.PrequeueSeconds != nil {
+		room.PrequeueSeconds = *r.PrequeueSeconds
+	}
+	if a := r.Adaptive; a != nil {
+		switch {
+		case a.TargetP99Ms == nil:
+			return nil, invalid("waiting_room.adaptive.target_p99_ms is required")
+		case a.MinPerSecond == nil:
+			return nil, invalid("waiting_room.adaptive.min_per_second is required")
+		case a.MaxPerSecond == nil:
+			return nil, invalid("waiting_room.adaptive.max_per_second is required")
+		}
+		room.Adaptive = &seckill.Adaptive{TargetP99Ms: *a.TargetP99Ms, MinPerSecond: *a.MinPerSecond, MaxPerSecond: *a.MaxPerSecond}
+	}
+	if r.Mode != nil {
+		room.Mode = seckill.RoomMode(*r.Mode)
+	}
+	if r.DrawPassSeconds != nil {
+		room.DrawPassSeconds = *r.DrawPassSeconds
+	}
+	return room, nil
+}
+
+// voucherChange is the seckill.Change the body asks for; a bad value is
+// invalid_input naming its field.
+func voucherChange(in api.VoucherChange) (seckill.Change, error) {
+	var ch seckill.Change
+	if in.AddStock != nil {
+		if *in.AddStock < 1 || *in.AddStock > seckill.MaxStock {
+			return ch, apperr.Invalidf("add_stock must be 1 to %d", seckill.MaxStock)
+		}
+		ch.AddStock = *in.AddStock
+	}
+	if in.AdmitPerSecond != nil {
+		if *in.AdmitPerSecond < 1 || *in.AdmitPerSecond > seckill.MaxAdmitPerSecond {
+			return ch, apperr.Invalidf("admit_per_second must be 1 to %d", seckill.MaxAdmitPerSecond)
+		}
+		ch.AdmitPerSecond = *in.AdmitPerSecond
+	}
+	if in.EndAt != nil {
+		end, err := parseTime(*in.EndAt, "end_at")
+		if err != nil {
+			return ch, err
+		}
+		ch.EndAt = end
+	}
+	return ch, ch.Validate()
+}
