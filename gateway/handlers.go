@@ -1,17 +1,13 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flashsale/seckill/gateway/buy"
-	"github.com/flashsale/seckill/notify"
-	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -168,47 +164,4 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 		return err
 	}
 	return writePurchase(c, p.OrderID, p.Status)
-}
-
-// --- orders
-
-func (s *Server) listOrders(c *fiber.Ctx) error {
-	uid := userIDOf(c)
-	list, err := s.deps.Orders.List(c.UserContext(), uid)
-	if err != nil {
-		return err
-	}
-	// Newest first, whatever mix of Redis holds and rows the reader merged.
-	slices.SortStableFunc(list, func(a, b orders.Order) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
-	out := make([]api.Order, 0, len(list))
-	for _, o := range list {
-		if o.UserID != uid {
-			continue // never show someone else's order, whatever the reader did
-		}
-		out = append(out, notify.OrderJSON(o))
-	}
-	return c.JSON(out)
-}
-
-func (s *Server) getOrder(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the order id")
-	if err != nil {
-		return err
-	}
-	uid := userIDOf(c)
-	o, err := s.deps.Orders.Get(c.UserContext(), uid, id)
-	if err != nil {
-		return err
-	}
-	if o.UserID != uid {
-		// The contract: someone else's order is 404, not 403: its existence is
-		// not the caller's business.
-		return apperr.ErrNotFound
-	}
-	return c.JSON(notify.OrderJSON(o))
 }

@@ -1,13 +1,20 @@
 package gateway
 
+// A shopper's orders (gateway/openapi.yaml, /api/v1/orders): the list, one
+// order, and paying or cancelling it. An order still only reserved in Redis
+// is one of them as much as a row of PostgreSQL (OrderReader).
+
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
@@ -17,6 +24,47 @@ import (
 type OrderLifecycle interface {
 	Pay(ctx context.Context, userID, orderID int64) (orders.Order, error)
 	Cancel(ctx context.Context, userID, orderID int64) (orders.Order, error)
+}
+
+func (s *Server) listOrders(c *fiber.Ctx) error {
+	uid := userIDOf(c)
+	list, err := s.deps.Orders.List(c.UserContext(), uid)
+	if err != nil {
+		return err
+	}
+	// Newest first, whatever mix of Redis holds and rows the reader merged.
+	slices.SortStableFunc(list, func(a, b orders.Order) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	out := make([]api.Order, 0, len(list))
+	for _, o := range list {
+		if o.UserID != uid {
+			continue // never show someone else's order, whatever the reader did
+		}
+		out = append(out, notify.OrderJSON(o))
+	}
+	return c.JSON(out)
+}
+
+func (s *Server) getOrder(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the order id")
+	if err != nil {
+		return err
+	}
+	uid := userIDOf(c)
+	o, err := s.deps.Orders.Get(c.UserContext(), uid, id)
+	if err != nil {
+		return err
+	}
+	if o.UserID != uid {
+		// The contract: someone else's order is 404, not 403: its existence is
+		// not the caller's business.
+		return apperr.ErrNotFound
+	}
+	return c.JSON(notify.OrderJSON(o))
 }
 
 // errStillReserved answers a pay or cancel of an order the workers have not
