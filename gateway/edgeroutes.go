@@ -9,28 +9,8 @@ import (
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
-// The routes of the edge issue that are not gates: the captcha a shopper
-// answers before buying a voucher that requires one, and the operator's
-// switch of the circuit breaker.
-
-// newCaptcha issues a captcha, single use and short-lived. It is anonymous
-// and each one costs an image and a Redis write, so it is behind a per-IP
-// limit of its own: one client cannot flood it.
-func (s *Server) newCaptcha(c *fiber.Ctx) error {
-	if s.deps.Captchas == nil {
-		return fmt.Errorf("%w: captchas are not configured", apperr.ErrUnavailable)
-	}
-	if l := s.deps.Gates.CaptchaIssue; l != nil {
-		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
-			return err
-		}
-	}
-	id, image, err := s.deps.Captchas.New(c.UserContext())
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.Captcha{CaptchaID: id, Image: image})
-}
+// The operator's switch of the circuit breaker, the one route of the edge
+// that is not a gate.
 
 // breakerStatus reports the ops switch and this instance's breaker.
 func (s *Server) breakerStatus(c *fiber.Ctx) error {

@@ -10,30 +10,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // exportTimeout bounds one orders export: a million rows stream in well
 // under a minute; an operator's client that stops reading is let go.
 const exportTimeout = 10 * time.Minute
-
-// recordAttempt counts a buy attempt for the sale report by its answer.
-// Only attempts the catalog step found a voucher for count: the voucher id
-// is the client's, and counting made-up ones would let anyone add rows.
-func (s *Server) recordAttempt(a *buy.Attempt, err error) {
-	if s.deps.Sales == nil || a == nil || a.Voucher.ID == 0 {
-		return
-	}
-	code, limiter := "", ""
-	if err != nil {
-		code, limiter = internalRow.code, a.Limiter
-		if row, ok := lookup(err); ok {
-			code = row.code
-		}
-	}
-	s.deps.Sales.Attempt(a.Voucher.ID, code, limiter)
-}
 
 // saleReport is GET /api/v1/admin/vouchers/{id}/report.
 func (s *Server) saleReport(c *fiber.Ctx) error {
