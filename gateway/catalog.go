@@ -215,25 +215,3 @@ func (s *Server) getVoucher(c *fiber.Ctx) error {
 	}
 	return sendCatalog(c, ev.body, ev.etag)
 }
-
-// setVoucherState pauses one voucher's sale or ends the pause; every
-// instance obeys within a second (seckill/RULES.md, "Pausing one voucher").
-func (s *Server) setVoucherState(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
-	if err != nil {
-		return err
-	}
-	var in api.VoucherState
-	if err := decodeJSON(c, &in, false); err != nil {
-		return err
-	}
-	st := seckill.State(in.State)
-	if st != seckill.StatePaused && st != seckill.StateOnSale {
-		return invalid(`state must be "paused" or "on_sale"`)
-	}
-	v, err := s.deps.Catalog.SetState(c.UserContext(), id, st)
-	if err != nil {
-		return err
-	}
-	return c.JSON(voucherJSON(v))
-}

@@ -31,25 +31,6 @@ type Draws interface {
 	Export(ctx context.Context, l waitroom.Line, w io.Writer) error
 }
 
-// drawLine is the draw of the route's voucher for the operator's export:
-// 404 for no such voucher, 409 conflict for a voucher that exists but is not
-// sold by draw (its mode, not the address, is what is wrong), 503 without
-// the draws.
-func (s *Server) drawLine(c *fiber.Ctx) (waitroom.Line, error) {
-	_, line, ok, err := s.routeLine(c)
-	if err != nil {
-		return line, err
-	}
-	if !ok || !line.Draw {
-		return line, apperr.Public(apperr.ErrConflict,
-			"this voucher is not sold by draw, so it has no entries: only a voucher whose waiting room's mode is draw has them")
-	}
-	if s.deps.Draws == nil {
-		return line, apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
-	}
-	return line, nil
-}
-
 // enterDraw is POST /api/v1/vouchers/{id}/queue of a draw voucher: an
 // entry, with the captcha when the voucher requires one (an entrant
 // entering again needs none).
@@ -114,24 +95,4 @@ func (s *Server) drawPlace(ctx context.Context, line waitroom.Line, uid int64) (
 	ticket := draw.TicketOf(*info.Seed, line.VoucherID, uid).String()
 	q.Ticket = &ticket
 	return q, nil
-}
-
-// drawEntries is GET /api/v1/admin/vouchers/{id}/draw/entries: the CSV of
-// every entry, streamed.
-func (s *Server) drawEntries(c *fiber.Ctx) error {
-	line, err := s.drawLine(c)
-	if err != nil {
-		return err
-	}
-	info, err := s.deps.Draws.Info(c.UserContext(), line.VoucherID)
-	if err != nil {
-		return err
-	}
-	if info.Seed == nil {
-		return draw.ErrNotDrawn
-	}
-	draws := s.deps.Draws
-	s.streamCSV(c, "draw-"+idString(line.VoucherID)+".csv", "draw export", line.VoucherID,
-		func(ctx context.Context, w io.Writer) error { return draws.Export(ctx, line, w) })
-	return nil
 }

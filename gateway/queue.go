@@ -144,16 +144,3 @@ func (s *Server) queueStatus(c *fiber.Ctx) error {
 	}
 	return c.JSON(waitroom.QueueJSON(st))
 }
-
-// queueStats is the queue figures of a voucher's stats, nil without a room.
-func (s *Server) queueStats(ctx context.Context, id int64) (*api.QueueStats, error) {
-	v, err := s.deps.Catalog.Voucher(ctx, id)
-	if err != nil || v.WaitingRoom == nil || s.deps.Room == nil {
-		return nil, nil //nolint:nilerr // the stats answer without the queue figures
-	}
-	st, err := s.deps.Room.Stats(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return queueStatsOut(st), nil
-}

@@ -1,0 +1,312 @@
+package gateway
+
+// The operator's routes (gateway/openapi.yaml, admin), all behind the admin
+// token: creating a voucher and pausing it; steering a running sale (stock
+// added, the waiting room's rate, a later end) and the record of who did;
+// a voucher's stats, its sale report and the exports of its orders and of
+// its draw's entries; and the fleet's switch of the circuit breaker.
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
+	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/draw"
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+func (s *Server) createVoucher(c *fiber.Ctx) error {
+	var in api.NewVoucher
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	v, err := newVoucherIn(in)
+	if err != nil {
+		return err
+	}
+	created, err := s.deps.Catalog.Create(c.UserContext(), v)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(voucherJSON(created))
+}
+
+// setVoucherState pauses one voucher's sale or ends the pause; every
+// instance obeys within a second (seckill/RULES.md, "Pausing one voucher").
+func (s *Server) setVoucherState(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	var in api.VoucherState
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	st := seckill.State(in.State)
+	if st != seckill.StatePaused && st != seckill.StateOnSale {
+		return invalid(`state must be "paused" or "on_sale"`)
+	}
+	v, err := s.deps.Catalog.SetState(c.UserContext(), id, st)
+	if err != nil {
+		return err
+	}
+	return c.JSON(voucherJSON(v))
+}
+
+// changeVoucher steers a running sale; every instance obeys within a second
+// (the catalog's announcement, as for a pause). Stock added to a voucher
+// with a waiting room goes to its line: the admission step's bound is the
+// stock left, and a room that closed because every unit was paid for opens
+// again. Each change is logged with who made it, and recorded with the
+// voucher (voucherChanges lists them).
+func (s *Server) changeVoucher(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	var in api.VoucherChange
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	ch, err := voucherChange(in)
+	if err != nil {
+		return err
+	}
+	ch.By = s.operatorID()
+	ctx := c.UserContext()
+	v, err := s.deps.Catalog.Change(ctx, id, ch)
+	if err != nil {
+		return err
+	}
+	if l, ok := waitroom.LineOf(v); ok && ch.AddStock > 0 && s.deps.Room != nil {
+		if err := s.deps.Room.Reopen(ctx, l); err != nil {
+			return err
+		}
+	}
+	attrs := []slog.Attr{slog.Int64("voucher_id", id), slog.String("operator", s.operatorID()),
+		slog.String("addr", s.clientAddr(c).String()), slog.String("request_id", requestIDOf(c)),
+		slog.Int64("stock_total", v.StockTotal), slog.Time("end_at", v.EndAt)}
+	if ch.AddStock > 0 {
+		attrs = append(attrs, slog.Int64("add_stock", ch.AddStock))
+	}
+	if ch.AdmitPerSecond > 0 {
+		attrs = append(attrs, slog.Int64("admit_per_second", ch.AdmitPerSecond))
+	}
+	if !ch.EndAt.IsZero() {
+		attrs = append(attrs, slog.String("new_end_at", ch.EndAt.UTC().Format(time.RFC3339)))
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "voucher changed by an operator", attrs...)
+	return c.JSON(voucherJSON(v))
+}
+
+// voucherChanges is GET /api/v1/admin/vouchers/{id}/changes: every change
+// operators made to the voucher's running sale, oldest first, with who made
+// it, as the record keeps them (an empty list for an unknown voucher).
+func (s *Server) voucherChanges(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	recs, err := s.deps.Catalog.Changes(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(changesOut(recs))
+}
+
+// operatorID names the operator in logs: the first 8 bytes of the admin
+// token's SHA-256, the same fingerprint the operator page shows beside the
+// changes it made, so a log line and a page tell the same who without the
+// token itself.
+func (s *Server) operatorID() string {
+	return "sha256:" + hex.EncodeToString(s.adminDigest[:8])
+}
+
+func (s *Server) voucherStats(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	st, err := s.deps.Stats.Stats(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	queue, err := s.queueStats(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(statsOut(id, st, queue))
+}
+
+// queueStats is the queue figures of a voucher's stats, nil without a room.
+func (s *Server) queueStats(ctx context.Context, id int64) (*api.QueueStats, error) {
+	v, err := s.deps.Catalog.Voucher(ctx, id)
+	if err != nil || v.WaitingRoom == nil || s.deps.Room == nil {
+		return nil, nil //nolint:nilerr // the stats answer without the queue figures
+	}
+	st, err := s.deps.Room.Stats(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return queueStatsOut(st), nil
+}
+
+// saleReport is GET /api/v1/admin/vouchers/{id}/report.
+func (s *Server) saleReport(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	if s.deps.Reports == nil {
+		return fmt.Errorf("%w: sale reports are not configured", apperr.ErrUnavailable)
+	}
+	rep, err := s.deps.Reports.Report(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(rep)
+}
+
+// ordersCSV is GET /api/v1/admin/vouchers/{id}/orders.csv: the voucher's
+// orders, streamed as PostgreSQL sends them. The answer is 200 once the
+// voucher is known; a failure halfway ends the body early (and is logged),
+// which the client sees as a cut download.
+func (s *Server) ordersCSV(c *fiber.Ctx) error {
+	id, err := parseID(c.Params("id"), "the voucher id")
+	if err != nil {
+		return err
+	}
+	if s.deps.Reports == nil {
+		return fmt.Errorf("%w: sale reports are not configured", apperr.ErrUnavailable)
+	}
+	if _, err := s.deps.Catalog.Voucher(c.UserContext(), id); err != nil {
+		return err
+	}
+	reports := s.deps.Reports
+	s.streamCSV(c, fmt.Sprintf("voucher-%d-orders.csv", id), "orders export", id,
+		func(ctx context.Context, w io.Writer) error { return reports.WriteOrdersCSV(ctx, id, w) })
+	return nil
+}
+
+// drawEntries is GET /api/v1/admin/vouchers/{id}/draw/entries: the CSV of
+// every entry, streamed.
+func (s *Server) drawEntries(c *fiber.Ctx) error {
+	line, err := s.drawLine(c)
+	if err != nil {
+		return err
+	}
+	info, err := s.deps.Draws.Info(c.UserContext(), line.VoucherID)
+	if err != nil {
+		return err
+	}
+	if info.Seed == nil {
+		return draw.ErrNotDrawn
+	}
+	draws := s.deps.Draws
+	s.streamCSV(c, "draw-"+idString(line.VoucherID)+".csv", "draw export", line.VoucherID,
+		func(ctx context.Context, w io.Writer) error { return draws.Export(ctx, line, w) })
+	return nil
+}
+
+// drawLine is the draw of the route's voucher for the operator's export:
+// 404 for no such voucher, 409 conflict for a voucher that exists but is not
+// sold by draw (its mode, not the address, is what is wrong), 503 without
+// the draws.
+func (s *Server) drawLine(c *fiber.Ctx) (waitroom.Line, error) {
+	_, line, ok, err := s.routeLine(c)
+	if err != nil {
+		return line, err
+	}
+	if !ok || !line.Draw {
+		return line, apperr.Public(apperr.ErrConflict,
+			"this voucher is not sold by draw, so it has no entries: only a voucher whose waiting room's mode is draw has them")
+	}
+	if s.deps.Draws == nil {
+		return line, apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
+	}
+	return line, nil
+}
+
+// exportTimeout bounds one orders export: a million rows stream in well
+// under a minute; an operator's client that stops reading is let go.
+const exportTimeout = 10 * time.Minute
+
+// streamCSV answers c with the CSV that write produces, as an attachment
+// named filename, streamed: the body is written after the handler returns,
+// when the request's context is over, so the export has a context of its
+// own (bounded by exportTimeout), and the write deadline moves on while it
+// makes progress. A failure halfway ends the body early and is logged as
+// what (the status is sent by then).
+func (s *Server) streamCSV(c *fiber.Ctx, filename, what string, voucherID int64, write func(ctx context.Context, w io.Writer) error) {
+	c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
+	c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+filename+`"`)
+	ctx := context.WithoutCancel(c.UserContext())
+	log := s.log
+	conn, timeout := c.Context().Conn(), s.cfg.WriteTimeout
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithTimeout(ctx, exportTimeout)
+		defer cancel()
+		if err := write(ctx, &progressDeadline{w: w, conn: conn, timeout: timeout}); err != nil {
+			log.WarnContext(ctx, what+" cut short", "voucher_id", voucherID, "err", err)
+		}
+		_ = w.Flush()
+	})
+}
+
+// progressDeadline writes to w and, as it makes progress, moves conn's
+// write deadline on: the server's WriteTimeout bounds one whole answer,
+// which a large export outlasts, while a client that stops reading must
+// still be let go within it.
+type progressDeadline struct {
+	w       *bufio.Writer
+	conn    net.Conn
+	timeout time.Duration
+	moved   time.Time
+}
+
+func (p *progressDeadline) Write(b []byte) (int, error) {
+	if now := time.Now(); p.timeout > 0 && now.Sub(p.moved) > p.timeout/4 {
+		_ = p.conn.SetWriteDeadline(now.Add(p.timeout))
+		p.moved = now
+	}
+	return p.w.Write(b)
+}
+
+// breakerStatus reports the ops switch and this instance's breaker.
+func (s *Server) breakerStatus(c *fiber.Ctx) error {
+	if s.deps.Breaker == nil {
+		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
+	}
+	mode, state := s.deps.Breaker.Status()
+	out := api.Breaker{Mode: mode, State: state}
+	if p, ok := s.deps.Breaker.(BreakerPaths); ok {
+		out.Paths = p.Paths()
+	}
+	return c.JSON(out)
+}
+
+// switchBreaker sets the mode for the whole fleet; every instance obeys
+// within a second.
+func (s *Server) switchBreaker(c *fiber.Ctx) error {
+	if s.deps.Breaker == nil {
+		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
+	}
+	var in api.BreakerMode
+	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	if err := s.deps.Breaker.Switch(c.UserContext(), in.Mode); err != nil {
+		return err
+	}
+	return s.breakerStatus(c)
+}
