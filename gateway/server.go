@@ -142,7 +142,7 @@ type Deps struct {
 	// Room is the waiting rooms (queue.go). Nil: the queue routes answer
 	// 503 (the buy's own room is Buy's).
 	Room WaitingRoom
-	// Draws is the sales by draw (draw.go). Nil: the queue routes of
+	// Draws is the sales by draw (queue.go). Nil: the queue routes of
 	// vouchers sold by draw answer 503.
 	Draws Draws
 	// Sales counts the buy attempts for the sale report. Nil: none.
