@@ -16,7 +16,7 @@ import (
 )
 
 // allowCredentials asks the per-IP limit (Gates.Credentials) of the
-// anonymous routes that cost us something: registration, login, captchas.
+// anonymous routes that cost a password hash: registration and login.
 func (s *Server) allowCredentials(c *fiber.Ctx) error {
 	if s.deps.Gates.Credentials == nil {
 		return nil

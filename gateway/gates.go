@@ -7,8 +7,8 @@ import "context"
 // Deps.Buy). A nil field passes everything.
 type Gates struct {
 	// Credentials guards POST /api/v1/users and /api/v1/sessions against
-	// password guessing, and GET /api/v1/captcha against floods, by client
-	// IP (429).
+	// password guessing, by client IP (429). GET /api/v1/captcha has a
+	// budget of its own (CaptchaIssue).
 	Credentials IPLimiter
 	// CaptchaIssue bounds GET /api/v1/captcha by client IP (429), with its
 	// own budget: shoppers behind one address must not lock each other out
