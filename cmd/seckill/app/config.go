@@ -48,7 +48,8 @@ type Config struct {
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
 	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for bin/loadtest <scenario> -data-dir)"`
 	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
-	TrustedProxies    []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs)"`
+	TrustedProxies    []string      `env:"SECKILL_TRUSTED_PROXIES" help:"proxies whose X-Forwarded-For is believed (IPs or CIDRs); none by default (dev mode adds loopback: SECKILL_DEV_TRUST_LOOPBACK)"`
+	DevTrustLoopback  bool          `env:"SECKILL_DEV_TRUST_LOOPBACK" default:"true" help:"dev mode only: believe X-Forwarded-For from 127.0.0.1 and ::1 as from SECKILL_TRUSTED_PROXIES, so that each shopper of bin/loadtest meets the per-address limits as an address of its own (loopback's connections are then not capped per address); false: only SECKILL_TRUSTED_PROXIES, as serve always"`
 	GlobalRate        int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
 	GlobalBurst       int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
 	UserRate          int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
