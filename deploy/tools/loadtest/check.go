@@ -60,7 +60,7 @@ func (r *runner) awaitPersisted(ctx context.Context, acc []*acceptance) (map[str
 		)
 		r.each(ctx, len(pending), func(i int) {
 			a := pending[i]
-			o, err := r.api.order(ctx, r.shoppers[a.shopper].auth, a.orderID)
+			o, err := r.api.order(ctx, r.shoppers[a.shopper], a.orderID)
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
@@ -197,7 +197,7 @@ func (r *runner) check(ctx context.Context, rep *Report, acc []*acceptance, obs 
 	lists := make([][]apiOrder, len(r.shoppers))
 	listErrs := make([]error, len(r.shoppers))
 	r.each(ctx, len(r.shoppers), func(i int) {
-		all, err := r.api.orders(ctx, r.shoppers[i].auth)
+		all, err := r.api.orders(ctx, r.shoppers[i])
 		listErrs[i] = err
 		for _, o := range all {
 			if o.VoucherID == vid {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -158,6 +159,12 @@ func (c *apiClient) adminAuth() string { return "Bearer " + c.admin }
 
 // do sends one request and decodes a 2xx answer into out (when not nil).
 func (c *apiClient) do(ctx context.Context, op, method, path, auth string, in, out any) error {
+	return c.doFrom(ctx, op, method, path, auth, "", in, out)
+}
+
+// doFrom is do for a shopper standing for the client address from, sent in
+// X-Forwarded-For ("" sends none: the tool's own address).
+func (c *apiClient) doFrom(ctx context.Context, op, method, path, auth, from string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -175,6 +182,9 @@ func (c *apiClient) do(ctx context.Context, op, method, path, auth string, in, o
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
+	}
+	if from != "" {
+		req.Header.Set(headerForwardedFor, from)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -230,16 +240,36 @@ func (c *apiClient) stats(ctx context.Context, id string) (apiStats, error) {
 	return out, err
 }
 
-func (c *apiClient) order(ctx context.Context, auth, id string) (apiOrder, error) {
+// order reads one order as its shopper s would.
+func (c *apiClient) order(ctx context.Context, s shopper, id string) (apiOrder, error) {
 	var out apiOrder
-	err := c.do(ctx, "get order", http.MethodGet, "/api/v1/orders/"+url.PathEscape(id), auth, nil, &out)
+	err := c.doFrom(ctx, "get order", http.MethodGet, "/api/v1/orders/"+url.PathEscape(id), s.auth, s.addr, nil, &out)
 	return out, err
 }
 
-func (c *apiClient) orders(ctx context.Context, auth string) ([]apiOrder, error) {
+// orders lists the orders of shopper s, as s would.
+func (c *apiClient) orders(ctx context.Context, s shopper) ([]apiOrder, error) {
 	var out []apiOrder
-	err := c.do(ctx, "list orders", http.MethodGet, "/api/v1/orders", auth, nil, &out)
+	err := c.doFrom(ctx, "list orders", http.MethodGet, "/api/v1/orders", s.auth, s.addr, nil, &out)
 	return out, err
+}
+
+// headerForwardedFor names the client a request stands for; the gateway
+// believes it only from a proxy it trusts (SECKILL_TRUSTED_PROXIES, and
+// loopback in dev mode: CONFIG.md).
+const headerForwardedFor = "X-Forwarded-For"
+
+// shopperAddr is the client address the shopper with user id uid stands
+// for in X-Forwarded-For, so that the per-address limits meet a crowd of
+// clients rather than the tool's one address. It is in 10.0.0.0/8, a
+// private range, so that it names nobody's real address, and the same for
+// a user id in every run, as a returning shopper's would be; consecutive
+// ids (the crowd's) get distinct addresses, never the range's first or
+// last.
+func shopperAddr(uid int64) string {
+	const hosts = 1<<24 - 2
+	n := uint32(uint64(uid)%hosts) + 1
+	return netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)}).String()
 }
 
 // mintToken signs a shopper token the way gateway/openapi.yaml describes: HS256, sub the

@@ -150,7 +150,10 @@ type Config struct {
 	// a phase: PostgreSQL publishes an idle backend's counts within 10 s.
 	PGSettle time.Duration
 	// OneAddress sends everything from the machine's default address
-	// instead of one loopback address per client.
+	// instead of one loopback address per client (crowd), and the sale's
+	// shoppers without the address of their own that they otherwise name
+	// in X-Forwarded-For (shopperAddr): the per-address limits then meet
+	// the whole crowd as one client.
 	OneAddress bool
 
 	// MetricsURL is the base URL of the gateway's ops listener
@@ -532,6 +535,7 @@ func flagSet(cfg *Config, s Scenario) *flag.FlagSet {
 	if in(sale) {
 		fs.StringVar(&cfg.HTMLFile, "html", cfg.HTMLFile, "also write a self-contained HTML report with charts to this file")
 		fs.BoolVar(&cfg.NoProgress, "no-progress", cfg.NoProgress, "no progress line, even on a terminal")
+		fs.BoolVar(&cfg.OneAddress, "one-address", cfg.OneAddress, "every shopper as the tool's own address, without an address of its own in X-Forwarded-For (which seckill dev believes from loopback, serve only from SECKILL_TRUSTED_PROXIES): the per-address limits meet the whole crowd as one client")
 	}
 	if in(churn) {
 		fs.DurationVar(&cfg.Churn, "for", cfg.Churn, "how long the soak lasts")
@@ -703,7 +707,10 @@ func scenarioHelp(s Scenario) string {
 		return `Reproduces a flash sale and checks that it sold honestly. It creates its own
 voucher opening -open-in later, mints shopper tokens with ` + EnvJWTSecret + `,
 releases the crowd at the opening second of the server's clock, waits until
-every accepted order is persisted, then checks the invariants through the API`
+every accepted order is persisted, then checks the invariants through the API.
+Each shopper names an address of its own in X-Forwarded-For (10.0.0.0/8),
+believed by a system that trusts the tool's address as a proxy (seckill dev
+does from loopback)`
 	case ScenarioCrowd:
 		return `The real crowd: GET /healthz, the catalog list and single vouchers (with
 If-None-Match) measured side by side, PostgreSQL's transactions during the

@@ -44,6 +44,9 @@ func (r *runner) prepare(ctx context.Context, tokenExp time.Time) error {
 			return err
 		}
 		r.shoppers[i] = shopper{userID: uid, uid: strconv.FormatInt(uid, 10), auth: "Bearer " + tok}
+		if !cfg.OneAddress {
+			r.shoppers[i].addr = shopperAddr(uid)
+		}
 	}
 
 	// One buy URL per gateway; attempts take them in turn.
@@ -87,6 +90,9 @@ func (r *runner) prepare(ctx context.Context, tokenExp time.Time) error {
 			req.Header.Set("Authorization", r.shoppers[s].auth)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", a.key)
+			if from := r.shoppers[s].addr; from != "" {
+				req.Header.Set(headerForwardedFor, from)
+			}
 			a.req = req
 			byShopper[s] = append(byShopper[s], len(r.attempts))
 			r.attempts = append(r.attempts, a)

@@ -181,6 +181,9 @@ type Report struct {
 	Quantities   string                     `json:"quantity_mix"`
 	ReplayShare  float64                    `json:"replay_share"`
 	Seed         int64                      `json:"seed"`
+	// ShopperAddresses says each shopper named an address of its own in
+	// X-Forwarded-For (false with -one-address).
+	ShopperAddresses bool `json:"shopper_addresses"`
 
 	// OpensAt is the voucher's begin_at (server clock).
 	OpensAt time.Time `json:"opens_at"`
@@ -315,6 +318,9 @@ type shopper struct {
 	userID int64
 	uid    string // decimal user id, as in the API
 	auth   string // "Bearer <token>"
+	// addr is the client address the shopper's requests stand for in
+	// X-Forwarded-For (shopperAddr); "" with Config.OneAddress.
+	addr string
 }
 
 // attempt is one prepared buy request.
@@ -385,7 +391,7 @@ func (r *runner) run(ctx context.Context) (Report, error) {
 		PriceCents: cfg.PriceCents, Shoppers: cfg.Shoppers, FirstUserID: cfg.FirstUserID,
 		Attempts: cfg.Attempts, Concurrency: cfg.Concurrency, TargetRate: cfg.Rate,
 		Quantities: cfg.Quantities.String(), ReplayShare: cfg.ReplayShare, Seed: r.seed,
-		Planned: cfg.Shoppers * cfg.Attempts,
+		Planned: cfg.Shoppers * cfg.Attempts, ShopperAddresses: !cfg.OneAddress,
 	}
 	if len(cfg.Targets) > 1 {
 		rep.Targets = cfg.Targets

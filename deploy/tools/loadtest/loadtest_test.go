@@ -321,10 +321,11 @@ func TestParseFlags(t *testing.T) {
 
 	cfg, err = loadtest.ParseFlags(loadtest.ScenarioSale, strings.Fields(
 		"-url http://gw:9000 -shoppers 10 -attempts 4 -stock 7 -limit 3 -kind limit -qty 1:80,2:20 -replay 0.25 "+
-			"-concurrency 8 -rate 500 -duration 5s -open-in 2s -persist-wait 1m -pause-before-checks 3s -seed 9 --json --html out.html"),
+			"-concurrency 8 -rate 500 -duration 5s -open-in 2s -persist-wait 1m -pause-before-checks 3s -seed 9 --json --html out.html -one-address"),
 		func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Equal(t, 3*time.Second, cfg.PauseBeforeChecks)
+	require.True(t, cfg.OneAddress, "the shoppers without addresses of their own")
 	_, err = loadtest.ParseFlags(loadtest.ScenarioSale, []string{"-pause-before-checks", "-1s"}, func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "pause-before-checks must not be negative")
 	require.Equal(t, "http://gw:9000", cfg.BaseURL)

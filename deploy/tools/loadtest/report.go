@@ -240,8 +240,12 @@ func WriteText(w io.Writer, rep Report) error {
 	if rep.TargetRate > 0 {
 		pace = fmt.Sprintf("paced at %.0f/s", rep.TargetRate)
 	}
-	fmt.Fprintf(&b, "Crowd: %d shoppers × %d attempts, concurrency %d, %s, quantities %s, replays %.0f%%, seed %d\n",
-		rep.Shoppers, rep.Attempts, rep.Concurrency, pace, rep.Quantities, rep.ReplayShare*100, rep.Seed)
+	addrs := "each shopper an address of its own (X-Forwarded-For)"
+	if !rep.ShopperAddresses {
+		addrs = "every shopper the tool's own address"
+	}
+	fmt.Fprintf(&b, "Crowd: %d shoppers × %d attempts, concurrency %d, %s, quantities %s, replays %.0f%%, seed %d; %s\n",
+		rep.Shoppers, rep.Attempts, rep.Concurrency, pace, rep.Quantities, rep.ReplayShare*100, rep.Seed, addrs)
 	fmt.Fprintf(&b, "Clock: offset %+.1fms, %s (bracket %+.1fms..%+.1fms from %d Date samples)\n",
 		rep.Clock.OffsetMS, rep.Clock.Method, rep.Clock.LowMS, rep.Clock.HighMS, rep.Clock.Samples)
 	fmt.Fprintf(&b, "Opened %s (server clock); crowd released %s after; %d warm connections\n\n",
