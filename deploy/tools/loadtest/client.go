@@ -13,12 +13,14 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // The wire shapes of gateway/openapi.yaml, as far as the tool reads them. Ids stay strings:
@@ -106,6 +108,9 @@ type apiError struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the answer's Retry-After, which every 429 and 503
+	// carries (gateway/openapi.yaml); 0 when absent or unreadable.
+	RetryAfter time.Duration
 }
 
 func (e *apiError) Error() string {
@@ -153,6 +158,8 @@ type apiClient struct {
 	admin  string
 	http   *http.Client
 	secret []byte
+	// waits counts the 429 and 503 answers read waited out.
+	waits atomic.Int64
 }
 
 func (c *apiClient) adminAuth() string { return "Bearer " + c.admin }
@@ -196,7 +203,9 @@ func (c *apiClient) doFrom(ctx context.Context, op, method, path, auth, from str
 		return fmt.Errorf("%s: reading the answer: %w: %w", op, apperr.ErrUnavailable, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeAPIError(op, resp.StatusCode, b)
+		e := decodeAPIError(op, resp.StatusCode, b)
+		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+		return e
 	}
 	if out == nil {
 		return nil
@@ -228,29 +237,79 @@ func (c *apiClient) createVoucher(ctx context.Context, v newVoucher) (apiVoucher
 	return out, err
 }
 
+// The read-back's bounds on waiting out a refusal: at most readRetries more
+// tries, each after the answer's Retry-After capped at readPauseMax (or
+// readPauseDefault when it gives none), so that a system that keeps
+// refusing still ends the run, with the refusal as the read's answer.
+const (
+	readRetries      = 8
+	readPauseMax     = 5 * time.Second
+	readPauseDefault = time.Second
+)
+
+// read is a GET of the tool's read-back (the polling and the checks), sent
+// as auth and from (doFrom). A 429 or 503 is waited out as its Retry-After
+// says, a bounded number of times, as a client of the contract does: the
+// instrument's own reads meeting a limiter are no broken invariant. The
+// crowd's buys are never retried here; their answers are what is measured.
+func (c *apiClient) read(ctx context.Context, op, path, auth, from string, out any) error {
+	for try := 0; ; try++ {
+		err := c.doFrom(ctx, op, http.MethodGet, path, auth, from, nil, out)
+		var e *apiError
+		if try == readRetries || !errors.As(err, &e) ||
+			(e.Status != http.StatusTooManyRequests && e.Status != http.StatusServiceUnavailable) {
+			return err
+		}
+		c.waits.Add(1)
+		wait := readPauseDefault
+		if e.RetryAfter > 0 {
+			wait = min(e.RetryAfter, readPauseMax)
+		}
+		if pauseErr := pause.For(ctx, wait); pauseErr != nil {
+			return err
+		}
+	}
+}
+
+// retryAfter reads a Retry-After header: seconds, as the contract sends it,
+// or an HTTP date, which the header may also be; 0 when it is neither.
+func retryAfter(v string) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(n, 0)) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(time.Until(at), 0)
+	}
+	return 0
+}
+
 func (c *apiClient) voucher(ctx context.Context, id string) (apiVoucher, error) {
 	var out apiVoucher
-	err := c.do(ctx, "get voucher", http.MethodGet, "/api/v1/vouchers/"+url.PathEscape(id), "", nil, &out)
+	err := c.read(ctx, "get voucher", "/api/v1/vouchers/"+url.PathEscape(id), "", "", &out)
 	return out, err
 }
 
 func (c *apiClient) stats(ctx context.Context, id string) (apiStats, error) {
 	var out apiStats
-	err := c.do(ctx, "voucher stats", http.MethodGet, "/api/v1/admin/vouchers/"+url.PathEscape(id)+"/stats", c.adminAuth(), nil, &out)
+	err := c.read(ctx, "voucher stats", "/api/v1/admin/vouchers/"+url.PathEscape(id)+"/stats", c.adminAuth(), "", &out)
 	return out, err
 }
 
 // order reads one order as its shopper s would.
 func (c *apiClient) order(ctx context.Context, s shopper, id string) (apiOrder, error) {
 	var out apiOrder
-	err := c.doFrom(ctx, "get order", http.MethodGet, "/api/v1/orders/"+url.PathEscape(id), s.auth, s.addr, nil, &out)
+	err := c.read(ctx, "get order", "/api/v1/orders/"+url.PathEscape(id), s.auth, s.addr, &out)
 	return out, err
 }
 
 // orders lists the orders of shopper s, as s would.
 func (c *apiClient) orders(ctx context.Context, s shopper) ([]apiOrder, error) {
 	var out []apiOrder
-	err := c.doFrom(ctx, "list orders", http.MethodGet, "/api/v1/orders", s.auth, s.addr, nil, &out)
+	err := c.read(ctx, "list orders", "/api/v1/orders", s.auth, s.addr, &out)
 	return out, err
 }
 

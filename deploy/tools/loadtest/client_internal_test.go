@@ -1,8 +1,10 @@
 package loadtest
 
 import (
+	"net/http"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -28,4 +30,18 @@ func TestShopperAddr(t *testing.T) {
 	for _, uid := range []int64{0, hosts - 1, hosts, 1 << 40} {
 		require.NotContains(t, []string{"10.0.0.0", "10.255.255.255"}, shopperAddr(uid), "%d", uid)
 	}
+}
+
+// TestRetryAfter reads the header as the contract sends it (seconds), as an
+// HTTP date, and anything else as absent.
+func TestRetryAfter(t *testing.T) {
+	require.Equal(t, 3*time.Second, retryAfter("3"))
+	require.Equal(t, time.Second, retryAfter(" 1 "))
+	for _, v := range []string{"", "soon", "-5", "1.5"} {
+		require.Zero(t, retryAfter(v), "%q", v)
+	}
+	at := retryAfter(time.Now().Add(time.Minute).UTC().Format(http.TimeFormat))
+	require.Greater(t, at, 50*time.Second)
+	require.LessOrEqual(t, at, time.Minute)
+	require.Zero(t, retryAfter(time.Now().Add(-time.Minute).UTC().Format(http.TimeFormat)), "a date gone by: no wait")
 }

@@ -710,7 +710,7 @@ releases the crowd at the opening second of the server's clock, waits until
 every accepted order is persisted, then checks the invariants through the API.
 Each shopper names an address of its own in X-Forwarded-For (10.0.0.0/8),
 believed by a system that trusts the tool's address as a proxy (seckill dev
-does from loopback)`
+does from loopback); the checks' reads wait out 429 and 503 as Retry-After says`
 	case ScenarioCrowd:
 		return `The real crowd: GET /healthz, the catalog list and single vouchers (with
 If-None-Match) measured side by side, PostgreSQL's transactions during the

@@ -214,6 +214,9 @@ type Report struct {
 	Persist        PersistReport `json:"persist"`
 	// Sold is the units of this voucher's created and paid orders.
 	Sold int64 `json:"sold"`
+	// ReadWaits counts the 429 and 503 answers that the tool's own reads
+	// (the polling and the checks) waited out as their Retry-After said.
+	ReadWaits int `json:"read_waits"`
 	// StockLeft is the voucher's stock_left after the run, when read.
 	StockLeft *int64  `json:"stock_left"`
 	Checks    []Check `json:"checks"`
@@ -461,8 +464,7 @@ func (r *runner) run(ctx context.Context) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("loadtest: waiting for persistence: %w", err)
 	}
-	if err := r.check(ctx, &rep, acc, obs); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	err = r.check(ctx, &rep, acc, obs)
+	rep.ReadWaits = int(r.api.waits.Load())
+	return rep, err
 }

@@ -297,7 +297,11 @@ func WriteText(w io.Writer, rep Report) error {
 	if rep.StockLeft != nil {
 		left = fmt.Sprint(*rep.StockLeft)
 	}
-	fmt.Fprintf(&b, "Sold %d of %d, stock_left %s\n\n", rep.Sold, rep.Stock, left)
+	fmt.Fprintf(&b, "Sold %d of %d, stock_left %s\n", rep.Sold, rep.Stock, left)
+	if rep.ReadWaits > 0 {
+		fmt.Fprintf(&b, "The checks' own reads waited out %d refusals (429/503) as their Retry-After said\n", rep.ReadWaits)
+	}
+	b.WriteString("\n")
 
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "check\tresult\tdetail")

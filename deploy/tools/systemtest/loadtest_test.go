@@ -68,6 +68,28 @@ func TestLoadtestAgainstTheRealSystem(t *testing.T) {
 	})
 }
 
+// TestLoadtestReadsWaitOutRetryAfter: the load tool's own reads (the
+// polling for persistence, every shopper's order list, the stock and the
+// stats) meet the signed-in routes' per-shopper limit, here one read a
+// second, and wait out each 429 for its Retry-After, as a client of
+// gateway/openapi.yaml does, instead of reporting a broken invariant.
+func TestLoadtestReadsWaitOutRetryAfter(t *testing.T) {
+	ts := startSystem(t, map[string]string{"SECKILL_SHOPPER_RATE": "1", "SECKILL_SHOPPER_BURST": "1"})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := ts.saleConfig()
+	cfg.FirstUserID = 35_000_000
+	// Every shopper is accepted, polls its order until it is created and
+	// then lists its orders at once: the list comes within the second.
+	cfg.Shoppers, cfg.Attempts, cfg.Concurrency = 24, 1, 8
+	cfg.Stock, cfg.PerUserLimit = 24, 1
+	cfg.ReplayShare = 0
+	cfg.Seed = 8
+	rep := sellWith(t, ctx, cfg)
+	require.Equal(t, cfg.Stock, rep.Sold)
+	require.Positive(t, rep.ReadWaits, "the reads met the limit and waited it out")
+}
+
 // saleConfig is the load tool's sale against ts: opening a second after
 // the crowd is ready, every order awaited in PostgreSQL, a JSON report.
 func (ts *testSystem) saleConfig() loadtest.Config {
