@@ -39,39 +39,73 @@ func TestDevModeOnApacheKafka(t *testing.T) {
 	testDevMode(t, map[string]string{"SECKILL_DEV_KAFKA": "apache", "SECKILL_DEV_KAFKA_BROKERS": "3"})
 }
 
-func testDevMode(t *testing.T, extra map[string]string) {
-	dataDir := t.TempDir()
+// devRun is `seckill dev` running in the test's process, as `make run`
+// starts it: its data folder, its banner and log, and its end.
+type devRun struct {
+	ts             *testSystem
+	dataDir        string
+	stdout, stderr *testlog.Buffer
+	cancel         context.CancelFunc
+	done           chan error
+}
+
+// startDev runs `seckill dev` on a free port and a data folder of its own,
+// with env's settings besides, until it is ready and its banner printed.
+func startDev(t *testing.T, env map[string]string) *devRun {
+	t.Helper()
+	d := &devRun{dataDir: t.TempDir(), stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, done: make(chan error, 1)}
 	addr := freeAddr(t)
-	env := map[string]string{
+	vars := map[string]string{
 		"SECKILL_HTTP_ADDR": addr,
-		"SECKILL_DATA_DIR":  dataDir,
+		"SECKILL_DATA_DIR":  d.dataDir,
 		"SECKILL_LOG_LEVEL": "warn",
 	}
-	maps.Copy(env, extra)
-	shards := cmp.Or(env["SECKILL_DEV_REDIS_SHARDS"], "1")
-	apache := env["SECKILL_DEV_KAFKA"] == "apache"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testlog.Buffer
-	done := make(chan error, 1)
+	maps.Copy(vars, env)
+	var ctx context.Context
+	ctx, d.cancel = context.WithCancel(context.Background())
+	t.Cleanup(d.cancel)
 	go func() {
-		done <- app.Run(ctx, []string{"dev"}, func(k string) string { return env[k] }, &stdout, &stderr)
+		d.done <- app.Run(ctx, []string{"dev"}, func(k string) string { return vars[k] }, d.stdout, d.stderr)
 	}()
 
-	ts := &testSystem{base: "http://" + addr, client: apiClient(t, "http://"+addr, 2)}
+	d.ts = &testSystem{base: "http://" + addr, client: apiClient(t, "http://"+addr, 2)}
 	require.Eventually(t, func() bool {
 		select {
-		case err := <-done:
-			t.Fatalf("dev mode stopped early: %v\nstderr:\n%s", err, stderr.String())
+		case err := <-d.done:
+			t.Fatalf("dev mode stopped early: %v\nstderr:\n%s", err, d.stderr.String())
 		default:
 		}
-		resp, err := ts.client.Get(ts.base + "/readyz")
+		resp, err := d.ts.client.Get(d.ts.base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 90*time.Second, 100*time.Millisecond, "dev mode never became ready\nstderr:\n%s", &stderr)
+		return resp.StatusCode == http.StatusOK && strings.Contains(d.stdout.String(), "press Ctrl-C to stop")
+	}, 90*time.Second, 100*time.Millisecond, "dev mode never became ready\nstderr:\n%s", d.stderr)
+	return d
+}
+
+// stop ends dev mode as Ctrl-C does and waits for it: it must stop cleanly,
+// leaving no child process behind.
+func (d *devRun) stop(t *testing.T) {
+	t.Helper()
+	d.cancel()
+	select {
+	case err := <-d.done:
+		require.NoError(t, err, "stderr:\n%s", d.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev mode did not stop within 60s of SIGTERM")
+	}
+	require.Empty(t, processesUsing(t, d.dataDir), "child processes left behind")
+}
+
+func testDevMode(t *testing.T, extra map[string]string) {
+	shards := cmp.Or(extra["SECKILL_DEV_REDIS_SHARDS"], "1")
+	apache := extra["SECKILL_DEV_KAFKA"] == "apache"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := startDev(t, extra)
+	ts, dataDir, stdout := d.ts, d.dataDir, d.stdout
 	require.Contains(t, stdout.String(), "admin token", "a generated admin token is shown once")
 	banner := regexp.MustCompile(`metrics (http://\S+/metrics)`).FindStringSubmatch(stdout.String())
 	require.NotNil(t, banner, "the banner says where the metrics are: %s", stdout.String())
@@ -151,15 +185,43 @@ func testDevMode(t *testing.T, extra map[string]string) {
 		require.Contains(t, ltOut.String(), `"sold": 10`)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err, "stderr:\n%s", stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev mode did not stop within 60s of SIGTERM")
-	}
-	require.Empty(t, processesUsing(t, dataDir), "child processes left behind")
+	d.stop(t)
 	require.NoFileExists(t, devEnv, "its secrets do not outlive the run")
+}
+
+// TestBannerLoadTestMeasuresTheSale is a newcomer's first hour: the load
+// tool's command line as the banner of a default `make run` prints it, run
+// as printed, sells honestly (PASSED) and measures the sale, not the
+// limiter. Its whole crowd connects from 127.0.0.1, whose per-address buy
+// limit of 50/s would refuse nearly every buy (429) and then the checks'
+// own reads; each shopper names an address of its own in X-Forwarded-For,
+// which dev mode believes from loopback (README, CONFIG.md).
+func TestBannerLoadTestMeasuresTheSale(t *testing.T) {
+	d := startDev(t, nil)
+	defer d.stop(t)
+	line := regexp.MustCompile(`(?m)^load test: (.+?)\s{2,}\(reads`).FindStringSubmatch(d.stdout.String())
+	require.NotNil(t, line, "the banner names the load tool's command line:\n%s", d.stdout)
+	args := strings.Fields(line[1])
+	require.GreaterOrEqual(t, len(args), 2, "%q", line[1])
+	require.Equal(t, "bin/loadtest", args[0], "make build's load tool")
+
+	// As cmd/loadtest runs it: the scenario, then its flags, with nothing
+	// in the environment (a newcomer has set nothing).
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cfg, err := loadtest.ParseFlags(loadtest.Scenario(args[1]), args[2:], func(string) string { return "" })
+	require.NoError(t, err, "%q", line[1])
+	var stdout, stderr testlog.Buffer
+	rep, err := loadtest.Run(ctx, cfg, &stdout, &stderr)
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
+	t.Logf("the banner's load test:\n%s", &stdout)
+	require.True(t, rep.Passed)
+	require.Contains(t, stdout.String(), "PASSED")
+	require.True(t, rep.ShopperAddresses)
+	require.Equal(t, rep.Planned, rep.Sent, "the whole crowd was sent")
+	require.Equal(t, rep.Stock, rep.Sold, "the crowd asks for far more than the stock: it sells out")
+	limited := rep.Outcomes[loadtest.OutcomeRateLimited]
+	require.Less(t, float64(limited), 0.05*float64(rep.Sent), "%d of %d answers were 429: the limiter was measured, not the sale", limited, rep.Sent)
 }
 
 // processesUsing lists the command lines of processes that mention dir.
