@@ -215,10 +215,33 @@ func DefaultConfig() Config {
 
 // Validate reports what is wrong with c, wrapping apperr.ErrInvalidInput.
 func (c Config) Validate() error {
+	flags, env := c.problems(false)
+	return problemsError(append(flags, env...))
+}
+
+// problemsError is the error of a list of problems; nil for none.
+func problemsError(problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("loadtest: %w: %s", apperr.ErrInvalidInput, strings.Join(problems, "; "))
+}
+
+// problems lists what is wrong with c in two lists, by who can right it:
+// flags, what the command line sets; env, what only the environment or a
+// dev.env gives: the secrets, and the base URL when urlFromEnv. A command
+// line is refused with its usage (UsageError); a missing secret is a
+// failure of the setting, as seckill's configuration errors are.
+func (c Config) problems(urlFromEnv bool) (flags, env []string) {
 	var problems []string
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		problems = append(problems, fmt.Sprintf("url %q must be http(s)://host[:port]", c.BaseURL))
+		bad := fmt.Sprintf("url %q must be http(s)://host[:port]", c.BaseURL)
+		if urlFromEnv {
+			env = append(env, bad)
+		} else {
+			problems = append(problems, bad)
+		}
 	}
 	for _, t := range c.Targets {
 		if u, err := url.Parse(t); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -229,10 +252,10 @@ func (c Config) Validate() error {
 		problems = append(problems, fmt.Sprintf("shards must be 1 to %d", seckill.MaxShards))
 	}
 	if c.AdminToken == "" && c.Ceiling == "" {
-		problems = append(problems, EnvAdminToken+" is not set"+c.notInDevEnv())
+		env = append(env, EnvAdminToken+" is not set"+c.notInDevEnv())
 	}
 	if c.JWTSecret == "" && c.Ceiling == "" {
-		problems = append(problems, EnvJWTSecret+" is not set"+c.notInDevEnv())
+		env = append(env, EnvJWTSecret+" is not set"+c.notInDevEnv())
 	}
 	if c.Ceiling != "" && !strings.HasPrefix(c.Ceiling, "/") {
 		problems = append(problems, "ceiling must be a path starting with /")
@@ -310,10 +333,33 @@ func (c Config) Validate() error {
 			problems = append(problems, "pg-settle must not be negative")
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: loadtest: %s", apperr.ErrInvalidInput, strings.Join(problems, "; "))
+	return problems, env
+}
+
+// UsageError is a command line the load tool refuses before anything runs:
+// an unknown scenario, a flag that does not parse or whose value is out of
+// range, an argument too many. cmd/loadtest tells it on stderr with the
+// usage of Scenario (the tool's own when "") and exits 2, as seckill does;
+// a secret missing from the environment is no usage error. It is an
+// apperr.ErrInvalidInput, as every input the project refuses is.
+type UsageError struct {
+	Scenario Scenario
+	Err      error
+}
+
+func (e *UsageError) Error() string {
+	if e.Scenario.valid() {
+		return "loadtest " + string(e.Scenario) + ": " + e.Err.Error()
 	}
-	return nil
+	return "loadtest: " + e.Err.Error()
+}
+
+// Unwrap gives errors.Is and errors.As both the kind and the cause.
+func (e *UsageError) Unwrap() []error { return []error{apperr.ErrInvalidInput, e.Err} }
+
+// usagef is scenario s's UsageError with a message.
+func usagef(s Scenario, format string, args ...any) error {
+	return &UsageError{Scenario: s, Err: fmt.Errorf(format, args...)}
 }
 
 // QuantityShare is one quantity of the mix and its relative weight.
@@ -573,10 +619,12 @@ func flagSet(cfg *Config, s Scenario) *flag.FlagSet {
 // or a map's lookup in tests; nil means an empty environment). The admin
 // token and the JWT secret come only from the environment, never from
 // flags, so they stay out of process listings. On -h it returns
-// flag.ErrHelp; print Usage then.
+// flag.ErrHelp; print Usage then. A command line it refuses is a
+// *UsageError; a setting the environment lacks, another error; both wrap
+// apperr.ErrInvalidInput.
 func ParseFlags(s Scenario, args []string, env func(string) string) (Config, error) {
 	if !s.valid() {
-		return Config{}, fmt.Errorf("%w: loadtest: unknown scenario %q (want one of %v)", apperr.ErrInvalidInput, s, Scenarios())
+		return Config{}, usagef("", "unknown scenario %q (want one of %v)", s, Scenarios())
 	}
 	if env == nil {
 		env = func(string) string { return "" }
@@ -605,35 +653,42 @@ func ParseFlags(s Scenario, args []string, env func(string) string) (Config, err
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
 		}
-		return cfg, fmt.Errorf("%w: loadtest %s: %w (see loadtest %s -h)", apperr.ErrInvalidInput, s, err, s)
+		return cfg, &UsageError{Scenario: s, Err: err}
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("%w: loadtest %s: unexpected argument %q (see loadtest %s -h)", apperr.ErrInvalidInput, s, fs.Arg(0), s)
+		return cfg, usagef(s, "unexpected argument %q", fs.Arg(0))
 	}
 	urlSet := false
 	fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
 	if len(cfg.Targets) > 0 {
 		if urlSet {
-			return cfg, fmt.Errorf("%w: loadtest %s: -url and -target: give one of them", apperr.ErrInvalidInput, s)
+			return cfg, usagef(s, "-url and -target: give one of them")
 		}
 		cfg.BaseURL = cfg.Targets[0]
 	}
+	urlFromFlags := urlSet || len(cfg.Targets) > 0
 	if s != ScenarioCeiling {
 		var err error
-		if cfg.DevEnv, err = fillFromDevEnv(&cfg, urlSet || len(cfg.Targets) > 0 || env(EnvURL) != ""); err != nil {
+		if cfg.DevEnv, err = fillFromDevEnv(&cfg, urlFromFlags || env(EnvURL) != ""); err != nil {
 			return cfg, err
 		}
 	}
 	if s == ScenarioRoom && cfg.Room < 1 {
-		return cfg, fmt.Errorf("%w: loadtest room: shoppers must be at least 1", apperr.ErrInvalidInput)
+		return cfg, usagef(s, "shoppers must be at least 1")
 	}
 	if s == ScenarioChurn && cfg.Churn <= 0 {
-		return cfg, fmt.Errorf("%w: loadtest churn: -for must be positive", apperr.ErrInvalidInput)
+		return cfg, usagef(s, "-for must be positive")
 	}
 	if s == ScenarioCeiling && cfg.Ceiling == "" {
-		return cfg, fmt.Errorf("%w: loadtest ceiling: -path must be a path starting with /", apperr.ErrInvalidInput)
+		return cfg, usagef(s, "-path must be a path starting with /")
 	}
-	return cfg, cfg.Validate()
+	flags, fromEnv := cfg.problems(!urlFromFlags)
+	if len(flags) > 0 {
+		// The command line first; what the environment lacks too, so
+		// that one try tells everything.
+		return cfg, usagef(s, "%s", strings.Join(append(flags, fromEnv...), "; "))
+	}
+	return cfg, problemsError(fromEnv)
 }
 
 // parseTargets splits a -target list; an entry without a scheme is http.
@@ -672,7 +727,7 @@ func (c Config) notInDevEnv() string {
 // otherwise s's own description and flags.
 func Usage(w io.Writer, s Scenario) {
 	if !s.valid() {
-		fmt.Fprintf(w, "usage: loadtest <scenario> [flags]\n\nRuns one scenario against a running system over HTTP and checks what it sold.\nExits non-zero when a check fails.\n\nScenarios:\n")
+		fmt.Fprintf(w, "usage: loadtest <scenario> [flags]\n\nRuns one scenario against a running system over HTTP and checks what it sold.\nExits 1 when a check fails or the run cannot be made, 2 when the command line\nis wrong.\n\nScenarios:\n")
 		for _, sc := range Scenarios() {
 			fmt.Fprintf(w, "  %-8s %s\n", sc, sc.summary())
 		}
