@@ -5,8 +5,9 @@
 #                lacks (redis-server, postgresql), only what is missing
 #   make test-deps  deps plus what only the tests need (chromium,
 #                prometheus for promtool, maven and java for Apache Kafka)
-#   make build   bin/seckill and the load tool bin/loadtest
-#                (deploy/tools/cmd/loadtest)
+#   make build   bin/seckill, stamped with the commit git names (for
+#                `seckill version`), and the load tool bin/loadtest
+#                (deploy/tools/cmd/loadtest); make build-seckill: bin/seckill alone
 #   make run     deps + build, then `bin/seckill dev`
 #   make test    test-deps, go vet, every test, then a short fuzz pass; each
 #                package's result as it ends, and the slow packages' tests
@@ -125,7 +126,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps kafka-jars build run test vet lint test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: deps test-deps kafka-jars build build-seckill run test vet lint test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -200,9 +201,21 @@ define install_deps
 	fi
 endef
 
-build:
-	$(GO) build -o $(BIN) ./cmd/seckill
-	$(TOOLS_GO) build -o $(CURDIR)/$(LOADTEST) ./cmd/loadtest
+# COMMIT is the commit `seckill version` names, read from git by the build
+# itself: the Go toolchain stamps none where GOFLAGS has -buildvcs=false (as
+# on the project's machines) nor in a git worktree. "-dirty" follows it when
+# tracked files differ from it. Without git, or outside a checkout, it is
+# empty, the build goes on, and the binary says the commit is unknown.
+# Deferred (=), so that only a build asks git.
+GIT ?= git
+COMMIT_HASH = $(shell $(GIT) rev-parse --short HEAD 2>/dev/null)
+COMMIT = $(if $(COMMIT_HASH),$(COMMIT_HASH)$(if $(shell $(GIT) status --porcelain --untracked-files=no 2>/dev/null),-dirty))
+
+build: build-seckill
+	$(TOOLS_GO) build -o $(abspath $(LOADTEST)) ./cmd/loadtest
+
+build-seckill:
+	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN) ./cmd/seckill
 
 run: deps build
 	./$(BIN) dev

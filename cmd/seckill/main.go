@@ -19,4 +19,10 @@ import (
 	"github.com/flashsale/seckill/cmd/seckill/app"
 )
 
-func main() { os.Exit(app.Main()) }
+// commit is what the Makefile's build read from git and wrote here with
+// the linker (-ldflags "-X main.commit=..."), for `seckill version`. The
+// one variable of the package, as the linker can set no constant; nothing
+// writes it after.
+var commit string
+
+func main() { os.Exit(app.Main(commit)) }

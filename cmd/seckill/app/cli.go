@@ -19,10 +19,13 @@ import (
 )
 
 // Main runs the command line the process was started with, until it ends or
-// SIGINT or SIGTERM stops it, and returns the process's exit status.
-func Main() int {
+// SIGINT or SIGTERM stops it, and returns the process's exit status. commit
+// is what the Makefile's build read from git ("b1033be", "b1033be-dirty"),
+// "" when it read none: `seckill version` says it where the Go toolchain
+// stamped no VCS information.
+func Main(commit string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, os.Environ()...)
+	err := run(ctx, build{commit: commit}, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, os.Environ()...)
 	stop()
 	code := ExitCode(err)
 	if code == exitFailure {
@@ -166,21 +169,38 @@ func refuseArgs(fs *flag.FlagSet, stderr io.Writer, err error) error {
 	return err
 }
 
-// writeVersion prints what the binary was built from, as the Go toolchain
-// stamped it: the main module's version ("(devel)" for a build from a
-// checkout), the commit and whether the tree had changes, and the Go release.
-func writeVersion(w io.Writer) error {
+// build is what the binary's build stamped beside the Go toolchain (Main).
+type build struct {
+	commit string // "b1033be", with "-dirty" when the tree had changes; "" for none
+}
+
+// dirtySuffix marks a commit the Makefile read from a tree with changes.
+const dirtySuffix = "-dirty"
+
+// writeVersion prints what the binary was built from.
+func writeVersion(w io.Writer, b build) error {
 	bi, ok := debug.ReadBuildInfo()
+	_, err := io.WriteString(w, versionText(bi, ok, b))
+	return err
+}
+
+// versionText is what `seckill version` prints: the main module's version
+// ("(devel)" for a build from a checkout), the commit, and the Go release.
+// The commit is the Go toolchain's stamp (the full hash, its time, whether
+// the tree had changes) when it made one; it makes none where GOFLAGS has
+// -buildvcs=false or the checkout is a git worktree, and then it is the
+// one the Makefile's build read from git (README: make build).
+func versionText(bi *debug.BuildInfo, ok bool, b build) string {
 	if !ok {
-		_, err := fmt.Fprintln(w, "seckill: no build information (built without module support)")
-		return err
+		return "seckill: no build information (built without module support)\n"
 	}
 	settings := map[string]string{}
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	commit := "unknown (the build carries no VCS information)"
-	if rev := settings["vcs.revision"]; rev != "" {
+	commit := "unknown (the build carries no VCS information; make build stamps the commit from git)"
+	switch rev := settings["vcs.revision"]; {
+	case rev != "":
 		commit = rev
 		if t := settings["vcs.time"]; t != "" {
 			commit += " " + t
@@ -188,7 +208,11 @@ func writeVersion(w io.Writer) error {
 		if settings["vcs.modified"] == "true" {
 			commit += " (with uncommitted changes)"
 		}
+	case b.commit != "":
+		commit = b.commit
+		if c, dirty := strings.CutSuffix(commit, dirtySuffix); dirty {
+			commit = c + " (with uncommitted changes)"
+		}
 	}
-	_, err := fmt.Fprintf(w, "seckill %s\nmodule  %s\ncommit  %s\ngo      %s\n", bi.Main.Version, bi.Main.Path, commit, bi.GoVersion)
-	return err
+	return fmt.Sprintf("seckill %s\nmodule  %s\ncommit  %s\ngo      %s\n", bi.Main.Version, bi.Main.Path, commit, bi.GoVersion)
 }

@@ -132,6 +132,36 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestVersionNamesTheCommit: the commit is the Go toolchain's stamp when it
+// made one, else the one the Makefile's build read from git (with "-dirty"
+// said in words), else unknown, with how to get one.
+func TestVersionNamesTheCommit(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/flashsale/seckill", Version: "(devel)"}}
+	commitLine := func(bi *debug.BuildInfo, b build) string {
+		t.Helper()
+		text := versionText(bi, true, b)
+		require.True(t, strings.HasPrefix(text, "seckill (devel)\nmodule  github.com/flashsale/seckill\n"), "%q", text)
+		require.True(t, strings.HasSuffix(text, "\ngo      go1.26.8\n"), "%q", text)
+		_, line, ok := strings.Cut(text, "\ncommit  ")
+		require.True(t, ok, "%q", text)
+		line, _, _ = strings.Cut(line, "\n")
+		return line
+	}
+
+	require.Equal(t, "b1033be", commitLine(bi, build{commit: "b1033be"}))
+	require.Equal(t, "b1033be (with uncommitted changes)", commitLine(bi, build{commit: "b1033be-dirty"}))
+	require.Contains(t, commitLine(bi, build{}), "unknown")
+	require.Contains(t, commitLine(bi, build{}), "make build", "it says how to get one")
+
+	stamped := *bi
+	stamped.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "b1033bed4f6b8b5cc039e4afef2339d345af1b42"},
+		{Key: "vcs.time", Value: "2026-12-04T22:29:42Z"}, {Key: "vcs.modified", Value: "true"}}
+	require.Equal(t, "b1033bed4f6b8b5cc039e4afef2339d345af1b42 2026-12-04T22:29:42Z (with uncommitted changes)",
+		commitLine(&stamped, build{commit: "b1033be"}), "the toolchain's own stamp says more")
+
+	require.Contains(t, versionText(nil, false, build{commit: "b1033be"}), "no build information")
+}
+
 // TestUnknownVariablesWarned: a misspelled SECKILL_* variable is named at
 // start with the setting it most likely meant; the other tools' variables
 // and the real settings are not.

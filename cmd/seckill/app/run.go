@@ -35,6 +35,11 @@ environment; see 'seckill env'.
 // environ is the process's environment as NAME=value (os.Environ), read only
 // to warn of SECKILL_* variables no setting has; the values come from getenv.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, environ ...string) error {
+	return run(ctx, build{}, args, getenv, stdout, stderr, environ...)
+}
+
+// run is Run for a binary whose build stamped b (Main).
+func run(ctx context.Context, b build, args []string, getenv func(string) string, stdout, stderr io.Writer, environ ...string) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, "seckill: no subcommand given\n\n"+usage)
 		return usagef("no subcommand given")
@@ -75,7 +80,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "env":
 		return writeEnvTable(stdout)
 	case "version", "--version", "-version":
-		return writeVersion(stdout)
+		return writeVersion(stdout, b)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
