@@ -236,7 +236,7 @@ $(WORK): go.mod $(TOOLS)/go.mod
 # helper outside tests or linked into a binary, dev mode linked into the
 # production build); the production build's own file
 # (cmd/seckill/app/nodev.go) is vetted with its tag.
-lint:
+lint: $(WORK)
 	@unformatted=$$(git ls-files -z -- '*.go' | xargs -0 gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "lint: gofmt would change these files (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi; \
 	echo "lint: gofmt: every file is formatted"
@@ -244,8 +244,7 @@ lint:
 	$(TOOLS_GO) mod tidy -diff
 	@$(MAKE) --no-print-directory vet PKGS=./... TOOLS_PKGS=./...
 	$(GO) vet -tags nodev ./cmd/seckill/...
-	$(GO) run $(STATICCHECK) ./...
-	$(TOOLS_GO) run $(STATICCHECK) ./...
+	$(WORK_GO) run $(STATICCHECK) ./... ./$(TOOLS)/...
 	$(TOOLS_GO) test -count=1 ./depcheck
 
 test-race: deps
