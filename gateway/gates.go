@@ -24,9 +24,10 @@ type Gates struct {
 	// addresses still meets it.
 	LoginName NameLimiter
 	// Shopper bounds the signed-in routes other than the buy (a shopper's
-	// orders, one order, pay, cancel, the waiting room's join and read) by
-	// user and by client address, after the token is verified and before the
-	// route does any work (429; see Server.perShopper).
+	// orders, one order, pay, cancel, the waiting room's join and read, and
+	// the WebSocket's handshake with a token) by user and by client address,
+	// after the token is verified and before the route does any work (429;
+	// see Server.perShopper).
 	Shopper ShopperLimiter
 }
 

@@ -116,7 +116,8 @@ type Config struct {
 	BuyAddressRate, BuyAddressBurst int
 	// ShopperRate and ShopperBurst bound one shopper's requests to the
 	// signed-in routes other than the buy (orders, one order, pay, cancel,
-	// the waiting room's join and read), in this instance's memory (default
+	// the waiting room's join and read, the WebSocket's handshake with a
+	// token), in this instance's memory (default
 	// 10/s, burst 30: the page makes a few such requests when it opens and
 	// then listens on its socket).
 	ShopperRate, ShopperBurst int

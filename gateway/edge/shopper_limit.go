@@ -7,7 +7,8 @@ import (
 )
 
 // shopperLimit bounds the signed-in routes other than the buy (a shopper's
-// orders, one order, pay, cancel, the waiting room's join and read): per
+// orders, one order, pay, cancel, the waiting room's join and read, the
+// WebSocket's handshake with a token, which reads the shopper's orders): per
 // user, then per client address, both in this instance's memory. Those
 // routes cost PostgreSQL queries and Redis scripts, and nothing else bounded
 // them; they need no exact fleet-wide budget (no stock rests on them), so

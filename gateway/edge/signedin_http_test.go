@@ -18,13 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/auth"
 	"github.com/flashsale/seckill/gateway/edge"
+	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/seckill"
@@ -95,15 +98,18 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	active := orders.NewActiveCache(reads, time.Second)
 	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock})
 	reader := orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs})
+	hub := runHub(t, rdb)
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}}, gateway.Deps{
 		Catalog:  catalog,
 		Buy:      nopPipeline(t, catalog, e.Steps(), reader),
 		Gates:    e.Gates(),
+		Captchas: e.Captchas,
 		Orders:   reader,
 		Stats:    nopStats{},
 		Accounts: auth.NewAccounts(pgUsers{store}, tokens),
 		Tokens:   tokens,
 		Logger:   quiet,
+		Live:     gateway.Live{Feed: hub},
 	})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -120,6 +126,22 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 		require.NoError(t, <-done)
 	})
 	return g
+}
+
+// runHub runs the live feed's hub on rdb until the test ends.
+func runHub(t *testing.T, rdb redis.UniversalClient) *notify.Hub {
+	t.Helper()
+	hub, err := notify.NewHub(notify.HubConfig{Redis: rdb, Log: quiet})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(ctx) }()
+	<-hub.Ready()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return hub
 }
 
 // do sends one request from the client address addr; it returns the status,
@@ -278,4 +300,63 @@ func TestEverySignedInRouteIsLimitedPerShopper(t *testing.T) {
 	require.GreaterOrEqual(t, refused, 6, "ten accounts from one address share its budget")
 	status, _, body = g.do(t, http.MethodGet, "/api/v1/orders", "", g.token(t, 200), "10.6.0.10")
 	require.Equal(t, http.StatusOK, status, body)
+}
+
+// dialWS opens token's socket from the client address addr and closes it at
+// once; it returns the handshake's status and headers.
+func (g *liveGateway) dialWS(t *testing.T, token, addr string) (int, http.Header) {
+	t.Helper()
+	d := websocket.Dialer{HandshakeTimeout: time.Minute}
+	if token != "" {
+		d.Subprotocols = []string{"bearer", token}
+	}
+	conn, resp, err := d.Dial("ws"+strings.TrimPrefix(g.base, "http")+"/api/v1/ws", http.Header{"X-Forwarded-For": {addr}})
+	if conn != nil {
+		require.NoError(t, conn.Close())
+	}
+	require.NotNil(t, resp, "no answer to the handshake: %v", err)
+	defer resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// The signed-in handshake of GET /api/v1/ws reads the shopper's orders from
+// PostgreSQL for its snapshot, so it is behind the shopper's budget of the
+// other signed-in routes, charged before that read: thirty handshakes of
+// one shopper, each from its own address (so no per-address cap stops
+// them), get the burst through and 429 with Retry-After past it, and
+// PostgreSQL is read only for those let through. Another shopper connects
+// from their own budget, and a socket without a token is not charged.
+func TestSignedInHandshakeIsLimitedPerShopper(t *testing.T) {
+	t.Parallel()
+	const rate, burst = 1, 5
+	g := newLiveGateway(t, edge.Config{ShopperRate: rate, ShopperBurst: burst})
+	tok := g.token(t, 46)
+	before := g.reads.queries.Load()
+	start := time.Now()
+	counts := map[int]int{}
+	for i := range 30 {
+		status, h := g.dialWS(t, tok, fmt.Sprintf("10.5.0.%d", i+1))
+		if status == http.StatusTooManyRequests {
+			require.NotEmpty(t, h.Get("Retry-After"), "a 429 tells when to come back")
+			require.Equal(t, strconv.Itoa(rate), h.Get("RateLimit-Limit"))
+		}
+		counts[status]++
+	}
+	elapsed := time.Since(start)
+	opened := counts[http.StatusSwitchingProtocols]
+	require.Equal(t, 30, opened+counts[http.StatusTooManyRequests], "statuses %v", counts)
+	// GCRA admits at most burst + rate·t in t seconds.
+	require.LessOrEqual(t, opened, burst+rate*int(elapsed/time.Second+1), "statuses %v", counts)
+	// One list of orders per socket opened, plus the active vouchers' list,
+	// read again at most once a second.
+	queries := g.reads.queries.Load() - before
+	require.LessOrEqual(t, queries, int64(opened)+int64(elapsed/time.Second)+2,
+		"%d PostgreSQL queries for %d sockets opened", queries, opened)
+	t.Logf("30 handshakes of one shopper: statuses %v, %d PostgreSQL queries", counts, queries)
+
+	status, h := g.dialWS(t, g.token(t, 47), "10.5.1.1")
+	require.Equal(t, http.StatusSwitchingProtocols, status, "another shopper has a budget of their own")
+	require.Equal(t, strconv.Itoa(rate), h.Get("RateLimit-Limit"), "the 101 carries the budget, as every signed-in answer does")
+	status, _ = g.dialWS(t, "", "10.5.1.2")
+	require.Equal(t, http.StatusSwitchingProtocols, status, "a socket without a token")
 }
