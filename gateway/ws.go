@@ -74,6 +74,15 @@ type Live struct {
 	// back in the same second (default DefaultAnonymousMaxAge; negative:
 	// no bound).
 	AnonymousMaxAge time.Duration
+	// MessageRate and MessageBurst bound what one client sends on its
+	// socket, every frame alike (pings, text or control, and anything else)
+	// but the pongs that answer the server's pings: MessageBurst at once,
+	// then MessageRate a second. Each costs a frame to parse, and
+	// one socket sending pings as fast as it could was parsed 410,000 times
+	// a second; a socket past its budget is closed with 1008. The page
+	// sends a ping every 10 s (defaults DefaultSocketMessageRate and DefaultSocketMessageBurst;
+	// a negative rate: no bound).
+	MessageRate, MessageBurst int
 }
 
 // Defaults of Live.
@@ -82,6 +91,8 @@ const (
 	DefaultSocketReadTimeout  = 70 * time.Second
 	DefaultSocketWriteTimeout = 10 * time.Second
 	DefaultAnonymousMaxAge    = 10 * time.Minute
+	DefaultSocketMessageRate  = 2
+	DefaultSocketMessageBurst = 10
 )
 
 const (
@@ -131,6 +142,12 @@ func (l Live) withDefaults() Live {
 	}
 	if l.AnonymousMaxAge == 0 {
 		l.AnonymousMaxAge = DefaultAnonymousMaxAge
+	}
+	if l.MessageRate == 0 {
+		l.MessageRate = DefaultSocketMessageRate
+	}
+	if l.MessageBurst <= 0 {
+		l.MessageBurst = DefaultSocketMessageBurst
 	}
 	return l
 }

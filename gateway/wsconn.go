@@ -50,6 +50,9 @@ type socket struct {
 	// closing is set once the writer sent its close frame: the reader then
 	// only waits for the client's answer.
 	closing atomic.Bool
+	// pingsOut counts the writer's pings not yet answered: their pongs are
+	// the server's own asking and cost the client's budget nothing.
+	pingsOut atomic.Int64
 }
 
 // serveSocket runs one upgraded connection. It is the reader; it starts the
@@ -129,12 +132,21 @@ func (k *socket) read() socketEnd {
 	conn := k.conn
 	conn.SetReadLimit(notify.MaxClientMessage)
 	k.extend()
+	budget := newMessageBudget(k.w.live.MessageRate, k.w.live.MessageBurst, time.Now())
+	// Control frames are read inside ReadMessage, which returns what their
+	// handlers return: a flood of them ends the socket like one of pings.
 	conn.SetPongHandler(func(string) error {
+		if !k.answersPing() && !budget.take(time.Now()) {
+			return errFlood
+		}
 		k.extend()
 		return nil
 	})
 	// The library's default handlers would write from this goroutine.
 	conn.SetPingHandler(func(data string) error {
+		if !budget.take(time.Now()) {
+			return errFlood
+		}
 		k.extend()
 		select {
 		case k.ctrlPongs <- []byte(data):
@@ -161,6 +173,8 @@ func (k *socket) read() socketEnd {
 				return socketEnd{code: code}
 			case k.closing.Load():
 				return socketEnd{} // our close went out; the wait is over
+			case errors.Is(err, errFlood):
+				return floodEnd()
 			case errors.Is(err, fasthttpws.ErrReadLimit):
 				// contrib/websocket's ErrReadLimit is a copy, never returned.
 				// The library already sent 1009.
@@ -174,6 +188,9 @@ func (k *socket) read() socketEnd {
 		if k.closing.Load() {
 			continue // only the client's close matters now
 		}
+		if !budget.take(time.Now()) {
+			return floodEnd()
+		}
 		k.extend()
 		if typ != websocket.TextMessage {
 			return socketEnd{code: websocket.CloseUnsupportedData, text: "text frames only", reason: dropProtocol}
@@ -184,6 +201,20 @@ func (k *socket) read() socketEnd {
 		select {
 		case k.pongs <- struct{}{}:
 		default: // enough pongs are owed already
+		}
+	}
+}
+
+// answersPing says whether a pong answers one of the writer's pings, and
+// counts it answered.
+func (k *socket) answersPing() bool {
+	for {
+		n := k.pingsOut.Load()
+		if n <= 0 {
+			return false
+		}
+		if k.pingsOut.CompareAndSwap(n, n-1) {
+			return true
 		}
 	}
 }
@@ -265,6 +296,7 @@ func (k *socket) write() socketEnd {
 				return socketEnd{reason: dropWriteFailed}
 			}
 		case <-ping.C:
+			k.pingsOut.Add(1) // before the write: the pong may come before it returns
 			if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(live.WriteTimeout)); err != nil {
 				return socketEnd{reason: dropWriteFailed}
 			}

@@ -18,6 +18,7 @@ const (
 	dropProtocol     = "protocol"      // a message that is not {"type":"ping"}, or too large
 	dropResyncFailed = "resync_failed" // the snapshot after a hub resync could not be read (close 1011)
 	dropAged         = "aged"          // a socket without a token reached Live.AnonymousMaxAge (close 1000)
+	dropFlood        = "flood"         // the client sent past Live.MessageRate and MessageBurst (close 1008)
 )
 
 // Kinds of frames written, as the seckill_ws_messages_total label.
@@ -52,7 +53,7 @@ func newWSMetrics(reg prometheus.Registerer) (*wsMetrics, error) {
 		}, []string{"kind"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_ws_dropped_total",
-			Help: "Sockets the server closed on a client: slow (hub buffer full), replaced, idle, write_failed, protocol, resync_failed, aged (a socket without a token at its lifetime).",
+			Help: "Sockets the server closed on a client: slow (hub buffer full), replaced, idle, write_failed, protocol, resync_failed, aged (a socket without a token at its lifetime), flood (more messages than the socket's budget).",
 		}, []string{"reason"}),
 		// The frames carry no timestamp of the change, so this is the socket's
 		// share of the delay; seckill_notify_push_delay_seconds is the share
@@ -69,7 +70,7 @@ func newWSMetrics(reg prometheus.Registerer) (*wsMetrics, error) {
 	m.pongs = m.messages.WithLabelValues(msgPong)
 	m.vouchers = m.messages.WithLabelValues(msgVoucher)
 	m.resyncs = m.messages.WithLabelValues(msgResync)
-	for _, r := range []string{dropSlow, dropReplaced, dropIdle, dropWriteFailed, dropProtocol, dropResyncFailed, dropAged} {
+	for _, r := range []string{dropSlow, dropReplaced, dropIdle, dropWriteFailed, dropProtocol, dropResyncFailed, dropAged, dropFlood} {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg == nil {

@@ -62,6 +62,8 @@ type Config struct {
 	WSPerAddr         int           `env:"SECKILL_WS_PER_ADDR" default:"32" help:"open WebSockets without a sign-in per client address (behind SECKILL_TRUSTED_PROXIES, the forwarded client's), and as many signed-in ones; one more is 429"`
 	WSSignedInPercent int           `env:"SECKILL_WS_SIGNED_IN_PERCENT" default:"25" help:"share of the instance's WebSockets (sized from the open-file limit) that only signed-in shoppers may take, so that sockets without a token cannot lock them out of their order pushes (0 to 90)"`
 	WSAnonMaxAge      time.Duration `env:"SECKILL_WS_ANON_MAX_AGE" default:"10m" help:"how long a WebSocket without a token stays open before it is closed with 1000 and the page opens a new one (at least 10s)"`
+	WSMsgRate         int           `env:"SECKILL_WS_MSG_RATE" default:"2" help:"messages per second one WebSocket client may send (pings, text or control, anything but the pongs that answer the server's pings), after a burst of SECKILL_WS_MSG_BURST; past that its socket is closed with 1008 (the page sends one every 10 s)"`
+	WSMsgBurst        int           `env:"SECKILL_WS_MSG_BURST" default:"10" help:"messages one WebSocket client may send at once before SECKILL_WS_MSG_RATE holds"`
 	ShopperRate       int           `env:"SECKILL_SHOPPER_RATE" default:"10" help:"requests per second allowed per shopper on the signed-in routes other than the buy (orders, one order, pay, cancel, the waiting room's join and read, the WebSocket's handshake with a token); per gateway instance"`
 	ShopperBurst      int           `env:"SECKILL_SHOPPER_BURST" default:"30" help:"burst of SECKILL_SHOPPER_RATE (the page makes a few such requests when it opens, then listens on its socket)"`
 	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /56 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
@@ -223,6 +225,7 @@ func (c Config) validate() error {
 		"SECKILL_BUY_IP_RATE": c.BuyIPRate, "SECKILL_BUY_IP_BURST": c.BuyIPBurst,
 		"SECKILL_SHOPPER_RATE": c.ShopperRate, "SECKILL_SHOPPER_BURST": c.ShopperBurst,
 		"SECKILL_SHOPPER_IP_RATE": c.ShopperIPRate, "SECKILL_SHOPPER_IP_BURST": c.ShopperIPBurst,
+		"SECKILL_WS_MSG_RATE": c.WSMsgRate, "SECKILL_WS_MSG_BURST": c.WSMsgBurst,
 	} {
 		if n <= 0 {
 			return fmt.Errorf("config: %s must be positive, got %d", name, n)

@@ -111,7 +111,8 @@ func (s *System) buildGateway(ctx context.Context) error {
 		// Order status pushed on GET /api/v1/ws, from every instance's changes.
 		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
 			SignedInReserve:   caps.liveReserve(),
-			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge},
+			MaxSocketsPerAddr: s.cfg.WSPerAddr, AnonymousMaxAge: s.cfg.WSAnonMaxAge,
+			MessageRate: s.cfg.WSMsgRate, MessageBurst: s.cfg.WSMsgBurst},
 		Room:       s.room,
 		AdmitRates: s.adapter,
 		Draws:      s.draws,

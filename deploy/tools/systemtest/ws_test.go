@@ -628,3 +628,98 @@ func TestWSPublicVoucherPushAcrossInstances(t *testing.T) {
 	visitor.nextVoucher(t, other, func(v map[string]any) bool { return v["state"] == "on_sale" })
 	require.Eventually(t, func() bool { return b.buy(t, other, tok, 1, "").status == http.StatusAccepted }, 2*time.Second, 50*time.Millisecond)
 }
+
+// TestWSFloodedSocketIsClosed: every message a client sends costs the
+// gateway a frame to parse, and nothing bounded them: one socket sending
+// pings as fast as it could was parsed 410,000 times a second. Each socket
+// has a budget now (SECKILL_WS_MSG_RATE a second, SECKILL_WS_MSG_BURST at
+// once): one that sends far past it, pings in text or control frames or
+// pongs nobody asked for, is closed with 1008 (policy violation), while one that sends its burst at
+// once, then pings at the budget's pace, waiting for each answer as a page
+// does, stays open. The pace is the client's own pauses, never a measured
+// speed: a busy machine only makes them longer.
+func TestWSFloodedSocketIsClosed(t *testing.T) {
+	// The burst is that of the pongs a socket's writer may owe (4), so each
+	// ping of it gets its own pong and the calm client knows when the
+	// server has read them all.
+	const rate, burst, flood = 4, 4, 200
+	ts := startSystem(t, map[string]string{
+		"SECKILL_WS_MSG_RATE": strconv.Itoa(rate), "SECKILL_WS_MSG_BURST": strconv.Itoa(burst),
+		"SECKILL_ROLES": "gateway",
+	})
+	ping := []byte(`{"type":"ping"}`)
+
+	calm := ts.openWS(t, ts.shopper(t, testUser()))
+	for range burst {
+		require.NoError(t, calm.conn.WriteMessage(websocket.TextMessage, ping))
+	}
+	for range burst {
+		require.Equal(t, api.FramePong, calm.next(t).Type, "each ping of the burst is answered")
+	}
+	for range 2 * burst {
+		time.Sleep(time.Second/rate + 50*time.Millisecond)
+		require.Empty(t, calm.untilPong(t))
+	}
+
+	// send writes flood messages until the first write fails: the server
+	// may close the socket before the last is sent.
+	send := func(write func() error) (sent int) {
+		for sent < flood && write() == nil {
+			sent++
+		}
+		return sent
+	}
+	text := readWS(t, mustDialWS(t, ts))
+	sentText := send(func() error { return text.conn.WriteMessage(websocket.TextMessage, ping) })
+	control := readWS(t, mustDialWS(t, ts))
+	sentControl := send(func() error {
+		return control.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second))
+	})
+	pongFlood := readWS(t, mustDialWS(t, ts))
+	sentPongs := send(func() error {
+		return pongFlood.conn.WriteControl(websocket.PongMessage, nil, time.Now().Add(10*time.Second))
+	})
+	for name, c := range map[string]*wsClient{"text pings": text, "control pings": control, "unasked pongs": pongFlood} {
+		pongs := 0
+		// A bound on a failure, not a measured speed: the close comes
+		// within moments of the flood.
+		giveUp := time.After(time.Minute)
+	read:
+		for {
+			select {
+			case f, ok := <-c.frames:
+				if !ok {
+					break read
+				}
+				require.Equal(t, api.FramePong, f.Type, "%s: %s", name, f.raw)
+				pongs++
+			case <-giveUp:
+				t.Fatalf("%s: still open a minute after %d pings, %d answered", name, flood, pongs)
+			}
+		}
+		require.Equal(t, websocket.ClosePolicyViolation, <-c.closed, "%s: a flooding socket is closed with 1008", name)
+		require.Less(t, pongs, flood, "%s: the flood is not all answered", name)
+		t.Logf("%s: %d pongs before the close", name, pongs)
+	}
+	t.Logf("the flooders sent %d text pings, %d control pings and %d pongs before the server closed them",
+		sentText, sentControl, sentPongs)
+	require.EqualValues(t, 3, counter(t, ts.scrape(t), "seckill_ws_dropped_total", "reason", "flood"))
+
+	// The calm socket, at its pace again, was never touched.
+	time.Sleep(time.Second/rate + 50*time.Millisecond)
+	require.Empty(t, calm.untilPong(t), "the calm socket is still open")
+	select {
+	case code := <-calm.closed:
+		t.Fatalf("the calm socket was closed with %d", code)
+	default:
+	}
+}
+
+// mustDialWS opens a socket without a token on ts.
+func mustDialWS(t *testing.T, ts *testSystem) *websocket.Conn {
+	t.Helper()
+	conn, resp, err := ts.dialWS(t, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	return conn
+}
