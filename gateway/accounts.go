@@ -3,7 +3,7 @@ package gateway
 // Accounts (gateway/openapi.yaml, accounts): registering and logging in.
 // Both are anonymous and cost a password hash, so both are behind a limit
 // by client address, and a username's failed logins behind one of their
-// own.
+// own, past which a login needs a solved captcha.
 
 import (
 	"context"
@@ -47,11 +47,24 @@ func (s *Server) login(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
+	solved, err := s.loginCaptcha(c, in)
+	if err != nil {
+		return err
+	}
 	names := s.deps.Gates.LoginName
-	charged := names != nil && in.Username != ""
-	if charged {
-		if err := names.Take(c.UserContext(), in.Username); err != nil {
+	charged := false
+	if names != nil && in.Username != "" {
+		err := names.Take(c.UserContext(), in.Username)
+		switch {
+		case err == nil:
+			charged = true
+		case !errors.Is(err, apperr.ErrRateLimited) || s.deps.Captchas == nil:
 			return err
+		case !solved:
+			// Refusing the owner's right password too would let anyone
+			// lock them out with a few guesses a minute: past the budget a
+			// captcha stands in for the unit, and guessing costs one each.
+			return errLoginNeedsCaptcha
 		}
 	}
 	token, uid, exp, err := s.deps.Accounts.Login(c.UserContext(), in.Username, in.Password)
@@ -64,4 +77,27 @@ func (s *Server) login(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(api.Session{Token: token, UserID: idString(uid), ExpiresAt: exp.UTC()})
+}
+
+// errLoginNeedsCaptcha answers a login past its username's budget of
+// failures without a solved captcha.
+var errLoginNeedsCaptcha = apperr.Public(apperr.ErrCaptchaInvalid,
+	"too many failed logins for this username: get a captcha (GET /api/v1/captcha) "+
+		"and send its captcha_id and captcha_answer with the username and password")
+
+// loginCaptcha judges the captcha a login carries, if any, and spends it
+// whatever the verdict, so that each one serves one login; solved is false
+// when the login carries none (or no captchas are configured).
+func (s *Server) loginCaptcha(c *fiber.Ctx, in api.Credentials) (solved bool, err error) {
+	if s.deps.Captchas == nil || (in.CaptchaID == "" && in.CaptchaAnswer == "") {
+		return false, nil
+	}
+	if err := s.deps.Captchas.Check(c.UserContext(), in.CaptchaID, in.CaptchaAnswer); err != nil {
+		if errors.Is(err, apperr.ErrCaptchaInvalid) {
+			return false, &apperr.PublicError{Kind: apperr.ErrCaptchaInvalid, Cause: err,
+				Message: "the captcha answer is missing, wrong or expired: get a new captcha (GET /api/v1/captcha) and log in with its answer"}
+		}
+		return false, err
+	}
+	return true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,47 @@ func TestLoginChargesTheUsernameOnlyForFailures(t *testing.T) {
 	defer names.mu.Unlock()
 	require.Equal(t, []string{"alice", "alice"}, names.taken, "every login is charged before bcrypt")
 	require.Equal(t, []string{"alice"}, names.refunded, "only the right password is given back")
+}
+
+// With captchas, a username out of budget is not locked: its logins need a
+// solved captcha, which stands in for the unit, and a captcha a login
+// carries is judged and spent whatever the budget says.
+func TestLoginPastTheUsernameBudgetNeedsACaptcha(t *testing.T) {
+	t.Parallel()
+	names := &recordingNames{refuse: map[string]bool{"locked": true}}
+	caps := &memCaptchas{}
+	b := setup(t, func(_ *Config, d *testDeps) {
+		d.Gates.LoginName = names
+		d.Captchas = caps
+	})
+	for _, u := range []string{"alice", "locked"} {
+		resp, body := b.do(t, http.MethodPost, "/api/v1/users", `{"username":"`+u+`","password":"correct-horse"}`)
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
+	}
+	login := func(user, password, captcha string) (*http.Response, []byte) {
+		body := `{"username":"` + user + `","password":"` + password + `"`
+		if captcha != "" {
+			id, _, err := caps.New(context.Background())
+			require.NoError(t, err)
+			body += `,"captcha_id":"` + id + `","captcha_answer":"` + captcha + strings.TrimPrefix(id, "cap") + `"`
+		}
+		return b.do(t, http.MethodPost, "/api/v1/sessions", body+"}")
+	}
+	resp, body := login("locked", "correct-horse", "")
+	requireAPIError(t, resp, body, http.StatusBadRequest, "captcha_invalid")
+	require.Contains(t, string(body), "GET /api/v1/captcha", "the message says what to do")
+	resp, body = login("locked", "correct-horse", "wrong")
+	requireAPIError(t, resp, body, http.StatusBadRequest, "captcha_invalid")
+	resp, body = login("locked", "wrong-horse", "answer")
+	requireAPIError(t, resp, body, http.StatusUnauthorized, "unauthenticated")
+	resp, body = login("locked", "correct-horse", "answer")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the owner with a solved captcha: %s", body)
+	resp, body = login("alice", "correct-horse", "wrong")
+	requireAPIError(t, resp, body, http.StatusBadRequest, "captcha_invalid")
+	resp, body = login("alice", "correct-horse", "answer")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	names.mu.Lock()
+	defer names.mu.Unlock()
+	require.Equal(t, []string{"alice"}, names.taken, "a wrong captcha is refused before the budget is asked")
+	require.Equal(t, []string{"alice"}, names.refunded)
 }

@@ -89,12 +89,16 @@ type TokenVerifier interface {
 	Verify(token string) (userID int64, err error)
 }
 
-// Captchas issues captchas for GET /api/v1/captcha; the Captcha gate checks
-// them (edge.Captchas implements it).
+// Captchas issues captchas for GET /api/v1/captcha; the buy's Captcha step
+// checks them, and so does a login past its username's budget of failures
+// (edge.Captchas implements it).
 type Captchas interface {
 	// New returns a fresh captcha's id and its image as a
 	// data:image/png;base64 URL.
 	New(ctx context.Context) (id, image string, err error)
+	// Check judges an answer and spends the captcha whatever the verdict:
+	// a missing, wrong, expired or used one is apperr.ErrCaptchaInvalid.
+	Check(ctx context.Context, id, answer string) error
 }
 
 // BreakerAdmin is the fleet-wide ops switch of the circuit breaker behind

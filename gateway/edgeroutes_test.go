@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +19,33 @@ import (
 
 // memCaptchas and memBreaker stand in for the edge package (which imports
 // this one, so its real types are tested over HTTP in gateway/edge).
-type memCaptchas struct{ n int }
+// Its captcha capN is answered "answerN", once.
+type memCaptchas struct {
+	mu    sync.Mutex
+	n     int
+	spent map[string]bool
+}
 
 func (m *memCaptchas) New(context.Context) (string, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.n++
 	return fmt.Sprintf("cap%d", m.n), "data:image/png;base64,iVBORw0KGgo=", nil
+}
+
+func (m *memCaptchas) Check(_ context.Context, id, answer string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.spent == nil {
+		m.spent = map[string]bool{}
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(id, "cap"))
+	ok := err == nil && strings.HasPrefix(id, "cap") && n >= 1 && n <= m.n && !m.spent[id] && answer == fmt.Sprintf("answer%d", n)
+	m.spent[id] = true
+	if !ok {
+		return fmt.Errorf("%w: missing, wrong, expired or already used", apperr.ErrCaptchaInvalid)
+	}
+	return nil
 }
 
 type memBreaker struct {

@@ -20,8 +20,10 @@ type Gates struct {
 	// I/O: the catalog is served from memory and this limit is in front of it.
 	Anonymous IPLimiter
 	// LoginName bounds the failed logins of one username, whatever the
-	// addresses they come from (429): a credential-stuffing bot rotating
-	// addresses still meets it.
+	// addresses they come from: a credential-stuffing bot rotating
+	// addresses still meets it. Past it a login needs a solved captcha
+	// (400 captcha_invalid without one), so that guesses cannot lock the
+	// owner out; without Deps.Captchas it is 429.
 	LoginName NameLimiter
 	// Shopper bounds the signed-in routes other than the buy (a shopper's
 	// orders, one order, pay, cancel, the waiting room's join and read, and
@@ -44,7 +46,8 @@ type ShopperLimiter interface {
 // charged; a login that did not fail on its password gives the unit back.
 type NameLimiter interface {
 	// Take charges one login to the username, or refuses it
-	// (ErrRateLimited, charging nothing) when its budget is spent.
+	// (ErrRateLimited, charging nothing) when its budget is spent: the
+	// login then needs a solved captcha.
 	Take(ctx context.Context, username string) error
 	// Refund gives back the unit Take charged, for a login that was not a
 	// wrong password.

@@ -128,7 +128,8 @@ type Config struct {
 	ShopperAddressRate, ShopperAddressBurst int
 	// LoginNameLimit bounds the failed logins of one username, fleet-wide
 	// in Redis, whatever addresses they come from (default 10 per minute,
-	// burst 5): credential stuffing from rotating addresses.
+	// burst 5): credential stuffing from rotating addresses. Past it a
+	// login needs a solved captcha.
 	LoginNameLimit redis_rate.Limit
 	// CaptchaLimit bounds new captchas per client IP (default 120 per
 	// minute, burst 30): generous, since many shoppers may share one

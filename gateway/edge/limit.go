@@ -173,8 +173,9 @@ func (l *IPLimit) Allow(ctx context.Context, clientIP string) error {
 // but still meets this one. Every login takes its unit before bcrypt, in one
 // script call (redis_rate's GCRA), so a hundred concurrent guesses get at
 // most the burst through, not as many as start before the first fails; a
-// login that was not a wrong password gives the unit back, so the owner who
-// types the right password is refused only while a guesser keeps failing.
+// login that was not a wrong password gives the unit back. Past the budget
+// the gateway asks for a solved captcha instead of refusing, so that a
+// guesser cannot keep the owner out.
 type nameLimit struct {
 	lim   *redis_rate.Limiter
 	limit redis_rate.Limit

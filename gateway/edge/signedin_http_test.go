@@ -6,6 +6,7 @@ package edge_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -173,7 +174,9 @@ func (g *liveGateway) do(t *testing.T, method, path, body, token, addr string) (
 
 // A hundred wrong passwords for one username sent at once, each from its
 // own address, get at most the burst of the username's budget through to
-// bcrypt (401) and 429 for the rest; a right password gives its unit back.
+// bcrypt (401), and the rest are asked for a captcha (400 captcha_invalid);
+// a right password gives its unit back, and past the budget the owner gets
+// in with a solved captcha.
 func TestConcurrentWrongLoginsGetOnlyTheBurst(t *testing.T) {
 	t.Parallel()
 	const burst = 5
@@ -203,7 +206,19 @@ func TestConcurrentWrongLoginsGetOnlyTheBurst(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, counts[http.StatusUnauthorized], burst, "statuses %v", counts)
 	require.Positive(t, counts[http.StatusUnauthorized], "statuses %v", counts)
-	require.Equal(t, 100, counts[http.StatusUnauthorized]+counts[http.StatusTooManyRequests], "statuses %v", counts)
+	require.Equal(t, 100, counts[http.StatusUnauthorized]+counts[http.StatusBadRequest], "statuses %v", counts)
+
+	status, _, body = g.do(t, http.MethodGet, "/api/v1/captcha", "", "", "10.9.9.1")
+	require.Equal(t, http.StatusOK, status, body)
+	var c struct {
+		ID string `json:"captcha_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &c))
+	answer, err := stack.Redis(t).Get(context.Background(), edge.CaptchaKeyPrefix+c.ID).Result()
+	require.NoError(t, err)
+	status, _, body = g.do(t, http.MethodPost, "/api/v1/sessions",
+		`{"username":"`+name+`","password":"correct-horse","captcha_id":"`+c.ID+`","captcha_answer":"`+answer+`"}`, "", "10.9.9.1")
+	require.Equal(t, http.StatusOK, status, "the owner with a solved captcha, past a hundred guesses: %s", body)
 }
 
 // redisRateLimit is a per-username login budget of burst, refilled at 10 a

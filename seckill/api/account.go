@@ -3,10 +3,13 @@ package api
 import "time"
 
 // Credentials is the body of POST /api/v1/users and /api/v1/sessions (the
-// `Credentials` object).
+// `Credentials` object). The captcha is the login's, once its username has
+// too many failed logins; registration ignores it.
 type Credentials struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
+	Username      string `json:"username"`
+	Password      string `json:"password"`
+	CaptchaID     string `json:"captcha_id,omitempty"`
+	CaptchaAnswer string `json:"captcha_answer,omitempty"`
 }
 
 // User is an account (the `User` object).

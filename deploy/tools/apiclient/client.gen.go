@@ -251,6 +251,12 @@ type BuyRequest struct {
 
 // Credentials defines model for Credentials.
 type Credentials struct {
+	// CaptchaAnswer a login only (registration ignores it): required once the username has too many failed logins
+	CaptchaAnswer *string `json:"captcha_answer,omitempty"`
+
+	// CaptchaId a login only (registration ignores it): required once the username has too many failed logins
+	CaptchaId *string `json:"captcha_id,omitempty"`
+
 	// Password 8 to 72 characters
 	Password string `json:"password"`
 	Username string `json:"username"`
@@ -604,12 +610,26 @@ type ClientInterface interface {
 
 	// LoginWithBody Log in and get a token.
 	//
+	// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+	// 5). Past that, a login of that username needs a solved captcha: get one from
+	// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+	// password; without one the answer is 400 captcha_invalid, whatever the password, so
+	// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+	// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/sessions (the `Login` operationId).
 	LoginWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Login Log in and get a token.
+	//
+	// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+	// 5). Past that, a login of that username needs a solved captcha: get one from
+	// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+	// password; without one the answer is 400 captcha_invalid, whatever the password, so
+	// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+	// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -842,6 +862,13 @@ func (c *Client) PayOrder(ctx context.Context, id ID, reqEditors ...RequestEdito
 
 // LoginWithBody Log in and get a token.
 //
+// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+// 5). Past that, a login of that username needs a solved captcha: get one from
+// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+// password; without one the answer is 400 captcha_invalid, whatever the password, so
+// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/sessions (the `Login` operationId).
@@ -858,6 +885,13 @@ func (c *Client) LoginWithBody(ctx context.Context, contentType string, body io.
 }
 
 // Login Log in and get a token.
+//
+// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+// 5). Past that, a login of that username needs a solved captcha: get one from
+// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+// password; without one the answer is 400 captcha_invalid, whatever the password, so
+// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1564,12 +1598,26 @@ type ClientWithResponsesInterface interface {
 
 	// LoginWithBodyWithResponse Log in and get a token.
 	//
+	// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+	// 5). Past that, a login of that username needs a solved captcha: get one from
+	// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+	// password; without one the answer is 400 captcha_invalid, whatever the password, so
+	// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+	// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/sessions (the `Login` operationId).
 	LoginWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*LoginResponse, error)
 
 	// LoginWithResponse Log in and get a token.
+	//
+	// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+	// 5). Past that, a login of that username needs a solved captcha: get one from
+	// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+	// password; without one the answer is 400 captcha_invalid, whatever the password, so
+	// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+	// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4013,6 +4061,13 @@ func (c *ClientWithResponses) PayOrderWithResponse(ctx context.Context, id ID, r
 
 // LoginWithBodyWithResponse Log in and get a token.
 //
+// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+// 5). Past that, a login of that username needs a solved captcha: get one from
+// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+// password; without one the answer is 400 captcha_invalid, whatever the password, so
+// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/sessions (the `Login` operationId).
@@ -4025,6 +4080,13 @@ func (c *ClientWithResponses) LoginWithBodyWithResponse(ctx context.Context, con
 }
 
 // LoginWithResponse Log in and get a token.
+//
+// Failed logins are counted per username, from whatever address (10 a minute, a burst of
+// 5). Past that, a login of that username needs a solved captcha: get one from
+// GET /api/v1/captcha and send its captcha_id and captcha_answer with the username and
+// password; without one the answer is 400 captcha_invalid, whatever the password, so
+// that nobody's guesses can lock the owner out. A login that carries a captcha has it
+// judged, and spent, whatever the rest: a wrong one is 400 captcha_invalid.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

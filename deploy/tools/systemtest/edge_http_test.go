@@ -48,6 +48,19 @@ func TestUserRateLimitOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, after.status, "%s", after.raw)
 }
 
+// captcha asks the API for a captcha, with header, and reads its answer
+// where the gateway keeps it, as a person would read the picture.
+func (ts *testSystem) captcha(t *testing.T, header map[string]string) (id, answer string) {
+	t.Helper()
+	c := ts.do(t, http.MethodGet, "/api/v1/captcha", "", nil, header)
+	require.Equal(t, http.StatusOK, c.status, "%s", c.raw)
+	require.True(t, strings.HasPrefix(c.body["image"].(string), "data:image/png;base64,"))
+	id = c.body["captcha_id"].(string)
+	answer, err := ts.rdb.Get(context.Background(), edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(t, err)
+	return id, answer
+}
+
 func TestCaptchaOverHTTP(t *testing.T) {
 	ts := startSystem(t, nil)
 	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
@@ -59,17 +72,7 @@ func TestCaptchaOverHTTP(t *testing.T) {
 	vid := a.body["id"].(string)
 	token := ts.shopper(t, 81)
 
-	// newCaptcha asks the API for a captcha and reads its answer where the
-	// gateway keeps it, as a person would read the picture.
-	newCaptcha := func() (id, answer string) {
-		c := ts.do(t, http.MethodGet, "/api/v1/captcha", "", nil, nil)
-		require.Equal(t, http.StatusOK, c.status, "%s", c.raw)
-		require.True(t, strings.HasPrefix(c.body["image"].(string), "data:image/png;base64,"))
-		id = c.body["captcha_id"].(string)
-		answer, err := ts.rdb.Get(context.Background(), edge.CaptchaKeyPrefix+id).Result()
-		require.NoError(t, err)
-		return id, answer
-	}
+	newCaptcha := func() (id, answer string) { return ts.captcha(t, nil) }
 	buyWith := func(id, answer, key string) answer {
 		return ts.do(t, http.MethodPost, "/api/v1/vouchers/"+vid+"/orders", token,
 			map[string]any{"quantity": 1, "captcha_id": id, "captcha_answer": answer}, map[string]string{"Idempotency-Key": key})
