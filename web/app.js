@@ -8,6 +8,9 @@
  *   #message                    the status line (aria-live); data-kind = info|ok|warn|error
  *   #username #password         log-in form fields
  *   #login #register            buttons (register logs in right after)
+ *   #login-captcha              shown once a login needs a captcha (its username had many
+ *                               failed logins): #login-captcha-img #login-captcha-answer
+ *                               #login-captcha-refresh
  *   #auth                       the log-in card (hidden once logged in)
  *   #account-bar #whoami #logout  shown once logged in
  *   #server-clock               server time, from the Date header of API answers
@@ -316,8 +319,46 @@
     return { username, password };
   }
 
+  // loginCaptcha is the captcha a login needs once its username had too
+  // many failed logins: the server then answers captcha_invalid until a
+  // login carries a solved one. Each one serves one try, right or wrong.
+  const loginCaptcha = {
+    id: '',
+    async load() {
+      $('#login-captcha').hidden = false;
+      $('#login-captcha-answer').value = '';
+      this.id = '';
+      try {
+        const res = await api('GET', '/captcha', { auth: false });
+        this.id = res.captcha_id;
+        const img = $('#login-captcha-img');
+        img.src = res.image;
+        img.hidden = false;
+      } catch (err) {
+        say(`The captcha could not be loaded. ${sentence(err, 'captcha')}`, 'error');
+      }
+    },
+    hide() {
+      this.id = '';
+      $('#login-captcha').hidden = true;
+    },
+    // with adds the typed answer to a login's body while a captcha is shown.
+    with(creds) {
+      if (!this.id) return creds;
+      return { ...creds, captcha_id: this.id, captcha_answer: $('#login-captcha-answer').value.trim() };
+    },
+  };
+
   async function login(creds, quiet) {
-    const res = await api('POST', '/sessions', { body: creds, auth: false });
+    let res;
+    try {
+      res = await api('POST', '/sessions', { body: loginCaptcha.with(creds), auth: false });
+    } catch (err) {
+      // A captcha shown was spent by this try; one asked for is shown.
+      if (loginCaptcha.id || err.code === 'captcha_invalid') loginCaptcha.load();
+      throw err;
+    }
+    loginCaptcha.hide();
     const expiresAt = Date.parse(res.expires_at);
     setSession({
       token: res.token,
@@ -346,9 +387,17 @@
     const creds = credentials();
     if (!creds) return;
     withButton($('#login'), async () => {
+      const withCaptcha = Boolean(loginCaptcha.id);
       try {
         await login(creds, false);
       } catch (err) {
+        if (err.code === 'captcha_invalid') {
+          say(withCaptcha
+            ? sentence(err, 'login')
+            : 'Many wrong passwords were tried for this username. Type the characters in the picture, then log in again.', 'warn');
+          $('#login-captcha-answer').focus();
+          return;
+        }
         say(sentence(err, 'login'), 'error');
         $('#password').focus();
       }
@@ -1249,6 +1298,7 @@
   function start() {
     $('#auth-form').addEventListener('submit', onLogin);
     $('#register').addEventListener('click', onRegister);
+    $('#login-captcha-refresh').addEventListener('click', () => loginCaptcha.load());
     $('#logout').addEventListener('click', () => {
       setSession(null);
       say('You are logged out.', 'info');

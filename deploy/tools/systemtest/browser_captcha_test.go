@@ -3,6 +3,7 @@ package systemtest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -49,4 +50,48 @@ func TestBrowserCaptchaBuy(t *testing.T) {
 	order := b.buy(vid)
 	b.waitStatus(order, "created", 30*time.Second)
 	b.screenshot("captcha-bought")
+}
+
+// TestBrowserLoginCaptcha: once someone has spent a username's failed
+// logins, the page's Log in gets 400 captcha_invalid: it shows a captcha
+// under the password, says why, and the owner who types its characters
+// gets in.
+func TestBrowserLoginCaptcha(t *testing.T) {
+	ts := startSystem(t, map[string]string{"SECKILL_TRUSTED_PROXIES": "127.0.0.1"})
+	name, password := newShopperName(), "correct horse battery"
+	a := ts.do(t, http.MethodPost, "/api/v1/users", "", map[string]any{"username": name, "password": password}, fromAnywhere())
+	require.Equal(t, http.StatusCreated, a.status, "%s", a.raw)
+	spend := func() { ts.spendLoginFailures(t, name) }
+
+	b := openBrowser(t, ts.base)
+	b.do("fill in the account", chromedp.SendKeys(chromedp.ID("username"), name), chromedp.SendKeys(chromedp.ID("password"), password))
+	// A unit of the budget comes back every 6 s: if one did before the
+	// click, the owner is simply in, and the guesser spends it again.
+	for try := 0; ; try++ {
+		spend()
+		b.do("press Log in", chromedp.Click(chromedp.ID("login")))
+		b.waitJS("a captcha, or logged in", `!document.querySelector('#login-captcha').hidden || !document.querySelector('#account-bar').hidden`)
+		if b.eval(`String(document.querySelector('#login-captcha').hidden)`) == "false" || try == 3 {
+			break
+		}
+		b.do("log out", chromedp.Click(chromedp.ID("logout")))
+		b.waitJS("logged out", `!document.querySelector('#auth').hidden`)
+		b.do("type the password again", chromedp.SendKeys(chromedp.ID("password"), password))
+	}
+	b.waitJS("the captcha picture", `window.__captchaIDs.length === 1 && !document.querySelector('#login-captcha-img').hidden`)
+	require.Contains(t, b.message(), "Type the characters in the picture")
+	require.Equal(t, "true", b.eval(`String(document.querySelector('#account-bar').hidden)`), "not logged in")
+	b.screenshot("login-captcha")
+
+	id, err := strconv.Unquote(b.eval(`JSON.stringify(window.__captchaIDs[0])`))
+	require.NoError(t, err)
+	answer, err := ts.rdb.Get(context.Background(), edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(t, err, "the page shows the captcha the gateway keeps")
+	if b.eval(`document.querySelector('#password').value`) == "" {
+		b.do("type the password again", chromedp.SendKeys(chromedp.ID("password"), password))
+	}
+	b.do("type the characters and log in", chromedp.SendKeys(chromedp.ID("login-captcha-answer"), answer), chromedp.Click(chromedp.ID("login")))
+	b.waitJS("logged in", `!document.querySelector('#account-bar').hidden && document.querySelector('#whoami').textContent === `+strconv.Quote(name))
+	require.Contains(t, b.message(), "Welcome back")
+	require.Equal(t, "true", b.eval(`String(document.querySelector('#login-captcha').hidden)`), "the captcha is put away")
 }

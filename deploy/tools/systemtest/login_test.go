@@ -21,11 +21,7 @@ func TestLoginOwnerGetsInPastGuesses(t *testing.T) {
 	ts := startSystem(t, map[string]string{"SECKILL_TRUSTED_PROXIES": "127.0.0.1", "SECKILL_ROLES": "gateway"})
 	name := fmt.Sprintf("owner_%d", rand.Int64N(1<<40))
 	const right, wrong = "correct-horse-battery", "wrong-horse-battery"
-	// Each request from an address of its own, as a bot rotating addresses
-	// sends them: no per-address budget is spent.
-	from := func() map[string]string {
-		return map[string]string{"X-Forwarded-For": fmt.Sprintf("10.%d.%d.%d", rand.IntN(256), rand.IntN(256), 1+rand.IntN(254))}
-	}
+	from := fromAnywhere
 	creds := func(password string) map[string]any { return map[string]any{"username": name, "password": password} }
 	login := func(body map[string]any) answer {
 		return ts.do(t, http.MethodPost, "/api/v1/sessions", "", body, from())
@@ -39,21 +35,7 @@ func TestLoginOwnerGetsInPastGuesses(t *testing.T) {
 		}
 		return out
 	}
-	// spend guesses wrong until the username's budget is spent: each guess
-	// is refused, 401 while the budget lasts, then 400 captcha_invalid.
-	spend := func() {
-		t.Helper()
-		for range 20 {
-			a := login(creds(wrong))
-			if a.status == http.StatusUnauthorized {
-				continue
-			}
-			require.Equal(t, http.StatusBadRequest, a.status, "a guess past the username's budget: %s", a.raw)
-			require.Equal(t, "captcha_invalid", a.errorCode())
-			return
-		}
-		t.Fatal("20 wrong passwords in a row and the username's budget is not spent")
-	}
+	spend := func() { ts.spendLoginFailures(t, name) }
 	a := ts.do(t, http.MethodPost, "/api/v1/users", "", creds(right), from())
 	require.Equal(t, http.StatusCreated, a.status, "%s", a.raw)
 
@@ -92,4 +74,28 @@ func TestLoginOwnerGetsInPastGuesses(t *testing.T) {
 	a = login(wrongAnswer)
 	require.Equal(t, http.StatusBadRequest, a.status, "a wrong answer: %s", a.raw)
 	require.Equal(t, "captcha_invalid", a.errorCode())
+}
+
+// fromAnywhere is the header of a request from an address of its own, as a
+// bot rotating addresses sends them: no per-address budget is spent (the
+// system must trust loopback as its proxy).
+func fromAnywhere() map[string]string {
+	return map[string]string{"X-Forwarded-For": fmt.Sprintf("10.%d.%d.%d", rand.IntN(256), rand.IntN(256), 1+rand.IntN(254))}
+}
+
+// spendLoginFailures guesses name's password wrong, from anywhere, until
+// its budget of failures is spent: each guess is refused, 401 while the
+// budget lasts, then 400 captcha_invalid.
+func (ts *testSystem) spendLoginFailures(t *testing.T, name string) {
+	t.Helper()
+	for range 20 {
+		a := ts.do(t, http.MethodPost, "/api/v1/sessions", "", map[string]any{"username": name, "password": "wrong-horse-battery"}, fromAnywhere())
+		if a.status == http.StatusUnauthorized {
+			continue
+		}
+		require.Equal(t, http.StatusBadRequest, a.status, "a guess past the username's budget: %s", a.raw)
+		require.Equal(t, "captcha_invalid", a.errorCode())
+		return
+	}
+	t.Fatal("20 wrong passwords in a row and the username's budget is not spent")
 }
