@@ -723,3 +723,43 @@ func mustDialWS(t *testing.T, ts *testSystem) *websocket.Conn {
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	return conn
 }
+
+// TestWSSignedInHandshakeMeetsTheShopperBudget: with a token, the handshake
+// reads the shopper's orders from PostgreSQL for its snapshot, so it spends
+// the budget of the other signed-in routes (SECKILL_SHOPPER_RATE and
+// _BURST), one budget for all of them: past it the handshake is 429 with
+// Retry-After, before the upgrade and as the contract says, and the
+// shopper's REST routes are refused too; a socket without a token and
+// another shopper's are not charged.
+func TestWSSignedInHandshakeMeetsTheShopperBudget(t *testing.T) {
+	const burst = 3
+	ts := startSystem(t, map[string]string{"SECKILL_SHOPPER_RATE": "1", "SECKILL_SHOPPER_BURST": strconv.Itoa(burst),
+		"SECKILL_ROLES": "gateway"})
+	token := ts.shopper(t, testUser())
+	opened := 0
+	var resp *http.Response
+	var err error
+	for range 2 * burst {
+		var conn *websocket.Conn
+		conn, resp, err = ts.dialWS(t, "", []string{"bearer", token})
+		if conn == nil {
+			break
+		}
+		require.Equal(t, "1", resp.Header.Get("RateLimit-Limit"), "the 101 carries the shopper's budget")
+		require.NoError(t, conn.Close())
+		opened++
+	}
+	require.Less(t, opened, 2*burst, "the handshakes past the burst are refused")
+	require.Equal(t, "1", resp.Header.Get("RateLimit-Limit"))
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	refusedWS(t, resp, err, http.StatusTooManyRequests, "rate_limited")
+	a := ts.do(t, http.MethodGet, "/api/v1/orders", token, nil, nil)
+	require.Equal(t, http.StatusTooManyRequests, a.status, "one budget for the sockets and the REST routes: %s", a.raw)
+
+	mustDialWS(t, ts)
+	readWS(t, func() *websocket.Conn {
+		conn, _, err := ts.dialWS(t, "", []string{"bearer", ts.shopper(t, testUser())})
+		require.NoError(t, err, "another shopper has a budget of their own")
+		return conn
+	}()).untilPong(t)
+}
