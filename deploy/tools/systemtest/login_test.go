@@ -14,9 +14,9 @@ import (
 // username past that budget used to be refused whatever its password:
 // anyone could keep its owner out, right before a sale, with ten wrong
 // passwords a minute from changing addresses. Past the budget a login now
-// asks for a solved captcha (GET /api/v1/captcha), as OWASP's authentication
-// guidance has it: the owner with the right password and a captcha gets in,
-// and guesses stay refused, each needing a captcha of its own.
+// asks for a solved captcha (GET /api/v1/captcha; gateway/edge/README.md,
+// "Logins per username"): the owner with the right password and a captcha
+// gets in, and guesses stay refused, each needing a captcha of its own.
 func TestLoginOwnerGetsInPastGuesses(t *testing.T) {
 	ts := startSystem(t, map[string]string{"SECKILL_TRUSTED_PROXIES": "127.0.0.1", "SECKILL_ROLES": "gateway"})
 	name := fmt.Sprintf("owner_%d", rand.Int64N(1<<40))
