@@ -239,15 +239,15 @@ func (f *fakeSyncBuyer) setErr(err error) {
 	f.err = err
 }
 
-func (f *fakeSyncBuyer) Buy(_ context.Context, req seckill.BuyRequest) (orders.Order, error) {
+func (f *fakeSyncBuyer) Buy(_ context.Context, req seckill.BuyRequest) (orders.Order, bool, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	err := f.err
 	f.mu.Unlock()
 	if err != nil {
-		return orders.Order{}, err
+		return orders.Order{}, false, err
 	}
-	return orders.Order{ID: 777, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Quantity, Status: orders.StatusCreated}, nil
+	return orders.Order{ID: 777, VoucherID: req.VoucherID, UserID: req.UserID, Quantity: req.Quantity, Status: orders.StatusCreated}, false, nil
 }
 
 type fakeOrders struct {

@@ -52,17 +52,21 @@ func NewSyncBuyer(cfg SyncBuyerConfig) *SyncBuyer {
 
 // Buy creates the order or returns ErrSoldOut, ErrLimitExceeded,
 // ErrNotStarted, ErrEnded or ErrNotFound. A replayed request key returns the
-// first order.
-func (b *SyncBuyer) Buy(ctx context.Context, req seckill.BuyRequest) (Order, error) {
+// first order with replayed set: nothing was sold now, which the sale
+// report counts apart from a new order.
+func (b *SyncBuyer) Buy(ctx context.Context, req seckill.BuyRequest) (o Order, replayed bool, err error) {
 	id := b.ids.Next()
-	o, err := b.store.BuySync(ctx, id, req, b.payTimeout)
+	o, err = b.store.BuySync(ctx, id, req, b.payTimeout)
 	if err != nil {
-		return Order{}, fmt.Errorf("orders: buy: %w", err)
+		return Order{}, false, fmt.Errorf("orders: buy: %w", err)
 	}
-	if o.ID == id && b.events != nil {
+	if o.ID != id {
+		return o, true, nil
+	}
+	if b.events != nil {
 		if err := b.events.Publish(ctx, Event{Order: o, At: time.Now().UTC()}); err != nil {
 			b.log.WarnContext(ctx, "order event not published", "order_id", o.ID, "status", o.Status, "err", err)
 		}
 	}
-	return o, nil
+	return o, false, nil
 }

@@ -30,9 +30,10 @@ func TestSyncKinds(t *testing.T) {
 			for u := int64(1); u <= users; u++ {
 				for range 4 {
 					wg.Go(func() {
-						o, err := sb.Buy(e.ctx, seckill.BuyRequest{VoucherID: e.v.ID, UserID: u, Quantity: 1})
+						o, replayed, err := sb.Buy(e.ctx, seckill.BuyRequest{VoucherID: e.v.ID, UserID: u, Quantity: 1})
 						if err == nil {
 							require.Equal(t, orders.StatusCreated, o.Status)
+							require.False(t, replayed, "no key, no replay")
 							sold.Add(1)
 							perUser[u].Add(1)
 							return
@@ -68,12 +69,14 @@ func TestSyncKinds(t *testing.T) {
 			o, err := e.life.Cancel(e.ctx, buyer, list[0].ID)
 			require.NoError(t, err)
 			require.False(t, o.ReleasePending, "nothing to release in Redis for this kind")
-			a, err := sb.Buy(e.ctx, e2)
+			a, replayed, err := sb.Buy(e.ctx, e2)
 			require.NoError(t, err)
-			b, err := sb.Buy(e.ctx, e2)
+			require.False(t, replayed, "the key's first order")
+			b, replayed, err := sb.Buy(e.ctx, e2)
 			require.NoError(t, err)
 			require.Equal(t, a.ID, b.ID)
-			_, err = sb.Buy(e.ctx, seckill.BuyRequest{VoucherID: e.v.ID, UserID: 2, Quantity: 1})
+			require.True(t, replayed, "the same key again is the first order replayed")
+			_, _, err = sb.Buy(e.ctx, seckill.BuyRequest{VoucherID: e.v.ID, UserID: 2, Quantity: 1})
 			require.ErrorIs(t, err, seckill.ErrSoldOut)
 			e.check(t)
 		})

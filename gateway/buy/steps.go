@@ -122,9 +122,10 @@ type Reserver interface {
 }
 
 // OrderMaker sells the synchronous kinds (limit and common) in one database
-// transaction and returns the created order (orders.SyncBuyer).
+// transaction and returns the created order, or the order the request's key
+// made before with replayed set (orders.SyncBuyer).
 type OrderMaker interface {
-	Buy(ctx context.Context, req seckill.BuyRequest) (orders.Order, error)
+	Buy(ctx context.Context, req seckill.BuyRequest) (o orders.Order, replayed bool, err error)
 }
 
 // SeckillSeller sells seckill vouchers: a reservation in Redis, then Kafka.
@@ -166,11 +167,11 @@ type SyncSeller struct {
 
 // Sell implements Seller.
 func (s SyncSeller) Sell(ctx context.Context, req seckill.BuyRequest) (Sale, error) {
-	o, err := s.Buyer.Buy(ctx, req)
+	o, replayed, err := s.Buyer.Buy(ctx, req)
 	if err != nil {
 		return Sale{}, err
 	}
-	return Sale{Purchase: Purchase{OrderID: o.ID, Status: o.Status}}, nil
+	return Sale{Purchase: Purchase{OrderID: o.ID, Status: o.Status, Replayed: replayed}}, nil
 }
 
 // RequestKnown implements Seller.
