@@ -43,7 +43,8 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 		return err
 	}
 	var a *buy.Attempt
-	defer func() { s.recordAttempt(a, err) }()
+	var p buy.Purchase
+	defer func() { s.recordAttempt(a, p.Replayed, err) }()
 	key, err := idempotencyKey(c.Get(HeaderIdempotencyKey))
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 		return err
 	}
 	reachedPipeline(c.UserContext())
-	p, err := s.pipeline.Buy(c.UserContext(), a)
+	p, err = s.pipeline.Buy(c.UserContext(), a)
 	for k, vs := range a.Header() {
 		for _, v := range vs {
 			c.Response().Header.Add(k, v)
@@ -79,11 +80,17 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 	return writePurchase(c, p.OrderID, p.Status)
 }
 
-// recordAttempt counts a buy attempt for the sale report by its answer.
+// recordAttempt counts a buy attempt for the sale report by its answer:
+// replayed when it was answered with the order an earlier attempt's
+// Idempotency-Key made, so that the report's accepted are the orders made.
 // Only attempts the catalog step found a voucher for count: the voucher id
 // is the client's, and counting made-up ones would let anyone add rows.
-func (s *Server) recordAttempt(a *buy.Attempt, err error) {
+func (s *Server) recordAttempt(a *buy.Attempt, replayed bool, err error) {
 	if s.deps.Sales == nil || a == nil || a.Voucher.ID == 0 {
+		return
+	}
+	if err == nil && replayed {
+		s.deps.Sales.Replayed(a.Voucher.ID)
 		return
 	}
 	code, limiter := "", ""

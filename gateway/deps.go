@@ -65,6 +65,9 @@ type SaleRecorder interface {
 	// Attempt counts one attempt: code is the error code it was answered
 	// with ("" when accepted), limiter the step whose limit refused it.
 	Attempt(voucherID int64, code, limiter string)
+	// Replayed counts one attempt answered with the order an earlier
+	// attempt's Idempotency-Key made: no new order, so not an accepted one.
+	Replayed(voucherID int64)
 }
 
 // SaleReports answers the operator's sale report and order export

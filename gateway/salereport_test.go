@@ -29,6 +29,12 @@ func (s *saleAttempts) Attempt(voucherID int64, code, limiter string) {
 	s.list = append(s.list, fmt.Sprintf("%d %s %s", voucherID, code, limiter))
 }
 
+func (s *saleAttempts) Replayed(voucherID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, fmt.Sprintf("%d replayed", voucherID))
+}
+
 func (s *saleAttempts) take() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -38,8 +44,8 @@ func (s *saleAttempts) take() []string {
 }
 
 // Every buy attempt of a known voucher is counted once for the sale report,
-// by its answer's code and, for a 429, the limit that refused it; attempts
-// for vouchers nobody made are not counted at all.
+// by its answer's code and, for a 429, the limit that refused it, or as a
+// replay; attempts for vouchers nobody made are not counted at all.
 func TestBuyAttemptsCountForTheSaleReport(t *testing.T) {
 	t.Parallel()
 	r := &trail{}
@@ -54,6 +60,16 @@ func TestBuyAttemptsCountForTheSaleReport(t *testing.T) {
 
 	require.Equal(t, 202, buy(""))
 	require.Equal(t, []string{fmt.Sprintf("%d  ", v.ID)}, sales.take(), "accepted: no code")
+
+	// A retry the stock answers with the order its key made is a replay,
+	// not a second accepted buy.
+	b.buyer.setFn(func(seckill.BuyRequest) (seckill.ReserveResult, error) {
+		return seckill.ReserveResult{OrderID: 1_000_001, Replayed: true}, nil
+	})
+	resp, _ := b.do(t, "POST", path, "", "Authorization", bearerOf(b.shopper), HeaderIdempotencyKey, "k-1")
+	require.Equal(t, 202, resp.StatusCode)
+	require.Equal(t, []string{fmt.Sprintf("%d replayed", v.ID)}, sales.take())
+	b.buyer.setFn(nil)
 
 	for _, limit := range []string{"address", "user", "global"} {
 		r.reset(map[string]error{fmt.Sprintf("%s(voucher=%d)", limit, v.ID): apperr.ErrRateLimited})
@@ -72,7 +88,7 @@ func TestBuyAttemptsCountForTheSaleReport(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprintf("%d sale_paused ", v.ID)}, sales.take())
 
 	// Made-up vouchers and unreadable bodies count nowhere.
-	resp, _ := b.do(t, "POST", "/api/v1/vouchers/424242/orders", "", "Authorization", bearerOf(b.shopper))
+	resp, _ = b.do(t, "POST", "/api/v1/vouchers/424242/orders", "", "Authorization", bearerOf(b.shopper))
 	require.Equal(t, 404, resp.StatusCode)
 	require.Equal(t, 400, buy(`{"quantity":"x"}`))
 	require.Empty(t, sales.take())

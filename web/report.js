@@ -7,9 +7,9 @@
  *
  * window.saleReport.render(root, report) fills root with the report of
  * GET /api/v1/admin/vouchers/{id}/report. Hooks for tests:
- *   [data-field="<figure>"] dd        a figure (attempts, accepted, bots_refused, sold_out,
- *                                      time_in_line, admitted_bought, conversion, paid,
- *                                      timed_out, returned_resold)
+ *   [data-field="<figure>"] dd        a figure (attempts, accepted, replayed, bots_refused,
+ *                                      sold_out, time_in_line, admitted_bought, conversion,
+ *                                      paid, timed_out, returned_resold)
  *   [data-refusal="<code>"] dd         refused attempts by error code
  *   svg.chart[data-chart="answers|line|orders"] path.series[data-series="<name>"]
  */
@@ -21,7 +21,7 @@
   // The load tool's colours for the answers it knows; the rest are picked
   // from the palette in the order they first appear.
   const COLORS = {
-    attempts: '#9e9e9e', accepted: '#2e7d32', sold_out: '#1565c0', limit_exceeded: '#6a1b9a',
+    attempts: '#9e9e9e', accepted: '#2e7d32', replayed: '#81c784', sold_out: '#1565c0', limit_exceeded: '#6a1b9a',
     rate_limited: '#ef6c00', unavailable: '#c62828', not_started: '#8d6e63',
     waiting: '#6a1b9a', admitted: '#2e7d32', paid: '#1565c0', returned: '#ef6c00', timed_out: '#c62828',
   };
@@ -130,6 +130,7 @@
     dl.className = 'report-figures';
     figure(dl, 'attempts', 'Buy attempts', String(r.attempts));
     figure(dl, 'accepted', 'Accepted', String(r.accepted));
+    figure(dl, 'replayed', 'Replayed (a retry answered with its order)', String(r.replayed || 0));
     figure(dl, 'bots_refused', 'Bots refused (limits, captcha, no pass)', String(r.bots_refused));
     figure(dl, 'sold_out', 'Sold out', r.sold_out_at
       ? (Number.isNaN(first) ? new Date(r.sold_out_at).toISOString() : `${seconds(Math.max(Date.parse(r.sold_out_at) - first, 0))} after the first buy`)
@@ -172,6 +173,7 @@
     const answers = [
       { name: 'attempts', dash: '4 3', values: pick((s) => s.attempts) },
       { name: 'accepted', values: pick((s) => s.accepted) },
+      ...(r.replayed > 0 ? [{ name: 'replayed', dash: '2 2', values: pick((s) => s.replayed || 0) }] : []),
       ...codes.map((c) => ({ name: c, values: pick((s) => (s.refusals && s.refusals[c]) || 0) })),
     ];
     for (const s of answers) s.color = colorOf(s.name, used);

@@ -89,6 +89,17 @@ func (r *Recorder) Attempt(voucherID int64, code, limiter string) {
 	}
 }
 
+// Replayed records one buy attempt of voucherID answered with the order an
+// earlier attempt's Idempotency-Key made: an attempt, but no new order, so
+// it is counted apart from the accepted ones.
+func (r *Recorder) Replayed(voucherID int64) {
+	sec := r.now().Unix()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.addLocked(key{voucherID, sec, figAttempts, ""}, 1)
+	r.addLocked(key{voucherID, sec, figReplayed, ""}, 1)
+}
+
 // Step records one step of voucherID's waiting room: how many it admitted,
 // and how many still wait after it. A step that changed nothing of an
 // empty line records nothing, so an idle room leaves no rows.

@@ -107,6 +107,9 @@ func Build(voucherID int64, list []Count, of OrderFigures) api.SaleReport {
 		case name == figAccepted:
 			sec.Accepted += c.N
 			rep.Accepted += c.N
+		case name == figReplayed:
+			sec.Replayed += c.N
+			rep.Replayed += c.N
 		case name == figWaiting:
 			sec.Waiting = max(sec.Waiting, c.N)
 		case name == figAdmitted:

@@ -19,6 +19,7 @@ import (
 const (
 	figAttempts = "attempts"
 	figAccepted = "accepted"
+	figReplayed = "replayed"
 	figWaiting  = "waiting"
 	figAdmitted = "admitted"
 	figPaid     = "paid"

@@ -14,7 +14,11 @@ type SaleReport struct {
 	// while some was never taken.
 	SoldOutAt *time.Time `json:"sold_out_at"`
 	Attempts  int64      `json:"attempts"`
-	Accepted  int64      `json:"accepted"`
+	// Accepted is the attempts answered with a new order; Replayed those
+	// answered with the order an earlier attempt's Idempotency-Key made,
+	// which made none.
+	Accepted int64 `json:"accepted"`
+	Replayed int64 `json:"replayed"`
 	// Refusals counts the refused attempts by error code.
 	Refusals map[string]int64 `json:"refusals"`
 	// Limiters splits refusals["rate_limited"] by the limit that refused:
@@ -57,6 +61,7 @@ type SaleSecond struct {
 	T        time.Time        `json:"t"`
 	Attempts int64            `json:"attempts"`
 	Accepted int64            `json:"accepted"`
+	Replayed int64            `json:"replayed"`
 	Refusals map[string]int64 `json:"refusals"`
 	// Waiting is the line's length at its longest in the second.
 	Waiting  int64 `json:"waiting"`

@@ -140,13 +140,7 @@ func TestCaptchaReplayForEveryKind(t *testing.T) {
 	ts := startSystem(t, nil)
 	for _, kind := range []string{"seckill", "limit", "common"} {
 		t.Run(kind, func(t *testing.T) {
-			a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
-				"title": kind + " captcha voucher", "kind": kind, "price_cents": 100, "stock": 10, "per_user_limit": 1,
-				"begin_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339),
-				"end_at":   time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "captcha_required": true,
-			}, nil)
-			require.Equal(t, http.StatusCreated, a.status, "%s", a.raw)
-			vid := a.body["id"].(string)
+			vid := ts.createKindVoucher(t, kind, 10, 1, true)
 			token := ts.shopper(t, testUser())
 			buyWith := func(id, answer, key string) answer {
 				return ts.do(t, http.MethodPost, "/api/v1/vouchers/"+vid+"/orders", token,

@@ -74,15 +74,16 @@ func TestSaleReportAfterASale(t *testing.T) {
 	attempts := int64(sale.Sent) + 2
 	var rep api.SaleReport
 	require.Eventually(t, func() bool {
-		a := ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/report", ts.cfg.AdminToken, nil, nil)
-		require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
-		rep = api.SaleReport{}
-		require.NoError(t, json.Unmarshal(a.raw, &rep))
+		rep = ts.saleReport(t, vid)
 		return rep.Attempts == attempts && rep.Returned == pg.cancelled && sumPaid(rep) == pg.paid
 	}, 20*time.Second, 200*time.Millisecond, "the report counts every attempt, payment and return")
 
 	require.Equal(t, vid, rep.VoucherID)
-	require.EqualValues(t, sale.Outcomes[loadtest.OutcomeAccepted]+2, rep.Accepted, "the load tool's accepted and the test's two")
+	// The load tool's 202s are its orders and the replays of its keys;
+	// the report's accepted are the orders alone.
+	require.EqualValues(t, sale.AcceptedOrders+2, rep.Accepted, "the load tool's orders and the test's two")
+	require.EqualValues(t, sale.Outcomes[loadtest.OutcomeAccepted]-sale.AcceptedOrders, rep.Replayed, "the 202s that replayed a key's order")
+	require.Equal(t, pg.bought, rep.Accepted, "accepted is PostgreSQL's orders")
 	var refused int64
 	for outcome, n := range sale.Outcomes {
 		if outcome == loadtest.OutcomeAccepted {
@@ -96,7 +97,7 @@ func TestSaleReportAfterASale(t *testing.T) {
 		sum += n
 	}
 	require.Equal(t, refused, sum, "no refusal the load tool did not see: %v", rep.Refusals)
-	require.Equal(t, rep.Attempts, rep.Accepted+sum)
+	require.Equal(t, rep.Attempts, rep.Accepted+rep.Replayed+sum)
 	require.Equal(t, pg.bought, rep.Bought, "bought is PostgreSQL's orders")
 	require.Equal(t, pg.paid, rep.Paid)
 	require.InDelta(t, float64(pg.paid)/float64(pg.bought), rep.Conversion, 1e-9)
@@ -164,6 +165,16 @@ func TestSaleReportAfterASale(t *testing.T) {
 		a = ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+route, ts.shopper(t, 1), nil, nil)
 		require.Equal(t, http.StatusForbidden, a.status, route)
 	}
+}
+
+// saleReport reads the voucher's sale report as its operator does.
+func (ts *testSystem) saleReport(t *testing.T, vid string) api.SaleReport {
+	t.Helper()
+	a := ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/report", ts.cfg.AdminToken, nil, nil)
+	require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+	var rep api.SaleReport
+	require.NoError(t, json.Unmarshal(a.raw, &rep))
+	return rep
 }
 
 func sumPaid(rep api.SaleReport) (n int64) {
@@ -235,10 +246,7 @@ func TestSaleReportOfAWaitingRoomOnTwoGateways(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st := a.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/stats", a.cfg.AdminToken, nil, nil)
 		admitted = st.body["queue"].(map[string]any)["admitted"].(float64)
-		r := b.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/report", b.cfg.AdminToken, nil, nil)
-		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
-		rep = api.SaleReport{}
-		require.NoError(t, json.Unmarshal(r.raw, &rep))
+		rep = b.saleReport(t, vid)
 		return rep.Attempts == attempts && float64(rep.Admitted) == admitted
 	}, 20*time.Second, 200*time.Millisecond, "the report counts every attempt and admission once: %+v", &rep)
 	require.EqualValues(t, attempts-1, rep.Accepted)
@@ -258,4 +266,55 @@ func TestSaleReportOfAWaitingRoomOnTwoGateways(t *testing.T) {
 	require.LessOrEqual(t, *rep.TimeInLine.P50, *rep.TimeInLine.P99)
 	t.Logf("report: admitted %d, bought %d, longest line %d, time in line p50 %d ms, p99 %d ms, %d seconds",
 		rep.Admitted, rep.Bought, longest, *rep.TimeInLine.P50, *rep.TimeInLine.P99, len(rep.Timeline))
+}
+
+// TestSaleReportCountsReplaysApart: shoppers retry their buys with the same
+// Idempotency-Key, as a page does after a lost answer, and each retry is
+// answered 202 with the order the key made. For every kind of voucher the
+// report's accepted is the orders made, and the retries are replayed
+// attempts beside them.
+func TestSaleReportCountsReplaysApart(t *testing.T) {
+	ts := startSystem(t, nil)
+	for _, kind := range []string{"seckill", "limit", "common"} {
+		t.Run(kind, func(t *testing.T) {
+			vid := ts.createKindVoucher(t, kind, 10, 1, false)
+
+			// Three shoppers buy once each; the first retries twice, the
+			// second once.
+			const shoppers, retries = 3, 3
+			orders := map[string]bool{}
+			for i := range shoppers {
+				token, key := ts.shopper(t, testUser()), "key-"+strconv.Itoa(i)
+				first := ts.buy(t, vid, token, 1, key)
+				require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
+				orders[first.body["order_id"].(string)] = true
+				for range max(2-i, 0) {
+					again := ts.buy(t, vid, token, 1, key)
+					require.Equal(t, http.StatusAccepted, again.status, "%s", again.raw)
+					require.Equal(t, first.body["order_id"], again.body["order_id"], "the retry is the key's order")
+				}
+			}
+			require.Len(t, orders, shoppers)
+			if kind == "seckill" {
+				ts.waitPersisted(t, vid, shoppers)
+			}
+
+			var rep api.SaleReport
+			require.Eventually(t, func() bool {
+				rep = ts.saleReport(t, vid)
+				return rep.Attempts == shoppers+retries
+			}, 20*time.Second, 200*time.Millisecond, "the report counts every attempt: %+v", &rep)
+			require.EqualValues(t, shoppers, rep.Bought, "PostgreSQL's orders")
+			require.Equal(t, rep.Bought, rep.Accepted, "accepted is the orders made, not the 202s")
+			require.EqualValues(t, retries, rep.Replayed)
+			require.Empty(t, rep.Refusals)
+			var accepted, replayed int64
+			for _, s := range rep.Timeline {
+				accepted += s.Accepted
+				replayed += s.Replayed
+			}
+			require.Equal(t, rep.Accepted, accepted)
+			require.Equal(t, rep.Replayed, replayed)
+		})
+	}
 }

@@ -268,6 +268,19 @@ func (ts *testSystem) createVoucher(t testing.TB, stock, limit int, begin, end t
 	return id
 }
 
+// createKindVoucher makes a voucher of kind on sale now, for an hour,
+// through the admin API.
+func (ts *testSystem) createKindVoucher(t testing.TB, kind string, stock, limit int, captcha bool) string {
+	t.Helper()
+	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
+		"title": kind + " voucher", "kind": kind, "price_cents": 100, "stock": stock, "per_user_limit": limit,
+		"begin_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339),
+		"end_at":   time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "captcha_required": captcha,
+	}, nil)
+	require.Equal(t, http.StatusCreated, a.status, "create voucher: %s", a.raw)
+	return a.body["id"].(string)
+}
+
 // waitCatalogStock waits until the public catalog shows the voucher with
 // want units left, and returns that answer. The catalog reads the stock on
 // its own refresh (every 100 ms), so right after a sale it may lag a moment
