@@ -3,7 +3,10 @@
  * drawn as inline SVG in this page (no library, nothing loaded from
  * elsewhere). The charts are laid out as the load tool's HTML report lays
  * out its own (deploy/tools/loadtest/html.go): the same viewBox, round axis
- * steps, one flat step per second, a legend under the plot.
+ * steps, one flat step per bucket of the timeline, a legend under the plot.
+ * A bucket is the report's bucket_seconds wide: a second for a sale of up to
+ * an hour, wider for a longer span (gateway/openapi.yaml, SaleReport), so the
+ * counts are per bucket and the time axis is in the unit that suits the span.
  *
  * window.saleReport.render(root, report) fills root with the report of
  * GET /api/v1/admin/vouchers/{id}/report. Hooks for tests:
@@ -12,6 +15,7 @@
  *                                      paid, timed_out, returned_resold)
  *   [data-refusal="<code>"] dd         refused attempts by error code
  *   svg.chart[data-chart="answers|line|orders"] path.series[data-series="<name>"]
+ *   svg.chart[data-bucket-seconds]    the width of the chart's steps
  */
 'use strict';
 
@@ -49,18 +53,26 @@
     return e;
   }
 
-  // chart draws series (each {name, color, dash, values: one per second})
-  // over n seconds.
-  function chart(name, title, yLabel, xLabel, n, series) {
+  // chart draws series (each {name, color, dash, values: one per bucket})
+  // over the buckets of axis ({bucket: seconds, unit: seconds per unit of
+  // the x axis, label}).
+  function chart(name, title, yLabel, axis, series) {
     const W = 900; const H = 330; const L = 70; const T = 20; const PW = 800; const PH = 230;
     const legendY = T + PH + 52;
     let yMax = 0;
-    for (const s of series) for (const v of s.values) yMax = Math.max(yMax, v);
-    const xs = niceScale(n, 10);
+    let n = 0;
+    for (const s of series) {
+      n = Math.max(n, s.values.length);
+      for (const v of s.values) yMax = Math.max(yMax, v);
+    }
+    const step = axis.bucket / axis.unit;
+    const xs = niceScale(n * step, 10);
     const ys = niceScale(yMax, 5);
-    const x = (sec) => L + (sec / xs.top) * PW;
+    const x = (v) => L + (v / xs.top) * PW;
     const y = (v) => T + PH - (v / ys.top) * PH;
-    const svg = el('svg', { class: 'chart', 'data-chart': name, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title });
+    const svg = el('svg', {
+      class: 'chart', 'data-chart': name, 'data-bucket-seconds': axis.bucket, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title,
+    });
     const grid = el('g', { class: 'grid' });
     const axes = el('g', { class: 'axes' });
     for (let v = 0; v <= ys.top + ys.step / 2; v += ys.step) {
@@ -72,14 +84,14 @@
     }
     axes.append(el('line', { x1: L, y1: T, x2: L, y2: T + PH }), el('line', { x1: L, y1: T + PH, x2: L + PW, y2: T + PH }));
     svg.prepend(grid, axes);
-    svg.append(el('text', { x: L + PW / 2, y: T + PH + 34, 'text-anchor': 'middle' }, xLabel));
+    svg.append(el('text', { x: L + PW / 2, y: T + PH + 34, 'text-anchor': 'middle' }, axis.label));
     svg.append(el('text', { x: 16, y: T + PH / 2, 'text-anchor': 'middle', transform: `rotate(-90 16 ${T + PH / 2})` }, yLabel));
     let legendX = L;
     for (const s of series) {
-      // One flat step per second: what per-second counts honestly are.
+      // One flat step per bucket: what a bucket's counts honestly are.
       let d = '';
       s.values.forEach((v, i) => {
-        d += `${i === 0 ? 'M' : 'L'}${x(i).toFixed(1)} ${y(v).toFixed(1)}L${x(i + 1).toFixed(1)} ${y(v).toFixed(1)}`;
+        d += `${i === 0 ? 'M' : 'L'}${x(i * step).toFixed(1)} ${y(v).toFixed(1)}L${x((i + 1) * step).toFixed(1)} ${y(v).toFixed(1)}`;
       });
       if (!d) continue;
       const stroke = { fill: 'none', stroke: s.color, 'stroke-width': 1.6 };
@@ -115,6 +127,28 @@
     div.append(dt, dd);
     dl.append(div);
     return div;
+  }
+
+  // bucketName says a bucket of w seconds after "per": "second",
+  // "10 s", "minute", "6 h", ...
+  function bucketName(w) {
+    const names = { 1: 'second', 60: 'minute', 3600: 'hour', 86400: 'day', 604800: 'week' };
+    if (names[w]) return names[w];
+    for (const [u, unit] of [[86400, 'days'], [3600, 'h'], [60, 'min']]) {
+      if (w % u === 0) return `${w / u} ${unit}`;
+    }
+    return `${w} s`;
+  }
+
+  // timeAxis is the x axis of a timeline of n buckets of w seconds from
+  // start: in seconds, minutes, hours or days, whichever keeps its numbers
+  // short.
+  function timeAxis(start, n, w) {
+    const span = n * w;
+    const [unit, name] = span <= 2 * 3600 ? [1, 'seconds'] : span <= 2 * 86400 ? [60, 'minutes']
+      : span <= 60 * 86400 ? [3600, 'hours'] : [86400, 'days'];
+    const from = unit < 3600 ? new Date(start).toLocaleTimeString() : new Date(start).toLocaleString();
+    return { bucket: w, unit, label: `${name} from ${from}` };
   }
 
   const seconds = (ms) => `${trim(ms / 1000)} s`;
@@ -167,7 +201,9 @@
       root.append(p);
       return;
     }
-    const xLabel = `seconds from ${new Date(start).toLocaleTimeString()}`;
+    const w = r.bucket_seconds > 0 ? r.bucket_seconds : 1;
+    const axis = timeAxis(start, tl.length, w);
+    const per = `per ${bucketName(w)}`;
     const used = new Map();
     const pick = (f) => tl.map(f);
     const answers = [
@@ -177,14 +213,14 @@
       ...codes.map((c) => ({ name: c, values: pick((s) => (s.refusals && s.refusals[c]) || 0) })),
     ];
     for (const s of answers) s.color = colorOf(s.name, used);
-    root.append(chart('answers', 'Buy attempts per second, by answer', 'per second', xLabel, tl.length, answers));
+    root.append(chart('answers', `Buy attempts ${per}, by answer`, per, axis, answers));
     if (tl.some((s) => s.waiting > 0 || s.admitted > 0)) {
-      root.append(chart('line', 'The waiting line: its length and admissions per second', 'shoppers', xLabel, tl.length, [
+      root.append(chart('line', `The waiting line: its longest length and admissions ${per}`, 'shoppers', axis, [
         { name: 'waiting', color: COLORS.waiting, values: pick((s) => s.waiting) },
         { name: 'admitted', color: COLORS.admitted, dash: '4 3', values: pick((s) => s.admitted) },
       ]));
     }
-    root.append(chart('orders', 'Payments, timeouts and returned units per second', 'per second', xLabel, tl.length, [
+    root.append(chart('orders', `Payments, timeouts and returned units ${per}`, per, axis, [
       { name: 'paid', color: COLORS.paid, values: pick((s) => s.paid) },
       { name: 'timed_out', color: COLORS.timed_out, values: pick((s) => s.timed_out) },
       { name: 'returned', color: COLORS.returned, dash: '4 3', values: pick((s) => s.returned) },

@@ -53,22 +53,51 @@ func (s *Store) AddSaleCounts(ctx context.Context, sums, gauges []salereport.Cou
 	return nil
 }
 
-// SaleCounts implements salereport.Store.
-func (s *Store) SaleCounts(ctx context.Context, voucherID int64) (_ []salereport.Count, err error) {
+// SaleCounts implements salereport.Store: both reads in one read-only
+// transaction at repeatable read, so the sums and the counts are of the
+// same moment while the fleet keeps adding to them. The counts come in the
+// primary key's order and are read from the connection as each takes them.
+func (s *Store) SaleCounts(ctx context.Context, voucherID int64, sums func([]salereport.Figure) error, each func(salereport.Count) error) (err error) {
 	defer unavailable(&err)
-	rows, err := s.pool.Query(ctx, `
-		SELECT voucher_id, second, name, n FROM sale_counts WHERE voucher_id = $1 ORDER BY second, name`, voucherID)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c salereport.Count, err error) {
-		err = r.Scan(&c.VoucherID, &c.Second, &c.Name, &c.N)
-		return c, err
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
+	rows, err := tx.Query(ctx, `
+		SELECT name, sum(n)::bigint, min(second), max(second) FROM sale_counts WHERE voucher_id = $1 GROUP BY name`, voucherID)
+	if err != nil {
+		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+	}
+	figs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (f salereport.Figure, err error) {
+		err = r.Scan(&f.Name, &f.N, &f.First, &f.Last)
+		return f, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
 	}
-	return list, nil
+	if err := sums(figs); err != nil {
+		return err
+	}
+	rows, err = tx.Query(ctx, `
+		SELECT second, name, n FROM sale_counts WHERE voucher_id = $1 ORDER BY second, name`, voucherID)
+	if err != nil {
+		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+	}
+	defer rows.Close()
+	c := salereport.Count{VoucherID: voucherID}
+	for rows.Next() {
+		if err := rows.Scan(&c.Second, &c.Name, &c.N); err != nil {
+			return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+		}
+		if err := each(c); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
+	}
+	return nil
 }
 
 // SaleOrders implements salereport.Store in one read of the voucher's

@@ -1,11 +1,13 @@
 package salereport
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,16 +29,18 @@ type Reports struct {
 func NewReports(store Store) *Reports { return &Reports{store: store} }
 
 // Report reads voucherID's recorded figures and orders and sums them up.
+// What it holds is bounded by the timeline's buckets (MaxTimeline), not by
+// the span of seconds the figures cover.
 func (r *Reports) Report(ctx context.Context, voucherID int64) (api.SaleReport, error) {
 	of, err := r.store.SaleOrders(ctx, voucherID)
 	if err != nil {
 		return api.SaleReport{}, fmt.Errorf("sale report: %w", err)
 	}
-	list, err := r.store.SaleCounts(ctx, voucherID)
-	if err != nil {
+	b := newBuilder(voucherID, of)
+	if err := r.store.SaleCounts(ctx, voucherID, b.sums, b.add); err != nil {
 		return api.SaleReport{}, fmt.Errorf("sale report: %w", err)
 	}
-	return Build(voucherID, list, of), nil
+	return b.done(), nil
 }
 
 // ordersHeader is the export's first line (gateway/openapi.yaml).
@@ -72,123 +76,252 @@ func (r *Reports) WriteOrdersCSV(ctx context.Context, voucherID int64, w io.Writ
 	return nil
 }
 
+// MaxTimeline is the most elements a report's timeline has, whatever the
+// span of its figures: a sale of up to an hour is drawn second by second, a
+// longer span in wider buckets (bucketWidth). Refusals before any limit are
+// recorded unthrottled, so one stray attempt a year after a sale would
+// otherwise stretch the timeline over 31 million seconds.
+const MaxTimeline = 3600
+
+// bucketWidth is the timeline's bucket, in seconds, for figures from the
+// second first to the second last: the narrowest of 1 s, 10 s, 1 min,
+// 10 min, 1 h, 6 h, 1 day and 1 week (then ten times wider each step) that
+// covers them in at most MaxTimeline buckets. Buckets start on multiples of
+// their width since the Unix epoch, and each width divides the next, so a
+// wider bucket holds whole narrower ones.
+func bucketWidth(first, last int64) int64 {
+	steps := [...]int64{1, 10, 60, 600, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
+	var w int64
+	for i := 0; ; i++ {
+		if i < len(steps) {
+			w = steps[i]
+		} else {
+			w *= 10
+		}
+		if floorDiv(last, w)-floorDiv(first, w) < MaxTimeline {
+			return w
+		}
+	}
+}
+
+// floorDiv is a / b rounded down (b > 0), so that seconds before the epoch
+// fall in their bucket too.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
 // Build sums a voucher's recorded figures (in any order) and its orders
-// into its report.
+// into its report, as Reports.Report does from the Store.
 func Build(voucherID int64, list []Count, of OrderFigures) api.SaleReport {
-	rep := api.SaleReport{
-		VoucherID: strconv.FormatInt(voucherID, 10),
-		SoldOutAt: of.SoldOutAt,
-		Refusals:  map[string]int64{},
-		Limiters:  map[string]int64{},
-		Bought:    of.Bought,
-		Paid:      of.Paid,
-		Timeline:  []api.SaleSecond{},
+	list = slices.Clone(list)
+	slices.SortFunc(list, func(a, b Count) int {
+		return cmp.Or(a.Second.Compare(b.Second), cmp.Compare(a.Name, b.Name))
+	})
+	byName := map[string]int{}
+	var figs []Figure
+	for _, c := range list {
+		i, ok := byName[c.Name]
+		if !ok {
+			i = len(figs)
+			byName[c.Name] = i
+			figs = append(figs, Figure{Name: c.Name, First: c.Second})
+		}
+		figs[i].N += c.N
+		figs[i].Last = c.Second
 	}
-	if of.Bought > 0 {
-		rep.Conversion = float64(of.Paid) / float64(of.Bought)
+	b := newBuilder(voucherID, of)
+	_ = b.sums(figs)
+	for _, c := range list {
+		_ = b.add(c)
 	}
+	return b.done()
+}
+
+// builder makes a report from the Store's reads: the sums of each figure
+// give the totals and the timeline's buckets (sums), then each count is
+// added to its bucket and to the walk along the line (add).
+type builder struct {
+	rep    api.SaleReport
+	of     OrderFigures
+	width  int64 // of a bucket, in seconds
+	origin int64 // the first bucket's start, in widths since the epoch
+	line   lineWalk
+}
+
+func newBuilder(voucherID int64, of OrderFigures) *builder {
+	return &builder{of: of, width: 1, rep: api.SaleReport{
+		VoucherID:     strconv.FormatInt(voucherID, 10),
+		SoldOutAt:     of.SoldOutAt,
+		Refusals:      map[string]int64{},
+		Limiters:      map[string]int64{},
+		Bought:        of.Bought,
+		Paid:          of.Paid,
+		BucketSeconds: 1,
+		Timeline:      []api.SaleSecond{},
+	}}
+}
+
+// sums takes the sum of each figure: the report's totals, and the
+// timeline's buckets from the first recorded second to the last.
+func (b *builder) sums(figs []Figure) error {
+	rep := &b.rep
 	var first, last int64 = math.MaxInt64, math.MinInt64
-	for _, c := range list {
-		s := c.Second.Unix()
-		first, last = min(first, s), max(last, s)
-	}
-	if first <= last {
-		rep.Timeline = make([]api.SaleSecond, last-first+1)
-		for i := range rep.Timeline {
-			rep.Timeline[i] = api.SaleSecond{T: time.Unix(first+int64(i), 0).UTC(), Refusals: map[string]int64{}}
-		}
-	}
-	for _, c := range list {
-		sec := &rep.Timeline[c.Second.Unix()-first]
-		switch name := c.Name; {
+	for _, f := range figs {
+		first, last = min(first, f.First.Unix()), max(last, f.Last.Unix())
+		switch name := f.Name; {
 		case name == figAttempts:
-			sec.Attempts += c.N
-			rep.Attempts += c.N
+			rep.Attempts = f.N
+			t := f.First.UTC()
+			rep.FirstBuyAt = &t
 		case name == figAccepted:
-			sec.Accepted += c.N
-			rep.Accepted += c.N
+			rep.Accepted = f.N
 		case name == figReplayed:
-			sec.Replayed += c.N
-			rep.Replayed += c.N
-		case name == figWaiting:
-			sec.Waiting = max(sec.Waiting, c.N)
+			rep.Replayed = f.N
 		case name == figAdmitted:
-			sec.Admitted += c.N
-			rep.Admitted += c.N
-		case name == figPaid:
-			sec.Paid += c.N
+			rep.Admitted = f.N
 		case name == figTimedOut:
-			sec.TimedOut += c.N
-			rep.TimedOut += c.N
+			rep.TimedOut = f.N
 		case name == figReturned:
-			sec.Returned += c.N
-			rep.Returned += c.N
+			rep.Returned = f.N
 		case strings.HasPrefix(name, prefixRefused):
-			code := strings.TrimPrefix(name, prefixRefused)
-			sec.Refusals[code] += c.N
-			rep.Refusals[code] += c.N
+			rep.Refusals[strings.TrimPrefix(name, prefixRefused)] += f.N
 		case strings.HasPrefix(name, prefixLimiter):
-			rep.Limiters[strings.TrimPrefix(name, prefixLimiter)] += c.N
+			rep.Limiters[strings.TrimPrefix(name, prefixLimiter)] += f.N
 		}
 	}
+	b.line = newLineWalk(rep.Admitted)
+	if first > last {
+		return nil
+	}
+	b.width = bucketWidth(first, last)
+	b.origin = floorDiv(first, b.width)
+	rep.BucketSeconds = b.width
+	rep.Timeline = make([]api.SaleSecond, floorDiv(last, b.width)-b.origin+1)
 	for i := range rep.Timeline {
-		if rep.Timeline[i].Attempts > 0 {
-			t := rep.Timeline[i].T
-			rep.FirstBuyAt = &t
-			break
-		}
+		rep.Timeline[i] = api.SaleSecond{T: time.Unix((b.origin+int64(i))*b.width, 0).UTC(), Refusals: map[string]int64{}}
+	}
+	return nil
+}
+
+// add adds one count to its bucket. A count outside the span sums gave
+// cannot come from one snapshot; it is left out rather than trusted.
+func (b *builder) add(c Count) error {
+	s := c.Second.Unix()
+	i := floorDiv(s, b.width) - b.origin
+	if i < 0 || i >= int64(len(b.rep.Timeline)) {
+		return nil
+	}
+	sec := &b.rep.Timeline[i]
+	switch name := c.Name; {
+	case name == figAttempts:
+		sec.Attempts += c.N
+	case name == figAccepted:
+		sec.Accepted += c.N
+	case name == figReplayed:
+		sec.Replayed += c.N
+	case name == figWaiting:
+		sec.Waiting = max(sec.Waiting, c.N)
+		b.line.add(s, 0, c.N)
+	case name == figAdmitted:
+		sec.Admitted += c.N
+		b.line.add(s, c.N, 0)
+	case name == figPaid:
+		sec.Paid += c.N
+	case name == figTimedOut:
+		sec.TimedOut += c.N
+	case name == figReturned:
+		sec.Returned += c.N
+	case strings.HasPrefix(name, prefixRefused):
+		sec.Refusals[strings.TrimPrefix(name, prefixRefused)] += c.N
+	}
+	return nil
+}
+
+// done finishes the report once every count was added.
+func (b *builder) done() api.SaleReport {
+	rep := b.rep
+	if rep.Bought > 0 {
+		rep.Conversion = float64(rep.Paid) / float64(rep.Bought)
 	}
 	for _, code := range botCodes {
 		rep.BotsRefused += rep.Refusals[code]
 	}
 	// Every unit held beyond the stock was a returned unit sold again.
-	rep.Resold = min(max(of.UnitsHeld-of.StockTotal, 0), rep.Returned)
-	rep.TimeInLine = timeInLine(rep.Timeline)
+	rep.Resold = min(max(b.of.UnitsHeld-b.of.StockTotal, 0), rep.Returned)
+	rep.TimeInLine = b.line.percentiles()
 	return rep
 }
 
-// timeInLine is the wait of the admitted, from the line's figures alone:
-// the line is first come, first served (the pre-queue's random places are
-// all taken at the opening, where its waits begin), so the k-th shopper
-// admitted is the k-th who entered. By the end of a second, the admitted
-// so far plus the waiting have entered; the k-th admitted waited from the
-// first second by whose end k had entered to the second that admitted
-// them.
-func timeInLine(tl []api.SaleSecond) api.Percentiles {
-	var admitted int64
-	entered := make([]int64, len(tl))
-	done := make([]int64, len(tl))
-	for i, s := range tl {
-		admitted += s.Admitted
-		done[i] = admitted
-		entered[i] = admitted + s.Waiting
-		if i > 0 {
-			entered[i] = max(entered[i], entered[i-1])
-		}
-	}
-	if admitted == 0 {
-		return api.Percentiles{}
-	}
-	wait := func(q float64) *int64 {
-		k := max(int64(math.Ceil(q*float64(admitted))), 1)
-		in, out := firstReaching(entered, k), firstReaching(done, k)
-		ms := int64(max(out-in, 0)) * 1000
-		return &ms
-	}
-	return api.Percentiles{P50: wait(0.50), P99: wait(0.99)}
+// lineWalk is the wait of the admitted, from the line's figures alone,
+// walked in second order so that it keeps running sums, not the span: the
+// line is first come, first served (the pre-queue's random places are all
+// taken at the opening, where its waits begin), so the k-th shopper
+// admitted is the k-th who entered. By the end of a second, the admitted so
+// far plus the waiting have entered; the k-th admitted waited from the
+// first second by whose end k had entered to the second that admitted them.
+// A second without line figures changes neither sum, so only the seconds
+// that have some are walked.
+type lineWalk struct {
+	// ks are the shoppers whose waits are the p50 and the p99; in and out
+	// the seconds they entered and were admitted (found tells which are).
+	ks, in, out    [2]int64
+	foundIn, found [2]bool
+	total          int64
+	// sec is the second being summed, with its admitted and waiting.
+	sec                  int64
+	open                 bool
+	secAdmitted, secWait int64
+	admitted, entered    int64
 }
 
-// firstReaching is the first index where the non-decreasing cum reaches k
-// (len(cum) when none does).
-func firstReaching(cum []int64, k int64) int {
-	lo, hi := 0, len(cum)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if cum[m] >= k {
-			hi = m
-		} else {
-			lo = m + 1
+func newLineWalk(total int64) lineWalk {
+	w := lineWalk{total: total}
+	for i, q := range [2]float64{0.50, 0.99} {
+		w.ks[i] = max(int64(math.Ceil(q*float64(total))), 1)
+	}
+	return w
+}
+
+// add takes one line figure of second s, in second order.
+func (w *lineWalk) add(s, admitted, waiting int64) {
+	if w.open && s != w.sec {
+		w.close()
+	}
+	w.sec, w.open = s, true
+	w.secAdmitted += admitted
+	w.secWait = max(w.secWait, waiting)
+}
+
+// close ends the second being summed.
+func (w *lineWalk) close() {
+	w.admitted += w.secAdmitted
+	w.entered = max(w.entered, w.admitted+w.secWait)
+	for i, k := range w.ks {
+		if !w.foundIn[i] && w.entered >= k {
+			w.in[i], w.foundIn[i] = w.sec, true
+		}
+		if !w.found[i] && w.admitted >= k {
+			w.out[i], w.found[i] = w.sec, true
 		}
 	}
-	return lo
+	w.secAdmitted, w.secWait, w.open = 0, 0, false
+}
+
+// percentiles are the p50 and p99 waits, in milliseconds.
+func (w *lineWalk) percentiles() api.Percentiles {
+	if w.open {
+		w.close()
+	}
+	if w.total == 0 || !w.found[0] || !w.found[1] {
+		return api.Percentiles{}
+	}
+	wait := func(i int) *int64 {
+		ms := max(w.out[i]-w.in[i], 0) * 1000
+		return &ms
+	}
+	return api.Percentiles{P50: wait(0), P99: wait(1)}
 }

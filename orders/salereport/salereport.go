@@ -39,6 +39,16 @@ type Count struct {
 	N      int64
 }
 
+// Figure is one figure of one voucher summed over all its recorded
+// seconds.
+type Figure struct {
+	Name string
+	// N is the sum of its counts.
+	N int64
+	// First and Last are the first and the last second it was recorded in.
+	First, Last time.Time
+}
+
 // OrderFigures are a voucher's orders as PostgreSQL holds them.
 type OrderFigures struct {
 	StockTotal int64
@@ -68,8 +78,12 @@ type Store interface {
 	// AddSaleCounts adds sums to the recorded figures and raises gauges
 	// to at least theirs, in one transaction.
 	AddSaleCounts(ctx context.Context, sums, gauges []Count) error
-	// SaleCounts returns every recorded figure of the voucher.
-	SaleCounts(ctx context.Context, voucherID int64) ([]Count, error)
+	// SaleCounts reads the voucher's recorded figures in one snapshot:
+	// it passes sums the sum of each figure, then each every count in
+	// second order (by name within a second), reading them as it goes so
+	// that no span of seconds sits in memory whole. An error of either
+	// stops it and is returned.
+	SaleCounts(ctx context.Context, voucherID int64, sums func([]Figure) error, each func(Count) error) error
 	// SaleOrders sums the voucher's orders.
 	SaleOrders(ctx context.Context, voucherID int64) (OrderFigures, error)
 	// EachSaleOrder calls fn for each of the voucher's orders in id order,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -212,6 +214,128 @@ func TestTimeInLine(t *testing.T) {
 
 	none := salereport.Build(1, nil, salereport.OrderFigures{})
 	require.Nil(t, none.TimeInLine.P50)
+	require.EqualValues(t, 1, none.BucketSeconds)
+
+	// A stray attempt a day later widens the timeline's buckets, not the
+	// time in line, which is walked from the line's own seconds.
+	later := salereport.Build(1, append(list, c(86_400, "attempts", 1)), salereport.OrderFigures{StockTotal: 12, UnitsHeld: 12})
+	require.EqualValues(t, 60, later.BucketSeconds)
+	require.Equal(t, rep.TimeInLine, later.TimeInLine)
+	require.EqualValues(t, 12, later.Timeline[0].Admitted, "the minute holds the line's four seconds")
+	require.EqualValues(t, 6, later.Timeline[0].Waiting, "the longest line of the minute")
+}
+
+// The timeline's buckets are the narrowest that keep it within
+// MaxTimeline: per second up to 3600 seconds, then 10 s, a minute, ...;
+// every count lands in the bucket that holds its second, and the buckets
+// start on multiples of their width.
+func TestTimelineBuckets(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		span  time.Duration
+		width int64
+	}{
+		{0, 1},
+		{3599 * time.Second, 1},
+		{3600 * time.Second, 10},
+		{10*time.Hour - 10*time.Second, 10},
+		{10 * time.Hour, 60},
+		{24 * time.Hour, 60},
+		{30 * 24 * time.Hour, 3600},
+		{365 * 24 * time.Hour, 6 * 3600},
+		{20 * 365 * 24 * time.Hour, 7 * 24 * 3600},
+		{200 * 365 * 24 * time.Hour, 70 * 24 * 3600},
+	} {
+		list := []salereport.Count{
+			{VoucherID: 1, Second: t0.Add(7 * time.Second), Name: "attempts", N: 2},
+			{VoucherID: 1, Second: t0.Add(7 * time.Second), Name: "refused:sold_out", N: 2},
+			{VoucherID: 1, Second: t0.Add(7*time.Second + tc.span), Name: "attempts", N: 1},
+			{VoucherID: 1, Second: t0.Add(7*time.Second + tc.span), Name: "accepted", N: 1},
+		}
+		rep := salereport.Build(1, list, salereport.OrderFigures{})
+		require.Equal(t, tc.width, rep.BucketSeconds, "span %s", tc.span)
+		from, to := t0.Add(7*time.Second).Unix(), t0.Add(7*time.Second+tc.span).Unix()
+		require.EqualValues(t, to/tc.width-from/tc.width+1, len(rep.Timeline), "span %s: the buckets from the first to the last", tc.span)
+		require.LessOrEqual(t, len(rep.Timeline), salereport.MaxTimeline)
+		first, last := rep.Timeline[0], rep.Timeline[len(rep.Timeline)-1]
+		require.Zero(t, first.T.Unix()%tc.width, "a bucket starts on a multiple of its width")
+		require.Equal(t, time.Duration(tc.width)*time.Second*time.Duration(len(rep.Timeline)-1), last.T.Sub(first.T))
+		require.EqualValues(t, 3, rep.Attempts)
+		require.EqualValues(t, 1, rep.Accepted)
+		require.True(t, rep.FirstBuyAt.Equal(t0.Add(7*time.Second)), "the first attempt's own second")
+		var attempts int64
+		for _, b := range rep.Timeline {
+			attempts += b.Attempts
+		}
+		require.EqualValues(t, 3, attempts, "span %s", tc.span)
+		if tc.span > 0 {
+			require.EqualValues(t, 2, first.Refusals["sold_out"])
+			require.EqualValues(t, 1, last.Accepted)
+		}
+	}
+}
+
+// A stray attempt long after a sale (a refusal before any limit is
+// recorded unthrottled) stretches the span of its figures, not its data:
+// the report has at most MaxTimeline buckets whether the stray came a day
+// or a year after, and what building and encoding it allocates stays a few
+// megabytes. Not parallel: it measures the allocations.
+func TestReportIsBoundedByTheDataNotTheSpan(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	v := pgstoretest.NewVoucher(t, store, 10, 1)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration, name string, n int64) salereport.Count {
+		return salereport.Count{VoucherID: v.ID, Second: t0.Add(d), Name: name, N: n}
+	}
+	var sale []salereport.Count
+	for s := range 10 {
+		d := time.Duration(s) * time.Second
+		sale = append(sale, at(d, "attempts", 5), at(d, "accepted", 1), at(d, "refused:sold_out", 4))
+	}
+	require.NoError(t, store.AddSaleCounts(ctx, sale, nil))
+	reports := salereport.NewReports(store)
+	// measure is the report, what reading, building and encoding it
+	// allocated, and the size of its JSON.
+	measure := func() (rep api.SaleReport, alloc uint64, size int) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		rep, err := reports.Report(ctx, v.ID)
+		require.NoError(t, err)
+		body, err := json.Marshal(rep)
+		require.NoError(t, err)
+		runtime.ReadMemStats(&after)
+		return rep, after.TotalAlloc - before.TotalAlloc, len(body)
+	}
+	rep, alloc, size := measure()
+	require.Len(t, rep.Timeline, 10)
+	t.Logf("the sale alone: %d points of %d s, %d KB allocated, %d bytes of JSON", len(rep.Timeline), rep.BucketSeconds, alloc>>10, size)
+
+	attempts := int64(50)
+	for _, stray := range []struct {
+		name  string
+		after time.Duration
+	}{{"a day", 24 * time.Hour}, {"a year", 365 * 24 * time.Hour}} {
+		require.NoError(t, store.AddSaleCounts(ctx, []salereport.Count{at(stray.after, "attempts", 1), at(stray.after, "refused:ended", 1)}, nil))
+		attempts++
+		rep, alloc, size := measure()
+		t.Logf("a stray attempt %s after: %d points of %d s, %d KB allocated, %d bytes of JSON", stray.name, len(rep.Timeline), rep.BucketSeconds, alloc>>10, size)
+		require.LessOrEqual(t, len(rep.Timeline), salereport.MaxTimeline, "a stray %s after", stray.name)
+		require.Less(t, alloc, uint64(16<<20), "a stray %s after", stray.name)
+		require.Less(t, size, 1<<20, "a stray %s after", stray.name)
+		require.Equal(t, attempts, rep.Attempts)
+		require.Equal(t, map[string]int64{"sold_out": 40, "ended": attempts - 50}, rep.Refusals)
+		var sum, ended int64
+		for _, b := range rep.Timeline {
+			sum += b.Attempts
+			ended += b.Refusals["ended"]
+		}
+		require.Equal(t, rep.Attempts, sum, "every attempt is in a bucket")
+		require.Equal(t, attempts-50, ended)
+		require.EqualValues(t, 50, rep.Timeline[0].Attempts, "the sale fits its first bucket")
+		require.True(t, rep.FirstBuyAt.Equal(t0))
+	}
 }
 
 func ptr(n int64) *int64 { return &n }

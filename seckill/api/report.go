@@ -44,8 +44,14 @@ type SaleReport struct {
 	// TimeInLine is the wait from joining the line (or the opening, for
 	// the pre-queue) to admission, at one second's resolution.
 	TimeInLine Percentiles `json:"time_in_line_ms"`
-	// Timeline is one element a second, from the first recorded second to
-	// the last, without gaps.
+	// BucketSeconds is the width of each timeline element: 1 while the
+	// figures span at most 3600 seconds, then the narrowest of 10, 60,
+	// 600, 3600, 21600, 86400 and 604800 (ten times wider each step after)
+	// that keeps the timeline within 3600 elements.
+	BucketSeconds int64 `json:"bucket_seconds"`
+	// Timeline is one element a bucket of BucketSeconds, from the first
+	// recorded bucket to the last, without gaps: at most 3600 whatever the
+	// span of the figures.
 	Timeline []SaleSecond `json:"timeline"`
 }
 
@@ -56,14 +62,17 @@ type Percentiles struct {
 	P99 *int64 `json:"p99"`
 }
 
-// SaleSecond is one second of a sale (SaleReport.timeline).
+// SaleSecond is one bucket of a sale's timeline (SaleReport.timeline),
+// SaleReport.BucketSeconds wide: a second for a sale of up to an hour, as
+// its name says; its counts are the bucket's.
 type SaleSecond struct {
+	// T is the bucket's start.
 	T        time.Time        `json:"t"`
 	Attempts int64            `json:"attempts"`
 	Accepted int64            `json:"accepted"`
 	Replayed int64            `json:"replayed"`
 	Refusals map[string]int64 `json:"refusals"`
-	// Waiting is the line's length at its longest in the second.
+	// Waiting is the line's length at its longest in the bucket.
 	Waiting  int64 `json:"waiting"`
 	Admitted int64 `json:"admitted"`
 	Paid     int64 `json:"paid"`

@@ -78,6 +78,28 @@ func TestBrowserSaleReport(t *testing.T) {
 	b.eval(`document.querySelector('#report').scrollIntoView()`)
 	t.Logf("screenshot: %s", b.screenshot("sale-report"))
 
+	// A stray attempt a day after the sale: the report's buckets widen to
+	// a minute, and the page draws one flat step per bucket, counted per
+	// minute, not 86,400 seconds.
+	stray := rep.Timeline[0].T.Add(24 * time.Hour)
+	_, err := ts.pool.Exec(t.Context(), `INSERT INTO sale_counts (voucher_id, second, name, n)
+		VALUES ($1, $2, 'attempts', 1), ($1, $2, 'refused:ended', 1)`, mustID(t, vid), stray)
+	require.NoError(t, err)
+	rep = ts.saleReport(t, vid)
+	require.EqualValues(t, 60, rep.BucketSeconds)
+	require.Len(t, rep.Timeline, 1441)
+	b.eval(fmt.Sprintf(`document.querySelector('#report-voucher').value = %q`, vid))
+	b.do("show the report again", chromedp.Click(chromedp.ID("report-show")))
+	b.waitJS("the stray attempt is shown", figure("attempts")+` === '9'`)
+	answers := `document.querySelector('#report svg.chart[data-chart="answers"]')`
+	require.Equal(t, "60", b.eval(answers+`.dataset.bucketSeconds`))
+	require.Equal(t, "Buy attempts per minute, by answer", b.eval(answers+`.getAttribute('aria-label')`))
+	require.Equal(t, strconv.Itoa(2*len(rep.Timeline)), b.eval(answers+`.querySelector('path[data-series="attempts"]').getAttribute('d').split(/[ML]/).length - 1 + ''`),
+		"two points a minute: one flat step each")
+	require.Equal(t, "attempts,accepted,sold_out,ended", series("answers"))
+	b.eval(`document.querySelector('#report').scrollIntoView()`)
+	b.screenshot("sale-report-a-day")
+
 	// A voucher nobody made is said so, not drawn.
 	b.eval(`document.querySelector('#report-voucher').value = '1'`)
 	b.do("ask for an unknown voucher", chromedp.Click(chromedp.ID("report-show")))

@@ -318,3 +318,40 @@ func TestSaleReportCountsReplaysApart(t *testing.T) {
 		})
 	}
 }
+
+// TestSaleReportOfAYear: a sale, then one attempt recorded a year later (a
+// refusal before any limit is recorded unthrottled): the gateway answers
+// the report in wider buckets, at most 3600 of them, in a body of a few
+// hundred kilobytes, not one element for each of the year's 31 million
+// seconds.
+func TestSaleReportOfAYear(t *testing.T) {
+	ts := startSystem(t, nil)
+	vid := ts.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	buy := ts.buy(t, vid, ts.shopper(t, testUser()), 1, "")
+	require.Equal(t, http.StatusAccepted, buy.status, "%s", buy.raw)
+	var rep api.SaleReport
+	require.Eventually(t, func() bool {
+		rep = ts.saleReport(t, vid)
+		return rep.Attempts == 1
+	}, 20*time.Second, 200*time.Millisecond)
+	require.EqualValues(t, 1, rep.BucketSeconds)
+	require.Len(t, rep.Timeline, 1)
+
+	later := rep.Timeline[0].T.AddDate(1, 0, 0)
+	_, err := ts.pool.Exec(t.Context(), `INSERT INTO sale_counts (voucher_id, second, name, n)
+		VALUES ($1, $2, 'attempts', 1), ($1, $2, 'refused:ended', 1)`, mustID(t, vid), later)
+	require.NoError(t, err)
+	a := ts.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/report", ts.cfg.AdminToken, nil, nil)
+	require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+	rep = api.SaleReport{}
+	require.NoError(t, json.Unmarshal(a.raw, &rep))
+	t.Logf("a year: %d buckets of %d s, %d bytes", len(rep.Timeline), rep.BucketSeconds, len(a.raw))
+	require.EqualValues(t, 6*3600, rep.BucketSeconds)
+	require.LessOrEqual(t, len(rep.Timeline), 3600)
+	require.Less(t, len(a.raw), 1<<20)
+	require.EqualValues(t, 2, rep.Attempts)
+	require.EqualValues(t, 1, rep.Accepted)
+	require.Equal(t, map[string]int64{"ended": 1}, rep.Refusals)
+	require.EqualValues(t, 1, rep.Timeline[0].Accepted)
+	require.EqualValues(t, 1, rep.Timeline[len(rep.Timeline)-1].Refusals["ended"])
+}
