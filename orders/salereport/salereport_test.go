@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/testlog"
 )
 
 func newStore(t *testing.T) *pgstore.Store {
@@ -113,6 +115,64 @@ func TestFailedFlushKeepsCounts(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, rep.Attempts)
 	require.EqualValues(t, 1, rep.Accepted)
+}
+
+// A flood of refusals before any limit (recorded unthrottled), spread over
+// days of seconds while PostgreSQL takes nothing: the recorder keeps one
+// figure per voucher, second and answer, never one per attempt, and at
+// most 200,000 of them (deploy/OPERATING.md), so what it holds between
+// flushes is bounded; once PostgreSQL takes them again, one flush writes
+// what it kept. Not parallel: it measures the heap.
+func TestRecorderStaysBoundedUnderAFlood(t *testing.T) {
+	ctx := context.Background()
+	pool := stack.NewDatabase(t)
+	store := pgstore.New(pool)
+	v := pgstoretest.NewVoucher(t, store, 10, 1)
+	logs := &testlog.Buffer{}
+	r := salereport.NewRecorder(salereport.RecorderConfig{Store: store, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := t0
+	salereport.SetClock(r, func() time.Time { return now })
+	_, err := pool.Exec(ctx, "ALTER TABLE sale_counts RENAME TO sale_counts_away")
+	require.NoError(t, err)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const seconds, perSecond = 300_000, 4
+	for s := range seconds {
+		now = t0.Add(time.Duration(s) * time.Second)
+		for range perSecond {
+			r.Attempt(v.ID, "ended", "")
+		}
+		if s%10_000 == 9_999 {
+			require.False(t, r.Flush(ctx))
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	pending := salereport.Pending(r)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d attempts over %d seconds: %d figures kept, the heap %d KB larger", seconds*perSecond, seconds, pending, grown>>10)
+	require.Equal(t, 200_000, pending, "two figures a second (attempts, refused:ended) until the cap")
+	require.Less(t, grown, int64(32<<20))
+	var dropped float64
+	for _, l := range logs.JSONLines(t) {
+		if n, ok := l["dropped"].(float64); ok {
+			dropped += n
+		}
+	}
+	require.Positive(t, dropped, "what did not fit was dropped, and said so")
+
+	_, err = pool.Exec(ctx, "ALTER TABLE sale_counts_away RENAME TO sale_counts")
+	require.NoError(t, err)
+	require.True(t, r.Flush(ctx))
+	require.Zero(t, salereport.Pending(r))
+	rep, err := salereport.NewReports(store).Report(ctx, v.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, pending/2*perSecond, rep.Attempts, "the seconds kept, whole")
+	require.Equal(t, map[string]int64{"ended": rep.Attempts}, rep.Refusals)
+	require.LessOrEqual(t, len(rep.Timeline), salereport.MaxTimeline)
 }
 
 // Run flushes on its own, and once more when it stops.
