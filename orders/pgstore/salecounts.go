@@ -65,12 +65,12 @@ func (s *Store) SaleCounts(ctx context.Context, voucherID int64, sums func([]sal
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
 	rows, err := tx.Query(ctx, `
-		SELECT name, sum(n)::bigint, min(second), max(second) FROM sale_counts WHERE voucher_id = $1 GROUP BY name`, voucherID)
+		SELECT name, sum(n)::bigint, min(second), max(second), max(width) FROM sale_counts WHERE voucher_id = $1 GROUP BY name`, voucherID)
 	if err != nil {
 		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
 	}
 	figs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (f salereport.Figure, err error) {
-		err = r.Scan(&f.Name, &f.N, &f.First, &f.Last)
+		err = r.Scan(&f.Name, &f.N, &f.First, &f.Last, &f.Width)
 		return f, err
 	})
 	if err != nil {
@@ -80,14 +80,14 @@ func (s *Store) SaleCounts(ctx context.Context, voucherID int64, sums func([]sal
 		return err
 	}
 	rows, err = tx.Query(ctx, `
-		SELECT second, name, n FROM sale_counts WHERE voucher_id = $1 ORDER BY second, name`, voucherID)
+		SELECT second, name, n, width FROM sale_counts WHERE voucher_id = $1 ORDER BY second, name`, voucherID)
 	if err != nil {
 		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
 	}
 	defer rows.Close()
 	c := salereport.Count{VoucherID: voucherID}
 	for rows.Next() {
-		if err := rows.Scan(&c.Second, &c.Name, &c.N); err != nil {
+		if err := rows.Scan(&c.Second, &c.Name, &c.N, &c.Width); err != nil {
 			return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
 		}
 		if err := each(c); err != nil {
@@ -98,6 +98,84 @@ func (s *Store) SaleCounts(ctx context.Context, voucherID int64, sums func([]sal
 		return fmt.Errorf("pgstore: sale counts of %d: %w", voucherID, err)
 	}
 	return nil
+}
+
+// The sale report's retention (salereport.Retention). A bucket is
+// date_bin's, from the epoch. The counts at a bucket's very start are not
+// deleted but widened in place, first: the rolled-up sums land on them (ON
+// CONFLICT), as on a bucket rolled up by an earlier pass, and a statement
+// may not both delete a row and upsert into it.
+const (
+	saleCountsToRollUp = `
+		SELECT v.id FROM vouchers v
+		WHERE v.end_at < $1 AND EXISTS (
+			SELECT 1 FROM sale_counts c WHERE c.voucher_id = v.id AND c.width = 1 AND c.second < $1)
+		ORDER BY v.id LIMIT $2`
+	rollUpSaleCounts = `
+		WITH fine AS (
+			DELETE FROM sale_counts WHERE (voucher_id, second, name) IN (
+				SELECT voucher_id, second, name FROM sale_counts
+				WHERE voucher_id = $1 AND width = 1 AND second < $2
+				  AND second <> date_bin($3 * interval '1 second', second, timestamptz 'epoch')
+				ORDER BY second LIMIT $5)
+			RETURNING second, name, n),
+		rolled AS (
+			INSERT INTO sale_counts AS c (voucher_id, second, name, n, width)
+			SELECT $1, date_bin($3 * interval '1 second', second, timestamptz 'epoch') AS bucket, name,
+			       CASE WHEN name = ANY($4) THEN max(n) ELSE sum(n) END, $3
+			FROM fine GROUP BY bucket, name ORDER BY bucket, name
+			ON CONFLICT (voucher_id, second, name) DO UPDATE SET
+				n = CASE WHEN c.name = ANY($4) THEN GREATEST(c.n, EXCLUDED.n) ELSE c.n + EXCLUDED.n END,
+				width = GREATEST(c.width, EXCLUDED.width))
+		SELECT count(*) FROM fine`
+	widenSaleCounts = `
+		UPDATE sale_counts SET width = $3
+		WHERE voucher_id = $1 AND width = 1 AND second < $2
+		  AND second = date_bin($3 * interval '1 second', second, timestamptz 'epoch')`
+)
+
+// SaleCountsToRollUp implements salereport.Store.
+func (s *Store) SaleCountsToRollUp(ctx context.Context, before time.Time, limit int) (_ []int64, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, saleCountsToRollUp, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: sale counts to roll up: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: sale counts to roll up: %w", err)
+	}
+	return ids, nil
+}
+
+// RollUpSaleCounts implements salereport.Store in one transaction (the
+// batch is one implicit transaction): the counts at a bucket's start are
+// widened to it, then the oldest limit other per-second counts of the
+// voucher from before before are summed into their buckets (a gauge keeps
+// the highest).
+func (s *Store) RollUpSaleCounts(ctx context.Context, voucherID int64, before time.Time, width int64, gauges []string, limit int) (_ int64, err error) {
+	defer unavailable(&err)
+	n, err := retryConflicts(ctx, func() (int64, error) {
+		b := &pgx.Batch{}
+		b.Queue(widenSaleCounts, voucherID, before, width)
+		b.Queue(rollUpSaleCounts, voucherID, before, width, gauges, limit)
+		res := s.pool.SendBatch(ctx, b)
+		widened, err := res.Exec()
+		if err != nil {
+			_ = res.Close()
+			return 0, err
+		}
+		var rolled int64
+		if err := res.QueryRow().Scan(&rolled); err != nil {
+			_ = res.Close()
+			return 0, err
+		}
+		return widened.RowsAffected() + rolled, res.Close()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: roll up sale counts of %d: %w", voucherID, err)
+	}
+	return n, nil
 }
 
 // SaleOrders implements salereport.Store in one read of the voucher's

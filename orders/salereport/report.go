@@ -84,13 +84,15 @@ func (r *Reports) WriteOrdersCSV(ctx context.Context, voucherID int64, w io.Writ
 const MaxTimeline = 3600
 
 // bucketWidth is the timeline's bucket, in seconds, for figures from the
-// second first to the second last: the narrowest of 1 s, 10 s, 1 min,
-// 10 min, 1 h, 6 h, 1 day and 1 week (then ten times wider each step) that
-// covers them in at most MaxTimeline buckets. Buckets start on multiples of
-// their width since the Unix epoch, and each width divides the next, so a
-// wider bucket holds whole narrower ones.
-func bucketWidth(first, last int64) int64 {
-	steps := [...]int64{1, 10, 60, 600, 3600, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
+// second first to the second last whose widest count covers widest
+// seconds: the narrowest of 1 s, 10 s, 1 min, 10 min, 1 h, 6 h, 1 day and
+// 1 week (then ten times wider each step), and no narrower than widest,
+// that covers them in at most MaxTimeline buckets. Buckets start on
+// multiples of their width since the Unix epoch, and each width divides
+// the next, so a wider bucket holds whole narrower ones, and whole
+// rolled-up counts (RollUpWidth is one of the widths).
+func bucketWidth(first, last, widest int64) int64 {
+	steps := [...]int64{1, 10, 60, 600, RollUpWidth, 6 * 3600, 24 * 3600, 7 * 24 * 3600}
 	var w int64
 	for i := 0; ; i++ {
 		if i < len(steps) {
@@ -98,7 +100,7 @@ func bucketWidth(first, last int64) int64 {
 		} else {
 			w *= 10
 		}
-		if floorDiv(last, w)-floorDiv(first, w) < MaxTimeline {
+		if w >= widest && floorDiv(last, w)-floorDiv(first, w) < MaxTimeline {
 			return w
 		}
 	}
@@ -132,6 +134,7 @@ func Build(voucherID int64, list []Count, of OrderFigures) api.SaleReport {
 		}
 		figs[i].N += c.N
 		figs[i].Last = c.Second
+		figs[i].Width = max(figs[i].Width, c.Width)
 	}
 	b := newBuilder(voucherID, of)
 	_ = b.sums(figs)
@@ -170,8 +173,10 @@ func newBuilder(voucherID int64, of OrderFigures) *builder {
 func (b *builder) sums(figs []Figure) error {
 	rep := &b.rep
 	var first, last int64 = math.MaxInt64, math.MinInt64
+	var widest int64 = 1
 	for _, f := range figs {
 		first, last = min(first, f.First.Unix()), max(last, f.Last.Unix())
+		widest = max(widest, f.Width)
 		switch name := f.Name; {
 		case name == figAttempts:
 			rep.Attempts = f.N
@@ -197,7 +202,7 @@ func (b *builder) sums(figs []Figure) error {
 	if first > last {
 		return nil
 	}
-	b.width = bucketWidth(first, last)
+	b.width = bucketWidth(first, last, widest)
 	b.origin = floorDiv(first, b.width)
 	rep.BucketSeconds = b.width
 	rep.Timeline = make([]api.SaleSecond, floorDiv(last, b.width)-b.origin+1)

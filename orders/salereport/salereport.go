@@ -30,13 +30,18 @@ const (
 	prefixLimiter = "limiter:"
 )
 
-// Count is one figure of one voucher in one second.
+// Count is one figure of one voucher in one second, or in Width seconds
+// from it once the retention rolled it up.
 type Count struct {
 	VoucherID int64
 	// Second is the whole second, in UTC.
 	Second time.Time
 	Name   string
 	N      int64
+	// Width is how many seconds from Second the count covers: 1 as
+	// recorded (also when zero), RollUpWidth once rolled up. Only read
+	// counts carry it: a Recorder writes per second.
+	Width int64
 }
 
 // Figure is one figure of one voucher summed over all its recorded
@@ -47,6 +52,8 @@ type Figure struct {
 	N int64
 	// First and Last are the first and the last second it was recorded in.
 	First, Last time.Time
+	// Width is the widest of its counts (Count.Width).
+	Width int64
 }
 
 // OrderFigures are a voucher's orders as PostgreSQL holds them.
@@ -84,6 +91,16 @@ type Store interface {
 	// that no span of seconds sits in memory whole. An error of either
 	// stops it and is returned.
 	SaleCounts(ctx context.Context, voucherID int64, sums func([]Figure) error, each func(Count) error) error
+	// SaleCountsToRollUp lists up to limit vouchers whose sale ended
+	// before the time before and that have per-second counts from before
+	// it.
+	SaleCountsToRollUp(ctx context.Context, before time.Time, limit int) ([]int64, error)
+	// RollUpSaleCounts sums the voucher's oldest limit per-second counts
+	// from before the time before into counts of width seconds, each
+	// starting on a multiple of width since the epoch (of a gauge named in
+	// gauges, the highest), in one transaction, and says how many
+	// per-second counts it rolled up.
+	RollUpSaleCounts(ctx context.Context, voucherID int64, before time.Time, width int64, gauges []string, limit int) (int64, error)
 	// SaleOrders sums the voucher's orders.
 	SaleOrders(ctx context.Context, voucherID int64) (OrderFigures, error)
 	// EachSaleOrder calls fn for each of the voucher's orders in id order,

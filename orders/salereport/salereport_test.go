@@ -333,6 +333,18 @@ func TestTimelineBuckets(t *testing.T) {
 			require.EqualValues(t, 1, last.Accepted)
 		}
 	}
+
+	// Counts the retention rolled up to the hour are drawn whole, never in
+	// buckets narrower than theirs, beside a later per-second count.
+	rolled := salereport.Build(1, []salereport.Count{
+		{VoucherID: 1, Second: t0, Name: "attempts", N: 30, Width: salereport.RollUpWidth},
+		{VoucherID: 1, Second: t0.Add(time.Hour), Name: "attempts", N: 3, Width: salereport.RollUpWidth},
+		{VoucherID: 1, Second: t0.Add(time.Hour + 5*time.Second), Name: "attempts", N: 1, Width: 1},
+	}, salereport.OrderFigures{})
+	require.EqualValues(t, salereport.RollUpWidth, rolled.BucketSeconds)
+	require.Len(t, rolled.Timeline, 2)
+	require.EqualValues(t, 30, rolled.Timeline[0].Attempts)
+	require.EqualValues(t, 4, rolled.Timeline[1].Attempts)
 }
 
 // A stray attempt long after a sale (a refusal before any limit is

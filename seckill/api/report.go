@@ -8,7 +8,8 @@ import "time"
 // field says units.
 type SaleReport struct {
 	VoucherID string `json:"voucher_id"`
-	// FirstBuyAt is the second of the first buy attempt; null before any.
+	// FirstBuyAt is the second of the first buy attempt (its hour's start
+	// once the counts are rolled up); null before any.
 	FirstBuyAt *time.Time `json:"first_buy_at"`
 	// SoldOutAt is when the last unit of the stock was first held; null
 	// while some was never taken.
@@ -42,12 +43,14 @@ type SaleReport struct {
 	Returned int64 `json:"returned"`
 	Resold   int64 `json:"resold"`
 	// TimeInLine is the wait from joining the line (or the opening, for
-	// the pre-queue) to admission, at one second's resolution.
+	// the pre-queue) to admission, at one second's resolution (an hour's
+	// once the counts are rolled up).
 	TimeInLine Percentiles `json:"time_in_line_ms"`
 	// BucketSeconds is the width of each timeline element: 1 while the
 	// figures span at most 3600 seconds, then the narrowest of 10, 60,
 	// 600, 3600, 21600, 86400 and 604800 (ten times wider each step after)
-	// that keeps the timeline within 3600 elements.
+	// that keeps the timeline within 3600 elements, and at least 3600 once
+	// the counts are rolled up to the hour, a retention after the sale.
 	BucketSeconds int64 `json:"bucket_seconds"`
 	// Timeline is one element a bucket of BucketSeconds, from the first
 	// recorded bucket to the last, without gaps: at most 3600 whatever the

@@ -42,6 +42,7 @@ type Config struct {
 	PayTimeout        time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
 	IdempotencyWindow time.Duration `env:"SECKILL_IDEMPOTENCY_WINDOW" default:"10m" help:"how long, while a sale runs, a cancelled or failed order's Idempotency-Key keeps answering with that order (live orders keep theirs for the whole sale); after it the key is a new attempt"`
 	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
+	SaleCountsKeep    time.Duration `env:"SECKILL_SALE_COUNTS_RETENTION" default:"720h" help:"how long after a sale's end the sale report keeps its per-second counts; the sweeper then rolls counts older than this (attempts long after the end included) into one per figure and hour, so PostgreSQL's sale_counts holds a few rows an hour for a sale long over and its report draws hours (at least 1h)"`
 	HoardLimit        int           `env:"SECKILL_HOARD_LIMIT" default:"3" help:"holds a shopper may let expire unpaid or cancel within SECKILL_HOARD_WINDOW; one more and their new holds are refused with 403 unpaid_limit until the oldest leaves the window (0: nobody is refused; paying clears nothing; 'seckill hoard' shows and clears a shopper's count)"`
 	HoardWindow       time.Duration `env:"SECKILL_HOARD_WINDOW" default:"24h" help:"how long an unpaid or cancelled hold counts against its shopper (SECKILL_HOARD_LIMIT)"`
 	RoomMaxLag        int64         `env:"SECKILL_ROOM_MAX_LAG" default:"1000" help:"the workers' consumer lag, in messages, above which (while not falling) adaptive waiting rooms slow down; below half of it they may speed up again (seckill/waitroom/README.md)"`
@@ -181,6 +182,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_IDEMPOTENCY_WINDOW must be at least 1m (a retried request must still find its key), got %s", c.IdempotencyWindow)
 	case c.StateGrace < time.Minute:
 		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
+	case c.SaleCountsKeep < time.Hour:
+		return fmt.Errorf("config: SECKILL_SALE_COUNTS_RETENTION must be at least 1h (a sale's report is read second by second for a while after it), got %s", c.SaleCountsKeep)
 	case c.RoomMaxLag < 1:
 		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
 	case c.RedisWaitReplicas < 0:

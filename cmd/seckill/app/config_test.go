@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -19,6 +20,7 @@ func TestConfigDefaultsAndParsing(t *testing.T) {
 	require.Equal(t, 15*time.Minute, cfg.PayTimeout)
 	require.Equal(t, []string{"gateway", "worker", "sweeper"}, cfg.Roles)
 	require.Equal(t, seckill.DefaultStateGrace, cfg.StateGrace, "SECKILL_STATE_GRACE's default is the packages' one")
+	require.Equal(t, salereport.DefaultRetention, cfg.SaleCountsKeep, "SECKILL_SALE_COUNTS_RETENTION's default is the package's one")
 
 	env := map[string]string{
 		"SECKILL_PAY_TIMEOUT":   "3s",
@@ -36,7 +38,7 @@ func TestConfigDefaultsAndParsing(t *testing.T) {
 
 	for k, v := range map[string]string{
 		"SECKILL_PAY_TIMEOUT": "15", "SECKILL_USER_RATE": "fast", "SECKILL_ROLES": "gateway,cashier",
-		"SECKILL_GLOBAL_RATE": "0", "SECKILL_DEMO_VOUCHER": "maybe",
+		"SECKILL_GLOBAL_RATE": "0", "SECKILL_DEMO_VOUCHER": "maybe", "SECKILL_SALE_COUNTS_RETENTION": "30m",
 	} {
 		_, err := LoadConfig(func(key string) string {
 			if key == k {

@@ -7,6 +7,7 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -33,7 +34,8 @@ func (s *System) statsService() *orders.StatsService {
 }
 
 // sweeperParts are the sweeper role: payment timeouts and the release
-// outbox, the reconciler of orphaned holds and the healer. They keep their
+// outbox, the reconciler of orphaned holds, the healer and the sale
+// report's retention. They keep their
 // state in PostgreSQL and Redis only, so any number of processes may run
 // them. closeDrain closes the reconciler's and healer's drain once they
 // have ended.
@@ -56,5 +58,7 @@ func (s *System) sweeperParts() (_ []part, closeDrain func() error, _ error) {
 		ProducerTimeout: producerTimeout, Grace: s.cfg.StateGrace, Log: s.log, Metrics: s.metrics.orders,
 		Room: roomRecovery{room: s.newRoom(), store: s.workStore},
 	})
-	return []part{{name: "sweeper", run: sweeper.Run}, {name: "reconciler", run: rec.Run}, {name: "healer", run: healer.Run}}, drain.Close, nil
+	retention := salereport.NewRetention(salereport.RetentionConfig{Store: s.workStore, After: s.cfg.SaleCountsKeep, Log: s.log})
+	return []part{{name: "sweeper", run: sweeper.Run}, {name: "reconciler", run: rec.Run}, {name: "healer", run: healer.Run},
+		{name: "sale report retention", run: retention.Run}}, drain.Close, nil
 }
