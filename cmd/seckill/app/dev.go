@@ -108,7 +108,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		kafkaBanner = "in-process broker (kfake) at " + strings.Join(k.Brokers, ",") + "; SECKILL_DEV_KAFKA=apache runs Apache Kafka"
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
-		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
+		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err, readPostgres)
 	}
 	logConfig(log, cfg)
 

@@ -29,15 +29,35 @@ func openRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 	// string the client cannot read is quoted in its errors, and one it
 	// misreads (a password with a '/' read as a host) shows up in the
 	// address it dials.
-	variable, raw := "SECKILL_REDIS_URL", cfg.RedisURL
+	variable, raw, read := "SECKILL_REDIS_URL", cfg.RedisURL, readRedisURL
 	if len(cfg.RedisCluster) > 0 {
-		variable, raw = "SECKILL_REDIS_CLUSTER_ADDRS", strings.Join(cfg.RedisCluster, ",")
+		variable, raw, read = "SECKILL_REDIS_CLUSTER_ADDRS", strings.Join(cfg.RedisCluster, ","), readClusterAddrs
 	}
 	rdb, err := dialRedis(ctx, cfg)
 	if err != nil {
-		return nil, urlError(variable, raw, err)
+		return nil, urlError(variable, raw, err, read)
 	}
 	return rdb, nil
+}
+
+// readRedisURL is the readConn of SECKILL_REDIS_URL: the network, address,
+// user, database and TLS the client connects with.
+func readRedisURL(s string) (string, error) {
+	opts, err := redisURLOptions(s)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s user=%q db=%d tls=%t", opts.Network, opts.Addr, opts.Username, opts.DB, opts.TLSConfig != nil), nil
+}
+
+// readClusterAddrs is the readConn of SECKILL_REDIS_CLUSTER_ADDRS, its
+// entries joined with commas as openRedis joins them.
+func readClusterAddrs(s string) (string, error) {
+	opts, err := clusterOptions(strings.Split(s, ","))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%q user=%q tls=%t", opts.Addrs, opts.Username, opts.TLSConfig != nil), nil
 }
 
 // dialRedis is openRedis without the masking of its errors.
@@ -51,9 +71,9 @@ func dialRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 		}
 		rdb, where = redis.NewClusterClient(opts), "the Redis Cluster at "+strings.Join(opts.Addrs, ",")
 	} else {
-		opts, err := redis.ParseURL(cfg.RedisURL)
+		opts, err := redisURLOptions(cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("not a Redis URL (redis://user:password@host:port/db; %s): %w", escapePassword, err)
+			return nil, err
 		}
 		opts.PoolSize = redisPoolSize
 		rdb, where = redis.NewClient(opts), "redis at "+opts.Addr
@@ -63,6 +83,15 @@ func dialRedis(ctx context.Context, cfg Config) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("%s does not answer: %w", where, err)
 	}
 	return rdb, nil
+}
+
+// redisURLOptions reads SECKILL_REDIS_URL.
+func redisURLOptions(s string) (*redis.Options, error) {
+	opts, err := redis.ParseURL(s)
+	if err != nil {
+		return nil, fmt.Errorf("not a Redis URL (redis://user:password@host:port/db; %s): %w", escapePassword, err)
+	}
+	return opts, nil
 }
 
 // clusterOptions reads SECKILL_REDIS_CLUSTER_ADDRS: seed nodes host:port,

@@ -164,7 +164,7 @@ func runMigrate(ctx context.Context, getenv func(string) string, stderr io.Write
 		return errors.New("migrate needs SECKILL_DATABASE_URL")
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
-		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err)
+		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err, readPostgres)
 	}
 	log.Info("schema is up to date", "database", maskURL(cfg.DatabaseURL))
 	return nil

@@ -37,24 +37,55 @@ func maskURL(s string) string {
 	return b.String()
 }
 
-// urlError is err, which a client gave for the connection string raw of the
-// variable, told without any password raw holds. Clients quote the string
-// they could not read (Go's url.Error does, so go-redis's and pgx's errors
-// do), and the string they cannot read is the one whose password nothing
-// has masked yet: a password with a '/', '?' or '#' is the usual cause. Each
-// quote of raw becomes the masked string, then every password raw holds is
-// masked wherever else the message shows it (pgx's own masking is best
-// effort, and a message may quote only a piece of the string). The cause
+// urlError is err, which came of the connection string raw of the
+// variable, told without any piece of a password raw holds, however short.
+// A client quotes the string it cannot read, or only the part where it
+// stopped, and a password it misreads (a '/' ends a URL's userinfo early)
+// turns up cut into pieces as a port, a path, a database or a host it
+// dials: no replacement finds a piece of one or two characters in a
+// message. So err's words are used only when the client read the password
+// whole, and the fault is otherwise told by reading the masked string with
+// read, the client's own reading: where the masked string fails too, the
+// fault is outside the password and its error says which, with nothing to
+// hide; where it reads and raw does not, or reads otherwise, the password
+// is the fault, and the message says so and how to write it. The cause
 // stays in the chain for errors.Is and errors.As.
-func urlError(variable, raw string, err error) error {
-	msg := err.Error()
+func urlError(variable, raw string, err error, read readConn) error {
+	if len(secretSpans(raw)) == 0 {
+		return &maskedError{msg: variable + ": " + err.Error(), err: err}
+	}
 	masked := maskURL(raw)
-	msg = strings.ReplaceAll(msg, strconv.Quote(raw), strconv.Quote(masked))
-	msg = strings.ReplaceAll(msg, raw, masked)
-	for _, pw := range secretsOf(raw) {
-		msg = strings.ReplaceAll(msg, pw, mask)
+	rawReading, rawErr := read(raw)
+	maskedReading, maskedErr := read(masked)
+	var msg string
+	switch {
+	case maskedErr != nil:
+		msg = maskedErr.Error()
+	case rawErr != nil || rawReading != maskedReading:
+		msg = masked + ": " + passwordFault(raw)
+	default:
+		// Read whole, the password is in no part the client names (the
+		// host, the user, the database are the masked string's); a client
+		// that quotes the whole string is shown the masked one.
+		msg = strings.ReplaceAll(err.Error(), strconv.Quote(raw), strconv.Quote(masked))
+		msg = strings.ReplaceAll(msg, raw, masked)
 	}
 	return &maskedError{msg: variable + ": " + msg, err: err}
+}
+
+// readConn is a client's reading of a connection string: where it
+// connects, as whom and to what, told without the password (two strings
+// that differ only in their passwords read the same when the client reads
+// each password whole), or why it cannot read it.
+type readConn func(s string) (reading string, err error)
+
+// passwordFault says what is wrong with a password that a client cannot
+// read or reads as something else, and how to write it.
+func passwordFault(raw string) string {
+	if urlScheme.MatchString(raw) {
+		return "the password holds a character that must be percent-encoded: '/', '?', '#', '@' or ':' (as %2F, %3F, %23, %40, %3A; a '%' as %25, a space as %20)"
+	}
+	return `the password cannot be read as written: put it in single quotes, with \' for a quote and \\ for a backslash in it`
 }
 
 // maskedError is an error whose message is rewritten without a secret.
@@ -65,52 +96,6 @@ type maskedError struct {
 
 func (e *maskedError) Error() string { return e.msg }
 func (e *maskedError) Unwrap() error { return e.err }
-
-// secretsOf returns every password of s in each spelling a message may quote
-// it in: as written, unquoted or unescaped, Go-quoted, and the pieces of it
-// between the characters a parser stops at, which is all a message quotes
-// when it names the bad part (url.Parse's `invalid port ":pa" after host`
-// for "redis://u:pa/ss@db"). Pieces shorter than minSecretPiece are left:
-// replacing them everywhere would mask half the message and they tell
-// little. Longest first, so that a password is masked whole before a piece
-// of it is.
-func secretsOf(s string) []string {
-	var out []string
-	var add func(v string)
-	add = func(v string) {
-		if len(v) < minSecretPiece || v == mask {
-			return
-		}
-		out = append(out, v)
-		if q := strconv.Quote(v); q[1:len(q)-1] != v {
-			out = append(out, q[1:len(q)-1])
-		}
-		if u, err := url.PathUnescape(v); err == nil && u != v {
-			add(u)
-		}
-		if pieces := strings.FieldsFunc(v, isSecretSeparator); len(pieces) > 1 || (len(pieces) == 1 && pieces[0] != v) {
-			for _, p := range pieces {
-				add(p)
-			}
-		}
-	}
-	for _, sp := range secretSpans(s) {
-		v := s[sp[0]:sp[1]]
-		add(v)
-		if len(v) >= 2 && v[0] == '\'' {
-			inner := strings.TrimSuffix(v[1:], "'")
-			add(inner)
-			add(strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(inner))
-		}
-	}
-	// Longest first: "ab" must not be masked inside "abc" before "abc" is.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
 
 // secretSpans returns the [start, end) byte ranges of s that are passwords,
 // in order and not overlapping.
@@ -159,16 +144,6 @@ func secretSpans(s string) [][2]int {
 		pos += len(param) + 1
 	}
 	return spans
-}
-
-// minSecretPiece is the shortest piece of a password urlError masks
-// wherever a message shows it.
-const minSecretPiece = 3
-
-// isSecretSeparator reports whether a parser may stop at r inside a
-// password: URL delimiters, quotes, escapes and spaces.
-func isSecretSeparator(r rune) bool {
-	return strings.ContainsRune(":/?#@[]&='\"\\%", r) || r == ' ' || r == '\t' || r == '\n'
 }
 
 // isPasswordKey reports whether a URL query key names a password, read as

@@ -110,7 +110,11 @@ func TestURLErrorsHideThePassword(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), fmt.Sprintf("%q", c.raw)) {
 			quoted++
 		}
-		wrapped := urlError(c.variable, c.raw, err)
+		read := readPostgres
+		if c.variable == "SECKILL_REDIS_URL" {
+			read = readRedisURL
+		}
+		wrapped := urlError(c.variable, c.raw, err, read)
 		require.NotContains(t, wrapped.Error(), "s3cret", c.raw)
 		require.NotContains(t, wrapped.Error(), "Zq9", "%s: not even a piece of it", c.raw)
 		require.Contains(t, wrapped.Error(), c.variable, c.raw)
@@ -119,7 +123,7 @@ func TestURLErrorsHideThePassword(t *testing.T) {
 	require.GreaterOrEqual(t, quoted, 3, "the clients' own errors quote the string")
 	var ue *url.Error
 	_, err := redis.ParseURL("redis://default:Zq9/s3cret@db:6379/0")
-	require.ErrorAs(t, urlError("SECKILL_REDIS_URL", "redis://default:Zq9/s3cret@db:6379/0", err), &ue)
+	require.ErrorAs(t, urlError("SECKILL_REDIS_URL", "redis://default:Zq9/s3cret@db:6379/0", err, readRedisURL), &ue)
 }
 
 // TestStartUpErrorsHideThePassword runs the real start-up (serve, migrate,
@@ -179,5 +183,82 @@ func TestStartUpErrorsHideThePassword(t *testing.T) {
 			require.Contains(t, err.Error(), c.names, "the error names what to fix")
 			require.False(t, errors.Is(err, context.DeadlineExceeded), "it failed on the URL, not on the deadline: %v", err)
 		})
+	}
+}
+
+// TestURLErrorsHideShortPasswords: a password of one or two characters
+// with a character the client cuts a URL at ('/', '?', '#' for go-redis,
+// which reads a URL as net/url does; '/' for pgx, which reads it as libpq
+// does) leaves its pieces in a port, a path, a database or a host to dial;
+// the message says that the password is at fault and how to write it, and
+// shows no piece of it. One the client reads whole is not shown either,
+// nor one read whole when the fault is elsewhere in the string.
+func TestURLErrorsHideShortPasswords(t *testing.T) {
+	// fail is what the start-up gives for raw: the client's error, or,
+	// for a string it reads (as written or not), the dial's, which names
+	// what it dials as dialRedis and dialPool do.
+	redisFail := func(raw string) error {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("redis at %s does not answer: dial tcp %s: connect: connection refused", opts.Addr, opts.Addr)
+	}
+	postgresFail := func(raw string) error {
+		pcfg, err := pgxpool.ParseConfig(raw)
+		if err != nil {
+			return err
+		}
+		c := pcfg.ConnConfig
+		return fmt.Errorf("postgresql at %s does not answer: failed to connect to `user=%s database=%s`: %s:%d: connect: connection refused", c.Host, c.User, c.Database, c.Host, c.Port)
+	}
+	type form struct {
+		variable, url string
+		fail          func(string) error
+		read          readConn
+		cuts          string // where the client ends the userinfo early
+	}
+	forms := []form{
+		{"SECKILL_REDIS_URL", "redis://default:%s@db:6379/0", redisFail, readRedisURL, "/?#"},
+		{"SECKILL_REDIS_URL", "rediss://:%s@db", redisFail, readRedisURL, "/?#"},
+		{"SECKILL_DATABASE_URL", "postgres://app:%s@db:5432/seckill", postgresFail, readPostgres, "/"},
+		{"SECKILL_DATABASE_URL", "postgresql://app:%s@db/seckill?sslmode=disable", postgresFail, readPostgres, "/"},
+	}
+	// The passwords' letters, J and W, are in no message of the
+	// variables, the clients or the fix; the digit is looked for where a
+	// misread puts it, as a port.
+	for _, pw := range []string{"/", "?", "#", "J/", "/J", "J?", "?J", "J#", "#J", "1/", "/1"} {
+		for _, f := range forms {
+			raw := fmt.Sprintf(f.url, pw)
+			wrapped := urlError(f.variable, raw, f.fail(raw), f.read).Error()
+			require.NotContains(t, wrapped, "J", "%s: %s", raw, wrapped)
+			require.NotContains(t, wrapped, ":1", "%s: %s", raw, wrapped)
+			require.NotContains(t, wrapped, raw, "%s: %s", raw, wrapped)
+			require.True(t, strings.HasPrefix(wrapped, f.variable+": "), "%s: %s", raw, wrapped)
+			if strings.ContainsAny(pw, f.cuts) {
+				require.Contains(t, wrapped, maskURL(raw)+": the password holds a character that must be percent-encoded: '/', '?', '#', '@' or ':'",
+					"%s: the string as read, the password masked, what is wrong and what to do: %s", raw, wrapped)
+			} else {
+				require.Contains(t, wrapped, "postgresql at db does not answer", "%s: read whole, the dial's error is told: %s", raw, wrapped)
+			}
+		}
+	}
+	// Read as written, the fault elsewhere (a port that is not a number):
+	// the message tells that fault and holds no piece of the password,
+	// even where the client would quote one (an escape that is not one).
+	for _, pw := range []string{"J", "JW", "%J", "J%W"} {
+		for _, f := range []form{
+			{"SECKILL_REDIS_URL", "redis://default:%s@db:port/0", redisFail, readRedisURL, ""},
+			{"SECKILL_DATABASE_URL", "postgres://app:%s@db:port/seckill", postgresFail, readPostgres, ""},
+		} {
+			raw := fmt.Sprintf(f.url, pw)
+			err := f.fail(raw)
+			require.Error(t, err, raw)
+			wrapped := urlError(f.variable, raw, err, f.read)
+			require.NotContains(t, wrapped.Error(), "J", "%s: %s", raw, wrapped)
+			require.NotContains(t, wrapped.Error(), "W", "%s: %s", raw, wrapped)
+			require.Contains(t, wrapped.Error(), "port", "%s: the fault is named: %s", raw, wrapped)
+			require.ErrorIs(t, wrapped, err, "the cause stays in the chain")
+		}
 	}
 }

@@ -148,16 +148,41 @@ func openPool(ctx context.Context, url string, maxConns int32, idleTx time.Durat
 	if err != nil {
 		// The string pgx cannot read is quoted in its errors, and
 		// one it misreads shows up in the host it dials.
-		return nil, urlError("SECKILL_DATABASE_URL", url, err)
+		return nil, urlError("SECKILL_DATABASE_URL", url, err, readPostgres)
 	}
 	return pool, nil
 }
 
-// dialPool is openPool without the masking of its errors.
-func dialPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration) (*pgxpool.Pool, error) {
+// poolConfig reads SECKILL_DATABASE_URL.
+func poolConfig(url string) (*pgxpool.Config, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("not a PostgreSQL URL (postgres://user:password@host:port/db, or host=... password=... dbname=...; %s): %w", escapePassword, err)
+	}
+	return pcfg, nil
+}
+
+// readPostgres is the readConn of SECKILL_DATABASE_URL, for the pool and
+// the migrations alike (the pool's reading is pgx's and more): the hosts,
+// the user and the database a client of it connects to.
+func readPostgres(s string) (string, error) {
+	pcfg, err := poolConfig(s)
+	if err != nil {
+		return "", err
+	}
+	c := pcfg.ConnConfig
+	reading := fmt.Sprintf("%s:%d user=%q database=%q", c.Host, c.Port, c.User, c.Database)
+	for _, f := range c.Fallbacks {
+		reading += fmt.Sprintf(" %s:%d", f.Host, f.Port)
+	}
+	return reading, nil
+}
+
+// dialPool is openPool without the masking of its errors.
+func dialPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration) (*pgxpool.Pool, error) {
+	pcfg, err := poolConfig(url)
+	if err != nil {
+		return nil, err
 	}
 	pcfg.MaxConns = maxConns
 	if idleTx > 0 {
