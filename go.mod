@@ -2,6 +2,8 @@ module github.com/flashsale/seckill
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/fasthttp/websocket v1.5.8

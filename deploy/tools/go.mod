@@ -2,6 +2,8 @@ module github.com/flashsale/seckill/deploy/tools
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/chromedp/cdproto v0.159.0
