@@ -14,8 +14,10 @@
 #                (TEST_PROGRESS) as they end (go test -json | deploy/tools/testfmt)
 #   make fuzz    only the fuzz pass (FUZZTIME per target, default 3000x:
 #                3000 inputs each)
-#   make lint    gofmt check (lists the files), go vet, staticcheck, and
-#                the import layers (deploy/tools/depcheck)
+#   make lint    gofmt check (lists the files), go mod tidy, go vet,
+#                staticcheck, govulncheck (called vulnerabilities, offline
+#                database) and the import layers (deploy/tools/depcheck)
+#   make vulncheck  only lint's govulncheck, over both modules
 #   make test-race  the race detector over the packages where goroutines
 #                share state (RACE_PKGS), bounded by RACE_TIMEOUT
 #   make bench   the Go benchmarks, then a standard flash sale against
@@ -125,6 +127,28 @@ CAPACITY_FLAGS ?=
 # staticcheck comes through the Go module proxy at this pinned version, so
 # every machine lints with the same rules and nothing is installed by hand.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# govulncheck comes the same way, and so does the vulnerability database it
+# reads, so that lint needs no network but the module proxy (not
+# vuln.go.dev): the Go vulnerability database's own repository,
+# golang.org/x/vulndb, is a Go module whose data/osv folder holds every
+# published entry as OSV JSON, one GO-YYYY-NNNN.json a vulnerability, and
+# govulncheck -db file://FOLDER reads such a folder without an index (it
+# builds one in memory; a behaviour of the pinned govulncheck, which fails
+# loudly, "unrecognized vulndb format", if a newer one drops it). VULNDB
+# pins that module at one commit: the database as of 2026-11-05 23:49:57
+# UTC, the time in its pseudo-version (govulncheck -show version says
+# "DB updated: 0001-01-01": data/osv leaves the entries' modified dates to
+# the publishing step). To refresh it, run
+#   go list -m golang.org/x/vulndb@latest
+# and put the version it prints here; the lint line prints the date.
+# govulncheck exits 3, failing lint, when the code of either module calls a
+# vulnerable function, of a dependency or of the standard library of the
+# toolchain make builds with (GOTOOLCHAIN above); a vulnerability only in a
+# package the code imports, or a module it requires, without a call to it,
+# does not fail it (govulncheck counts those in its last lines, and
+# `-show verbose` lists them).
+GOVULNCHECK ?= golang.org/x/vuln/cmd/govulncheck@v1.10.0
+VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 # RACE_PKGS are the packages whose tests run goroutines against shared state:
 # the gates and the WebSocket (gateway), the hub (notify), the workers, the
 # sweeper and the reconciler (orders), the stock, the order ids and the
@@ -137,7 +161,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps kafka-jars build build-seckill run test vet lint test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: deps test-deps kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -242,7 +266,8 @@ $(WORK): go.mod $(TOOLS)/go.mod
 # lint fails on any file gofmt would change (and names them), on a go.mod or
 # go.sum that `go mod tidy` would change (so the product's go.mod lists only
 # what the product and its tests use, none of the tools'), on go vet's
-# findings, on staticcheck's, and on an import against the layers of
+# findings, on staticcheck's, on a known vulnerability the code calls
+# (govulncheck, with the database VULNDB), and on an import against the layers of
 # deploy/tools/depcheck (a lower folder importing a higher one, a test
 # helper outside tests or linked into a binary, dev mode linked into the
 # production build); the production build's own file
@@ -256,7 +281,16 @@ lint: $(WORK)
 	@$(MAKE) --no-print-directory vet PKGS=./... TOOLS_PKGS=./...
 	$(GO) vet -tags nodev ./cmd/seckill/...
 	$(WORK_GO) run $(STATICCHECK) ./... ./$(TOOLS)/...
+	@$(MAKE) --no-print-directory vulncheck
 	$(TOOLS_GO) test -count=1 ./depcheck
+
+# vulncheck is lint's govulncheck over both modules, against the database
+# VULNDB fetched through the module proxy (see GOVULNCHECK above).
+vulncheck:
+	@osv=$$($(GO) -C / mod download -json $(VULNDB) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/data/osv; \
+	if [ ! -d "$$osv" ]; then echo "vulncheck: $(VULNDB) has no data/osv folder" >&2; exit 1; fi; \
+	echo "vulncheck: $$($(GO) version | cut -d' ' -f3), database $(VULNDB) (as of $$(echo '$(VULNDB)' | sed 's/.*-\([0-9]\{4\}\)\([0-9]\{2\}\)\([0-9]\{2\}\)[0-9]\{6\}-.*/\1-\2-\3/'))"; \
+	set -x; $(GO) run $(GOVULNCHECK) -db "file://$$osv" ./...; $(TOOLS_GO) run $(GOVULNCHECK) -db "file://$$osv" ./...
 
 test-race: deps
 	$(GO) test -race -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
