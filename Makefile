@@ -258,10 +258,11 @@ run: deps build
 vet: $(WORK)
 	$(WORK_GO) vet $(PKGS) $(addprefix ./$(TOOLS)/,$(patsubst ./%,%,$(TOOLS_PKGS)))
 
-# $(WORK) is the workspace of the two modules (see WORK_GO).
+# $(WORK) is the workspace of the two modules (see WORK_GO), with go.mod's
+# go and toolchain lines: a workspace's own lines are the ones that count.
 $(WORK): go.mod $(TOOLS)/go.mod
 	@mkdir -p $(dir $@)
-	@printf 'go %s\n\nuse (\n\t..\n\t../$(TOOLS)\n)\n' "$$(sed -n 's/^go //p' go.mod)" > $@
+	@printf 'go %s\n\ntoolchain %s\n\nuse (\n\t..\n\t../$(TOOLS)\n)\n' "$$(sed -n 's/^go //p' go.mod)" "$$(sed -n 's/^toolchain //p' go.mod)" > $@
 
 # lint fails on any file gofmt would change (and names them), on a go.mod or
 # go.sum that `go mod tidy` would change (so the product's go.mod lists only
