@@ -168,3 +168,36 @@ func TestNullBodyIsInvalid(t *testing.T) {
 		"Authorization", "Bearer "+testAdminToken, "Content-Type", "application/json")
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
 }
+
+// A field named twice is refused, whatever its case: encoding/json took
+// the last value without a word, so {"add_stock":1,"add_stock":5} added 5
+// (a security review found it). Every JSON body goes through the one check.
+func TestRepeatedFieldIsInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := []string{"Authorization", "Bearer " + testAdminToken, "Content-Type", "application/json"}
+	path := "/api/v1/admin/vouchers/" + idString(b.onSale.ID)
+	for _, in := range []string{`{"add_stock":1,"add_stock":5}`, `{"add_stock":1,"ADD_STOCK":5}`, `{"add_stock":1,"add_ſtock":5}`} {
+		resp, body := b.do(t, http.MethodPatch, path, in, admin...)
+		msg := requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+		require.Contains(t, msg, "more than once", in)
+	}
+	v, err := b.catalog.Voucher(t.Context(), b.onSale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, v.StockTotal, "nothing was added")
+
+	resp, body := b.do(t, http.MethodPost, "/api/v1/vouchers/1/orders", `{"quantity":1,"quantity":2}`,
+		"Authorization", bearerOf(b.shopper), "Content-Type", "application/json")
+	requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+	require.Empty(t, b.buyer.requests(), "nothing was bought")
+	resp, body = b.do(t, http.MethodPost, "/api/v1/admin/vouchers", `{"title": "t", "kind": "seckill",
+		"price_cents": 100, "stock": 5, "stock": 50, "per_user_limit": 1, "begin_at": "2030-01-01T00:00:00Z",
+		"end_at": "2030-01-02T00:00:00Z"}`, admin...)
+	requireAPIError(t, resp, body, http.StatusBadRequest, "invalid_input")
+	// The same name in two objects is no repeat.
+	resp, body = b.do(t, http.MethodPost, "/api/v1/admin/vouchers", `{"title": "t", "kind": "seckill",
+		"price_cents": 100, "stock": 5, "per_user_limit": 1, "begin_at": "2030-01-01T00:00:00Z",
+		"end_at": "2030-01-02T00:00:00Z", "waiting_room": {"admit_per_second": 10,
+		"adaptive": {"target_p99_ms": 50, "min_per_second": 1, "max_per_second": 20}}}`, admin...)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+}
