@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -49,8 +48,7 @@ type Buyer struct {
 	// still deciding: a second call with the same key waits for it, so it
 	// replays a write that landed or, after a fence, starts anew, and never
 	// answers 202 with an order that the first attempt then fences.
-	mu       sync.Mutex
-	settling map[keyedAttempt]chan struct{}
+	settling KeyTurns[keyedAttempt]
 }
 
 // keyedAttempt names the attempts that one Idempotency-Key covers.
@@ -127,8 +125,7 @@ func NewBuyer(cfg BuyerConfig) *Buyer {
 		cfg.Log = slog.Default()
 	}
 	return &Buyer{stock: cfg.Stock, queue: cfg.Queue, ids: cfg.IDs, log: cfg.Log, now: time.Now,
-		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences,
-		settling: make(map[keyedAttempt]chan struct{})}
+		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences}
 }
 
 // serialize waits until no other call of this Buyer is deciding an attempt
@@ -138,28 +135,7 @@ func (b *Buyer) serialize(ctx context.Context, req BuyRequest) (done func(), err
 	if req.RequestKey == "" {
 		return func() {}, nil
 	}
-	k := keyedAttempt{req.VoucherID, req.UserID, req.RequestKey}
-	for {
-		b.mu.Lock()
-		busy, ok := b.settling[k]
-		if !ok {
-			ch := make(chan struct{})
-			b.settling[k] = ch
-			b.mu.Unlock()
-			return func() {
-				b.mu.Lock()
-				delete(b.settling, k)
-				b.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		b.mu.Unlock()
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: an attempt with the same Idempotency-Key is still in progress: %w", apperr.ErrUnavailable, ctx.Err())
-		}
-	}
+	return b.settling.Take(ctx, keyedAttempt{req.VoucherID, req.UserID, req.RequestKey})
 }
 
 // retryLaterError is a buy refused for a while: 503 with a Retry-After and
