@@ -1,15 +1,16 @@
 package gateway
 
-// The operator's routes (gateway/openapi.yaml, admin), all behind the admin
-// token: creating a voucher and pausing it; steering a running sale (stock
-// added, the waiting room's rate, a later end) and the record of who did;
-// a voucher's stats, its sale report and the exports of its orders and of
-// its draw's entries; and the fleet's switch of the circuit breaker.
+// The operator's routes (gateway/openapi.yaml, admin), all behind an
+// operator's token (operators.go): creating a voucher and pausing it;
+// steering a running sale (stock added, the waiting room's rate, a later
+// end) and the record of who did; a voucher's stats, its sale report and
+// the exports of its orders and of its draw's entries; and the fleet's
+// switch of the circuit breaker. Every change is an operatorChange
+// (adminonce.go): in the trail, and idempotent by its Idempotency-Key.
 
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +26,10 @@ import (
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-func (s *Server) createVoucher(c *fiber.Ctx) error {
+// createVoucher is POST /api/v1/admin/vouchers, an operator's change
+// (adminonce.go): the voucher and its entry in the trail are stored
+// together.
+func (s *Server) createVoucher(c *fiber.Ctx, act *seckill.Action) error {
 	var in api.NewVoucher
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
@@ -34,7 +38,9 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	created, err := s.deps.Catalog.Create(c.UserContext(), v)
+	// The record names the target: the new voucher's id.
+	describe(act, seckill.ActionCreateVoucher, "", c.Body())
+	created, err := s.deps.Catalog.Create(c.UserContext(), v, act)
 	if err != nil {
 		return err
 	}
@@ -43,7 +49,7 @@ func (s *Server) createVoucher(c *fiber.Ctx) error {
 
 // setVoucherState pauses one voucher's sale or ends the pause; every
 // instance obeys within a second (seckill/RULES.md, "Pausing one voucher").
-func (s *Server) setVoucherState(c *fiber.Ctx) error {
+func (s *Server) setVoucherState(c *fiber.Ctx, act *seckill.Action) error {
 	id, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
 		return err
@@ -53,10 +59,16 @@ func (s *Server) setVoucherState(c *fiber.Ctx) error {
 		return err
 	}
 	st := seckill.State(in.State)
-	if st != seckill.StatePaused && st != seckill.StateOnSale {
+	kind := seckill.ActionResumeVoucher
+	switch st {
+	case seckill.StatePaused:
+		kind = seckill.ActionPauseVoucher
+	case seckill.StateOnSale:
+	default:
 		return invalid(`state must be "paused" or "on_sale"`)
 	}
-	v, err := s.deps.Catalog.SetState(c.UserContext(), id, st)
+	describe(act, kind, voucherTarget(id), c.Body())
+	v, err := s.deps.Catalog.SetState(c.UserContext(), id, st, act)
 	if err != nil {
 		return err
 	}
@@ -67,9 +79,12 @@ func (s *Server) setVoucherState(c *fiber.Ctx) error {
 // (the catalog's announcement, as for a pause). Stock added to a voucher
 // with a waiting room goes to its line: the admission step's bound is the
 // stock left, and a room that closed because every unit was paid for opens
-// again. Each change is logged with who made it, and recorded with the
-// voucher (voucherChanges lists them).
-func (s *Server) changeVoucher(c *fiber.Ctx) error {
+// again, inside the change's transaction, so that nothing is left to do
+// once it has committed (an error after the commit would have the operator
+// send again a change that was made). Each change is logged with who made
+// it, and recorded with the voucher (voucherChanges lists them) and in the
+// trail.
+func (s *Server) changeVoucher(c *fiber.Ctx, act *seckill.Action) error {
 	id, err := parseID(c.Params("id"), "the voucher id")
 	if err != nil {
 		return err
@@ -82,19 +97,24 @@ func (s *Server) changeVoucher(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ch.By = s.operatorID()
+	ch.By = act.Operator
+	describe(act, seckill.ActionChangeVoucher, voucherTarget(id), c.Body())
 	ctx := c.UserContext()
-	v, err := s.deps.Catalog.Change(ctx, id, ch)
+	var reopen func(ctx context.Context, after seckill.Voucher) error
+	if ch.AddStock > 0 && s.deps.Room != nil {
+		reopen = func(ctx context.Context, after seckill.Voucher) error {
+			if l, ok := waitroom.LineOf(after); ok {
+				return s.deps.Room.Reopen(ctx, l)
+			}
+			return nil
+		}
+	}
+	v, err := s.deps.Catalog.Change(ctx, id, ch, act, reopen)
 	if err != nil {
 		return err
 	}
-	if l, ok := waitroom.LineOf(v); ok && ch.AddStock > 0 && s.deps.Room != nil {
-		if err := s.deps.Room.Reopen(ctx, l); err != nil {
-			return err
-		}
-	}
-	attrs := []slog.Attr{slog.Int64("voucher_id", id), slog.String("operator", s.operatorID()),
-		slog.String("addr", s.clientAddr(c).String()), slog.String("request_id", requestIDOf(c)),
+	attrs := []slog.Attr{slog.Int64("voucher_id", id), slog.String("operator", act.Operator),
+		slog.String("addr", s.clientAddr(c).String()), slog.String("request_id", act.RequestID),
 		slog.Int64("stock_total", v.StockTotal), slog.Time("end_at", v.EndAt)}
 	if ch.AddStock > 0 {
 		attrs = append(attrs, slog.Int64("add_stock", ch.AddStock))
@@ -109,6 +129,10 @@ func (s *Server) changeVoucher(c *fiber.Ctx) error {
 	return c.JSON(voucherJSON(v))
 }
 
+// voucherTarget names voucher id in the trail, as the record names the
+// vouchers it creates.
+func voucherTarget(id int64) string { return "voucher:" + idString(id) }
+
 // voucherChanges is GET /api/v1/admin/vouchers/{id}/changes: every change
 // operators made to the voucher's running sale, oldest first, with who made
 // it, as the record keeps them (an empty list for an unknown voucher).
@@ -122,14 +146,6 @@ func (s *Server) voucherChanges(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(changesOut(recs))
-}
-
-// operatorID names the operator in logs: the first 8 bytes of the admin
-// token's SHA-256, the same fingerprint the operator page shows beside the
-// changes it made, so a log line and a page tell the same who without the
-// token itself.
-func (s *Server) operatorID() string {
-	return "sha256:" + hex.EncodeToString(s.adminDigest[:8])
 }
 
 func (s *Server) voucherStats(c *fiber.Ctx) error {
@@ -296,8 +312,11 @@ func (s *Server) breakerStatus(c *fiber.Ctx) error {
 }
 
 // switchBreaker sets the mode for the whole fleet; every instance obeys
-// within a second.
-func (s *Server) switchBreaker(c *fiber.Ctx) error {
+// within a second. The switch is Redis's, so its entry in the trail is
+// written after it: a switch that failed is never recorded as made, and
+// one whose entry could not be written is answered 503, so the operator
+// sends it again (setting a mode twice is setting it once).
+func (s *Server) switchBreaker(c *fiber.Ctx, act *seckill.Action) error {
 	if s.deps.Breaker == nil {
 		return fmt.Errorf("%w: the breaker is not configured", apperr.ErrUnavailable)
 	}
@@ -308,5 +327,13 @@ func (s *Server) switchBreaker(c *fiber.Ctx) error {
 	if err := s.deps.Breaker.Switch(c.UserContext(), in.Mode); err != nil {
 		return err
 	}
+	describe(act, seckill.ActionSwitchBreaker, "breaker", c.Body())
+	if s.deps.Operators != nil {
+		if _, err := s.deps.Operators.RecordAction(c.UserContext(), *act); err != nil {
+			return fmt.Errorf("the breaker is %s, but its entry in the operators' trail was not written; send the switch again: %w", in.Mode, err)
+		}
+	}
+	s.log.LogAttrs(c.UserContext(), slog.LevelInfo, "breaker switched by an operator", slog.String("mode", in.Mode),
+		slog.String("operator", act.Operator), slog.String("request_id", act.RequestID))
 	return s.breakerStatus(c)
 }

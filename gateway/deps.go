@@ -20,14 +20,19 @@ import (
 // implements it): the catalog routes and the buying path's first gate read
 // it without a database query per request.
 type Catalog interface {
-	// Create validates and stores a voucher and puts it on sale.
-	Create(ctx context.Context, v seckill.Voucher) (seckill.Voucher, error)
+	// Create validates and stores a voucher and puts it on sale, with act
+	// in the operators' trail (the new voucher its target).
+	Create(ctx context.Context, v seckill.Voucher, act *seckill.Action) (seckill.Voucher, error)
 	// SetState pauses a voucher (seckill.StatePaused) or ends its pause
-	// (seckill.StateOnSale) for the whole fleet, and returns it.
-	SetState(ctx context.Context, id int64, st seckill.State) (seckill.Voucher, error)
+	// (seckill.StateOnSale) for the whole fleet, with act in the trail, and
+	// returns it.
+	SetState(ctx context.Context, id int64, st seckill.State, act *seckill.Action) (seckill.Voucher, error)
 	// Change steers a running sale (seckill.Change) for the whole fleet,
-	// and returns the voucher.
-	Change(ctx context.Context, id int64, change seckill.Change) (seckill.Voucher, error)
+	// with act in the trail and inTx (when not nil) run inside the change's
+	// transaction with the voucher changed, and returns the voucher. A used
+	// Idempotency-Key is seckill.ErrKeyUsed, and nothing changes.
+	Change(ctx context.Context, id int64, change seckill.Change, act *seckill.Action,
+		inTx func(ctx context.Context, after seckill.Voucher) error) (seckill.Voucher, error)
 	// Changes lists the changes made to a voucher's running sale, oldest
 	// first, from the record.
 	Changes(ctx context.Context, id int64) ([]seckill.ChangeRecord, error)

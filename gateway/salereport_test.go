@@ -82,7 +82,7 @@ func TestBuyAttemptsCountForTheSaleReport(t *testing.T) {
 	r.reset(nil)
 
 	// A refusal of the catalog step itself still names the voucher.
-	_, err := b.catalog.SetState(t.Context(), v.ID, seckill.StatePaused)
+	_, err := b.catalog.SetState(t.Context(), v.ID, seckill.StatePaused, nil)
 	require.NoError(t, err)
 	require.Equal(t, 503, buy(""))
 	require.Equal(t, []string{fmt.Sprintf("%d sale_paused ", v.ID)}, sales.take())

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/seckill"
 )
 
 // Config is how the gateway serves. The zero value of a field means its
@@ -154,6 +155,12 @@ type Deps struct {
 	// (*waitroom.Adapter implements it). Nil: the voucher's
 	// admit_per_second.
 	AdmitRates AdmitRates
+	// Operators is the named operators' tokens, the trail of their
+	// changes and the answers kept for keyed changes (operators.go). Nil:
+	// only SECKILL_ADMIN_TOKEN opens the operator routes, GET
+	// /api/v1/admin/actions answers 503, and a change with an
+	// Idempotency-Key is refused 503.
+	Operators Operators
 }
 
 // Server is one gateway instance.
@@ -163,8 +170,10 @@ type Server struct {
 	log         *slog.Logger
 	app         *fiber.App
 	adminDigest [sha256.Size]byte
-	proxies     []netip.Prefix // Config.TrustedProxies, parsed
-	pipeline    *buy.Pipeline  // Deps.Buy, telling its answers to the buy outcomes (metrics.go)
+	operators   *operatorTokens               // Deps.Operators' live tokens, nil without it
+	keyed       seckill.KeyTurns[keyedChange] // the keyed changes in progress here (adminonce.go)
+	proxies     []netip.Prefix                // Config.TrustedProxies, parsed
+	pipeline    *buy.Pipeline                 // Deps.Buy, telling its answers to the buy outcomes (metrics.go)
 	ready       *Readiness
 	draining    atomic.Bool
 	ws          *sockets // open WebSockets (ws.go)
@@ -227,6 +236,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 
 	s := &Server{cfg: cfg, deps: deps, log: deps.Logger, proxies: proxies, adminDigest: sha256.Sum256([]byte(cfg.AdminToken))}
+	if deps.Operators != nil {
+		s.operators = &operatorTokens{src: deps.Operators}
+	}
 	if s.metrics, err = newMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}

@@ -47,7 +47,7 @@ type fakeCatalog struct {
 	changes  map[int64][]seckill.ChangeRecord
 }
 
-func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher) (seckill.Voucher, error) {
+func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher, _ *seckill.Action) (seckill.Voucher, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -118,15 +118,22 @@ func (f *fakeCatalog) publishLocked() {
 	f.dirty = false
 }
 
-func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State) (seckill.Voucher, error) {
+func (f *fakeCatalog) SetState(_ context.Context, id int64, st seckill.State, _ *seckill.Action) (seckill.Voucher, error) {
 	return f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) {
 		v.Paused = st == seckill.StatePaused
 		return v, nil
 	})
 }
 
-func (f *fakeCatalog) Change(_ context.Context, id int64, ch seckill.Change) (seckill.Voucher, error) {
-	v, err := f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) { return ch.Apply(v, time.Now()) })
+func (f *fakeCatalog) Change(ctx context.Context, id int64, ch seckill.Change, _ *seckill.Action,
+	inTx func(context.Context, seckill.Voucher) error) (seckill.Voucher, error) {
+	v, err := f.change(id, func(v seckill.Voucher) (seckill.Voucher, error) {
+		after, err := ch.Apply(v, time.Now())
+		if err == nil && inTx != nil {
+			err = inTx(ctx, after)
+		}
+		return after, err
+	})
 	if err == nil {
 		f.mu.Lock()
 		if f.changes == nil {

@@ -40,7 +40,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	v, err := store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Flash", Kind: seckill.KindSeckill, PriceCents: 500, StockTotal: total, PerUserLimit: limit,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, stock.Warm)
+	}, nil, stock.Warm)
 	require.NoError(t, err)
 
 	// A voucher Redis sells but PostgreSQL never got (its transaction
@@ -48,7 +48,7 @@ func TestBuyingPathEndToEnd(t *testing.T) {
 	_, err = store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Ghost", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: 10, PerUserLimit: 5,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, func(ctx context.Context, v seckill.Voucher) error {
+	}, nil, func(ctx context.Context, v seckill.Voucher) error {
 		if err := stock.Warm(ctx, v); err != nil {
 			return err
 		}
@@ -154,7 +154,7 @@ func TestReaderReservedFromRedis(t *testing.T) {
 	v, err := store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Flash", Kind: seckill.KindSeckill, PriceCents: 500, StockTotal: 5, PerUserLimit: 5,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, stock.Warm)
+	}, nil, stock.Warm)
 	require.NoError(t, err)
 
 	r := seckill.Reservation{OrderID: v.ID*1000 + 1, VoucherID: v.ID, UserID: 3, Quantity: 2, ReservedAt: now}

@@ -31,7 +31,7 @@ func fenceSetup(t *testing.T, total int64) (*pgstore.Store, *redisstock.Store, s
 	v, err := store.CreateVoucher(t.Context(), seckill.Voucher{
 		Title: "Fenced", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: total, PerUserLimit: 2,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, stock.Warm)
+	}, nil, stock.Warm)
 	require.NoError(t, err)
 	topic := stack.NewTopic(t, 1)
 	producer, err := kafkaq.NewProducer(stack.KafkaBrokers, topic, testLog(t))

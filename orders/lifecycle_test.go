@@ -48,7 +48,7 @@ func newLifeEnv(t testing.TB, kind seckill.Kind, total, limit int64, payTimeout 
 	e.v, err = e.store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Lifecycle", Kind: kind, PriceCents: 250, StockTotal: total, PerUserLimit: limit,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, warm)
+	}, nil, warm)
 	require.NoError(t, err)
 	e.ids.n.Store(e.v.ID * 1000) // order ids of this voucher's own
 	e.life = orders.NewLifecycle(orders.LifecycleConfig{Record: e.store, Stock: e.stock, Events: e.events, Log: testLog(t)})

@@ -113,7 +113,7 @@ func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
 	v, err := store.CreateVoucher(ctx, seckill.Voucher{
 		Title: "Split", Kind: seckill.KindSeckill, PriceCents: 250, StockTotal: 40, PerUserLimit: 5, Shards: 4,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, stock.Warm)
+	}, nil, stock.Warm)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), redisstocktest.HalfMove(t, stack.Redis(t), v.ID, 3, 0, 6, "died"))
 	snap, err := stock.Snapshot(ctx, v.ID)

@@ -33,7 +33,7 @@ func TestRepairAfterRedisWiped(t *testing.T) {
 	v, err := e.store.CreateVoucher(e.ctx, seckill.Voucher{
 		Title: "Wiped", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: total, PerUserLimit: 1,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, e.stock.Warm)
+	}, nil, e.stock.Warm)
 	require.NoError(t, err)
 	e.v = v
 	e.worker = orders.NewWorker(orders.WorkerConfig{Record: e.store, Stock: e.stock, Events: e.events, PayTimeout: time.Minute, Log: testLog(t)})

@@ -17,17 +17,22 @@ import (
 type VoucherStore interface {
 	// CreateVoucher stores v and calls beforeCommit with the stored voucher
 	// inside the same transaction; the voucher exists only if both succeed.
-	CreateVoucher(ctx context.Context, v Voucher, beforeCommit func(context.Context, Voucher) error) (Voucher, error)
+	// act, when not nil, is appended to the operators' trail in that
+	// transaction, the new voucher its target (a used Idempotency-Key:
+	// ErrKeyUsed, and nothing is stored).
+	CreateVoucher(ctx context.Context, v Voucher, act *Action, beforeCommit func(context.Context, Voucher) error) (Voucher, error)
 	Voucher(ctx context.Context, id int64) (Voucher, error)
 	Vouchers(ctx context.Context) ([]Voucher, error)
 	// SetVoucherPaused records the operator's pause (or its end) and
-	// returns the voucher, or an error wrapping apperr.ErrNotFound.
-	SetVoucherPaused(ctx context.Context, id int64, paused bool) (Voucher, error)
+	// returns the voucher, or an error wrapping apperr.ErrNotFound; act,
+	// when not nil, is appended to the trail in the same transaction.
+	SetVoucherPaused(ctx context.Context, id int64, paused bool, act *Action) (Voucher, error)
 	// ChangeVoucher makes change (Change.Apply, judged by the record's
-	// clock) with the voucher's row locked, records it (a ChangeRecord),
-	// calls beforeCommit with the voucher before and after it inside the
-	// same transaction, and commits only if that returned nil.
-	ChangeVoucher(ctx context.Context, id int64, change Change,
+	// clock) with the voucher's row locked, records it (a ChangeRecord,
+	// and act in the trail when not nil), calls beforeCommit with the
+	// voucher before and after it inside the same transaction, and commits
+	// only if that returned nil.
+	ChangeVoucher(ctx context.Context, id int64, change Change, act *Action,
 		beforeCommit func(ctx context.Context, before, after Voucher) error) (Voucher, error)
 	// VoucherChanges lists the changes made to voucher id, oldest first
 	// (none for an unknown voucher).
@@ -266,8 +271,9 @@ func (c *Catalog) RecordReads() int64 { return c.records.Load() }
 // warming fails, nothing is stored and the error says the fast store is
 // unavailable. The fleet is told, so every instance lists it within
 // milliseconds (or at its next refresh if the announcement is lost), and
-// this instance lists it before Create returns.
-func (c *Catalog) Create(ctx context.Context, v Voucher) (Voucher, error) {
+// this instance lists it before Create returns. act, when not nil, is the
+// operator's creation, recorded in the trail with the voucher.
+func (c *Catalog) Create(ctx context.Context, v Voucher, act *Action) (Voucher, error) {
 	v.StockLeft = v.StockTotal
 	v.Paused = false
 	if err := v.Validate(); err != nil {
@@ -284,7 +290,7 @@ func (c *Catalog) Create(ctx context.Context, v Voucher) (Voucher, error) {
 		warmed = stored.ID
 		return nil
 	}
-	stored, err := c.store.CreateVoucher(ctx, v, warm)
+	stored, err := c.store.CreateVoucher(ctx, v, act, warm)
 	if err != nil && warmed != 0 {
 		// Warmed but the record's commit failed: take it off sale again so
 		// the fast store never sells a voucher the record does not know.
@@ -309,8 +315,9 @@ func (c *Catalog) Create(ctx context.Context, v Voucher) (Voucher, error) {
 // in the record first, then tells the fleet. It returns the voucher as this
 // instance's memory has it once a read begun after the change finished, so
 // its State is what shoppers now see (on_sale, or scheduled, sold_out or
-// ended when that is where the sale stands).
-func (c *Catalog) SetState(ctx context.Context, id int64, st State) (Voucher, error) {
+// ended when that is where the sale stands). act, when not nil, is the
+// operator's change, recorded in the trail with it.
+func (c *Catalog) SetState(ctx context.Context, id int64, st State, act *Action) (Voucher, error) {
 	var paused bool
 	switch st {
 	case StatePaused:
@@ -319,35 +326,44 @@ func (c *Catalog) SetState(ctx context.Context, id int64, st State) (Voucher, er
 	default:
 		return Voucher{}, apperr.Invalidf("state must be %q or %q", StatePaused, StateOnSale)
 	}
-	if _, err := c.store.SetVoucherPaused(ctx, id, paused); err != nil {
+	stored, err := c.store.SetVoucherPaused(ctx, id, paused, act)
+	if err != nil {
 		return Voucher{}, err
 	}
-	return c.afterChange(ctx, id)
+	return c.afterChange(ctx, stored), nil
 }
 
 // Change steers a running sale (see Change): the record first, with the
 // fast store changed inside its transaction (a seckill voucher's stock is
 // added in Redis while the voucher's row is locked, so the two never
 // disagree once it commits; if the commit fails the Redis change is undone).
-// The fleet is told, as for SetState, and the voucher is returned as this
-// instance's memory has it once a read begun after the change finished.
-func (c *Catalog) Change(ctx context.Context, id int64, change Change) (Voucher, error) {
+// inTx, when not nil, runs last inside the transaction too, with the
+// voucher as the change leaves it (a waiting room reopened for the stock
+// added): its failure undoes the change, so nothing the change needs is
+// left to do once it has committed. act, when not nil, is the operator's
+// change, recorded in the trail with it. The fleet is told, as for
+// SetState, and the voucher is returned as this instance's memory has it
+// once a read begun after the change finished.
+func (c *Catalog) Change(ctx context.Context, id int64, change Change, act *Action,
+	inTx func(ctx context.Context, after Voucher) error) (Voucher, error) {
 	if err := change.Validate(); err != nil {
 		return Voucher{}, err
 	}
 	var steered bool
 	var before, after Voucher
 	steer := func(ctx context.Context, b, a Voucher) error {
-		if b.Kind != KindSeckill {
-			return nil
+		if b.Kind == KindSeckill {
+			if err := c.stock.Steer(ctx, b, a); err != nil {
+				return fmt.Errorf("voucher %d not changed, its stock in the fast store could not be: %w", id, err)
+			}
+			steered, before, after = true, b, a
 		}
-		if err := c.stock.Steer(ctx, b, a); err != nil {
-			return fmt.Errorf("voucher %d not changed, its stock in the fast store could not be: %w", id, err)
+		if inTx != nil {
+			return inTx(ctx, a)
 		}
-		steered, before, after = true, b, a
 		return nil
 	}
-	_, err := c.store.ChangeVoucher(ctx, id, change, steer)
+	stored, err := c.store.ChangeVoucher(ctx, id, change, act, steer)
 	if err != nil && steered {
 		if undoErr := c.stock.Steer(context.WithoutCancel(ctx), after, before); undoErr != nil {
 			c.log.ErrorContext(ctx, "voucher change not committed, and its Redis side not undone: the healer repairs the drift",
@@ -357,7 +373,7 @@ func (c *Catalog) Change(ctx context.Context, id int64, change Change) (Voucher,
 	if err != nil {
 		return Voucher{}, err
 	}
-	return c.afterChange(ctx, id)
+	return c.afterChange(ctx, stored), nil
 }
 
 // Changes lists the changes operators made to voucher id's running sale,
@@ -366,20 +382,27 @@ func (c *Catalog) Changes(ctx context.Context, id int64) ([]ChangeRecord, error)
 	return c.store.VoucherChanges(ctx, id)
 }
 
-// afterChange tells the fleet that voucher id's record changed and returns
+// afterChange tells the fleet that stored's record changed and returns
 // the voucher as this instance's memory has it once a read begun after the
-// change finished.
-func (c *Catalog) afterChange(ctx context.Context, id int64) (Voucher, error) {
+// change finished. The change has committed by then, so it never fails:
+// an answer of error would make the operator send again a change that was
+// made. When the memory cannot be read again now, the answer is the
+// voucher as the record returned it (PostgreSQL's stock left, which may
+// lag Redis's by the holds in flight), and the loop catches up.
+func (c *Catalog) afterChange(ctx context.Context, stored Voucher) Voucher {
 	changed := c.now()
-	c.changedHere(ctx, id)
-	if err := c.reload(ctx, changed); err != nil {
-		return Voucher{}, err
+	c.changedHere(ctx, stored.ID)
+	err := c.reload(ctx, changed)
+	if err == nil {
+		if v, ok := c.cur.Load().Voucher(stored.ID); ok {
+			return v
+		}
+		err = errors.New("not in the catalog read after it")
 	}
-	v, ok := c.cur.Load().Voucher(id)
-	if !ok {
-		return Voucher{}, fmt.Errorf("voucher %d: %w", id, apperr.ErrNotFound)
-	}
-	return v, nil
+	c.log.WarnContext(ctx, "voucher changed, but this instance could not read it again: answered with the record's copy; the catalog catches up at its next refresh",
+		"voucher_id", stored.ID, "err", err)
+	stored.State = stored.StateAt(c.now())
+	return stored
 }
 
 // changedHere tells the fleet, and this instance's loop, that voucher id's

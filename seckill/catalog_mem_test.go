@@ -38,7 +38,7 @@ func TestCatalogReadsAreCoalesced(t *testing.T) {
 	for i := range 5 {
 		v := validVoucher()
 		v.Title = fmt.Sprint("v", i)
-		created, err := writer.Create(t.Context(), v)
+		created, err := writer.Create(t.Context(), v, nil)
 		require.NoError(t, err)
 		ids = append(ids, created.ID)
 	}
@@ -94,14 +94,14 @@ func TestCatalogSeesAnotherInstancesVoucherAtOnce(t *testing.T) {
 	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	a := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour})
 	b := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour, LookupGap: 50 * time.Millisecond})
-	first, err := a.Create(t.Context(), validVoucher())
+	first, err := a.Create(t.Context(), validVoucher(), nil)
 	require.NoError(t, err)
 	_, err = b.Voucher(t.Context(), first.ID)
 	require.NoError(t, err)
 
 	// Created right after b's lookup, within its gap: the next lookup must
 	// still find it (a read that began before the commit does not count).
-	created, err := a.Create(t.Context(), validVoucher())
+	created, err := a.Create(t.Context(), validVoucher(), nil)
 	require.NoError(t, err)
 	got, err := b.Voucher(t.Context(), created.ID)
 	require.NoError(t, err, "a voucher created elsewhere is found by the lookup")
@@ -139,14 +139,14 @@ func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 	defer cancel()
 	runCatalog(t, ctx, other)
 
-	v, err := a.Create(t.Context(), validVoucher())
+	v, err := a.Create(t.Context(), validVoucher(), nil)
 	require.NoError(t, err)
-	_, err = a.SetState(t.Context(), v.ID, "sold_out")
+	_, err = a.SetState(t.Context(), v.ID, "sold_out", nil)
 	require.ErrorIs(t, err, apperr.ErrInvalidInput)
-	_, err = a.SetState(t.Context(), v.ID+1000, seckill.StatePaused)
+	_, err = a.SetState(t.Context(), v.ID+1000, seckill.StatePaused, nil)
 	require.ErrorIs(t, err, apperr.ErrNotFound)
 
-	paused, err := a.SetState(t.Context(), v.ID, seckill.StatePaused)
+	paused, err := a.SetState(t.Context(), v.ID, seckill.StatePaused, nil)
 	require.NoError(t, err)
 	require.Equal(t, seckill.StatePaused, paused.State)
 	require.True(t, paused.Paused)
@@ -162,7 +162,7 @@ func TestCatalogPauseIsKeptAndSeenEverywhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, seckill.StatePaused, got.State, "the pause survives a restart")
 
-	resumed, err := a.SetState(t.Context(), v.ID, seckill.StateOnSale)
+	resumed, err := a.SetState(t.Context(), v.ID, seckill.StateOnSale, nil)
 	require.NoError(t, err)
 	require.Equal(t, seckill.StateOnSale, resumed.State)
 	require.Eventually(t, func() bool {
@@ -182,7 +182,7 @@ func TestCatalogLiveStock(t *testing.T) {
 	v := validVoucher()
 	v.StockTotal, v.PerUserLimit = 2, 2
 	v.BeginAt = time.Now().Add(-time.Minute)
-	v, err := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour}).Create(t.Context(), v)
+	v, err := seckill.NewCatalog(seckill.CatalogConfig{Store: pgstore.New(pool), Stock: stock, RecordEvery: time.Hour}).Create(t.Context(), v, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

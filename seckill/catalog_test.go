@@ -29,7 +29,7 @@ func TestCachedServesTheLastCopyWhilePostgresIsDown(t *testing.T) {
 
 	v := validVoucher()
 	v.Kind = seckill.KindLimit // not warmed: the package's tests share one Redis, and ids restart per database
-	created, err := catalog.Create(t.Context(), v)
+	created, err := catalog.Create(t.Context(), v, nil)
 	require.NoError(t, err)
 	first, err := catalog.Cached(t.Context(), created.ID)
 	require.NoError(t, err)

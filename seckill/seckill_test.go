@@ -229,7 +229,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	rdb := stack.Redis(t)
 	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: redisstock.New(redisstock.Config{Redis: rdb})})
 
-	v, err := catalog.Create(t.Context(), validVoucher())
+	v, err := catalog.Create(t.Context(), validVoucher(), nil)
 	require.NoError(t, err)
 	got, err := catalog.Get(t.Context(), v.ID)
 	require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { dead.Close() })
 	broken := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: redisstock.New(redisstock.Config{Redis: dead})})
-	_, err = broken.Create(t.Context(), validVoucher())
+	_, err = broken.Create(t.Context(), validVoucher(), nil)
 	require.ErrorIs(t, err, apperr.ErrUnavailable)
 	all, err := store.Vouchers(t.Context())
 	require.NoError(t, err)
@@ -302,7 +302,7 @@ func TestBuyWhileTheStockStateIsMissing(t *testing.T) {
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
-	v, err := store.CreateVoucher(ctx, validVoucher(), stock.Warm)
+	v, err := store.CreateVoucher(ctx, validVoucher(), nil, stock.Warm)
 	require.NoError(t, err)
 	ids, err := orderid.New(3)
 	require.NoError(t, err)

@@ -23,14 +23,14 @@ func TestVoucherChangesRecorded(t *testing.T) {
 	v := pgstoretest.NewVoucher(t, s, 10, 1)
 	other := pgstoretest.NewVoucher(t, s, 3, 1)
 
-	_, err := s.ChangeVoucher(ctx, v.ID, seckill.Change{AddStock: 5, By: "sha256:aa"}, nil)
+	_, err := s.ChangeVoucher(ctx, v.ID, seckill.Change{AddStock: 5, By: "sha256:aa"}, nil, nil)
 	require.NoError(t, err)
 	end := v.EndAt.Add(time.Hour).Truncate(time.Second)
-	_, err = s.ChangeVoucher(ctx, v.ID, seckill.Change{EndAt: end, By: "sha256:bb"}, nil)
+	_, err = s.ChangeVoucher(ctx, v.ID, seckill.Change{EndAt: end, By: "sha256:bb"}, nil, nil)
 	require.NoError(t, err)
-	_, err = s.ChangeVoucher(ctx, v.ID, seckill.Change{AdmitPerSecond: 5, By: "sha256:cc"}, nil)
+	_, err = s.ChangeVoucher(ctx, v.ID, seckill.Change{AdmitPerSecond: 5, By: "sha256:cc"}, nil, nil)
 	require.ErrorIs(t, err, apperr.ErrInvalidInput, "no waiting room: refused")
-	_, err = s.ChangeVoucher(ctx, v.ID, seckill.Change{AddStock: 1, By: "sha256:dd"},
+	_, err = s.ChangeVoucher(ctx, v.ID, seckill.Change{AddStock: 1, By: "sha256:dd"}, nil,
 		func(context.Context, seckill.Voucher, seckill.Voucher) error { return errors.New("redis said no") })
 	require.Error(t, err, "undone before its commit")
 

@@ -142,7 +142,7 @@ func contended(t *testing.T, kind seckill.Kind, limit, user int64) (*pgxpool.Poo
 	v, err := s.CreateVoucher(ctx, seckill.Voucher{
 		Title: "contended", Kind: kind, PriceCents: 100, StockTotal: 10, PerUserLimit: limit,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, nil)
+	}, nil, nil)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO voucher_buyers (voucher_id, user_id, quantity) VALUES ($1, $2, 0)`, v.ID, user)
 	require.NoError(t, err)

@@ -264,16 +264,20 @@ func roomDrawPass(r *seckill.WaitingRoom) int64 {
 // Redis in beforeCommit: if that fails the voucher does not exist anywhere
 // PostgreSQL is asked, and a Redis entry it left behind belongs to an id no
 // order can be persisted for (it ends failed). beforeCommit may be nil.
-func (s *Store) CreateVoucher(ctx context.Context, v seckill.Voucher,
+// act, when not nil, is the operator's creation, appended to the trail in
+// the same transaction with the new voucher as its target (an
+// Idempotency-Key that made a change already: seckill.ErrKeyUsed, and
+// nothing is created).
+func (s *Store) CreateVoucher(ctx context.Context, v seckill.Voucher, act *seckill.Action,
 	beforeCommit func(context.Context, seckill.Voucher) error) (_ seckill.Voucher, err error) {
 	defer unavailable(&err)
 	if err := v.Validate(); err != nil {
 		return seckill.Voucher{}, err
 	}
-	return retryConflicts(ctx, func() (seckill.Voucher, error) { return s.createVoucher(ctx, v, beforeCommit) })
+	return retryConflicts(ctx, func() (seckill.Voucher, error) { return s.createVoucher(ctx, v, act, beforeCommit) })
 }
 
-func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
+func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher, act *seckill.Action,
 	beforeCommit func(context.Context, seckill.Voucher) error) (seckill.Voucher, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -293,6 +297,13 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher,
 		roomMode(v.WaitingRoom), roomDrawPass(v.WaitingRoom)))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
+	}
+	if act != nil {
+		a := *act
+		a.Target = voucherTarget(stored.ID)
+		if _, err := insertAction(ctx, tx, a); err != nil {
+			return seckill.Voucher{}, err
+		}
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(ctx, stored); err != nil {
@@ -320,19 +331,40 @@ func (s *Store) Voucher(ctx context.Context, id int64) (_ seckill.Voucher, err e
 }
 
 // SetVoucherPaused records the operator's pause of voucher id (or its end)
-// and returns the voucher, or an error wrapping apperr.ErrNotFound.
-func (s *Store) SetVoucherPaused(ctx context.Context, id int64, paused bool) (_ seckill.Voucher, err error) {
+// and returns the voucher, or an error wrapping apperr.ErrNotFound. act,
+// when not nil, is the operator's change, appended to the trail in the
+// same transaction (a used Idempotency-Key: seckill.ErrKeyUsed, and
+// nothing changes).
+func (s *Store) SetVoucherPaused(ctx context.Context, id int64, paused bool, act *seckill.Action) (_ seckill.Voucher, err error) {
 	defer unavailable(&err)
-	v, err := scanVoucher(s.pool.QueryRow(ctx,
-		`UPDATE vouchers SET paused = $2 WHERE id = $1 RETURNING `+voucherColumns, id, paused))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, apperr.ErrNotFound)
-	}
-	if err != nil {
-		return seckill.Voucher{}, fmt.Errorf("pgstore: pause voucher %d: %w", id, err)
-	}
-	return v, nil
+	return retryConflicts(ctx, func() (seckill.Voucher, error) {
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return seckill.Voucher{}, fmt.Errorf("pgstore: pause voucher %d: %w", id, err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
+		v, err := scanVoucher(tx.QueryRow(ctx,
+			`UPDATE vouchers SET paused = $2 WHERE id = $1 RETURNING `+voucherColumns, id, paused))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return seckill.Voucher{}, fmt.Errorf("pgstore: voucher %d: %w", id, apperr.ErrNotFound)
+		}
+		if err != nil {
+			return seckill.Voucher{}, fmt.Errorf("pgstore: pause voucher %d: %w", id, err)
+		}
+		if act != nil {
+			if _, err := insertAction(ctx, tx, *act); err != nil {
+				return seckill.Voucher{}, err
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return seckill.Voucher{}, fmt.Errorf("pgstore: pause voucher %d: commit: %w", id, err)
+		}
+		return v, nil
+	})
 }
+
+// voucherTarget names voucher id in the operators' trail.
+func voucherTarget(id int64) string { return fmt.Sprintf("voucher:%d", id) }
 
 // ChangeVoucher steers voucher id's running sale (seckill.Change): in one
 // transaction it locks the row, judges the change by PostgreSQL's clock
@@ -341,14 +373,16 @@ func (s *Store) SetVoucherPaused(ctx context.Context, id int64, paused bool) (_ 
 // sweeper's updates of stock_left wait for the lock, so none is lost), sets
 // the end and the room's rate, and calls beforeCommit with the voucher
 // before and after; it commits only if that returned nil. Unknown id:
-// ErrNotFound.
-func (s *Store) ChangeVoucher(ctx context.Context, id int64, change seckill.Change,
+// ErrNotFound. act, when not nil, is the operator's change, appended to the
+// trail in the same transaction before beforeCommit runs (a used
+// Idempotency-Key: seckill.ErrKeyUsed, and nothing changes anywhere).
+func (s *Store) ChangeVoucher(ctx context.Context, id int64, change seckill.Change, act *seckill.Action,
 	beforeCommit func(ctx context.Context, before, after seckill.Voucher) error) (_ seckill.Voucher, err error) {
 	defer unavailable(&err)
-	return retryConflicts(ctx, func() (seckill.Voucher, error) { return s.changeVoucher(ctx, id, change, beforeCommit) })
+	return retryConflicts(ctx, func() (seckill.Voucher, error) { return s.changeVoucher(ctx, id, change, act, beforeCommit) })
 }
 
-func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Change,
+func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Change, act *seckill.Action,
 	beforeCommit func(ctx context.Context, before, after seckill.Voucher) error) (seckill.Voucher, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -386,6 +420,11 @@ func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Chan
 	if _, err := tx.Exec(ctx, `INSERT INTO voucher_changes (voucher_id, at, operator, add_stock, admit_per_second, end_at, stock_total)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, now, change.By, change.AddStock, change.AdmitPerSecond, endAt, after.StockTotal); err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: record the change of voucher %d: %w", id, err)
+	}
+	if act != nil {
+		if _, err := insertAction(ctx, tx, *act); err != nil {
+			return seckill.Voucher{}, err
+		}
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(ctx, before, after); err != nil {

@@ -57,14 +57,14 @@ func TestCreateVoucher(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		bad := in
 		bad.StockTotal = 0
-		_, err := s.CreateVoucher(ctx, bad, nil)
+		_, err := s.CreateVoucher(ctx, bad, nil, nil)
 		require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	})
 
 	// Redis warming failed: nothing may be left in PostgreSQL.
 	warmErr := errors.New("redis down")
 	var seen seckill.Voucher
-	_, err := s.CreateVoucher(ctx, in, func(_ context.Context, v seckill.Voucher) error {
+	_, err := s.CreateVoucher(ctx, in, nil, func(_ context.Context, v seckill.Voucher) error {
 		seen = v
 		return warmErr
 	})
@@ -73,7 +73,7 @@ func TestCreateVoucher(t *testing.T) {
 	_, err = s.Voucher(ctx, seen.ID)
 	require.ErrorIs(t, err, apperr.ErrNotFound)
 
-	v1, err := s.CreateVoucher(ctx, in, func(_ context.Context, v seckill.Voucher) error {
+	v1, err := s.CreateVoucher(ctx, in, nil, func(_ context.Context, v seckill.Voucher) error {
 		seen = v
 		return nil
 	})
@@ -85,11 +85,11 @@ func TestCreateVoucher(t *testing.T) {
 
 	ended := in
 	ended.Kind = seckill.KindCommon
-	v2, err := s.CreateVoucher(ctx, ended, nil)
+	v2, err := s.CreateVoucher(ctx, ended, nil, nil)
 	require.NoError(t, err)
 	old := in
 	old.BeginAt, old.EndAt = now.Add(-2*time.Hour), now.Add(-time.Hour)
-	v3, err := s.CreateVoucher(ctx, old, nil)
+	v3, err := s.CreateVoucher(ctx, old, nil, nil)
 	require.NoError(t, err)
 
 	got, err := s.Voucher(ctx, v1.ID)
@@ -114,7 +114,7 @@ func TestCreateVoucher(t *testing.T) {
 	hot := in
 	hot.Shards = 8
 	hot.WaitingRoom = &seckill.WaitingRoom{AdmitPerSecond: 500, PrequeueSeconds: 600}
-	v4, err := s.CreateVoucher(ctx, hot, nil)
+	v4, err := s.CreateVoucher(ctx, hot, nil, nil)
 	require.NoError(t, err)
 	got, err = s.Voucher(ctx, v4.ID)
 	require.NoError(t, err)

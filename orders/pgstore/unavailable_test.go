@@ -27,7 +27,7 @@ func everyMethod(ctx context.Context, s *pgstore.Store) map[string]error {
 	_, errs["CreateVoucher"] = s.CreateVoucher(ctx, seckill.Voucher{
 		Title: "t", Kind: seckill.KindLimit, PriceCents: 1, StockTotal: 1, PerUserLimit: 1,
 		BeginAt: now, EndAt: now.Add(time.Hour),
-	}, nil)
+	}, nil, nil)
 	_, errs["Voucher"] = s.Voucher(ctx, 1)
 	_, errs["Vouchers"] = s.Vouchers(ctx)
 	_, errs["ActiveSeckillVoucherIDs"] = s.ActiveSeckillVoucherIDs(ctx, now)
@@ -149,7 +149,7 @@ func TestRefusalsKeepTheirMeaning(t *testing.T) {
 	_, err = s.CreateVoucher(ctx, seckill.Voucher{
 		Title: "a\x00b", Kind: seckill.KindLimit, PriceCents: 1, StockTotal: 1, PerUserLimit: 1,
 		BeginAt: now, EndAt: now.Add(time.Hour),
-	}, nil)
+	}, nil, nil)
 	require.ErrorIs(t, err, apperr.ErrInvalidInput)
 	require.NotErrorIs(t, err, apperr.ErrUnavailable)
 

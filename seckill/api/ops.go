@@ -1,5 +1,10 @@
 package api
 
+import (
+	"encoding/json"
+	"time"
+)
+
 // Captcha is a captcha to answer before a buy or a join that needs one (the
 // `Captcha` object).
 type Captcha struct {
@@ -34,4 +39,29 @@ type Health struct {
 type Ready struct {
 	Checks map[string]string `json:"checks"`
 	Status string            `json:"status"`
+}
+
+// OperatorAction is one entry of the operators' trail (the
+// `OperatorAction` object): a change an operator made, who made it (an
+// operator's name; root for SECKILL_ADMIN_TOKEN, cli:<account> for the
+// seckill command), what, to what, when, through which request, and the
+// change asked for.
+type OperatorAction struct {
+	ID        string    `json:"id"`
+	At        time.Time `json:"at"`
+	Operator  string    `json:"operator"`
+	Action    string    `json:"action"`
+	Target    string    `json:"target"`
+	RequestID string    `json:"request_id"`
+	// IdempotencyKey is the request's Idempotency-Key, when it had one.
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Change         json.RawMessage `json:"change"`
+}
+
+// OperatorActions is one page of the trail, oldest first (GET
+// /api/v1/admin/actions): NextAfter is the after of the next page (the
+// last entry's id; the request's own when the page is empty).
+type OperatorActions struct {
+	Actions   []OperatorAction `json:"actions"`
+	NextAfter string           `json:"next_after"`
 }

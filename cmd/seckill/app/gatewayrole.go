@@ -120,6 +120,8 @@ func (s *System) buildGateway(ctx context.Context) error {
 		// PostgreSQL (orders/salereport).
 		Sales:   s.sales,
 		Reports: salereport.NewReports(s.store),
+		// Named operators' tokens and the trail of every operator's change.
+		Operators: s.store,
 	})
 	return err
 }

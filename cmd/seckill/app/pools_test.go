@@ -40,7 +40,7 @@ func TestWorkersKeepTheirConnectionsUnderAReadFlood(t *testing.T) {
 	v, err := sys.store.CreateVoucher(t.Context(), seckill.Voucher{
 		Title: "pools", Kind: seckill.KindSeckill, PriceCents: 100, StockTotal: 10, StockLeft: 10, PerUserLimit: 1,
 		BeginAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour),
-	}, nil)
+	}, nil, nil)
 	require.NoError(t, err)
 
 	// The flood: every gateway connection held.

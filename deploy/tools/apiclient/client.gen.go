@@ -430,6 +430,9 @@ type ID = string
 // IfNoneMatch defines model for IfNoneMatch.
 type IfNoneMatch = string
 
+// OperatorIdempotencyKey defines model for OperatorIdempotencyKey.
+type OperatorIdempotencyKey = string
+
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
 
@@ -459,6 +462,12 @@ type Unavailable = Error
 
 // UsernameTaken defines model for UsernameTaken.
 type UsernameTaken = Error
+
+// CreateVoucherParams defines parameters for CreateVoucher.
+type CreateVoucherParams struct {
+	// IdempotencyKey Names the change so that a retry makes it once, on any gateway: the same key from the same operator with the same request (method, path and body, byte for byte) is answered as the first time was and changes nothing; with another request it is 409 conflict. A key names one change, ever. Visible ASCII without spaces, at most 64 characters; an empty one is the same as none.
+	IdempotencyKey *OperatorIdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // ListVouchersParams defines parameters for ListVouchers.
 type ListVouchersParams struct {
@@ -569,17 +578,23 @@ type ClientInterface interface {
 
 	// CreateVoucherWithBody Put a voucher on sale.
 	//
+	// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+	// and idempotent by its Idempotency-Key.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-	CreateVoucherWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateVoucherWithBody(ctx context.Context, params *CreateVoucherParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateVoucher Put a voucher on sale.
+	//
+	// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+	// and idempotent by its Idempotency-Key.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-	CreateVoucher(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateVoucher(ctx context.Context, params *CreateVoucherParams, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders The caller's own orders, newest first.
 	//
@@ -761,11 +776,14 @@ type ClientInterface interface {
 
 // CreateVoucherWithBody Put a voucher on sale.
 //
+// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+// and idempotent by its Idempotency-Key.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-func (c *Client) CreateVoucherWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateVoucherRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateVoucherWithBody(ctx context.Context, params *CreateVoucherParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateVoucherRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -778,11 +796,14 @@ func (c *Client) CreateVoucherWithBody(ctx context.Context, contentType string, 
 
 // CreateVoucher Put a voucher on sale.
 //
+// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+// and idempotent by its Idempotency-Key.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-func (c *Client) CreateVoucher(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateVoucherRequest(c.Server, body)
+func (c *Client) CreateVoucher(ctx context.Context, params *CreateVoucherParams, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateVoucherRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1091,18 +1112,18 @@ func (c *Client) Buy(ctx context.Context, id ID, params *BuyParams, body BuyJSON
 }
 
 // NewCreateVoucherRequest calls the generic CreateVoucher builder with application/json body
-func NewCreateVoucherRequest(server string, body CreateVoucherJSONRequestBody) (*http.Request, error) {
+func NewCreateVoucherRequest(server string, params *CreateVoucherParams, body CreateVoucherJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateVoucherRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateVoucherRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateVoucherRequestWithBody constructs an http.Request for the CreateVoucher method, with any body, and a specified content type
-func NewCreateVoucherRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateVoucherRequestWithBody(server string, params *CreateVoucherParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -1126,6 +1147,21 @@ func NewCreateVoucherRequestWithBody(server string, contentType string, body io.
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -1549,17 +1585,23 @@ type ClientWithResponsesInterface interface {
 
 	// CreateVoucherWithBodyWithResponse Put a voucher on sale.
 	//
+	// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+	// and idempotent by its Idempotency-Key.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-	CreateVoucherWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error)
+	CreateVoucherWithBodyWithResponse(ctx context.Context, params *CreateVoucherParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error)
 
 	// CreateVoucherWithResponse Put a voucher on sale.
+	//
+	// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+	// and idempotent by its Idempotency-Key.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-	CreateVoucherWithResponse(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error)
+	CreateVoucherWithResponse(ctx context.Context, params *CreateVoucherParams, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error)
 
 	// ListOrdersWithResponse The caller's own orders, newest first.
 	//
@@ -1805,6 +1847,14 @@ type CreateVoucherResponse405Headers struct {
 	XServerTime         string
 }
 
+// CreateVoucherResponse409Headers the declared response headers of an HTTP 409 response for CreateVoucher
+type CreateVoucherResponse409Headers struct {
+	CacheControl        *string
+	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
 // CreateVoucherResponse413Headers the declared response headers of an HTTP 413 response for CreateVoucher
 type CreateVoucherResponse413Headers struct {
 	CacheControl        *string
@@ -1861,6 +1911,8 @@ type CreateVoucherResponse struct {
 	JSON403 *Forbidden
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -1877,6 +1929,8 @@ type CreateVoucherResponse struct {
 	Headers403 *CreateVoucherResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *CreateVoucherResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateVoucherResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateVoucherResponse413Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -1908,6 +1962,11 @@ func (r CreateVoucherResponse) GetJSON403() *Forbidden {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r CreateVoucherResponse) GetJSON405() *MethodNotAllowed {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateVoucherResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -3976,11 +4035,14 @@ func (r BuyResponse) ContentType() string {
 
 // CreateVoucherWithBodyWithResponse Put a voucher on sale.
 //
+// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+// and idempotent by its Idempotency-Key.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-func (c *ClientWithResponses) CreateVoucherWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error) {
-	rsp, err := c.CreateVoucherWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateVoucherWithBodyWithResponse(ctx context.Context, params *CreateVoucherParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error) {
+	rsp, err := c.CreateVoucherWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3989,11 +4051,14 @@ func (c *ClientWithResponses) CreateVoucherWithBodyWithResponse(ctx context.Cont
 
 // CreateVoucherWithResponse Put a voucher on sale.
 //
+// An operator's change: recorded in the trail (GET /api/v1/admin/actions) with the voucher,
+// and idempotent by its Idempotency-Key.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/admin/vouchers (the `CreateVoucher` operationId).
-func (c *ClientWithResponses) CreateVoucherWithResponse(ctx context.Context, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error) {
-	rsp, err := c.CreateVoucher(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateVoucherWithResponse(ctx context.Context, params *CreateVoucherParams, body CreateVoucherJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVoucherResponse, error) {
+	rsp, err := c.CreateVoucher(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4310,6 +4375,13 @@ func ParseCreateVoucherResponse(rsp *http.Response) (*CreateVoucherResponse, err
 		}
 		response.JSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4587,6 +4659,37 @@ func ParseCreateVoucherResponse(rsp *http.Response) (*CreateVoucherResponse, err
 			headers.XServerTime = value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateVoucherResponse409Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateVoucherResponse413Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {

@@ -35,7 +35,7 @@ func TestGeneratedClientJourney(t *testing.T) {
 	admin := bearer(ts.cfg.AdminToken)
 
 	begin := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
-	created, err := c.CreateVoucherWithResponse(ctx, apiclient.CreateVoucherJSONRequestBody{
+	created, err := c.CreateVoucherWithResponse(ctx, nil, apiclient.CreateVoucherJSONRequestBody{
 		Title: "generated client", Kind: apiclient.NewVoucherKindSeckill, PriceCents: 300, Stock: 5,
 		PerUserLimit: 2, BeginAt: begin, EndAt: begin.Add(time.Hour),
 	}, admin)

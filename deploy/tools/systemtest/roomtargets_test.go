@@ -39,7 +39,7 @@ func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
 		StockTotal: total, StockLeft: total, PerUserLimit: 1,
 		BeginAt: time.Now().Add(-time.Second), EndAt: time.Now().Add(time.Hour),
 		WaitingRoom: &seckill.WaitingRoom{AdmitPerSecond: 1000},
-	})
+	}, nil)
 	require.NoError(t, err)
 	line, ok := waitroom.LineOf(v)
 	require.True(t, ok)

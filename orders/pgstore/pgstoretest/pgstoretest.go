@@ -32,7 +32,7 @@ func NewVoucher(t testing.TB, s *pgstore.Store, stock, limit int64) seckill.Vouc
 		Title: "Test voucher", Kind: seckill.KindSeckill, PriceCents: PriceCents,
 		StockTotal: stock, PerUserLimit: limit,
 		BeginAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
-	}, nil)
+	}, nil, nil)
 	require.NoError(t, err)
 	return v
 }
