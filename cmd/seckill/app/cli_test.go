@@ -50,7 +50,7 @@ func runCLI(t *testing.T, args []string, getenv func(string) string, environ ...
 // on stdout, exit 0 and do nothing else: no configuration is read, so no
 // service is started or dialled (dev used to start the whole system).
 func TestHelpPrintsUsageOnly(t *testing.T) {
-	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "env", "version"} {
+	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "operators", "env", "version"} {
 		for _, flag := range []string{"-h", "--help"} {
 			t.Run(cmd+" "+flag, func(t *testing.T) {
 				env := &recordingEnv{}
@@ -92,6 +92,15 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"hoard", "show", "seven"},
 		{"hoard", "clear", "0"},
 		{"hoard", "--bogus", "show", "7"},
+		{"operators"},
+		{"operators", "grant", "alice"},
+		{"operators", "add", "alice"},
+		{"operators", "add", "alice", "--scope", "admin"},
+		{"operators", "add", "root", "--scope", "read"},
+		{"operators", "add", "Alice Smith", "--scope", "read"},
+		{"operators", "add", "alice", "bob", "--scope", "read"},
+		{"operators", "revoke"},
+		{"operators", "list", "alice"},
 		{"loadtest", "sale"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
@@ -20,7 +22,9 @@ const hoardUsage = `usage: seckill hoard [--timeout D] show USER_ID
 Shows a shopper's unpaid strikes (holds they let expire unpaid or cancelled
 within SECKILL_HOARD_WINDOW) and whether new holds are refused with 403
 unpaid_limit, or clears them so the shopper may buy again at once. Needs
-SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS).
+SECKILL_REDIS_URL (or SECKILL_REDIS_CLUSTER_ADDRS), and for clear
+SECKILL_DATABASE_URL too: a clear is recorded in the operators' trail (GET
+/api/v1/admin/actions) as made by cli:<the account running this>.
 
 Flags:
 `
@@ -49,6 +53,9 @@ func runHoard(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if verb == "clear" && cfg.DatabaseURL == "" {
+		return errors.New("hoard clear needs SECKILL_DATABASE_URL: a clear is recorded in the operators' trail, in PostgreSQL")
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	rdb, err := openRedis(ctx, cfg)
@@ -58,12 +65,7 @@ func runHoard(ctx context.Context, args []string, getenv func(string) string, st
 	defer func() { _ = rdb.Close() }()
 	store := newHoard(cfg, rdb)
 	if verb == "clear" {
-		n, err := store.Clear(ctx, userID)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "user %d: cleared %d strikes; new holds are allowed\n", userID, n)
-		return nil
+		return clearStrikes(ctx, cfg, store, userID, cliOperator(getenv), stdout)
 	}
 	c, err := store.Show(ctx, userID)
 	if err != nil {
@@ -87,5 +89,30 @@ func writeStrikes(w io.Writer, c hoard.Count, cfg Config) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// clearStrikes clears a shopper's strikes and records it in the operators'
+// trail. The strikes are Redis's, so the entry is written after the clear:
+// a clear that failed is never recorded as made, and one whose entry could
+// not be written is an error, so the operator runs it again (clearing
+// twice is clearing once). PostgreSQL is reached first, so an unreachable
+// trail changes nothing.
+func clearStrikes(ctx context.Context, cfg Config, store *hoard.Store, userID int64, operator string, stdout io.Writer) error {
+	pool, err := openPool(ctx, cfg.DatabaseURL, 1, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	n, err := store.Clear(ctx, userID)
+	if err != nil {
+		return err
+	}
+	act := seckill.Action{Operator: operator, Target: "user:" + strconv.FormatInt(userID, 10)}
+	describeCLI(&act, seckill.ActionClearStrikes, map[string]int{"strikes_cleared": n})
+	if _, err := pgstore.New(pool).RecordAction(ctx, act); err != nil {
+		return fmt.Errorf("user %d: %d strikes cleared, but the clear is not in the operators' trail; run the clear again: %w", userID, n, err)
+	}
+	fmt.Fprintf(stdout, "user %d: cleared %d strikes; new holds are allowed\n", userID, n)
 	return nil
 }

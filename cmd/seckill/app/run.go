@@ -24,6 +24,8 @@ Commands:
                      the messages the workers set aside, and sending one back to them
   seckill hoard show | clear USER_ID
                      a shopper's unpaid strikes (403 unpaid_limit), and clearing them
+  seckill operators add NAME --scope read|write | list | revoke NAME
+                     operators' own tokens for the operator routes
   seckill env        print every configuration variable
   seckill version    print the version and commit
 
@@ -55,7 +57,7 @@ func run(ctx context.Context, b build, args []string, getenv func(string) string
 		}
 	}
 	switch cmd {
-	case "dev", "serve", "migrate", "reconcile", "deadletters", "hoard":
+	case "dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "operators":
 		warnUnknownVariables(getenv, environ, stderr)
 	}
 	switch cmd {
@@ -71,6 +73,8 @@ func run(ctx context.Context, b build, args []string, getenv func(string) string
 		return runDeadLetters(ctx, args, getenv, stdout, stderr)
 	case "hoard":
 		return runHoard(ctx, args, getenv, stdout, stderr)
+	case "operators":
+		return runOperators(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
 		// The load tool is a binary of its own, so the product links none
 		// of it.
