@@ -15,11 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // operatorChange is one of the operator's changes: h makes it, with act
@@ -78,11 +80,20 @@ func (s *Server) change(h operatorChange) fiber.Handler {
 	}
 }
 
+// How long a retry waits for the answer of a change made on another
+// gateway, and how often it looks: the first keeps its answer right after
+// its commit, unless it died in between (then the retry is told so).
+const (
+	answerWait = 5 * time.Second
+	answerPoll = 50 * time.Millisecond
+)
+
 // replay answers c as the change that operator's key made was answered,
 // when it made one: done is true when c is answered (or refused: the key
 // was used for another request, 409 conflict).
 func (s *Server) replay(c *fiber.Ctx, operator, key string, sum [sha256.Size]byte) (done bool, err error) {
-	kc, found, err := s.deps.Operators.KeyedChange(c.UserContext(), operator, key)
+	ctx := c.UserContext()
+	kc, found, err := s.deps.Operators.KeyedChange(ctx, operator, key)
 	if err != nil || !found {
 		return false, err
 	}
@@ -90,6 +101,16 @@ func (s *Server) replay(c *fiber.Ctx, operator, key string, sum [sha256.Size]byt
 		return true, apperr.Public(apperr.ErrConflict, fmt.Sprintf(
 			"this Idempotency-Key was used for another request (trail entry %d, %s); a key names one change: send a new key for a new change",
 			kc.Action.ID, kc.Action.Kind))
+	}
+	// A change just made on another gateway keeps its answer a moment
+	// after its commit: wait for it rather than refuse the retry.
+	for !kc.Answered && time.Since(kc.Action.At) < answerWait {
+		if err := pause.For(ctx, answerPoll); err != nil {
+			return true, fmt.Errorf("%w: the change of this Idempotency-Key is still being made: %w", apperr.ErrUnavailable, err)
+		}
+		if kc, _, err = s.deps.Operators.KeyedChange(ctx, operator, key); err != nil {
+			return true, err
+		}
 	}
 	if !kc.Answered {
 		return true, apperr.Public(apperr.ErrConflict, fmt.Sprintf(
