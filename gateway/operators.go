@@ -159,15 +159,18 @@ func (s *Server) operatorActions(c *fiber.Ctx) error {
 	if s.deps.Operators == nil {
 		return apperr.Public(apperr.ErrUnavailable, "the operators' trail is not available on this server")
 	}
+	// A parameter sent empty is refused, not taken for its default: the
+	// document's patterns admit no empty value.
+	args := c.Context().QueryArgs()
 	after := int64(0)
-	if raw := c.Query("after"); raw != "" && raw != "0" {
+	if raw := c.Query("after"); args.Has("after") && raw != "0" {
 		var err error
 		if after, err = parseID(raw, "after (the id of the last entry read, or 0)"); err != nil {
 			return err
 		}
 	}
 	limit := defaultActionsPage
-	if raw := c.Query("limit"); raw != "" {
+	if raw := c.Query("limit"); args.Has("limit") {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > maxActionsPage || raw != strconv.Itoa(n) {
 			return apperr.Invalidf("limit must be a whole number from 1 to %d", maxActionsPage)

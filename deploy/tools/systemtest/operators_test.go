@@ -114,6 +114,10 @@ func TestAdminTrailNamesOperators(t *testing.T) {
 		}
 		after = page.body["next_after"].(string)
 	}
+	for _, q := range []string{"after=", "after=x", "after=01", "limit=", "limit=0", "limit=1001", "limit=1.5"} {
+		r := ts.do(t, http.MethodGet, "/api/v1/admin/actions?"+q, bob, nil, nil)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", q, r.raw)
+	}
 	var lines []string
 	for _, e := range trail {
 		lines = append(lines, fmt.Sprintf("%s %s %s", e["operator"], e["action"], e["target"]))
