@@ -1,6 +1,6 @@
 package pgstore
 
-// The operators and their trail (migrations/009_operators.sql): named
+// The operators and their trail (migrations/010_operators.sql): named
 // tokens kept as their SHA-256, and every change an operator made, written
 // in the change's own transaction where the change is this store's.
 
