@@ -27,6 +27,9 @@
 -- once nothing is left). Mode unsent also forgets the request key (the attempt
 -- never reached the queue, so a retry of the same key is a new attempt); the
 -- other modes keep it, so a replay answers with the same, now final, order.
+-- A keyed hold's undecided field (reserve.lua's s<orderID>) goes with it in
+-- every mode: a released order's fate is decided, and a replay waiting on it
+-- finds either the final order or, after unsent, no order for its key.
 --
 -- Bounded state: each release is recorded in KEYS[4]; tombstones and request
 -- keys of releases older than the window are forgotten, up to 16 per call
@@ -89,6 +92,7 @@ end
 redis.call('ZREM', KEYS[3], oid)
 local field = ''
 if k ~= '' then
+  redis.call('HDEL', KEYS[2], 's' .. oid)
   field = 'r' .. u .. ':' .. k
   if mode == 'unsent' and redis.call('HGET', KEYS[2], field) == oid then
     redis.call('HDEL', KEYS[2], field)

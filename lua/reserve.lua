@@ -7,6 +7,8 @@
 --                                 r<userID>:<key>   orderID, the request key's first order
 --                                 u<userID>         "qty orderID orderID ...": the quantity the user
 --                                                   holds or bought, then their live order ids
+--                                 s<orderID>        "1": a keyed hold whose fate is not decided yet
+--                                                   (its gateway has not promised it, see below)
 --                                 _                 keeps the hash, and its expiry, when all else is gone
 -- KEYS[3] seckill:{vID}:pending zset: orderID scored by reservedAtMs, not yet persisted;
 --                               member 0 scored +inf keeps the zset, and its expiry, when empty
@@ -17,6 +19,8 @@
 --   1 replay: the request key or order id is known; orderID is the first order, nothing new held
 --   2 not on sale (no meta)   3 not started   4 ended   5 sold out   6 per-user limit exceeded
 --   7 the order id is taken by a different reservation (order ids are not unique: a fleet bug)
+--   8 undecided: the request key is known, but its order's fate is not decided yet; orderID is
+--     that order, nothing new held, and the caller must not answer with it (see below)
 --
 -- Every key comes from KEYS and carries the voucher's hash tag, so the script
 -- runs on one Redis Cluster slot. The window is checked with the server's TIME,
@@ -31,6 +35,17 @@
 -- rebuilt (the sentinels keep the ledger and pending from vanishing, and so
 -- from losing their expiry, when a release or a worker empties them): no buy
 -- sets an expiry.
+--
+-- A 202 stands (seckill/RULES.md): a replay may promise only an order whose
+-- fate is decided. A keyed hold is written undecided, with its s<orderID>
+-- field, in the same HSET as the hold itself, so there is no moment at which
+-- another gateway could see the hold without it. The gateway that made the
+-- hold decides it: it deletes the field once its message is written
+-- (Store.Promise), or gives the hold back (release.lua deletes the field with
+-- the hold). A worker that persisted the order decides it too: the order left
+-- pending. A replay of an order that still has the field and is still pending
+-- answers 8, never 1: the caller waits and asks again, and finds the order
+-- promised (1), or, after a give-back, the key forgotten (a new hold).
 
 local user, oid, key = ARGV[1], ARGV[2], ARGV[4]
 local qty = tonumber(ARGV[3])
@@ -73,6 +88,10 @@ end
 -- passed, where the hold would be written, so an id taken by another
 -- reservation still writes nothing.
 if first then
+  if first ~= oid and redis.call('HEXISTS', KEYS[2], 's' .. first) == 1
+      and redis.call('ZSCORE', KEYS[3], first) then
+    return {8, first, left()}
+  end
   return known(first)
 end
 if key == '' and entry then
@@ -111,7 +130,7 @@ end
 local hold = user .. ':' .. qty .. ':' .. now .. ':' .. key
 mine = (bought + qty) .. ids .. ' ' .. oid
 if key ~= '' then
-  redis.call('HSET', KEYS[2], oid, hold, userField, mine, reqField, oid)
+  redis.call('HSET', KEYS[2], oid, hold, userField, mine, reqField, oid, 's' .. oid, 1)
 else
   redis.call('HSET', KEYS[2], oid, hold, userField, mine)
 end

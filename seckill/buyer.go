@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/pause"
 )
 
 // BuyRequest is one shopper's attempt to buy a seckill voucher.
@@ -43,11 +44,16 @@ type Buyer struct {
 	heals  HealRequests
 	keyed  KeyedOrders
 	fences OrderFences
+	// replayWait bounds the wait of a replay for its first order's fate
+	// (BuyerConfig.ReplayWait).
+	replayWait time.Duration
 
 	// settling holds the request keys whose first attempt this Buyer is
 	// still deciding: a second call with the same key waits for it, so it
 	// replays a write that landed or, after a fence, starts anew, and never
-	// answers 202 with an order that the first attempt then fences.
+	// answers 202 with an order that the first attempt then fences. A call
+	// on another Buyer (another gateway) finds the hold undecided in the
+	// stock instead (reserve), and waits there.
 	settling KeyTurns[keyedAttempt]
 }
 
@@ -108,7 +114,30 @@ type BuyerConfig struct {
 	// persisted. Without it the hold is kept for the workers or the
 	// reconciler.
 	OrderFences OrderFences
+	// ReplayWait bounds how long a replay of an Idempotency-Key whose first
+	// order is not decided yet (ErrUndecided) waits for the decision before
+	// it is refused 503 with a Retry-After (DefaultReplayWait when zero).
+	ReplayWait time.Duration
 }
+
+// DefaultReplayWait is BuyerConfig.ReplayWait's default. A hold is decided
+// within a Kafka write, milliseconds, when the brokers are well; an unclear
+// write takes the breaker's call timeout (3 s) and a fence. A shopper is
+// better told to retry in two seconds than held that long.
+const DefaultReplayWait = 2 * time.Second
+
+// replayPoll is the first pause of a replay waiting for its first order's
+// fate, doubled up to maxReplayPoll: a decision is usually a Kafka write
+// away, and a long one should not cost Redis a script every few ms.
+const (
+	replayPoll    = 5 * time.Millisecond
+	maxReplayPoll = 100 * time.Millisecond
+)
+
+// promiseWait bounds the promise of a written reservation, past the buy's own
+// deadline too: the message is written, so the promise is worth its round
+// trip even when the buyer is about to give up.
+const promiseWait = 500 * time.Millisecond
 
 // QueueRetryAfter is the Retry-After of a buy refused because the queue could
 // not take its order: the brokers' own recovery (a leader election, a node
@@ -124,8 +153,11 @@ func NewBuyer(cfg BuyerConfig) *Buyer {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.ReplayWait <= 0 {
+		cfg.ReplayWait = DefaultReplayWait
+	}
 	return &Buyer{stock: cfg.Stock, queue: cfg.Queue, ids: cfg.IDs, log: cfg.Log, now: time.Now,
-		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences}
+		heals: cfg.HealRequests, keyed: cfg.KeyedOrders, fences: cfg.OrderFences, replayWait: cfg.ReplayWait}
 }
 
 // serialize waits until no other call of this Buyer is deciding an attempt
@@ -160,6 +192,15 @@ func (e *retryLaterError) PublicMessage() string { return e.message }
 func restoring(err error) error {
 	return &retryLaterError{err: err, after: RestoreRetryAfter,
 		message: "this sale is being restored after a fault; please try again in a few seconds"}
+}
+
+// undecidedReplay is the refusal of a replay whose first order was still
+// undecided when its wait ended: this call bought nothing, and that order
+// may still stand, so it is also ErrOutcomeUnknown (the attempt keeps what
+// it spent, and a retry of the key gets the order, or holds anew).
+func undecidedReplay(err error) error {
+	return &retryLaterError{err: fmt.Errorf("%w: %w: %w", apperr.ErrUnavailable, ErrOutcomeUnknown, err), after: QueueRetryAfter,
+		message: "your earlier attempt with this Idempotency-Key is still being recorded; please try again in a few seconds with the same key"}
 }
 
 // queueRefused is the refusal of a buy whose order certainly does not exist:
@@ -212,7 +253,7 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		RequestKey: req.RequestKey,
 		ReservedAt: b.now().UTC(),
 	}
-	res, err := b.stock.Reserve(ctx, r)
+	res, err := b.reserve(ctx, r)
 	if errors.Is(err, ErrStockMissing) {
 		return b.stockMissing(ctx, req, err)
 	}
@@ -237,7 +278,46 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 		b.giveBack(ctx, sctx, r, err)
 		return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: %w", apperr.ErrUnavailable, err))
 	}
+	b.promise(ctx, r)
 	return res, nil
+}
+
+// reserve is the stock's Reserve, where a replay whose first order is not
+// decided yet (ErrUndecided) waits for the decision: it asks again, 5 ms
+// apart doubling to 100 ms, for at most b.replayWait and while ctx lives.
+// The answer that ends the wait is the decision's: a promised order is
+// replayed, and a hold given back left its key forgotten, so the same call
+// holds anew with r's own order id, a new attempt. Still undecided, the buy
+// is refused 503 (undecidedReplay), never answered with that order: its
+// gateway may yet fence it (seckill/RULES.md, "A 202 stands").
+func (b *Buyer) reserve(ctx context.Context, r Reservation) (ReserveResult, error) {
+	deadline := b.now().Add(b.replayWait)
+	for wait := replayPoll; ; wait = min(2*wait, maxReplayPoll) {
+		res, err := b.stock.Reserve(ctx, r)
+		if !errors.Is(err, ErrUndecided) {
+			return res, err
+		}
+		if b.now().Add(wait).After(deadline) || pause.For(ctx, wait) != nil {
+			return ReserveResult{}, undecidedReplay(err)
+		}
+	}
+}
+
+// promise records r's written reservation as standing (Stock.Promise), so
+// that replays of its key on any gateway may answer with it. A failure only
+// costs those replays a wait for a worker to persist the order, which
+// decides it too; the buy is answered 202 either way, since its message is
+// written.
+func (b *Buyer) promise(ctx context.Context, r Reservation) {
+	if r.RequestKey == "" {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promiseWait)
+	defer cancel()
+	if err := b.stock.Promise(pctx, r); err != nil {
+		b.log.WarnContext(ctx, "written reservation not promised in the stock; replays of its key wait for the workers",
+			"order_id", r.OrderID, "voucher_id", r.VoucherID, "err", err)
+	}
 }
 
 // settle ends a reservation whose message may still be written (the queue
@@ -246,9 +326,10 @@ func (b *Buyer) Buy(ctx context.Context, req BuyRequest) (ReserveResult, error) 
 // persisted, the buy succeeded. Otherwise, or when the record cannot be
 // reached, the hold stays: a worker persists it if the message lands, the
 // reconciler releases it once the workers are past every message that could
-// carry it, and a retry of the same Idempotency-Key is answered with this
-// order meanwhile. The caller is then told the outcome is unknown, not that
-// nothing was bought: it must not give back what the attempt spent.
+// carry it, and a retry of the same Idempotency-Key is refused as undecided
+// meanwhile (the hold is never promised). The caller is then told the
+// outcome is unknown, not that nothing was bought: it must not give back
+// what the attempt spent.
 func (b *Buyer) settle(ctx, sctx context.Context, r Reservation, res ReserveResult, qerr error) (ReserveResult, error) {
 	if b.fences != nil {
 		fenced, err := b.fences.FenceOrder(sctx, r)
@@ -265,6 +346,7 @@ func (b *Buyer) settle(ctx, sctx context.Context, r Reservation, res ReserveResu
 			return ReserveResult{}, queueRefused(fmt.Errorf("%w: queue: order fenced as failed: %w", apperr.ErrUnavailable, qerr))
 		case err == nil:
 			// A worker persisted it: the write did land.
+			b.promise(ctx, r)
 			return res, nil
 		}
 		b.log.WarnContext(ctx, "unclear queue write not fenced; keeping the hold for the workers or the reconciler",

@@ -45,3 +45,12 @@ var ErrNotQueued = errors.New("not queued")
 // spent, because the message may land: only a retry with the same
 // Idempotency-Key, which replays that order, may use it again.
 var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// ErrUndecided marks a replayed Idempotency-Key whose first order's fate is
+// not decided yet: the gateway that made its hold does not know yet whether
+// its message was written, and may still fence the order or give the hold
+// back (seckill/RULES.md, "A 202 stands"). Such a replay must not be
+// answered with the order. The stores wrap it together with
+// apperr.ErrUnavailable; the Buyer waits for the decision a while and then
+// answers 503 with a Retry-After, as for ErrOutcomeUnknown.
+var ErrUndecided = errors.New("the first order of this Idempotency-Key is not decided yet")

@@ -363,12 +363,20 @@ type Stock interface {
 	// Reserve holds r.Quantity of r.VoucherID for r.UserID under r.OrderID,
 	// checking the sale window with the store's own clock, the stock and the
 	// per-user limit in one atomic step. It returns ErrSoldOut,
-	// ErrLimitExceeded, ErrNotStarted, ErrEnded or ErrStockMissing (the store
-	// has no state for the voucher: never warmed, lost, or being rebuilt).
+	// ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrStockMissing (the store
+	// has no state for the voucher: never warmed, lost, or being rebuilt)
+	// or, for a replay of a keyed hold not promised yet, ErrUndecided. A
+	// keyed hold it makes is undecided until Promise or Release.
 	Reserve(ctx context.Context, r Reservation) (ReserveResult, error)
 	// Release gives a reservation's stock back, at most once per order. It
 	// reports whether this call released it.
 	Release(ctx context.Context, voucherID, orderID int64, mode ReleaseMode) (bool, error)
+	// Promise records that r's order stands (its message is written, or
+	// it is persisted): from then on a replay of r's request key may be
+	// answered with it. Until then Reserve refuses such a replay with
+	// ErrUndecided; only Promise, a Release or a worker's confirm (the
+	// order persisted) decides it.
+	Promise(ctx context.Context, r Reservation) error
 }
 
 // Queue carries accepted reservations to the workers.

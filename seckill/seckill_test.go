@@ -255,8 +255,10 @@ func TestCatalogCreateNeverDisagrees(t *testing.T) {
 
 // TestBuyKeepsTheHoldWhenTheWriteIsUnclear: the broker takes the message but
 // answers too late. The message may be written, so the hold stays (the
-// workers or the reconciler end it), and a retry of the same key gets the
-// same order instead of holding stock twice.
+// workers or the reconciler end it). A retry of the same key never holds
+// stock twice: while the order's fate is undecided it is refused 503 (a
+// 202 could be let down by the reconciler, seckill/RULES.md), and once a
+// worker persisted the order it gets that order.
 func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	rdb := stack.Redis(t)
 	stock := redisstock.New(redisstock.Config{Redis: rdb})
@@ -283,9 +285,22 @@ func TestBuyKeepsTheHoldWhenTheWriteIsUnclear(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), snap.Held, "the hold stays while its message may land")
 	require.Equal(t, int64(1), snap.Pending)
+	_, err = buyer.Buy(t.Context(), req)
+	require.ErrorIs(t, err, seckill.ErrUndecided, "no 202 for an order whose fate is unknown")
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
+	require.ErrorIs(t, err, seckill.ErrOutcomeUnknown, "the retry's pass stays spent: the order may still stand")
+	var ra interface{ RetryAfter() time.Duration }
+	require.True(t, errors.As(err, &ra) && ra.RetryAfter() > 0, "the refusal says when to retry: %v", err)
+
+	// A worker persists the message that landed: the order is decided.
+	held, err := stock.UserHolds(t.Context(), req.UserID, []int64{v.ID})
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.NoError(t, stock.Confirm(t.Context(), held))
 	again, err := buyer.Buy(t.Context(), req)
 	require.NoError(t, err)
 	require.True(t, again.Replayed, "a retry of the key answers with the same order")
+	require.Equal(t, held[0].OrderID, again.OrderID)
 	snap, err = stock.Snapshot(t.Context(), v.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), snap.Held, "stock is held once")

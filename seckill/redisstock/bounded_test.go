@@ -81,6 +81,7 @@ func TestReleasedOrdersAreForgottenAfterTheWindow(t *testing.T) {
 	live := res(v, next(), 1, "live")
 	_, err := store.Reserve(ctx, live)
 	require.NoError(t, err)
+	require.NoError(t, store.Promise(ctx, live))
 
 	churn := func(n int) []seckill.Reservation {
 		var out []seckill.Reservation

@@ -89,6 +89,7 @@ func TestRedisCluster(t *testing.T) {
 		_, err := s.Reserve(ctx, r)
 		require.NoError(t, err)
 	}
+	require.NoError(t, s.Promise(ctx, a))
 	replay := a
 	replay.OrderID = next()
 	got, err := s.Reserve(ctx, replay)

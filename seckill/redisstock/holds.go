@@ -235,7 +235,10 @@ func sortNewestFirst(rs []seckill.Reservation) {
 // the pending set (and keep holding their stock), one ZREM per bucket, all in
 // one pipelined round trip. Workers call it after their PostgreSQL commit; it
 // is idempotent, and a failed Confirm only leaves work for the reconciler,
-// which must find the order in PostgreSQL before it releases anything.
+// which must find the order in PostgreSQL before it releases anything. A
+// persisted order's fate is decided, so the keyed ones' undecided fields go
+// too (one HDEL per bucket, in the same round trip): a gateway that died
+// between its write and its promise leaves none behind.
 func (s *Store) Confirm(ctx context.Context, rs []seckill.Reservation) error {
 	if len(rs) == 0 {
 		return nil
@@ -249,17 +252,27 @@ func (s *Store) Confirm(ctx context.Context, rs []seckill.Reservation) error {
 		return err
 	}
 	byBucket := map[string][]any{}
-	var order []string
+	decided := map[string][]string{} // ledger -> undecided fields
+	var order, ledgers []string
 	for _, r := range rs {
-		key := BucketKeys(r.VoucherID, homeBucket(r.UserID, counts[r.VoucherID])).Pending
-		if _, ok := byBucket[key]; !ok {
-			order = append(order, key)
+		k := BucketKeys(r.VoucherID, homeBucket(r.UserID, counts[r.VoucherID]))
+		if _, ok := byBucket[k.Pending]; !ok {
+			order = append(order, k.Pending)
 		}
-		byBucket[key] = append(byBucket[key], r.OrderID)
+		byBucket[k.Pending] = append(byBucket[k.Pending], r.OrderID)
+		if r.RequestKey != "" {
+			if _, ok := decided[k.Ledger]; !ok {
+				ledgers = append(ledgers, k.Ledger)
+			}
+			decided[k.Ledger] = append(decided[k.Ledger], undecidedField(r.OrderID))
+		}
 	}
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, key := range order {
 			p.ZRem(ctx, key, byBucket[key]...)
+		}
+		for _, key := range ledgers {
+			p.HDel(ctx, key, decided[key]...)
 		}
 		return nil
 	})

@@ -19,8 +19,9 @@ type Keys struct {
 	// field each (lua/reserve.lua spells them): orderID ->
 	// "userID:qty:reservedAtMs:requestKey" ("x" once released),
 	// "r<userID>:<requestKey>" -> orderID, "u<userID>" -> "qty orderID...",
-	// the quantity the user holds or bought and their live order ids, and
-	// the sentinel "_" that keeps the hash and its expiry.
+	// the quantity the user holds or bought and their live order ids,
+	// "s<orderID>" -> "1" while a keyed hold's fate is undecided (see
+	// Promise), and the sentinel "_" that keeps the hash and its expiry.
 	Ledger string
 	// Pending is the zset of orderIDs scored by reservedAtMs, until a
 	// worker confirms them, and the sentinel member 0 scored +inf.
@@ -116,6 +117,10 @@ func orderField(orderID int64) string { return strconv.FormatInt(orderID, 10) }
 
 // userField is the Ledger field of a user: their count and live orders.
 func userField(userID int64) string { return "u" + strconv.FormatInt(userID, 10) }
+
+// undecidedField is the Ledger field that marks a keyed hold whose fate is
+// not decided yet (lua/reserve.lua writes it with the hold; see Promise).
+func undecidedField(orderID int64) string { return "s" + strconv.FormatInt(orderID, 10) }
 
 // OnSaleKey is the key that exists exactly while voucher id's stock is in
 // Redis (its first bucket's meta): a waiting room in the same slot checks it

@@ -26,7 +26,8 @@ type Truth struct {
 	Holds []seckill.Reservation
 	// InFlight are reservations not yet persisted whose messages are still
 	// on their way to the workers; they keep their stock and go back into
-	// the pending set (scored by ReservedAt) for the reconciler to watch.
+	// the pending set (scored by ReservedAt) for the reconciler to watch,
+	// undecided (see Promise) until a worker persists them.
 	InFlight []seckill.Reservation
 	// Released are orders that gave their stock back (cancelled, failed).
 	// They become tombstones, and their request keys keep answering with
@@ -289,6 +290,11 @@ func writeTruth(ctx context.Context, p redis.Pipeliner, k Keys, t Truth, expire 
 	}
 	for _, r := range t.InFlight {
 		live(r)
+		if r.RequestKey != "" {
+			// Its gateway may still be deciding it (see Promise): a replay
+			// waits until a worker persists it, as for any undecided hold.
+			ledger = append(ledger, undecidedField(r.OrderID), 1)
+		}
 		at := r.ReservedAt
 		if at.IsZero() {
 			at = now

@@ -56,6 +56,54 @@ func TestReserveWaitsForAReplica(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the replica's stock is the master's")
 }
 
+// With WaitReplicas, a hold lives on the master while WAIT waits for a
+// replica, and is given back when none acknowledged it (its key forgotten).
+// Another gateway's retry of the same Idempotency-Key in that window must not
+// be answered with that hold, which no message will ever carry: it finds it
+// undecided, and once the hold is given back it holds anew.
+func TestReplayOfAnUnacknowledgedHoldIsUndecided(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, replica, _ := replicatedRedis(t)
+	// The window is the frozen replica's whole wait: wide for a busy
+	// machine (a retry that comes after it holds anew all the same), and
+	// within go-redis's read timeout (3 s), past which the reply is lost
+	// and the hold left to the reconciler.
+	waiting := redisstock.New(redisstock.Config{Redis: rdb, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	b := bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb})} // the other gateway
+	v := b.onSale(t, 10, 5)
+
+	require.NoError(t, replica.Freeze())
+	defer replica.Thaw()
+	first := res(v, next(), 1, "cut-off")
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := waiting.Reserve(ctx, first)
+		firstErr <- err
+	}()
+	require.Eventually(t, func() bool {
+		snap, err := b.store.Snapshot(ctx, v.ID)
+		return err == nil && snap.Held == 1
+	}, 10*time.Second, time.Millisecond, "the hold is on the master, waiting for the replica")
+
+	retry := first
+	retry.OrderID = next()
+	got, err := b.store.Reserve(ctx, retry)
+	if err != nil {
+		require.ErrorIs(t, err, seckill.ErrUndecided, "the retry waits for the hold's fate")
+		require.ErrorIs(t, <-firstErr, apperr.ErrUnavailable, "not acknowledged: given back")
+		got, err = b.store.Reserve(ctx, retry)
+	} else {
+		require.ErrorIs(t, <-firstErr, apperr.ErrUnavailable)
+	}
+	require.NoError(t, err)
+	require.False(t, got.Replayed, "never the replay of the hold that was given back")
+	require.Equal(t, retry.OrderID, got.OrderID, "the retry holds anew")
+	snap := b.balanced(t, v)
+	assert.Equal(t, int64(1), snap.Held, "the retry's hold only")
+	assert.Equal(t, int64(9), snap.Left)
+}
+
 // A master without replicas acknowledges nothing: on both shapes (the
 // cluster's script and WAIT go to the voucher's own master, or the answer
 // would be a redirection, not this refusal) every hold is refused and

@@ -115,8 +115,9 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 // whose release failed, which the reconciler settles.
 //
 // It covers the retries that reach the same gateway, as a shopper's do while
-// their connection lives; a retry sent through another gateway in the one
-// round trip between the late hold and its release is not covered.
+// their connection lives. A retry sent through another gateway in the one
+// round trip between the late hold and its release finds the hold undecided
+// (promise.go) and waits too, in seckill.Buyer.
 type abandonedAttempts struct{ m sync.Map } // requestAttempt -> chan struct{}
 
 // requestAttempt names one shopper's attempt of one voucher by its
@@ -260,6 +261,7 @@ const (
 	codeSoldOut    = 5
 	codeLimit      = 6
 	codeIDTaken    = 7
+	codeUndecided  = 8
 )
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
@@ -289,6 +291,8 @@ func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.R
 		// ids); this means they were not. A retry gets a fresh id.
 		return res, fmt.Errorf("%w: order id %d already names another reservation of voucher %d",
 			apperr.ErrUnavailable, orderID, r.VoucherID)
+	case codeUndecided:
+		return res, undecided(r.VoucherID, orderID)
 	}
 	return res, fmt.Errorf("reserve.lua: unknown code %d", code)
 }

@@ -180,6 +180,13 @@ func TestShardedCrowd(t *testing.T) {
 							if errors.Is(err, apperr.ErrUnavailable) {
 								continue // a shopper retries a 503
 							}
+							if err == nil && !got.Replayed {
+								// Its message written: the other send's
+								// replay, undecided until now, may answer.
+								if err := b.store.Promise(ctx, r); err != nil {
+									t.Errorf("promise: %v", err)
+								}
+							}
 							a := answer{user: u, key: key}
 							switch {
 							case err == nil:

@@ -12,6 +12,7 @@
 //	seckill:{v42}:ledger    hash   orderID -> "userID:qty:reservedAtMs:requestKey" | "x"
 //	                               r<userID>:<requestKey> -> orderID
 //	                               u<userID> -> "qty orderID ...": held or bought, live orders
+//	                               s<orderID> -> 1: a keyed hold not promised yet (promise.go)
 //	seckill:{v42}:pending   zset   orderID by reservedAtMs, until a worker confirms it
 //	seckill:{v42}:released  zset   recent releases, forgotten after the idempotency window
 //	seckill:shards:{v42}    string the voucher's bucket count

@@ -88,6 +88,13 @@ func (b bundle) reserve(t testing.TB, r seckill.Reservation) seckill.ReserveResu
 	return got
 }
 
+// promise is what a gateway does once a keyed hold's message is written:
+// from then on a replay of its key may be answered with it.
+func (b bundle) promise(t testing.TB, r seckill.Reservation) {
+	t.Helper()
+	require.NoError(t, b.store.Promise(context.Background(), r))
+}
+
 func (b bundle) balanced(t testing.TB, v seckill.Voucher) redisstock.Snapshot {
 	t.Helper()
 	snap, err := b.store.Snapshot(context.Background(), v.ID)
@@ -110,13 +117,19 @@ func TestReserveReturnCodes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, seckill.ReserveResult{OrderID: r.OrderID, StockLeft: 8}, got)
 	})
-	t.Run("replay", func(t *testing.T) {
+	t.Run("undecided, then replay", func(t *testing.T) {
 		v := b.onSale(t, 10, 3)
 		first := res(v, next(), 1, "k")
 		b.reserve(t, first)
 		again := first
 		again.OrderID = next()
 		got, err := b.store.Reserve(ctx, again)
+		require.ErrorIs(t, err, seckill.ErrUndecided, "not promised yet: no replay")
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
+		require.False(t, got.Replayed)
+		require.EqualValues(t, 1, b.balanced(t, v).Holds, "nothing new held")
+		b.promise(t, first)
+		got, err = b.store.Reserve(ctx, again)
 		require.NoError(t, err)
 		require.Equal(t, seckill.ReserveResult{OrderID: first.OrderID, Replayed: true, StockLeft: 9}, got)
 	})
@@ -241,9 +254,11 @@ func TestReplayedRequestKeyHoldsOnce(t *testing.T) {
 	b := setup(t)
 	v := b.onSale(t, 100, 10)
 	user := next()
-	first, err := b.store.Reserve(ctx, res(v, user, 3, "pay-123"))
+	r := res(v, user, 3, "pay-123")
+	first, err := b.store.Reserve(ctx, r)
 	require.NoError(t, err)
 	require.False(t, first.Replayed)
+	b.promise(t, r)
 	for range 5 {
 		got, err := b.store.Reserve(ctx, res(v, user, 3, "pay-123"))
 		require.NoError(t, err)
@@ -372,6 +387,7 @@ func TestReleaseModes(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, got.Replayed)
 		require.Equal(t, retry.OrderID, got.OrderID)
+		b.promise(t, retry)
 		// ...and a late resend of the released order never holds again.
 		late, err := b.store.Reserve(ctx, r)
 		require.NoError(t, err)

@@ -1,0 +1,52 @@
+package redisstock
+
+// A keyed hold's fate, as the replays of its Idempotency-Key see it: undecided
+// from the moment reserve.lua writes it until its gateway promises it or
+// gives it back (seckill/RULES.md, "A 202 stands").
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
+)
+
+// Promise records that r's order stands: its gateway has its message
+// written (or found the order persisted), so a replay of r's request key, on
+// any gateway, may answer with it. Until then reserve.lua answers such a
+// replay undecided (seckill.ErrUndecided): the gateway may still fence the
+// order or give its hold back, and a 202 given meanwhile would be let down.
+//
+// It deletes the hold's undecided field, one HDEL in the hold's bucket;
+// unkeyed holds have none (nothing can replay them) and cost nothing. It
+// never unmakes a decision: the field is written only with the hold, and a
+// released hold has none. A Promise that fails leaves the replays waiting
+// until a worker persists the order, which decides it too (it leaves
+// pending): slower replays, never a wrong one.
+func (s *Store) Promise(ctx context.Context, r seckill.Reservation) error {
+	if r.RequestKey == "" {
+		return nil
+	}
+	n, err := s.shardCount(ctx, r.VoucherID)
+	if err != nil {
+		return err
+	}
+	k := BucketKeys(r.VoucherID, homeBucket(r.UserID, n))
+	err = awaitCmd(ctx, func(ctx context.Context) *redis.IntCmd {
+		return s.rdb.HDel(ctx, k.Ledger, undecidedField(r.OrderID))
+	}, nil, redis.NewIntCmd).Err()
+	if err != nil {
+		return unavailable("promise", err)
+	}
+	return nil
+}
+
+// undecided is the refusal of a replay whose order's fate is not decided
+// yet (reserve.lua's answer 8, or a read of the request's order).
+func undecided(voucherID, orderID int64) error {
+	return fmt.Errorf("%w: %w: voucher %d: order %d of this Idempotency-Key is still being settled by the gateway that made it",
+		seckill.ErrUndecided, apperr.ErrUnavailable, voucherID, orderID)
+}
