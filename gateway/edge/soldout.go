@@ -23,7 +23,8 @@ import (
 // request keys into memory (they cannot grow while nothing is left), and a
 // replay is answered from that copy, also without a Redis call. Until the
 // copy is there, or when it would be too large, keyed attempts go on to the
-// reservation script, which replays them.
+// reservation script, which replays them; so do the replays of orders that
+// were not decided yet when copied (their gateway may still fence them).
 //
 // The pipeline tells it every seller's answer (Saw): it learns "sold out"
 // from a reservation that left 0, or a refusal that says 0 are left, and
@@ -137,7 +138,10 @@ func (s *SoldOut) refuseAttempt(a *buy.Attempt) error {
 	return fmt.Errorf("%w: voucher %d", seckill.ErrSoldOut, v)
 }
 
-// replay returns the first order of a sold-out voucher's known request key.
+// replay returns the first order of a sold-out voucher's known request key,
+// when that order was decided when copied: a request whose order was
+// undecided (redisstock.UndecidedOrder) goes on to the script, which waits
+// for the decision (seckill/RULES.md, "A 202 stands").
 func (s *SoldOut) replay(a *buy.Attempt) (int64, bool) {
 	if a.Request.RequestKey == "" {
 		return 0, false
@@ -148,7 +152,7 @@ func (s *SoldOut) replay(a *buy.Attempt) (int64, bool) {
 		return 0, false
 	}
 	id, ok := s.replays[a.Request.VoucherID].orders[request(a)]
-	return id, ok
+	return id, ok && id != redisstock.UndecidedOrder
 }
 
 // request names the attempt's Idempotency-Key for the stock.

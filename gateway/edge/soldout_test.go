@@ -3,10 +3,12 @@ package edge_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	pipe "github.com/flashsale/seckill/gateway/buy"
@@ -145,15 +147,7 @@ func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
 	rdb := stack.Redis(t)
 	v := warm(t, rdb, 2)
 	ctx := context.Background()
-	e, _ := newEdge(t, rdb, edge.Config{})
-	cs := &countingStock{Store: redisstock.New(redisstock.Config{Redis: rdb})}
-	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
-	keyed := func(user int64, key string) (int64, error) {
-		a := attempt(v.ID, user)
-		a.Request.RequestKey = key
-		p, err := buy(ctx, a)
-		return p.OrderID, err
-	}
+	e, cs, keyed := keyedBuys(t, rdb, v)
 
 	first, err := keyed(1, "k-one")
 	require.NoError(t, err)
@@ -192,6 +186,63 @@ func TestSoldOutStillReplaysKnownKeys(t *testing.T) {
 	third, err := keyed(3, "k-three")
 	require.NoError(t, err)
 	require.NotZero(t, third)
+}
+
+// A sold-out voucher's copy of its request keys answers only the orders that
+// were decided when it was made (seckill/RULES.md, "A 202 stands"): the
+// replay of the last unit's order, which another gateway is still deciding
+// (its Kafka write on its way), goes on to the script, which refuses it 503
+// until that gateway promises the order, and then replays it. Answered from
+// the copy, it would be a 202 for an order that gateway may yet fence.
+func TestSoldOutCopiesOnlyDecidedOrders(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	v := warm(t, rdb, 2)
+	ctx := context.Background()
+	e, cs, keyed := keyedBuys(t, rdb, v)
+
+	first, err := keyed(1, "k-one")
+	require.NoError(t, err)
+	// The last unit, held by another gateway whose write is on its way.
+	other := redisstock.New(redisstock.Config{Redis: rdb})
+	last := seckill.Reservation{OrderID: rand.Int64N(1<<50) + 1, VoucherID: v.ID, UserID: 2, Quantity: 1,
+		RequestKey: "k-two", ReservedAt: time.Now()}
+	_, err = other.Reserve(ctx, last)
+	require.NoError(t, err)
+	_, err = keyed(3, "k-three")
+	require.ErrorIs(t, err, seckill.ErrSoldOut)
+	require.Eventually(t, func() bool {
+		before := cs.reserves.Load()
+		id, err := keyed(1, "k-one")
+		return e.SoldOut.IsFlagged(v.ID) && err == nil && id == first && cs.reserves.Load() == before
+	}, 3*time.Second, 20*time.Millisecond, "flagged, and a decided key is replayed from the copy")
+
+	before := cs.reserves.Load()
+	_, err = keyed(2, "k-two")
+	require.ErrorIs(t, err, seckill.ErrUndecided, "never a 202 for an undecided order")
+	require.ErrorIs(t, err, apperr.ErrUnavailable)
+	require.Greater(t, cs.reserves.Load(), before, "the script was asked, not the copy")
+
+	require.NoError(t, other.Promise(ctx, last))
+	id, err := keyed(2, "k-two")
+	require.NoError(t, err)
+	require.Equal(t, last.OrderID, id, "promised, it is replayed")
+}
+
+// keyedBuys is one instance's gates and the production buyer over v, on
+// rdb: keyed buys one unit with a user's Idempotency-Key through the whole
+// pipeline, and the stock counts the reservation scripts that ran.
+func keyedBuys(t *testing.T, rdb redis.UniversalClient, v seckill.Voucher) (*edge.Edge, *countingStock, func(user int64, key string) (int64, error)) {
+	t.Helper()
+	e, _ := newEdge(t, rdb, edge.Config{})
+	cs := &countingStock{Store: redisstock.New(redisstock.Config{Redis: rdb})}
+	buy := chain(e.Steps(), v, buyWith(realBuyer(t, cs)))
+	return e, cs, func(user int64, key string) (int64, error) {
+		a := attempt(v.ID, user)
+		a.Request.RequestKey = key
+		p, err := buy(context.Background(), a)
+		return p.OrderID, err
+	}
 }
 
 // The pipeline tells the flag every seller's answer: a reservation that

@@ -50,3 +50,39 @@ func undecided(voucherID, orderID int64) error {
 	return fmt.Errorf("%w: %w: voucher %d: order %d of this Idempotency-Key is still being settled by the gateway that made it",
 		seckill.ErrUndecided, apperr.ErrUnavailable, voucherID, orderID)
 }
+
+// undecidedOrders reports which of the given orders of bucket k still carry
+// their undecided field, pipelined in chunks of rebuildChunk fields. Read
+// after the orders' request keys were, an absent field is a safe "decided":
+// reserve.lua writes a key's hold and its field in one step, so the field of
+// a hold seen by its key is gone only once a decision removed it (or the
+// hold was written decided, by a rebuild from PostgreSQL's persisted orders).
+func (s *Store) undecidedOrders(ctx context.Context, k Keys, orderIDs []int64) (map[int64]bool, error) {
+	if len(orderIDs) == 0 {
+		return nil, nil
+	}
+	var cmds []*redis.SliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < len(orderIDs); i += rebuildChunk {
+			chunk := orderIDs[i:min(i+rebuildChunk, len(orderIDs))]
+			fields := make([]string, len(chunk))
+			for j, id := range chunk {
+				fields[j] = undecidedField(id)
+			}
+			cmds = append(cmds, p.HMGet(ctx, k.Ledger, fields...))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("undecided orders", err)
+	}
+	out := map[int64]bool{}
+	for c, cmd := range cmds {
+		for j, v := range cmd.Val() {
+			if v != nil {
+				out[orderIDs[c*rebuildChunk+j]] = true
+			}
+		}
+	}
+	return out, nil
+}

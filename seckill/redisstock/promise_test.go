@@ -16,13 +16,17 @@ import (
 // order's fate is decided (seckill/RULES.md, "A 202 stands"): a keyed hold
 // is undecided from the script that writes it until its gateway promises it
 // (its message is written), a worker persists it, or it is given back. Each
-// way is tried on a voucher of one bucket and of three, on both shapes, and
-// no undecided mark outlives its hold's decision.
+// way is tried on a voucher of one bucket and of three, on both shapes; the
+// readers of the request keys say the same as the script, and no undecided
+// mark outlives its hold's decision.
 func TestReplayAnswersOnlyADecidedOrder(t *testing.T) {
 	onEveryShape(t, func(t *testing.T, b bundle) {
 		ctx := context.Background()
 		for _, shards := range []int{1, 3} {
 			v := b.shardedOnSale(t, shards, 20, 5)
+			request := func(r seckill.Reservation) redisstock.Request {
+				return redisstock.Request{UserID: r.UserID, Key: r.RequestKey}
+			}
 			replay := func(r seckill.Reservation) (seckill.ReserveResult, error) {
 				again := r
 				again.OrderID = next()
@@ -42,6 +46,14 @@ func TestReplayAnswersOnlyADecidedOrder(t *testing.T) {
 			_, err := replay(r)
 			require.ErrorIs(t, err, seckill.ErrUndecided)
 			require.ErrorIs(t, err, apperr.ErrUnavailable, "a caller that knows nothing of it answers 503")
+			known, err := b.store.RequestKnown(ctx, v.ID, request(r))
+			require.NoError(t, err)
+			require.True(t, known, "the key is known: its captcha was used")
+			keys, complete, err := b.store.RequestKeys(ctx, v.ID, 100)
+			require.NoError(t, err)
+			require.True(t, complete)
+			require.Contains(t, keys, request(r))
+			require.Equal(t, redisstock.UndecidedOrder, keys[request(r)], "a copy never answers it")
 			// Its own gateway's retry of the very same call goes on.
 			got := b.reserve(t, r)
 			require.Equal(t, seckill.ReserveResult{OrderID: r.OrderID, StockLeft: got.StockLeft}, got)
@@ -50,6 +62,9 @@ func TestReplayAnswersOnlyADecidedOrder(t *testing.T) {
 			// Promised: its message is written.
 			b.promise(t, r)
 			replayed(r)
+			keys, _, err = b.store.RequestKeys(ctx, v.ID, 100)
+			require.NoError(t, err)
+			require.Equal(t, r.OrderID, keys[request(r)])
 
 			// Persisted by a worker, never promised (its gateway died after
 			// the write): it left pending.

@@ -57,13 +57,20 @@ func (s *Store) RequestOrder(ctx context.Context, voucherID int64, r Request) (o
 	return id, true, nil
 }
 
+// UndecidedOrder is the order RequestKeys gives a request whose order's fate
+// was not decided when it was read (see Promise): the request is known, but
+// only reserve.lua may answer its replay. Order ids are positive.
+const UndecidedOrder int64 = 0
+
 // RequestKeys returns every accepted request of a voucher (of every bucket)
 // with its first order, for a gateway that answers replays of a sold-out
 // voucher from memory. complete is false (and the map nil) when the voucher
 // has more than max of them: the caller then leaves replays to reserve.lua.
 // The request keys share the ledger with the orders and buyers, so it is
 // walked with HSCAN, a slice at a time (Redis is never blocked for long),
-// and the walk stops as soon as more than max are found.
+// and the walk stops as soon as more than max are found. A request whose
+// order was undecided when read after the walk maps to UndecidedOrder: a
+// copy may answer only what was decided, since a decision is never undone.
 func (s *Store) RequestKeys(ctx context.Context, voucherID int64, max int) (_ map[Request]int64, complete bool, err error) {
 	n, err := s.shardCount(ctx, voucherID)
 	if err != nil {
@@ -71,20 +78,24 @@ func (s *Store) RequestKeys(ctx context.Context, voucherID int64, max int) (_ ma
 	}
 	out := map[Request]int64{}
 	for b := range n {
-		it := s.rdb.HScan(ctx, BucketKeys(voucherID, b).Ledger, 0, "r*", requestScan).Iterator()
+		k := BucketKeys(voucherID, b)
+		var seen []Request
+		it := s.rdb.HScan(ctx, k.Ledger, 0, "r*", requestScan).Iterator()
 		for it.Next(ctx) {
 			field := it.Val()
 			if !it.Next(ctx) {
 				break
 			}
 			v := it.Val()
-			user, k, ok := strings.Cut(strings.TrimPrefix(field, "r"), ":")
+			user, key, ok := strings.Cut(strings.TrimPrefix(field, "r"), ":")
 			uid, uerr := strconv.ParseInt(user, 10, 64)
 			id, ierr := strconv.ParseInt(v, 10, 64)
 			if !ok || uerr != nil || ierr != nil {
 				return nil, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", field, v, voucherID)
 			}
-			out[Request{UserID: uid, Key: k}] = id
+			req := Request{UserID: uid, Key: key}
+			out[req] = id
+			seen = append(seen, req)
 			if len(out) > max {
 				return nil, false, nil
 			}
@@ -92,8 +103,30 @@ func (s *Store) RequestKeys(ctx context.Context, voucherID int64, max int) (_ ma
 		if err := it.Err(); err != nil {
 			return nil, false, unavailable("request keys", err)
 		}
+		if err := s.markUndecided(ctx, k, seen, out); err != nil {
+			return nil, false, err
+		}
 	}
 	return out, true, nil
+}
+
+// markUndecided sets the order of each of the requests of bucket k whose
+// order is still undecided to UndecidedOrder in out.
+func (s *Store) markUndecided(ctx context.Context, k Keys, reqs []Request, out map[Request]int64) error {
+	ids := make([]int64, len(reqs))
+	for i, r := range reqs {
+		ids[i] = out[r]
+	}
+	und, err := s.undecidedOrders(ctx, k, ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if und[out[r]] {
+			out[r] = UndecidedOrder
+		}
+	}
+	return nil
 }
 
 // requestScan is the COUNT of one HSCAN step of RequestKeys.
