@@ -45,7 +45,9 @@ type Room interface {
 // RequestOrders finds the order a shopper's Idempotency-Key made of a
 // voucher (cmd/seckill wires the stock's record of accepted requests, then
 // PostgreSQL's). A keyed buy whose pass is refused is answered with it: a
-// replay gets its order back whatever pass it carries.
+// replay gets its order back whatever pass it carries. An order whose fate
+// is not decided yet is an error (seckill.ErrUndecided, 503), never an
+// answer: it could still be fenced (seckill/RULES.md, "A 202 stands").
 type RequestOrders interface {
 	RequestOrder(ctx context.Context, voucherID, userID int64, key string) (orderID int64, found bool, err error)
 }

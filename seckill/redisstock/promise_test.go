@@ -17,20 +17,20 @@ import (
 // is undecided from the script that writes it until its gateway promises it
 // (its message is written), a worker persists it, or it is given back. Each
 // way is tried on a voucher of one bucket and of three, on both shapes; the
-// readers of the request keys say the same as the script, and no undecided
-// mark outlives its hold's decision.
+// readers of the request keys (RequestKnown, RequestOrder, RequestKeys) say
+// the same as the script, and no undecided mark outlives its hold's decision.
 func TestReplayAnswersOnlyADecidedOrder(t *testing.T) {
 	onEveryShape(t, func(t *testing.T, b bundle) {
 		ctx := context.Background()
 		for _, shards := range []int{1, 3} {
 			v := b.shardedOnSale(t, shards, 20, 5)
-			request := func(r seckill.Reservation) redisstock.Request {
-				return redisstock.Request{UserID: r.UserID, Key: r.RequestKey}
-			}
 			replay := func(r seckill.Reservation) (seckill.ReserveResult, error) {
 				again := r
 				again.OrderID = next()
 				return b.store.Reserve(ctx, again)
+			}
+			request := func(r seckill.Reservation) redisstock.Request {
+				return redisstock.Request{UserID: r.UserID, Key: r.RequestKey}
 			}
 			replayed := func(r seckill.Reservation) {
 				t.Helper()
@@ -49,6 +49,8 @@ func TestReplayAnswersOnlyADecidedOrder(t *testing.T) {
 			known, err := b.store.RequestKnown(ctx, v.ID, request(r))
 			require.NoError(t, err)
 			require.True(t, known, "the key is known: its captcha was used")
+			_, _, err = b.store.RequestOrder(ctx, v.ID, request(r))
+			require.ErrorIs(t, err, seckill.ErrUndecided)
 			keys, complete, err := b.store.RequestKeys(ctx, v.ID, 100)
 			require.NoError(t, err)
 			require.True(t, complete)
@@ -62,6 +64,10 @@ func TestReplayAnswersOnlyADecidedOrder(t *testing.T) {
 			// Promised: its message is written.
 			b.promise(t, r)
 			replayed(r)
+			id, found, err := b.store.RequestOrder(ctx, v.ID, request(r))
+			require.NoError(t, err)
+			require.True(t, found)
+			require.Equal(t, r.OrderID, id)
 			keys, _, err = b.store.RequestKeys(ctx, v.ID, 100)
 			require.NoError(t, err)
 			require.Equal(t, r.OrderID, keys[request(r)])

@@ -25,36 +25,56 @@ func (r Request) reqField() string {
 
 // RequestKnown reports whether the voucher's sale already accepted this
 // request (its key made an order, live or released within the idempotency
-// window): a retry of it is a replay, which reserve.lua answers without
-// selling anything.
+// window, decided or not): a retry of it is a replay, which reserve.lua
+// answers without selling anything.
 func (s *Store) RequestKnown(ctx context.Context, voucherID int64, r Request) (bool, error) {
-	_, known, err := s.RequestOrder(ctx, voucherID, r)
+	_, _, known, err := s.requestOrder(ctx, voucherID, r)
 	return known, err
 }
 
 // RequestOrder is the order the voucher's sale accepted for this request,
 // found false for a request it does not know (see RequestKnown). It reads,
-// never sells: a replay answered from it cannot buy anything.
+// never sells: a replay answered from it cannot buy anything. An order whose
+// fate is not decided yet (see Promise) is refused with seckill.ErrUndecided:
+// answered now, it could be fenced or given back after the answer.
 func (s *Store) RequestOrder(ctx context.Context, voucherID int64, r Request) (orderID int64, found bool, err error) {
-	if r.Key == "" {
-		return 0, false, nil
+	id, k, found, err := s.requestOrder(ctx, voucherID, r)
+	if err != nil || !found {
+		return 0, false, err
 	}
-	n, err := s.shardCount(ctx, voucherID)
+	und, err := s.undecidedOrders(ctx, k, []int64{id})
 	if err != nil {
 		return 0, false, err
 	}
-	v, err := s.rdb.HGet(ctx, BucketKeys(voucherID, homeBucket(r.UserID, n)).Ledger, r.reqField()).Result()
+	if und[id] {
+		return 0, false, undecided(voucherID, id)
+	}
+	return id, true, nil
+}
+
+// requestOrder is the order the request's key names in its home bucket k,
+// decided or not.
+func (s *Store) requestOrder(ctx context.Context, voucherID int64, r Request) (orderID int64, k Keys, found bool, err error) {
+	if r.Key == "" {
+		return 0, k, false, nil
+	}
+	n, err := s.shardCount(ctx, voucherID)
+	if err != nil {
+		return 0, k, false, err
+	}
+	k = BucketKeys(voucherID, homeBucket(r.UserID, n))
+	v, err := s.rdb.HGet(ctx, k.Ledger, r.reqField()).Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
+		return 0, k, false, nil
 	}
 	if err != nil {
-		return 0, false, unavailable("request order", err)
+		return 0, k, false, unavailable("request order", err)
 	}
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", r.reqField(), v, voucherID)
+		return 0, k, false, fmt.Errorf("redisstock: corrupt request key %q -> %q of voucher %d", r.reqField(), v, voucherID)
 	}
-	return id, true, nil
+	return id, k, true, nil
 }
 
 // UndecidedOrder is the order RequestKeys gives a request whose order's fate

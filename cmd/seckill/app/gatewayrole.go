@@ -128,7 +128,8 @@ func (s *System) buildGateway(ctx context.Context) error {
 
 // requestOrders finds a request key's order in the stock's record of
 // accepted requests, then in PostgreSQL (a key the stock no longer has:
-// its sale state expired or is being restored).
+// its sale state expired or is being restored; or one whose order the stock
+// calls undecided, which PostgreSQL has once a worker persisted it).
 type requestOrders struct {
 	stock *redisstock.Store
 	store *pgstore.Store
