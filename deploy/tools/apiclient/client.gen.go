@@ -701,7 +701,11 @@ type ClientInterface interface {
 	// order_id and holds stock once; without it every request is a new attempt.
 	// A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 	// created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-	// the first attempt used it, and the replay sells nothing.
+	// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+	// instance, while the first attempt's order is still being recorded waits a moment for
+	// the outcome: then the order, or a new attempt when the first left nothing; still
+	// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+	// "failed" because of what the first attempt was still doing.
 	//
 	// The first step is the catalog in memory, before any rate limit is charged: an
 	// unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -741,7 +745,11 @@ type ClientInterface interface {
 	// order_id and holds stock once; without it every request is a new attempt.
 	// A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 	// created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-	// the first attempt used it, and the replay sells nothing.
+	// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+	// instance, while the first attempt's order is still being recorded waits a moment for
+	// the outcome: then the order, or a new attempt when the first left nothing; still
+	// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+	// "failed" because of what the first attempt was still doing.
 	//
 	// The first step is the catalog in memory, before any rate limit is charged: an
 	// unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -1019,7 +1027,11 @@ func (c *Client) GetVoucher(ctx context.Context, id ID, params *GetVoucherParams
 // order_id and holds stock once; without it every request is a new attempt.
 // A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 // created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-// the first attempt used it, and the replay sells nothing.
+// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+// instance, while the first attempt's order is still being recorded waits a moment for
+// the outcome: then the order, or a new attempt when the first left nothing; still
+// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+// "failed" because of what the first attempt was still doing.
 //
 // The first step is the catalog in memory, before any rate limit is charged: an
 // unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -1069,7 +1081,11 @@ func (c *Client) BuyWithBody(ctx context.Context, id ID, params *BuyParams, cont
 // order_id and holds stock once; without it every request is a new attempt.
 // A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 // created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-// the first attempt used it, and the replay sells nothing.
+// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+// instance, while the first attempt's order is still being recorded waits a moment for
+// the outcome: then the order, or a new attempt when the first left nothing; still
+// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+// "failed" because of what the first attempt was still doing.
 //
 // The first step is the catalog in memory, before any rate limit is charged: an
 // unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -1720,7 +1736,11 @@ type ClientWithResponsesInterface interface {
 	// order_id and holds stock once; without it every request is a new attempt.
 	// A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 	// created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-	// the first attempt used it, and the replay sells nothing.
+	// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+	// instance, while the first attempt's order is still being recorded waits a moment for
+	// the outcome: then the order, or a new attempt when the first left nothing; still
+	// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+	// "failed" because of what the first attempt was still doing.
 	//
 	// The first step is the catalog in memory, before any rate limit is charged: an
 	// unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -1760,7 +1780,11 @@ type ClientWithResponsesInterface interface {
 	// order_id and holds stock once; without it every request is a new attempt.
 	// A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 	// created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-	// the first attempt used it, and the replay sells nothing.
+	// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+	// instance, while the first attempt's order is still being recorded waits a moment for
+	// the outcome: then the order, or a new attempt when the first left nothing; still
+	// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+	// "failed" because of what the first attempt was still doing.
 	//
 	// The first step is the catalog in memory, before any rate limit is charged: an
 	// unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -4242,7 +4266,11 @@ func (c *ClientWithResponses) GetVoucherWithResponse(ctx context.Context, id ID,
 // order_id and holds stock once; without it every request is a new attempt.
 // A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 // created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-// the first attempt used it, and the replay sells nothing.
+// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+// instance, while the first attempt's order is still being recorded waits a moment for
+// the outcome: then the order, or a new attempt when the first left nothing; still
+// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+// "failed" because of what the first attempt was still doing.
 //
 // The first step is the catalog in memory, before any rate limit is charged: an
 // unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
@@ -4288,7 +4316,11 @@ func (c *ClientWithResponses) BuyWithBodyWithResponse(ctx context.Context, id ID
 // order_id and holds stock once; without it every request is a new attempt.
 // A replayed Idempotency-Key answers 202 with the order's current status (reserved,
 // created, paid, cancelled or failed), not always "reserved", and needs no new captcha:
-// the first attempt used it, and the replay sells nothing.
+// the first attempt used it, and the replay sells nothing. A replay that comes, on any
+// instance, while the first attempt's order is still being recorded waits a moment for
+// the outcome: then the order, or a new attempt when the first left nothing; still
+// undecided, it is 503 unavailable with Retry-After. A 202 "reserved" never turns
+// "failed" because of what the first attempt was still doing.
 //
 // The first step is the catalog in memory, before any rate limit is charged: an
 // unknown voucher is 404, a paused one 503 sale_paused, one whose sale has not begun
