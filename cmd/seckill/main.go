@@ -9,6 +9,7 @@
 //	seckill hoard      show or clear a shopper's unpaid strikes
 //	seckill env        print every configuration variable
 //	seckill version    print the version and commit
+//	seckill healthcheck ask this process's ops listener for /readyz (the image's HEALTHCHECK)
 //
 // 'seckill COMMAND -h' prints a command's usage; a usage error exits 2.
 package main

@@ -50,7 +50,7 @@ func runCLI(t *testing.T, args []string, getenv func(string) string, environ ...
 // on stdout, exit 0 and do nothing else: no configuration is read, so no
 // service is started or dialled (dev used to start the whole system).
 func TestHelpPrintsUsageOnly(t *testing.T) {
-	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "operators", "env", "version"} {
+	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "operators", "env", "version", "healthcheck"} {
 		for _, flag := range []string{"-h", "--help"} {
 			t.Run(cmd+" "+flag, func(t *testing.T) {
 				env := &recordingEnv{}
@@ -102,6 +102,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"operators", "revoke"},
 		{"operators", "list", "alice"},
 		{"loadtest", "sale"},
+		{"healthcheck", "extra"},
+		{"healthcheck", "--path", "/"},
+		{"healthcheck", "--timeout", "0s"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			env := &recordingEnv{}

@@ -31,7 +31,12 @@ type composeFile struct {
 }
 
 type composeService struct {
-	Image       string                 `yaml:"image"`
+	Image       string `yaml:"image"`
+	Build       any    `yaml:"build"`
+	Restart     string `yaml:"restart"`
+	Healthcheck struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
 	Command     any                    `yaml:"command"` // a string or a list
 	Environment composeEnv             `yaml:"environment"`
 	Volumes     []string               `yaml:"volumes"`
@@ -325,4 +330,44 @@ func TestComposeKafkaMatchesDevstack(t *testing.T) {
 			require.Equal(t, want, got, "%s on %s: docker-compose.yml and devstack's three-node cluster differ", key, host)
 		}
 	}
+}
+
+// TestComposeRestartsAndKafkaRelease: every long-running service restarts
+// by itself after a crash or a reboot of the Docker host, the one-shot jobs
+// (those others wait for with service_completed_successfully) do not; the
+// brokers run the Apache Kafka release the tests and dev mode run; the
+// seckill containers' healthchecks are the binary's own (the image has no
+// wget or curl).
+func TestComposeRestartsAndKafkaRelease(t *testing.T) {
+	f, _ := readCompose(t)
+	oneShot := map[string]bool{}
+	for _, svc := range f.Services {
+		for dep, cond := range svc.DependsOn {
+			if m, ok := cond.(map[string]any); ok && m["condition"] == "service_completed_successfully" {
+				oneShot[dep] = true
+			}
+		}
+	}
+	require.Equal(t, map[string]bool{"redis-cluster-init": true, "kafka-init": true, "migrate": true}, oneShot)
+	for name, svc := range f.Services {
+		if oneShot[name] {
+			require.Equal(t, "no", svc.Restart, "%s runs once", name)
+			continue
+		}
+		require.Contains(t, []string{"unless-stopped", "always", "on-failure"}, svc.Restart, "%s is long-running: give it a restart policy", name)
+	}
+
+	brokers, healthchecked := 0, 0
+	for name, svc := range f.Services {
+		if strings.HasPrefix(svc.Image, "apache/kafka:") {
+			brokers++
+			require.Equal(t, "apache/kafka:"+devstack.ApacheKafkaVersion, svc.Image, "%s: the release devstack runs", name)
+		}
+		if svc.Build != nil && !oneShot[name] {
+			require.Equal(t, []string{"CMD", "seckill", "healthcheck"}, svc.Healthcheck.Test, "%s", name)
+			healthchecked++
+		}
+	}
+	require.Equal(t, 4, brokers, "three brokers and the topics' job")
+	require.Equal(t, 2, healthchecked, "the gateways and the workers")
 }

@@ -28,6 +28,7 @@ Commands:
                      operators' own tokens for the operator routes
   seckill env        print every configuration variable
   seckill version    print the version and commit
+  seckill healthcheck  ask this process's ops listener for /readyz (the image's HEALTHCHECK)
 
 'seckill COMMAND -h' prints a command's usage. Configuration is read from the
 environment; see 'seckill env'.
@@ -75,6 +76,8 @@ func run(ctx context.Context, b build, args []string, getenv func(string) string
 		return runHoard(ctx, args, getenv, stdout, stderr)
 	case "operators":
 		return runOperators(ctx, args, getenv, stdout, stderr)
+	case "healthcheck":
+		return runHealthcheck(ctx, args, getenv, stdout, stderr)
 	case "loadtest":
 		// The load tool is a binary of its own, so the product links none
 		// of it.
