@@ -32,7 +32,8 @@ type Drawer struct {
 	interval time.Duration
 	log      *slog.Logger
 	// drawn are the draws this drawer saw made: it leaves them alone.
-	drawn map[int64]bool
+	drawn   map[int64]bool
+	metrics *Metrics
 }
 
 // DrawerConfig is what NewDrawer builds a Drawer from; a zero field means
@@ -46,6 +47,8 @@ type DrawerConfig struct {
 	Interval time.Duration
 	// Log gets the failures (none: discarded).
 	Log *slog.Logger
+	// Metrics, when set, count the draws (NewMetrics).
+	Metrics *Metrics
 }
 
 // NewDrawer returns a drawer of cfg.Targets. It starts nothing: Run does.
@@ -57,7 +60,7 @@ func NewDrawer(cfg DrawerConfig) *Drawer {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Drawer{draws: cfg.Draws, targets: cfg.Targets, interval: cfg.Interval,
-		log: cfg.Log.With("component", "draw"), drawn: map[int64]bool{}}
+		log: cfg.Log.With("component", "draw"), drawn: map[int64]bool{}, metrics: cfg.Metrics}
 }
 
 // Run ticks each interval until ctx ends, then returns nil: a failing draw
@@ -94,11 +97,13 @@ func (d *Drawer) Tick(ctx context.Context) {
 		case now.Before(t.Line.BeginAt):
 			if err := d.draws.Open(ctx, t.Line); err != nil {
 				d.log.Warn("draw: cannot open", "voucher_id", id, "err", err)
+				d.metrics.outcome(OutcomeOpenFailed)
 			}
 		default:
 			out, err := d.draws.Draw(ctx, t.Line, t.Stock, t.PerUserLimit)
 			if err != nil {
 				d.log.Warn("draw: cannot draw", "voucher_id", id, "err", err)
+				d.metrics.outcome(OutcomeFailed)
 				d.drawn[id] = out.Due // a lost draw is not tried again
 				continue
 			}
@@ -106,6 +111,7 @@ func (d *Drawer) Tick(ctx context.Context) {
 				d.drawn[id] = true
 			}
 			if out.Drew {
+				d.metrics.drew(len(out.Draw.Ranked), int(out.Draw.Winners))
 				cut, _ := out.Draw.Cutoff()
 				d.log.Info("draw made", "voucher_id", id, "entries", len(out.Draw.Ranked),
 					"winners", out.Draw.Winners, "seed", out.Draw.Seed.String(), "cutoff", cut.String())

@@ -43,6 +43,10 @@ type Admitter struct {
 	// it, which ended before the next listing of the targets read the
 	// stock: the landed argument of the next step.
 	landed map[int64]int64
+	// metrics are the rooms' lines and admissions (nil: none).
+	metrics *AdmitMetrics
+	// stepped are the rooms this admitter has series of.
+	stepped map[int64]bool
 }
 
 // AdmitterConfig is what NewAdmitter builds an Admitter from; a zero field
@@ -61,6 +65,9 @@ type AdmitterConfig struct {
 	// report records the admissions and the line's length). It must not
 	// block.
 	OnStep func(voucherID int64, s Step)
+	// Metrics, when set, get each room's line and admissions
+	// (NewAdmitMetrics).
+	Metrics *AdmitMetrics
 }
 
 // NewAdmitter returns an admitter of the rooms cfg.Targets lists. It starts
@@ -73,7 +80,7 @@ func NewAdmitter(cfg AdmitterConfig) *Admitter {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Admitter{room: cfg.Room, targets: cfg.Targets, interval: cfg.Interval, log: cfg.Log.With("component", "waitroom"),
-		onStep: cfg.OnStep, closed: map[int64]bool{}, landed: map[int64]int64{}}
+		onStep: cfg.OnStep, closed: map[int64]bool{}, landed: map[int64]int64{}, metrics: cfg.Metrics, stepped: map[int64]bool{}}
 }
 
 // Admitting reports whether an Admitter steps l's room at now: it has an
@@ -138,6 +145,8 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if a.onStep != nil {
 			a.onStep(id, step)
 		}
+		a.metrics.step(id, step)
+		a.stepped[id] = true
 		a.landed[id] = step.Landed
 		if step.Closed {
 			a.closed[id] = true
@@ -154,6 +163,12 @@ func (a *Admitter) Tick(ctx context.Context) {
 	for id := range a.landed {
 		if !listed[id] {
 			delete(a.landed, id)
+		}
+	}
+	for id := range a.stepped {
+		if !listed[id] {
+			a.metrics.forget(id)
+			delete(a.stepped, id)
 		}
 	}
 }

@@ -60,10 +60,18 @@ func (s *System) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room,
+	admitMetrics, err := waitroom.NewAdmitMetrics(s.registry)
+	if err != nil {
+		return err
+	}
+	s.admitter = waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: s.room, Metrics: admitMetrics,
 		Targets: s.adapter.Targets(waitroom.CatalogTargets(s.catalog, s.stock, s.store)), Log: s.log,
 		OnStep: func(id int64, st waitroom.Step) { s.sales.Step(id, st.Admitted, st.Waiting) }})
-	s.drawer = draw.NewDrawer(draw.DrawerConfig{Draws: s.draws, Targets: draw.CatalogTargets(s.catalog), Log: s.log})
+	drawMetrics, err := draw.NewMetrics(s.registry)
+	if err != nil {
+		return err
+	}
+	s.drawer = draw.NewDrawer(draw.DrawerConfig{Draws: s.draws, Targets: draw.CatalogTargets(s.catalog), Log: s.log, Metrics: drawMetrics})
 	s.mirror = waitroom.NewMirror(waitroom.MirrorConfig{Room: s.room, Copy: s.store, Lines: s.roomLines, Log: s.log})
 	active := orders.NewActiveCache(s.store, time.Second)
 	gates, err := s.buildEdge()

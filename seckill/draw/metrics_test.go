@@ -1,0 +1,64 @@
+package draw_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill/draw"
+)
+
+// Two drawers race for one draw: it is seated once, so the fleet's drawn
+// count is 1 and the entries and winners are counted once, by the one that
+// seated it.
+func TestDrawersCountADrawOnce(t *testing.T) {
+	ctx := context.Background()
+	rdb := plain(t)
+	in := newInstance(rdb)
+	l := drawLine(t, rdb, 270301, 300*time.Millisecond, 0)
+	for u := int64(1); u <= 5; u++ {
+		_, err := in.draws.Enter(ctx, l, u)
+		require.NoError(t, err)
+	}
+
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	var drawers []*draw.Drawer
+	for _, reg := range regs {
+		m, err := draw.NewMetrics(reg)
+		require.NoError(t, err)
+		other := newInstance(fresh(t, rdb))
+		drawers = append(drawers, draw.NewDrawer(draw.DrawerConfig{Draws: other.draws, Metrics: m,
+			Targets: func(context.Context) ([]draw.Target, error) {
+				return []draw.Target{{Line: l, Stock: 2, PerUserLimit: 1}}, nil
+			}}))
+	}
+	untilBegun(t, rdb, l)
+	for _, d := range drawers {
+		d.Tick(ctx)
+	}
+
+	sum := map[string]float64{}
+	for _, reg := range regs {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				key := f.GetName()
+				for _, lp := range m.GetLabel() {
+					key += "/" + lp.GetValue()
+				}
+				sum[key] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{
+		draw.MetricDraws + "/" + draw.OutcomeDrawn:      1,
+		draw.MetricDraws + "/" + draw.OutcomeFailed:     0,
+		draw.MetricDraws + "/" + draw.OutcomeOpenFailed: 0,
+		draw.MetricEntries:                              5,
+		draw.MetricWinners:                              2,
+	}, sum)
+}
