@@ -4,7 +4,8 @@
 #   make deps    install what running needs and a fresh Debian machine
 #                lacks (redis-server, postgresql), only what is missing
 #   make test-deps  deps plus what only the tests need (chromium,
-#                prometheus for promtool, maven and java for Apache Kafka)
+#                prometheus for promtool, maven and java for Apache Kafka,
+#                helm in bin/ from the Go module proxy)
 #   make build   bin/seckill, stamped with the commit git names (for
 #                `seckill version`), and the load tool bin/loadtest
 #                (deploy/tools/cmd/loadtest); make build-seckill: bin/seckill alone
@@ -16,7 +17,10 @@
 #                3000 inputs each)
 #   make lint    gofmt check (lists the files), go mod tidy, go vet,
 #                staticcheck, govulncheck (called vulnerabilities, offline
-#                database) and the import layers (deploy/tools/depcheck)
+#                database), the import layers (deploy/tools/depcheck), and
+#                the Helm chart: helm lint and template, the rendered objects
+#                checked against the Kubernetes API's types and the restricted
+#                Pod Security Standard (deploy/tools/helmcheck)
 #   make vulncheck  only lint's govulncheck, over both modules
 #   make test-race  the race detector over the packages where goroutines
 #                share state (RACE_PKGS), bounded by RACE_TIMEOUT
@@ -148,6 +152,13 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # does not fail it (govulncheck counts those in its last lines, and
 # `-show verbose` lists them).
 GOVULNCHECK ?= golang.org/x/vuln/cmd/govulncheck@v1.10.0
+# helm renders and lints the Kubernetes chart (deploy/helm/seckill); it comes
+# through the Go module proxy at this pinned version, built once into
+# bin/helm (about five minutes on a busy machine, then cached) by `make
+# test-deps` and `make lint`. deploy/tools/helmcheck reads the version here.
+HELM ?= helm.sh/helm/v4/cmd/helm@v4.3.2
+HELM_BIN := bin/helm
+CHART := deploy/helm/seckill
 VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 # RACE_PKGS are the packages whose tests run goroutines against shared state:
 # the gates and the WebSocket (gateway), the hub (notify), the workers, the
@@ -161,7 +172,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: deps test-deps helm kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -187,8 +198,18 @@ TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2
 deps:
 	@$(call install_deps,$(RUN_DEPS))
 
-test-deps:
+test-deps: helm
 	@$(call install_deps,$(TEST_DEPS))
+
+# helm builds bin/helm at the version HELM pins, when it is missing or
+# another version (the module version the go command recorded in it: helm
+# built so says only "v4.3" of itself).
+helm:
+	@want=$(lastword $(subst @, ,$(HELM))); \
+	if [ "$$($(GO) version -m $(HELM_BIN) 2>/dev/null | awk '$$1 == "mod" { print $$3 }')" != "$$want" ]; then \
+		echo "helm: go install $(HELM) into bin/"; mkdir -p bin; \
+		GOBIN=$(CURDIR)/bin GOWORK=off $(GO) -C / install $(HELM); \
+	fi
 
 define install_deps
 	want=" $(1) "; missing=(); \
@@ -284,6 +305,10 @@ lint: $(WORK)
 	$(WORK_GO) run $(STATICCHECK) ./... ./$(TOOLS)/...
 	@$(MAKE) --no-print-directory vulncheck
 	$(TOOLS_GO) test -count=1 ./depcheck
+	$(HELM_BIN) lint --strict $(CHART)
+	$(HELM_BIN) lint --strict $(CHART) --values $(TOOLS)/helmcheck/testdata/everything.yaml
+	$(HELM_BIN) template seckill $(CHART) --values $(TOOLS)/helmcheck/testdata/everything.yaml >/dev/null
+	$(TOOLS_GO) test -count=1 ./helmcheck
 
 # vulncheck is lint's govulncheck over both modules, against the database
 # VULNDB fetched through the module proxy (see GOVULNCHECK above).
