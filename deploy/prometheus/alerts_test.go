@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -32,20 +33,25 @@ func TestAlertRules(t *testing.T) {
 	require.Contains(t, out, "SUCCESS")
 	// The scrape configuration loads these rules (docker-compose mounts
 	// them beside it).
-	require.Contains(t, promtool(t, "check", "config", "../prometheus.yml"), "SUCCESS: 8 rules found")
+	require.Contains(t, promtool(t, "check", "config", "../prometheus.yml"), "SUCCESS: 25 rules found")
 }
 
-// Every rule has at least one test that expects it to fire and one that
-// expects it silent.
+// ruleFile is alerts.yml as these tests read it.
+type ruleFile struct {
+	Groups []struct {
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record"`
+			Expr        string            `yaml:"expr"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// Every alert has at least one test that expects it to fire and one that
+// expects it silent; every metric a rule reads is served.
 func TestEveryRuleIsTested(t *testing.T) {
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
+	var rules ruleFile
 	readYAML(t, "alerts.yml", &rules)
 	var tests struct {
 		Tests []struct {
@@ -71,9 +77,11 @@ func TestEveryRuleIsTested(t *testing.T) {
 	n := 0
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
-			n++
-			require.True(t, fires[r.Alert], "rule %s has no test in which it fires", r.Alert)
-			require.True(t, silent[r.Alert], "rule %s has no test in which it stays silent", r.Alert)
+			if r.Alert != "" {
+				n++
+				require.True(t, fires[r.Alert], "rule %s has no test in which it fires", r.Alert)
+				require.True(t, silent[r.Alert], "rule %s has no test in which it stays silent", r.Alert)
+			}
 			for _, name := range metric.FindAllString(r.Expr, -1) {
 				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
 				if awaited[base] && !served[base] {
@@ -84,7 +92,51 @@ func TestEveryRuleIsTested(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 8, n)
+	require.Equal(t, 17, n)
+}
+
+// Every alert links its runbook: a section of deploy/OPERATING.md whose
+// heading is the alert's name (GitHub's anchor of it), which exists.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	var rules ruleFile
+	readYAML(t, "alerts.yml", &rules)
+	doc, err := os.ReadFile("../OPERATING.md")
+	require.NoError(t, err)
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#{2,6} +(.+?)\s*$`).FindAllStringSubmatch(string(doc), -1) {
+		anchors[githubAnchor(m[1])] = true
+	}
+	const prefix = "https://github.com/flashsale/seckill/blob/main/deploy/OPERATING.md#"
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			url := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(url, prefix)
+			require.True(t, ok, "%s: runbook_url %q is not a section of deploy/OPERATING.md", r.Alert, url)
+			require.Equal(t, strings.ToLower(r.Alert), anchor, "%s: its runbook is the section named after it", r.Alert)
+			require.True(t, anchors[anchor], "%s: deploy/OPERATING.md has no heading %q (its runbook)", r.Alert, r.Alert)
+		}
+	}
+	require.Positive(t, n)
+}
+
+// githubAnchor is the fragment GitHub gives a Markdown heading: lower
+// case, punctuation dropped, spaces made hyphens.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func readYAML(t *testing.T, path string, v any) {
