@@ -18,7 +18,7 @@ func TestDrawersCountADrawOnce(t *testing.T) {
 	ctx := context.Background()
 	rdb := plain(t)
 	in := newInstance(rdb)
-	l := drawLine(t, rdb, 270301, 300*time.Millisecond, 0)
+	l := drawLine(t, rdb, 270901, 300*time.Millisecond, 0)
 	for u := int64(1); u <= 5; u++ {
 		_, err := in.draws.Enter(ctx, l, u)
 		require.NoError(t, err)
