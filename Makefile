@@ -294,7 +294,7 @@ $(WORK): go.mod $(TOOLS)/go.mod
 # helper outside tests or linked into a binary, dev mode linked into the
 # production build); the production build's own file
 # (cmd/seckill/app/nodev.go) is vetted with its tag.
-lint: $(WORK)
+lint: $(WORK) helm
 	@unformatted=$$(git ls-files -z -- '*.go' | xargs -0 gofmt -l); \
 	if [ -n "$$unformatted" ]; then echo "lint: gofmt would change these files (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi; \
 	echo "lint: gofmt: every file is formatted"
