@@ -38,10 +38,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/tracing"
 )
 
 // Store is the Redis stock. It is safe for concurrent use.
@@ -121,6 +123,10 @@ type Config struct {
 	WaitReplicas int
 	// WaitTimeout bounds WaitReplicas' wait (DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// Tracer, when set, makes a span of each script call of the buying
+	// path in the caller's trace (seckill/tracing); the other calls get
+	// theirs from the client's hook (tracing.RedisHook).
+	Tracer trace.Tracer
 }
 
 // New returns a Store over cfg.Redis.
@@ -156,8 +162,11 @@ func New(cfg Config) *Store {
 	case s.window < 0:
 		s.window = 0 // the scripts keep everything for the sale's life
 	}
-	if cfg.NoGroupCommit {
-		s.hot = rdb
+	switch {
+	case cfg.NoGroupCommit:
+		s.hot = rdb // its script calls go through the client's hook
+	case cfg.Tracer != nil:
+		s.hot = tracing.Scripter(s.hot, cfg.Tracer)
 	}
 	return s
 }
