@@ -2,8 +2,7 @@ package tracing
 
 import (
 	"context"
-
-	"go.opentelemetry.io/otel/propagation"
+	"encoding/hex"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -31,20 +30,60 @@ func OrderSpan(ctx context.Context, orderID int64) (trace.SpanContext, bool) {
 
 // Traceparent is sc as a W3C traceparent header value ("" when invalid).
 func Traceparent(sc trace.SpanContext) string {
-	c := propagation.MapCarrier{}
-	Propagator().Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
-	return c[traceparent]
+	if !sc.IsValid() {
+		return ""
+	}
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b [55]byte
+	b[0], b[1], b[2] = '0', '0', '-'
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags() & trace.FlagsSampled)})
+	return string(b[:])
 }
 
 // ParseTraceparent reads a W3C traceparent value into a remote span
 // context; ok is false for anything malformed, which callers treat as no
-// parent at all.
+// parent at all. It allocates nothing: the gateway reads one on every
+// request that carries it, tracing on or off.
 func ParseTraceparent(v string) (trace.SpanContext, bool) {
-	if v == "" {
+	// version "00", then trace id, span id and flags; a later version may
+	// append fields after a '-', and "ff" is invalid.
+	if len(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' || !isHex(v[:2]) || v[:2] == "ff" ||
+		(v[:2] == "00" && len(v) != 55) || (len(v) > 55 && v[55] != '-') || !isHex(v[53:55]) {
 		return trace.SpanContext{}, false
 	}
-	sc := trace.SpanContextFromContext(Propagator().Extract(context.Background(), propagation.MapCarrier{traceparent: v}))
+	tid, err := trace.TraceIDFromHex(v[3:35])
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	sid, err := trace.SpanIDFromHex(v[36:52])
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	flags := trace.TraceFlags(unhex(v[54])) & trace.FlagsSampled
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, Remote: true})
 	return sc, sc.IsValid()
+}
+
+// isHex reports whether s is lowercase hex digits, as the header's are.
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// unhex is one lowercase hex digit's value.
+func unhex(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
 }
 
 // traceparent is the W3C header's name.

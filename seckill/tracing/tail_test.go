@@ -101,7 +101,10 @@ func TestTraceparentRoundTrip(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, sc.IsRemote())
 	assert.Equal(t, v, Traceparent(sc))
-	for _, bad := range []string{"", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"} {
+	unsampled, ok := ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+	require.True(t, ok)
+	assert.False(t, unsampled.IsSampled())
+	for _, bad := range []string{"", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"} {
 		_, ok := ParseTraceparent(bad)
 		assert.False(t, ok, "%q", bad)
 	}

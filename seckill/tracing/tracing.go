@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -50,10 +49,6 @@ type Provider struct {
 	sdk     *sdktrace.TracerProvider
 	enabled bool
 }
-
-// Propagator is the W3C trace context (traceparent, tracestate), the one
-// format the project reads and writes: on HTTP and in Kafka headers alike.
-func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // Off is a Provider that records nothing.
 func Off() *Provider { return &Provider{tp: noop.NewTracerProvider()} }
