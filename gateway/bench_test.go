@@ -58,8 +58,11 @@ func BenchmarkHTTPBuy(b *testing.B) {
 
 // BenchmarkHandlerBuy calls the app's handler in memory: the gateway's cost
 // per request without sockets or a client.
-func BenchmarkHandlerBuy(b *testing.B) {
-	bb := benchSetup(b)
+func BenchmarkHandlerBuy(b *testing.B) { handlerBuy(b, benchSetup(b), "") }
+
+// handlerBuy is BenchmarkHandlerBuy on bb, each request with the
+// traceparent header tp (none when empty).
+func handlerBuy(b *testing.B, bb *bundle, tp string) {
 	h := bb.srv.App().Handler()
 	path := fmt.Sprintf("/api/v1/vouchers/%d/orders", bb.onSale.ID)
 	auth := "Bearer " + bb.shopper
@@ -76,6 +79,9 @@ func BenchmarkHandlerBuy(b *testing.B) {
 			ctx.Request.Header.SetContentType("application/json")
 			ctx.Request.Header.Set("Authorization", auth)
 			ctx.Request.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d", n.Add(1)))
+			if tp != "" {
+				ctx.Request.Header.Set("traceparent", tp)
+			}
 			ctx.Request.SetBodyString(`{"quantity":1}`)
 			h(&ctx)
 			if ctx.Response.StatusCode() != 202 {

@@ -150,6 +150,7 @@ func retryAfterSeconds(d time.Duration) string {
 // know are logged with the request id; their text never reaches the client.
 func (s *Server) writeError(c *fiber.Ctx, err error) {
 	e := classify(err)
+	c.Locals(errorCodeKey{}, e.row.code)
 	rid := requestIDOf(c)
 	switch {
 	case e.row.status >= 500 && e.row.status != fiber.StatusServiceUnavailable:

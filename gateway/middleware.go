@@ -55,6 +55,7 @@ func (s *Server) observed(c *fiber.Ctx, run func(*fiber.Ctx) error) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
+	ctx, span := s.startRequest(ctx, c)
 	c.SetUserContext(ctx)
 
 	if err := run(c); err != nil {
@@ -63,14 +64,21 @@ func (s *Server) observed(c *fiber.Ctx, run func(*fiber.Ctx) error) error {
 
 	status := c.Response().StatusCode()
 	route := routeOf(c)
-	attrs := make([]slog.Attr, 0, 7)
+	client := s.clientAddr(c).String()
+	code, _ := c.Locals(errorCodeKey{}).(string)
+	endRequest(span, c, route, client, code, status)
+	attrs := make([]slog.Attr, 0, 9)
 	attrs = append(attrs,
 		slog.String("request_id", rid),
 		slog.String("method", c.Method()),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(start)),
+		slog.String("client", client),
 	)
+	if code != "" {
+		attrs = append(attrs, slog.String("code", code))
+	}
 	if uid, ok := c.Locals(userIDKey{}).(int64); ok {
 		attrs = append(attrs, slog.Int64("user_id", uid))
 	}

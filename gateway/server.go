@@ -29,6 +29,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
@@ -138,6 +139,11 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Logger receives the access log and errors. Nil: slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, makes a span of every request (joined to the
+	// caller's traceparent, which the answer carries back) and of every
+	// step of the buy (gateway/trace.go, gateway/buy/trace.go). Nil: no
+	// spans, and nothing paid for them.
+	Tracer trace.Tracer
 	// Live feeds GET /api/v1/ws (ws.go). No Feed: that route answers 503.
 	Live Live
 	// Room is the waiting rooms (queue.go). Nil: the queue routes answer
@@ -248,9 +254,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := s.registerCatalogMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	s.pipeline = deps.Buy
+	s.pipeline = deps.Buy.WithTracer(deps.Tracer)
 	if s.metrics != nil {
-		s.pipeline = deps.Buy.WithOutcome(s.metrics.countBuy)
+		s.pipeline = s.pipeline.WithOutcome(s.metrics.countBuy)
 	}
 	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
 	s.app = fiber.New(fiber.Config{

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -117,8 +119,10 @@ type Pipeline struct {
 	replays RequestOrders
 	orders  OrderStatus
 	outcome func(error)
-	log     *slog.Logger
-	now     func() time.Time
+	// tracer, when set, makes the buy's spans (trace.go).
+	tracer trace.Tracer
+	log    *slog.Logger
+	now    func() time.Time
 }
 
 // New builds the pipeline.
@@ -151,6 +155,14 @@ func (p *Pipeline) WithOutcome(outcome func(err error)) *Pipeline {
 // Buy runs the attempt through every step (see Pipeline). The headers the
 // steps set are on a.Header, whatever the answer.
 func (p *Pipeline) Buy(ctx context.Context, a *Attempt) (Purchase, error) {
+	ctx, span := p.startBuy(ctx, a)
+	pur, err := p.buy(ctx, a)
+	endBuy(span, pur, err)
+	return pur, err
+}
+
+// buy is Buy without its span.
+func (p *Pipeline) buy(ctx context.Context, a *Attempt) (Purchase, error) {
 	pur, err := p.run(ctx, a)
 	if p.outcome != nil {
 		p.outcome(err)
