@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -60,6 +61,10 @@ type ConsumerConfig struct {
 	// reservation is logged and skipped, and a failing batch is retried
 	// for ever.
 	DeadLetters *DeadLetters
+	// Tracer, when set, makes a span of each message in its buy's trace
+	// (its traceparent header), and one of each batch's handling, linked to
+	// them, in whose context the handler runs (trace.go).
+	Tracer trace.Tracer
 	// DeadLetterAfter is how many attempts a batch gets before its messages
 	// are tried one by one and the failing ones dead-lettered (default 5).
 	// A dependency outage (apperr.ErrUnavailable) never dead-letters
@@ -245,12 +250,20 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	timer.Stop()
 	defer timer.Stop()
 	var linger <-chan time.Time
+	spans := batchSpans{t: cfg.Tracer, topic: cfg.Topic}
+	defer func() { spans.done(nil) }()
 
 	flush := func() bool {
 		linger = nil
 		cfg.Metrics.batch(len(batch))
-		if len(batch) > 0 && !h.handleUntilDone(ctx, handlerCtx, partition, last.Offset, batch, msgs) {
-			return false
+		if len(batch) > 0 {
+			hctx, span := spans.handling(handlerCtx, partition)
+			ok := h.handleUntilDone(ctx, hctx, partition, last.Offset, batch, msgs)
+			endSpan(span, nil)
+			spans.done(nil)
+			if !ok {
+				return false
+			}
 		}
 		sess.MarkMessage(last, "")
 		sess.Commit()
@@ -281,6 +294,7 @@ func (h *claimHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			} else {
 				batch = append(batch, r)
 				msgs = append(msgs, msg)
+				spans.received(msg, r)
 			}
 			last = msg
 			if len(batch) >= cfg.MaxBatch {

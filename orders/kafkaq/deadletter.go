@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/flashsale/seckill/seckill/tracing"
 )
 
 // DeadLetterSuffix names a topic's dead-letter topic: seckill.orders has
@@ -58,11 +60,19 @@ func (d *DeadLetters) Close() error { return d.producer.Close() }
 
 // put writes msg to the dead-letter topic with its reason.
 func (d *DeadLetters) put(msg *sarama.ConsumerMessage, reason string, cause error) error {
-	headers := []sarama.RecordHeader{
+	// The original headers go along (a traceparent keeps the order in its
+	// buy's trace), then the letter's own.
+	headers := make([]sarama.RecordHeader, 0, len(msg.Headers)+3)
+	for _, h := range msg.Headers {
+		if h != nil && !deadHeader(string(h.Key)) {
+			headers = append(headers, *h)
+		}
+	}
+	headers = append(headers, []sarama.RecordHeader{
 		{Key: []byte(HeaderDeadReason), Value: []byte(reason + ": " + cause.Error())},
 		{Key: []byte(HeaderDeadSource), Value: []byte(msg.Topic + "/" + strconv.FormatInt(int64(msg.Partition), 10) + "/" + strconv.FormatInt(msg.Offset, 10))},
 		{Key: []byte(HeaderDeadAt), Value: []byte(time.Now().UTC().Format(time.RFC3339Nano))},
-	}
+	}...)
 	_, _, err := d.producer.SendMessage(&sarama.ProducerMessage{
 		Topic: d.topic, Key: sarama.ByteEncoder(msg.Key), Value: sarama.ByteEncoder(msg.Value), Headers: headers,
 	})
@@ -98,6 +108,9 @@ type DeadLetter struct {
 	At        time.Time `json:"at"`
 	Key       string    `json:"key"`
 	Value     string    `json:"value"`
+	// Traceparent is the trace of the buy that made the message, when it
+	// was traced: find it by its trace id.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // ListDeadLetters reads every message of the dead-letter topic, oldest first
@@ -136,14 +149,31 @@ func ReplayDeadLetter(ctx context.Context, brokers []string, dlq, topic string, 
 		return DeadLetter{}, fmt.Errorf("kafkaq: replay producer: %w", err)
 	}
 	defer p.Close()
+	// The letter's own headers stay behind; the ones it came with (its
+	// traceparent) go back with it.
+	headers := []sarama.RecordHeader{{Key: []byte(HeaderReplayOf), Value: []byte(dlq + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10))}}
+	for _, h := range found.Headers {
+		if h != nil && !deadHeader(string(h.Key)) {
+			headers = append(headers, *h)
+		}
+	}
 	_, _, err = p.SendMessage(&sarama.ProducerMessage{
-		Topic: topic, Key: sarama.ByteEncoder(found.Key), Value: sarama.ByteEncoder(found.Value),
-		Headers: []sarama.RecordHeader{{Key: []byte(HeaderReplayOf), Value: []byte(dlq + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10))}},
+		Topic: topic, Key: sarama.ByteEncoder(found.Key), Value: sarama.ByteEncoder(found.Value), Headers: headers,
 	})
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("kafkaq: replay to %s: %w", topic, err)
 	}
 	return deadLetterOf(found), nil
+}
+
+// deadHeader reports whether key is one of the headers a dead letter or a
+// replay sets itself.
+func deadHeader(key string) bool {
+	switch key {
+	case HeaderDeadReason, HeaderDeadSource, HeaderDeadAt, HeaderReplayOf:
+		return true
+	}
+	return false
 }
 
 func deadLetterOf(m *sarama.ConsumerMessage) DeadLetter {
@@ -156,6 +186,8 @@ func deadLetterOf(m *sarama.ConsumerMessage) DeadLetter {
 			d.Source = string(h.Value)
 		case HeaderDeadAt:
 			d.At, _ = time.Parse(time.RFC3339Nano, string(h.Value))
+		case tracing.HeaderTraceparent:
+			d.Traceparent = string(h.Value)
 		}
 	}
 	return d

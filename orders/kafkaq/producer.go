@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/seckill/seckill"
 )
@@ -74,6 +75,8 @@ type Producer struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	dialer   Dialer
+	// tracer, when set, makes each publish's span (trace.go).
+	tracer trace.Tracer
 
 	// mu guards closed, so no Publish sends on Input after Close began
 	// (sarama panics on that).
@@ -199,6 +202,8 @@ func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) (err erro
 		Value:    sarama.ByteEncoder(value),
 		Metadata: done,
 	}
+	span := p.startPublish(ctx, msg, r)
+	defer func() { endSpan(span, err) }()
 
 	// A partition the cache already knows to be below min.insync.replicas
 	// would refuse the write on every attempt: refuse it here, before the
