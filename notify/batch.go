@@ -22,7 +22,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, events []orders.Event) err
 	}
 	msgs := make([][]byte, len(events))
 	for i, e := range events {
-		msg, err := encodeEvent(e)
+		msg, err := encodeEvent(ctx, e)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/seckill/seckill/apperr"
 )
@@ -62,6 +63,9 @@ type HubConfig struct {
 	// Registerer receives the hub's Prometheus collectors; nil registers
 	// nothing (the collectors still count).
 	Registerer prometheus.Registerer
+	// Tracer, when set, makes a span of each push of a traced event, in the
+	// trace of the change it tells (trace.go). Nil: none.
+	Tracer trace.Tracer
 }
 
 func (o HubConfig) withDefaults() HubConfig {
@@ -379,6 +383,7 @@ func (h *Hub) dispatch(payload string) {
 		return
 	}
 	h.m.events.WithLabelValues(eventDelivered).Inc()
+	span := h.startPush(&ev, userID)
 	var slow []*Subscription
 	for _, s := range list {
 		select {
@@ -391,6 +396,7 @@ func (h *Hub) dispatch(payload string) {
 			slow = append(slow, s)
 		}
 	}
+	endPush(span, len(list)-len(slow), len(slow))
 	for _, s := range slow {
 		h.m.drops.WithLabelValues(dropSlow).Inc()
 		h.log.Info("notify: dropping a slow subscriber", "user_id", userID, "buffer", h.opts.BufferSize)

@@ -16,6 +16,7 @@
 package notify
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -134,11 +135,13 @@ func ParseClientMessage(msg []byte) (string, error) {
 type wireEvent struct {
 	Order api.Order `json:"order"`
 	At    time.Time `json:"at"`
+	// Trace is the change's traceparent, when it was traced (trace.go).
+	Trace string `json:"traceparent,omitempty"`
 }
 
 // encodeEvent is the message the Publisher puts on ChannelOf the buyer.
-func encodeEvent(e orders.Event) ([]byte, error) {
-	b, err := json.Marshal(wireEvent{Order: OrderJSON(e.Order), At: e.At.UTC()})
+func encodeEvent(ctx context.Context, e orders.Event) ([]byte, error) {
+	b, err := json.Marshal(wireEvent{Order: OrderJSON(e.Order), At: e.At.UTC(), Trace: traceOf(ctx, e.Order)})
 	if err != nil {
 		return nil, fmt.Errorf("notify: encode event: %w", err)
 	}

@@ -32,7 +32,7 @@ func NewPublisher(rdb redis.UniversalClient) *Publisher {
 // apperr.ErrUnavailable; the caller's transition has already committed, so
 // it logs and carries on rather than undoing anything.
 func (p *Publisher) Publish(ctx context.Context, e orders.Event) error {
-	msg, err := encodeEvent(e)
+	msg, err := encodeEvent(ctx, e)
 	if err != nil {
 		return err
 	}
