@@ -5,7 +5,8 @@
 #                lacks (redis-server, postgresql), only what is missing
 #   make test-deps  deps plus what only the tests need (chromium,
 #                prometheus for promtool, maven and java for Apache Kafka,
-#                helm in bin/ from the Go module proxy)
+#                helm in bin/ from the Go module proxy, bin/jaeger: the
+#                trace store, built from the Go module proxy)
 #   make build   bin/seckill, stamped with the commit git names (for
 #                `seckill version`), and the load tool bin/loadtest
 #                (deploy/tools/cmd/loadtest); make build-seckill: bin/seckill alone
@@ -172,7 +173,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps helm kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: deps test-deps helm jaeger kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -195,10 +196,10 @@ KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
 TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2
 
-deps:
+deps: $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger)
 	@$(call install_deps,$(RUN_DEPS))
 
-test-deps: helm
+test-deps: helm jaeger
 	@$(call install_deps,$(TEST_DEPS))
 
 # helm builds bin/helm at the version HELM pins, when it is missing or
@@ -210,6 +211,18 @@ helm:
 		echo "helm: go install $(HELM) into bin/"; mkdir -p bin; \
 		GOBIN=$(CURDIR)/bin GOWORK=off $(GO) -C / install $(HELM); \
 	fi
+
+# jaeger builds bin/jaeger, the trace store the tests (deploy/devstack's
+# StartJaeger) and `make run SECKILL_DEV_TRACING=jaeger` start as a child
+# process: Jaeger v1.75's cmd/jaeger from the Go module proxy, as a tool of
+# a module of its own (deploy/tools/jaeger), since its dependencies are
+# older than the product's (its Prometheus client among them: in the tools
+# module the product's newer one breaks its build). About two minutes the
+# first time, nothing after.
+JAEGER_BIN := bin/jaeger
+jaeger: $(JAEGER_BIN)
+$(JAEGER_BIN): $(TOOLS)/jaeger/go.mod $(TOOLS)/jaeger/go.sum
+	$(GO) -C $(TOOLS)/jaeger build -o $(CURDIR)/$(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger
 
 define install_deps
 	want=" $(1) "; missing=(); \

@@ -80,6 +80,10 @@ type Stack struct {
 
 	apacheMu sync.Mutex
 	apache   map[int]*apacheStart // by node count, started by the first ApacheKafka call
+
+	jaegerMu  sync.Mutex
+	jaeger    *devstack.Jaeger // started by the first Jaeger call
+	jaegerErr error
 }
 
 // apacheStart is one Apache Kafka cluster of the package, or why it did not
@@ -159,6 +163,25 @@ func (s *Stack) ApacheKafka(t testing.TB, nodes int) *devstack.ApacheKafka {
 		t.Fatalf("stacktest: %v", st.err)
 	}
 	return st.kafka
+}
+
+// Jaeger is the package's private Jaeger (traces in memory, OTLP/HTTP and
+// its query API on loopback ports), started on the first call and shared
+// by every test of the package; Stop stops it. Tests find their own traces
+// by the trace id they started.
+func (s *Stack) Jaeger(t testing.TB) *devstack.Jaeger {
+	t.Helper()
+	s.jaegerMu.Lock()
+	defer s.jaegerMu.Unlock()
+	if s.jaeger == nil && s.jaegerErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s.jaeger, s.jaegerErr = devstack.StartJaeger(ctx, devstack.JaegerOptions{Dir: filepath.Join(s.dir, "jaeger")})
+	}
+	if s.jaegerErr != nil {
+		t.Fatalf("stacktest: %v", s.jaegerErr)
+	}
+	return s.jaeger
 }
 
 // NewApacheTopic creates a topic of the given partitions on k for this test
@@ -331,6 +354,11 @@ func (s *Stack) Stop(ctx context.Context) error {
 		errs = append(errs, s.cluster.Stop(ctx))
 	}
 	s.clusterMu.Unlock()
+	s.jaegerMu.Lock()
+	if s.jaeger != nil {
+		errs = append(errs, s.jaeger.Stop(ctx))
+	}
+	s.jaegerMu.Unlock()
 	s.apacheMu.Lock()
 	for _, st := range s.apache {
 		if st.kafka != nil {
