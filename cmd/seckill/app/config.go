@@ -83,6 +83,13 @@ type Config struct {
 	// rate (deploy/tools/bench/README.md, "The workers' batch and linger").
 	WorkerBatch  int           `env:"SECKILL_WORKER_BATCH" default:"100" help:"most reservations a worker persists in one PostgreSQL transaction (1 to 1000)"`
 	WorkerLinger time.Duration `env:"SECKILL_WORKER_LINGER" default:"50ms" help:"how long a worker's batch waits to fill after its first message (above 0, at most 5s): longer means fewer, larger transactions and a later 'created'"`
+	// Tracing (seckill/tracing): off unless an OTLP endpoint is set, and
+	// then every buy records its spans while the sampling decides which
+	// are exported.
+	OTLPEndpoint     string        `env:"SECKILL_OTLP_ENDPOINT" help:"OTLP/HTTP collector spans are exported to (host:port, or a URL; /v1/traces is added to a URL without a path); unset: OTEL_EXPORTER_OTLP_ENDPOINT, and when both are unset tracing is off and costs nothing (in dev mode SECKILL_DEV_TRACING=jaeger sets it)"`
+	TraceSampleRatio float64       `env:"SECKILL_TRACE_SAMPLE_RATIO" default:"0.01" help:"share of new traces exported (0 to 1); a caller's sampled traceparent is always followed, and a trace with a failed span or a root slower than SECKILL_TRACE_SLOW is exported whatever the ratio (each process decides for its part)"`
+	TraceSlow        time.Duration `env:"SECKILL_TRACE_SLOW" default:"500ms" help:"a trace whose request, message or batch took this long is exported whatever SECKILL_TRACE_SAMPLE_RATIO says (0: none for being slow)"`
+	DevTracing       string        `env:"SECKILL_DEV_TRACING" help:"dev mode: jaeger starts a private Jaeger (bin/jaeger, built by make deps SECKILL_DEV_TRACING=jaeger) on loopback, exports every trace to it (ratio 1 unless SECKILL_TRACE_SAMPLE_RATIO is set) and logs its UI's address; unset: no tracing unless SECKILL_OTLP_ENDPOINT is set"`
 }
 
 // The log levels and formats newLogger knows; anything else is refused at
@@ -91,6 +98,9 @@ var (
 	logLevels  = []string{"debug", "info", "warn", "error"}
 	logFormats = []string{"text", "json"}
 )
+
+// devTracingJaeger is SECKILL_DEV_TRACING's one value.
+const devTracingJaeger = "jaeger"
 
 // Bounds of the workers' batches. A batch is one PostgreSQL transaction
 // whose row locks every other batch on the same voucher waits for, and the
@@ -131,6 +141,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("config: %s=%q: %w", f.Tag.Get("env"), raw, err)
 		}
 	}
+	if cfg.OTLPEndpoint == "" {
+		// The standard variable of every OpenTelemetry SDK.
+		cfg.OTLPEndpoint = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	}
 	return cfg, cfg.validate()
 }
 
@@ -158,6 +172,12 @@ func setField(field reflect.Value, raw string) error {
 			return fmt.Errorf("not true or false: %w", err)
 		}
 		field.SetBool(b)
+	case float64:
+		f, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return fmt.Errorf("not a number: %w", err)
+		}
+		field.SetFloat(f)
 	case int, int32, int64:
 		n, err := strconv.ParseInt(raw, 10, field.Type().Bits())
 		if err != nil {
@@ -218,6 +238,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_WS_ANON_MAX_AGE must be at least %s (every page without a sign-in reconnects that often), got %s", minWSAnonMaxAge, c.WSAnonMaxAge)
 	case c.DBWorkerIdleTx < 0:
 		return fmt.Errorf("config: SECKILL_DB_WORKER_IDLE_TX_TIMEOUT must not be negative (0 leaves the server's setting), got %s", c.DBWorkerIdleTx)
+	case c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1:
+		return fmt.Errorf("config: SECKILL_TRACE_SAMPLE_RATIO must be between 0 and 1, got %v", c.TraceSampleRatio)
+	case c.TraceSlow < 0:
+		return fmt.Errorf("config: SECKILL_TRACE_SLOW must not be negative, got %s", c.TraceSlow)
+	case c.DevTracing != "" && c.DevTracing != devTracingJaeger:
+		return fmt.Errorf("config: SECKILL_DEV_TRACING must be empty or %s, got %q", devTracingJaeger, c.DevTracing)
 	case c.WorkerLinger <= 0 || c.WorkerLinger > maxWorkerLinger:
 		return fmt.Errorf("config: SECKILL_WORKER_LINGER must be above 0 and at most %s (every order waits up to it before it is created), got %s; set it to 50ms (the default) unless make bench shows better", maxWorkerLinger, c.WorkerLinger)
 	}

@@ -235,3 +235,34 @@ func TestDescriptorReserve(t *testing.T) {
 	cfg.RedisCluster = []string{"10.0.0.1:6379"}
 	require.Equal(t, uint64(3*redisPoolSize+16+8+fdOtherReserve), cfg.descriptorReserve(), "a cluster has three masters at least")
 }
+
+// TestTracingConfig: tracing is off by default, takes the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT when SECKILL_OTLP_ENDPOINT is unset, and
+// refuses a ratio outside 0..1 and an unknown dev tracer.
+func TestTracingConfig(t *testing.T) {
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Empty(t, cfg.OTLPEndpoint, "off by default")
+	require.Equal(t, 0.01, cfg.TraceSampleRatio)
+	require.Equal(t, 500*time.Millisecond, cfg.TraceSlow)
+	for _, c := range []struct {
+		env      map[string]string
+		endpoint string
+		wantErr  string
+	}{
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318", ""},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://other:4318", "SECKILL_OTLP_ENDPOINT": "collector:4318"}, "collector:4318", ""},
+		{map[string]string{"SECKILL_TRACE_SAMPLE_RATIO": "1.5"}, "", "SECKILL_TRACE_SAMPLE_RATIO must be between 0 and 1"},
+		{map[string]string{"SECKILL_TRACE_SAMPLE_RATIO": "half"}, "", "not a number"},
+		{map[string]string{"SECKILL_TRACE_SLOW": "-1s"}, "", "SECKILL_TRACE_SLOW must not be negative"},
+		{map[string]string{"SECKILL_DEV_TRACING": "zipkin"}, "", "SECKILL_DEV_TRACING must be empty or jaeger"},
+	} {
+		cfg, err := LoadConfig(func(k string) string { return c.env[k] })
+		if c.wantErr != "" {
+			require.ErrorContains(t, err, c.wantErr, "%v", c.env)
+			continue
+		}
+		require.NoError(t, err, "%v", c.env)
+		require.Equal(t, c.endpoint, cfg.OTLPEndpoint)
+	}
+}

@@ -35,6 +35,8 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 	generatedAdmin, generatedJWT := cfg.fillDevSecrets()
 	cfg.trustDevLoopback()
 	log := newLogger(cfg, stderr)
+	defer logStopped(log, time.Now())
+	setLibraryLoggers(log)
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("SECKILL_DATA_DIR: %w", err)
@@ -106,6 +108,18 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		defer k.Close()
 		cfg.KafkaBrokers = k.Brokers
 		kafkaBanner = "in-process broker (kfake) at " + strings.Join(k.Brokers, ",") + "; SECKILL_DEV_KAFKA=apache runs Apache Kafka"
+	}
+	if cfg.DevTracing == devTracingJaeger && cfg.OTLPEndpoint == "" {
+		j, err := devstack.StartJaeger(ctx, devstack.JaegerOptions{Dir: filepath.Join(dataDir, "jaeger"), Log: log})
+		if err != nil {
+			return fmt.Errorf("dev tracing (SECKILL_DEV_TRACING=jaeger): %w", err)
+		}
+		defer j.Stop(stopCtx)
+		cfg.OTLPEndpoint = j.OTLPEndpoint
+		if getenv("SECKILL_TRACE_SAMPLE_RATIO") == "" {
+			cfg.TraceSampleRatio = 1
+		}
+		log.Info("dev tracing: every trace goes to a private Jaeger", "ui", j.QueryURL, "otlp_endpoint", j.OTLPEndpoint)
 	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
 		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err, readPostgres)

@@ -39,11 +39,11 @@ func (s *System) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log, kafkaq.WithMetrics(s.metrics.kafka))
+	s.producer, err = kafkaq.NewProducer(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.log, kafkaq.WithMetrics(s.metrics.kafka), kafkaq.WithTracer(s.tracer()))
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
-	s.hub, err = notify.NewHub(notify.HubConfig{Redis: s.rdb, Log: s.log, Registerer: s.registry})
+	s.hub, err = notify.NewHub(notify.HubConfig{Redis: s.rdb, Log: s.log, Registerer: s.registry, Tracer: s.tracer()})
 	if err != nil {
 		return err
 	}
@@ -111,6 +111,7 @@ func (s *System) buildGateway(ctx context.Context) error {
 		Checks:   s.checks(),
 		Static:   web.FS(),
 		Logger:   s.log,
+		Tracer:   s.tracer(),
 
 		// The gateway's collectors: requests, latency by route, buy outcomes.
 		Registerer: s.registry,

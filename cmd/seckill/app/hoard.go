@@ -99,7 +99,7 @@ func writeStrikes(w io.Writer, c hoard.Count, cfg Config) error {
 // twice is clearing once). PostgreSQL is reached first, so an unreachable
 // trail changes nothing.
 func clearStrikes(ctx context.Context, cfg Config, store *hoard.Store, userID int64, operator string, stdout io.Writer) error {
-	pool, err := openPool(ctx, cfg.DatabaseURL, 1, 0)
+	pool, err := openPool(ctx, cfg.DatabaseURL, 1, 0, nil)
 	if err != nil {
 		return err
 	}

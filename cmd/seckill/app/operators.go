@@ -90,7 +90,7 @@ func runOperators(ctx context.Context, args []string, getenv func(string) string
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	pool, err := openPool(ctx, cfg.DatabaseURL, 2, 0)
+	pool, err := openPool(ctx, cfg.DatabaseURL, 2, 0, nil)
 	if err != nil {
 		return err
 	}

@@ -295,7 +295,7 @@ func (s *System) workerPart() part {
 	return part{name: "worker", run: func(ctx context.Context) error {
 		consumer, err := s.newConsumer(kafkaq.ConsumerConfig{
 			Brokers: s.cfg.KafkaBrokers, Topic: s.cfg.KafkaTopic, Group: s.cfg.KafkaGroup, Log: s.log,
-			Metrics:  s.metrics.kafka,
+			Metrics: s.metrics.kafka, Tracer: s.tracer(),
 			MaxBatch: s.cfg.WorkerBatch, Linger: s.cfg.WorkerLinger,
 		}, s.deadLetters)
 		if err != nil {

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/flashsale/seckill/migrations"
+	"github.com/flashsale/seckill/seckill/tracing"
 )
 
 const usage = `seckill: the flash-sale platform.
@@ -103,11 +105,21 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		level = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	// Durations are written as "1.234ms" in both formats (JSON would
+	// write nanoseconds), and every line written within a traced context
+	// carries its trace_id and span_id.
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: tracing.ReadableDurations}
 	if strings.EqualFold(cfg.LogFormat, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
+}
+
+// logStopped is the process's last line, once everything it started has
+// stopped: an operator reading a log knows the process ended on its own
+// terms, and after how long.
+func logStopped(log *slog.Logger, started time.Time) {
+	log.Info("stopped", "uptime", time.Since(started).Round(time.Millisecond))
 }
 
 // logConfig prints the configuration with its secrets masked.
@@ -149,6 +161,8 @@ func runServe(ctx context.Context, getenv func(string) string, stderr io.Writer)
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	defer logStopped(log, time.Now())
+	setLibraryLoggers(log)
 	logConfig(log, cfg)
 	if err := cfg.requireServices(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,6 +25,7 @@ import (
 	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
+	"github.com/flashsale/seckill/seckill/tracing"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -34,6 +36,9 @@ type System struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	metrics  processMetrics
+	// tracing is the tracer provider (cmd/seckill/app/tracing.go); off,
+	// and every part unwrapped, without SECKILL_OTLP_ENDPOINT.
+	tracing *tracing.Provider
 
 	// rdb is a cluster client or a plain one (openRedis); nothing else
 	// knows which.
@@ -102,8 +107,14 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 		return nil, err
 	}
 
+	if s.tracing, err = openTracing(ctx, cfg, log); err != nil {
+		return nil, err
+	}
 	if s.rdb, err = openRedis(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if s.tracing.Enabled() {
+		s.rdb.AddHook(tracing.RedisHook(s.tracing))
 	}
 
 	// Two pools, so that no crowd of one side can take the connections the
@@ -111,10 +122,10 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 	// waits in the gateway's pool while the workers keep persisting
 	// reservations through theirs. pgxpool connects lazily, so a process
 	// without the worker roles never opens the second one's connections.
-	if s.pool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBGatewayConns, 0); err != nil {
+	if s.pool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBGatewayConns, 0, tracing.PgxTracer(s.tracing, log)); err != nil {
 		return nil, err
 	}
-	if s.workPool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBWorkerConns, cfg.DBWorkerIdleTx); err != nil {
+	if s.workPool, err = openPool(ctx, cfg.DatabaseURL, cfg.DBWorkerConns, cfg.DBWorkerIdleTx, tracing.PgxTracer(s.tracing, log)); err != nil {
 		return nil, err
 	}
 
@@ -122,7 +133,7 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 	s.workStore = pgstore.New(s.workPool)
 	s.stock = redisstock.New(redisstock.Config{Redis: s.rdb, Metrics: s.metrics.stock,
 		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow,
-		WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout})
+		WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout, Tracer: s.tracer()})
 	s.events = notify.NewPublisher(s.rdb)
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
 	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Grace: cfg.StateGrace})
@@ -143,8 +154,8 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 // link went silent from a slow one, and keeps an open transaction's locks
 // until it learns the client is gone (seconds after the link returns, or
 // never); with it, the server ends such a transaction itself.
-func openPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration) (*pgxpool.Pool, error) {
-	pool, err := dialPool(ctx, url, maxConns, idleTx)
+func openPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	pool, err := dialPool(ctx, url, maxConns, idleTx, tracer)
 	if err != nil {
 		// The string pgx cannot read is quoted in its errors, and
 		// one it misreads shows up in the host it dials.
@@ -178,13 +189,15 @@ func readPostgres(s string) (string, error) {
 	return reading, nil
 }
 
-// dialPool is openPool without the masking of its errors.
-func dialPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration) (*pgxpool.Pool, error) {
+// dialPool is openPool without the masking of its errors. tracer (nil:
+// none) sees every query: pgx's log lines and, with tracing on, spans.
+func dialPool(ctx context.Context, url string, maxConns int32, idleTx time.Duration, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	pcfg, err := poolConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	pcfg.MaxConns = maxConns
+	pcfg.ConnConfig.Tracer = tracer
 	if idleTx > 0 {
 		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleTx.Milliseconds(), 10)
 	}
@@ -244,5 +257,9 @@ func (s *System) Close() {
 	}
 	if s.rdb != nil {
 		_ = s.rdb.Close()
+	}
+	// Last: the spans of everything closed above are exported.
+	if err := s.tracing.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing shutdown", "err", err)
 	}
 }
