@@ -47,7 +47,7 @@ type Jaeger struct {
 // its fixed ports (OTLP gRPC, Jaeger and Zipkin receivers, sampling,
 // health, zpages, expvar and the metrics port are left out), every listener
 // on 127.0.0.1.
-var jaegerConfig = template.Must(template.New("jaeger").Parse(`service:
+const jaegerConfig = `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
     traces:
@@ -88,7 +88,7 @@ processors:
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
-`))
+`
 
 // StartJaeger runs jaeger on free loopback ports and returns once its query
 // API answers.
@@ -132,7 +132,8 @@ func startJaegerOnce(ctx context.Context, bin, dir string, log *slog.Logger) (*J
 		ports[i] = p
 	}
 	var cfg bytes.Buffer
-	if err := jaegerConfig.Execute(&cfg, map[string]int{"OTLP": ports[0], "Query": ports[1], "QueryGRPC": ports[2]}); err != nil {
+	tmpl := template.Must(template.New("jaeger").Parse(jaegerConfig))
+	if err := tmpl.Execute(&cfg, map[string]int{"OTLP": ports[0], "Query": ports[1], "QueryGRPC": ports[2]}); err != nil {
 		return nil, fmt.Errorf("devstack: jaeger config: %w", err)
 	}
 	cfgPath := filepath.Join(dir, "jaeger.yaml")

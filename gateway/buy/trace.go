@@ -96,18 +96,15 @@ func endBuy(s trace.Span, pur Purchase, err error) {
 	done(s, err)
 }
 
-// answers are the refusals that are the buy's answer to the shopper (4xx),
-// not a failure of the system.
-var answers = [...]error{
-	apperr.ErrInvalidInput, apperr.ErrCaptchaInvalid, apperr.ErrUnauthenticated, apperr.ErrForbidden,
-	apperr.ErrNotFound, apperr.ErrConflict, apperr.ErrRateLimited, apperr.ErrTooLarge,
-	seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrNotStarted, seckill.ErrEnded,
-	seckill.ErrSalePaused, seckill.ErrNotAdmitted, seckill.ErrUnpaidLimit, seckill.ErrUndecided,
-}
-
-// answered reports whether err is one of answers.
+// answered reports whether err is a refusal that answers the shopper
+// (4xx), not a failure of the system.
 func answered(err error) bool {
-	for _, a := range answers {
+	for _, a := range [...]error{
+		apperr.ErrInvalidInput, apperr.ErrCaptchaInvalid, apperr.ErrUnauthenticated, apperr.ErrForbidden,
+		apperr.ErrNotFound, apperr.ErrConflict, apperr.ErrRateLimited, apperr.ErrTooLarge,
+		seckill.ErrSoldOut, seckill.ErrLimitExceeded, seckill.ErrNotStarted, seckill.ErrEnded,
+		seckill.ErrSalePaused, seckill.ErrNotAdmitted, seckill.ErrUnpaidLimit, seckill.ErrUndecided,
+	} {
 		if errors.Is(err, a) {
 			return true
 		}
