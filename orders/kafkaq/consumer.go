@@ -338,7 +338,7 @@ func (h *claimHandler) handleUntilDone(ctx, handlerCtx context.Context, partitio
 		if cfg.DeadLetters != nil && attempt >= cfg.DeadLetterAfter && !transient(err) {
 			return h.handleOneByOne(ctx, handlerCtx, batch, msgs)
 		}
-		cfg.Log.Warn("batch not persisted; retrying", "topic", cfg.Topic, "partition", partition,
+		cfg.Log.WarnContext(handlerCtx, "batch not persisted; retrying", "topic", cfg.Topic, "partition", partition,
 			"last_offset", lastOffset, "size", len(batch), "attempt", attempt, "backoff", backoff, "err", err)
 		if pause.For(ctx, backoff) != nil {
 			return false
@@ -363,7 +363,7 @@ func (h *claimHandler) handleOneByOne(ctx, handlerCtx context.Context, batch []s
 				return false
 			}
 			if !transient(err) {
-				cfg.Log.Error("reservation cannot be handled; dead-lettered, the reconciler ends its hold",
+				cfg.Log.ErrorContext(messageContext(handlerCtx, msgs[i]), "reservation cannot be handled; dead-lettered, the reconciler ends its hold",
 					"order_id", r.OrderID, "voucher_id", r.VoucherID, "partition", msgs[i].Partition, "offset", msgs[i].Offset, "err", err)
 				if !h.deadLetter(ctx, msgs[i], ReasonFailed, err) {
 					return false
@@ -384,8 +384,9 @@ func (h *claimHandler) handleOneByOne(ctx, handlerCtx context.Context, batch []s
 // comes back). Without a dead-letter topic it is only logged.
 func (h *claimHandler) deadLetter(ctx context.Context, msg *sarama.ConsumerMessage, reason string, cause error) bool {
 	cfg := h.c.cfg
+	lctx := messageContext(ctx, msg)
 	if cfg.DeadLetters == nil {
-		cfg.Log.Error("poison message skipped (no dead-letter topic)", "topic", msg.Topic, "partition", msg.Partition,
+		cfg.Log.ErrorContext(lctx, "poison message skipped (no dead-letter topic)", "topic", msg.Topic, "partition", msg.Partition,
 			"offset", msg.Offset, "key", string(msg.Key), "err", cause)
 		cfg.Metrics.deadLettered(reason)
 		return true
@@ -394,12 +395,12 @@ func (h *claimHandler) deadLetter(ctx context.Context, msg *sarama.ConsumerMessa
 	for {
 		err := cfg.DeadLetters.put(msg, reason, cause)
 		if err == nil {
-			cfg.Log.Error("message dead-lettered; list and replay it with `seckill deadletters`", "topic", msg.Topic,
+			cfg.Log.ErrorContext(lctx, "message dead-lettered; list and replay it with `seckill deadletters`", "topic", msg.Topic,
 				"partition", msg.Partition, "offset", msg.Offset, "dead_letter_topic", cfg.DeadLetters.Topic(), "reason", reason, "err", cause)
 			cfg.Metrics.deadLettered(reason)
 			return true
 		}
-		cfg.Log.Warn("dead-letter write failed; retrying before the partition moves on", "err", err, "backoff", backoff)
+		cfg.Log.WarnContext(lctx, "dead-letter write failed; retrying before the partition moves on", "err", err, "backoff", backoff)
 		if pause.For(ctx, backoff) != nil {
 			return false
 		}

@@ -64,6 +64,16 @@ func parentOf(msg *sarama.ConsumerMessage) trace.SpanContext {
 	return trace.SpanContext{}
 }
 
+// messageContext is ctx in the trace msg's header names, when it has one:
+// what is logged about one message (a dead letter, a reservation that
+// cannot be handled) carries its buy's trace id, tracing on or off.
+func messageContext(ctx context.Context, msg *sarama.ConsumerMessage) context.Context {
+	if parent := parentOf(msg); parent.IsValid() {
+		return trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	return ctx
+}
+
 // batchSpans are the spans of one batch being collected: one per message,
 // in its buy's trace (from its receipt to its commit), and, while the
 // handler runs, one of the batch itself, linked to each.

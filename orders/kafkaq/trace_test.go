@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/testlog"
 	"github.com/flashsale/seckill/seckill/tracing"
 )
 
@@ -93,7 +96,9 @@ func TestTraceparentTravelsInHeaders(t *testing.T) {
 		dl, err := kafkaq.NewDeadLetters(k.brokers, dlqTopic)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = dl.Close() })
+		logs := &testlog.Buffer{}
 		cfg := kafkaq.ConsumerConfig{Topic: topic, Group: "g-" + topic, DeadLetters: dl, DeadLetterAfter: 2, Tracer: tr,
+			Log:          slog.New(tracing.LogHandler(slog.NewJSONHandler(logs, nil))),
 			RetryBackoff: 5 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond}
 		_, stop := run(t, k, cfg, handler)
 		require.Eventually(t, func() bool { return committed(t, k, cfg.Group, topic, 1)[0] == 3 }, 30*time.Second, 50*time.Millisecond)
@@ -134,6 +139,14 @@ func TestTraceparentTravelsInHeaders(t *testing.T) {
 		pub3 := spanOf(rec, topic+" publish", 3)
 		require.NotNil(t, pub3)
 		assert.Equal(t, tracing.Traceparent(pub3.SpanContext()), letters[0].Traceparent, "the dead letter keeps the header")
+		var deadLine map[string]any
+		for _, l := range logs.JSONLines(t) {
+			if strings.HasPrefix(l["msg"].(string), "message dead-lettered") {
+				deadLine = l
+			}
+		}
+		require.NotNil(t, deadLine, "%s", logs)
+		assert.Equal(t, buy3.SpanContext().TraceID().String(), deadLine["trace_id"], "the dead letter's log line names its buy's trace")
 
 		mu.Lock()
 		poisoned = false
