@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashsale/seckill/gateway/buy"
 )
 
 // Names of the gateway's metric families (the Grafana dashboard in deploy/
@@ -18,6 +21,16 @@ const (
 	metricHTTPRequests = "seckill_http_requests_total"
 	metricHTTPDuration = "seckill_http_request_duration_seconds"
 	metricBuyOutcomes  = "seckill_buy_outcomes_total"
+)
+
+// The seller's measures (buy.Pipeline.WithSale), by path ("redis": the
+// reservation script and the Kafka hand-off; "postgresql"): what the back
+// end costs an attempt that passed every limit, apart from the refusals of
+// the steps before it, which cost the back end nothing. The fleet's health
+// (and so the waiting rooms' adaptive rate) reads these, not the route's.
+const (
+	MetricSellDuration = "seckill_sell_duration_seconds"
+	MetricSellFailures = "seckill_sell_failures_total"
 )
 
 // OutcomeAccepted is the buy outcome of an attempt that got its order; every
@@ -57,6 +70,11 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	outcomes *prometheus.CounterVec
+
+	// sellTime and sellFailed are the seller's measures, by path, resolved
+	// once (two paths).
+	sellTime   map[string]prometheus.Observer
+	sellFailed map[string]prometheus.Counter
 
 	// series is replaced, never changed, so readers need no lock; mu
 	// serialises the writers that add a series (a handful per route).
@@ -101,9 +119,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: metricBuyOutcomes,
 			Help: `Buy requests, by outcome: "accepted", or the API error code they were answered with ("error" for internal failures).`,
 		}, []string{"outcome"}),
-		byCode: map[string]prometheus.Counter{},
+		byCode:     map[string]prometheus.Counter{},
+		sellTime:   map[string]prometheus.Observer{},
+		sellFailed: map[string]prometheus.Counter{},
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes} {
+	sellTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricSellDuration,
+		Help:    "Time of the seller's call of a buy that passed every limit, the captcha, the breaker and the sold-out flag, by path: redis is the reservation script and the Kafka hand-off, postgresql the synchronous kinds' transaction.",
+		Buckets: httpBuckets,
+	}, []string{"path"})
+	sellFailed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricSellFailures,
+		Help: "Seller calls that failed for the back end's sake (answered 5xx: a dependency down or too slow, an internal error), by path; a refusal of the sale's own (sold out, limit exceeded) is not one.",
+	}, []string{"path"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes, sellTime, sellFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -118,7 +147,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.byCode[internalRow.code] = m.outcomes.WithLabelValues("error")
 	m.byCode["not_found"] = m.outcomes.WithLabelValues("not_found")
+	for _, path := range []string{buy.PathRedis, buy.PathPostgreSQL} {
+		m.sellTime[path], m.sellFailed[path] = sellTime.WithLabelValues(path), sellFailed.WithLabelValues(path)
+	}
 	return m, nil
+}
+
+// timeSale records one seller's call (buy.Pipeline.WithSale). A failure is
+// what the error table answers with a 5xx: the back end's, not the
+// shopper's.
+func (m *metrics) timeSale(path string, took time.Duration, err error) {
+	o, ok := m.sellTime[path]
+	if !ok {
+		return
+	}
+	o.Observe(took.Seconds())
+	// A buyer who went away cancels the call; that says nothing of the
+	// back end.
+	if err != nil && !errors.Is(err, context.Canceled) && classify(err).row.status >= fiber.StatusInternalServerError {
+		m.sellFailed[path].Inc()
+	}
 }
 
 // middleware counts and times every request. It wraps observe, so it sees

@@ -256,7 +256,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.pipeline = deps.Buy.WithTracer(deps.Tracer)
 	if s.metrics != nil {
-		s.pipeline = s.pipeline.WithOutcome(s.metrics.countBuy)
+		s.pipeline = s.pipeline.WithOutcome(s.metrics.countBuy).WithSale(s.metrics.timeSale)
 	}
 	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
 	s.app = fiber.New(fiber.Config{

@@ -119,6 +119,7 @@ type Pipeline struct {
 	replays RequestOrders
 	orders  OrderStatus
 	outcome func(error)
+	sold    func(path string, took time.Duration, err error)
 	// tracer, when set, makes the buy's spans (trace.go).
 	tracer trace.Tracer
 	log    *slog.Logger
@@ -149,6 +150,18 @@ func New(d Deps) (*Pipeline, error) {
 func (p *Pipeline) WithOutcome(outcome func(err error)) *Pipeline {
 	c := *p
 	c.outcome = outcome
+	return &c
+}
+
+// WithSale returns a copy of p that tells sold how long each call of a
+// seller took (step 10) and what it answered: the one measure of the back
+// end that a crowd's cheap refusals cannot move, since only an attempt that
+// passed every limit, the captcha, the breaker and the sold-out flag
+// reaches it. The waiting rooms' adaptive rate is judged by it
+// (seckill/waitroom/README.md).
+func (p *Pipeline) WithSale(sold func(path string, took time.Duration, err error)) *Pipeline {
+	c := *p
+	c.sold = sold
 	return &c
 }
 
@@ -231,7 +244,11 @@ func (p *Pipeline) sell(ctx context.Context, seller Seller, a *Attempt) (Purchas
 		return pur, err
 	}
 	// 10. the kind's seller
+	start := time.Now()
 	sale, err := seller.Sell(ctx, a.Request)
+	if p.sold != nil {
+		p.sold(seller.Path(), time.Since(start), err)
+	}
 	// 11. the flag learns
 	if so := p.steps.SoldOut; so != nil {
 		so.Saw(a.Request.VoucherID, sale, err)

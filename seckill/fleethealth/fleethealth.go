@@ -1,6 +1,6 @@
 // Package fleethealth shares what each process of the fleet measures of the
-// back end, so that every gateway judges the same picture: the buy path's
-// p99 and failures over the last window, the circuit breakers' state, and
+// back end, so that every gateway judges the same picture: the p99 and
+// failures of the buys that reached the seller over the last window, the circuit breakers' state, and
 // the workers' consumer lag.
 //
 // Each process publishes one sample a second under its own field of one
@@ -46,12 +46,14 @@ const (
 type Sample struct {
 	// At is when it was measured.
 	At time.Time `json:"at"`
-	// BuyP99 is the 99th percentile of the buy route's answers in the
-	// window; 0 when none was answered.
+	// BuyP99 is the 99th percentile of the seller's calls in the window
+	// (the reservation script and the Kafka hand-off of buys that passed
+	// every limit); 0 when none was made. Refusals before the seller cost
+	// the back end nothing and are not in it.
 	BuyP99 time.Duration `json:"buy_p99"`
-	// Buys is how many buys were answered in the window, Failed how many
-	// failed for the back end's sake (5xx) plus the orders the workers
-	// could not persist.
+	// Buys is how many seller calls were made in the window, Failed how
+	// many failed for the back end's sake (5xx) plus the orders the
+	// workers could not persist.
 	Buys   int64 `json:"buys"`
 	Failed int64 `json:"failed"`
 	// Breaker is the worst of the process's circuit breakers: 0 closed, 1

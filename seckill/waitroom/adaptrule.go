@@ -9,12 +9,13 @@ import (
 
 // Health is the back end as the fleet measures it: what Rule.Next judges.
 type Health struct {
-	// BuyP99 is the highest of the gateways' buy-path p99 over their last
-	// window; 0 when no buy was answered.
+	// BuyP99 is the highest of the gateways' p99 of their sellers' calls
+	// (the reservation script and the Kafka hand-off of buys that passed
+	// every limit) over their last window; 0 when none was made.
 	BuyP99 time.Duration
-	// Buys is how many buys the gateways answered in that window; Failed is
-	// how many failed for the back end's sake (answered 5xx), plus the
-	// orders the workers could not persist.
+	// Buys is how many seller calls the gateways made in that window;
+	// Failed is how many failed for the back end's sake (answered 5xx),
+	// plus the orders the workers could not persist.
 	Buys, Failed int64
 	// Breaker is the worst of the gateways' circuit breakers: 0 closed, 1
 	// half-open, 2 open (forced open included), as seckill_breaker_state.

@@ -1,10 +1,14 @@
 package app
 
 // The process's share of the fleet's health (seckill/fleethealth), read from
-// what it already measures: its own Prometheus registry (the buy route's
-// latency, buy outcomes, failed orders, the breakers) and, beside the
-// sweeper, the workers' consumer lag read from the brokers. Every gateway's
-// waiting-room adapter judges the fleet's samples folded into one.
+// what it already measures: its own Prometheus registry (the latency and
+// failures of the buys that reached the seller, failed orders, the
+// breakers) and, beside the sweeper, the workers' consumer lag read from
+// the brokers. Every gateway's waiting-room adapter judges the fleet's
+// samples folded into one. The buy route's own latency and answers are not
+// read: a crowd's refusals (unknown vouchers, limits, captchas) cost the
+// back end nothing, yet a slow one would look like trouble and a flood of
+// instant ones like health.
 
 import (
 	"context"
@@ -17,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/flashsale/seckill/gateway"
+	"github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill/fleethealth"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
@@ -24,16 +30,15 @@ import (
 // The series a sample is made of (the gateway's, edge's and orders'
 // collectors name them; docs in deploy/OPERATING.md).
 const (
-	healthBuyDuration = "seckill_http_request_duration_seconds"
-	healthBuyRoute    = "/api/v1/vouchers/:id/orders"
-	healthOutcomes    = "seckill_buy_outcomes_total"
-	healthOrders      = "seckill_orders_total"
-	healthBreaker     = "seckill_breaker_state"
+	healthSellDuration = gateway.MetricSellDuration
+	healthSellFailures = gateway.MetricSellFailures
+	// healthSellPath is the seller whose back end the rooms admit to: a
+	// waiting room is for seckill vouchers, sold by the reservation script
+	// and the Kafka hand-off.
+	healthSellPath = buy.PathRedis
+	healthOrders   = "seckill_orders_total"
+	healthBreaker  = "seckill_breaker_state"
 )
-
-// healthFailures are the buy outcomes that are the back end's failures
-// (503 unavailable and 500), not the shopper's.
-var healthFailures = map[string]bool{"unavailable": true, "error": true}
 
 // healthMeter measures this process's sample of each window.
 type healthMeter struct {
@@ -57,15 +62,15 @@ func (m *healthMeter) measure(ctx context.Context) fleethealth.Sample {
 	var failed float64
 	for _, f := range fams {
 		switch f.GetName() {
-		case healthBuyDuration:
+		case healthSellDuration:
 			for _, x := range f.GetMetric() {
-				if label(x, "route") == healthBuyRoute {
+				if label(x, "path") == healthSellPath {
 					s.Buys, s.BuyP99 = m.buys.Next(x.GetHistogram(), 0.99)
 				}
 			}
-		case healthOutcomes:
+		case healthSellFailures:
 			for _, x := range f.GetMetric() {
-				if healthFailures[label(x, "outcome")] {
+				if label(x, "path") == healthSellPath {
 					failed += x.GetCounter().GetValue()
 				}
 			}
