@@ -30,10 +30,12 @@ type errorRow struct {
 // chain wins, so an error wrapping two sentinels takes the earlier row.
 var errorTable = [...]errorRow{
 	{apperr.ErrInvalidInput, fiber.StatusBadRequest, "invalid_input", "the request is not valid"},
+	{apperr.ErrChallengeInvalid, fiber.StatusBadRequest, "challenge_invalid", "the challenge answer is missing, wrong or expired; get a new challenge and try again"},
 	{apperr.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
 	{apperr.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
 	{apperr.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
 	{seckill.ErrNotAdmitted, fiber.StatusForbidden, "not_admitted", "this voucher has a waiting room: join its line, and buy with the pass you get when admitted"},
+	{seckill.ErrNotEligible, fiber.StatusForbidden, "not_eligible", "this voucher takes entries only with a valid entry token from its merchant, or from its allowlist"},
 	{seckill.ErrUnpaidLimit, fiber.StatusForbidden, "unpaid_limit", "too many of your holds expired unpaid or were cancelled recently; you may buy again later"},
 	{apperr.ErrNotFound, fiber.StatusNotFound, "not_found", "we could not find what you asked for"},
 	{seckill.ErrSoldOut, fiber.StatusConflict, "sold_out", "this voucher is sold out"},

@@ -30,8 +30,9 @@ const HeaderSeckillPass = "Seckill-Pass"
 // WaitingRoom is the fleet's waiting rooms (*waitroom.Room implements it).
 // The passes on the buying path are the buy's (buy.Room).
 type WaitingRoom interface {
-	// Join puts the user in the line (keeping the place they have).
-	Join(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
+	// JoinIn puts the user in the line in lane (keeping the place they
+	// have).
+	JoinIn(ctx context.Context, l waitroom.Line, userID int64, lane waitroom.Lane) (waitroom.Status, error)
 	// Status is the user's place; apperr.ErrNotFound when not in line.
 	Status(ctx context.Context, l waitroom.Line, userID int64) (waitroom.Status, error)
 	// Stats are a room's figures.
@@ -109,7 +110,9 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 		return s.enterDraw(c, v, line, in)
 	}
 	ctx, uid := c.UserContext(), userIDOf(c)
-	if v.CaptchaRequired && s.pipeline.HasCaptcha() {
+	// A shopper already in line keeps the place: the captcha and the
+	// entry were judged when they joined.
+	if (v.CaptchaRequired && s.pipeline.HasCaptcha()) || hasEntryRule(v) {
 		st, err := s.deps.Room.Status(ctx, line, uid)
 		if err == nil {
 			return c.JSON(waitroom.QueueJSON(st))
@@ -118,10 +121,17 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 			return err
 		}
 	}
+	entry, err := s.entryCheck(c, v)
+	if err != nil {
+		return err
+	}
 	if err := s.joinCaptcha(c, v, in); err != nil {
 		return err
 	}
-	st, err := s.deps.Room.Join(ctx, line, uid)
+	if err := s.entryClaim(c, v, entry); err != nil {
+		return err
+	}
+	st, err := s.deps.Room.JoinIn(ctx, line, uid, laneOf(v, entry))
 	if err != nil {
 		return err
 	}
@@ -172,13 +182,22 @@ func (s *Server) enterDraw(c *fiber.Ctx, v seckill.Voucher, line waitroom.Line, 
 		return apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
 	}
 	ctx, uid := c.UserContext(), userIDOf(c)
-	if v.CaptchaRequired && s.pipeline.HasCaptcha() {
+	if (v.CaptchaRequired && s.pipeline.HasCaptcha()) || hasEntryRule(v) {
 		e, err := s.deps.Draws.Entered(ctx, line, uid)
 		if err != nil {
 			return err
 		}
 		if !e.Entered {
+			// In a draw the lane changes nothing: every entry has the
+			// same chance.
+			entry, err := s.entryCheck(c, v)
+			if err != nil {
+				return err
+			}
 			if err := s.joinCaptcha(c, v, in); err != nil {
+				return err
+			}
+			if err := s.entryClaim(c, v, entry); err != nil {
 				return err
 			}
 		}

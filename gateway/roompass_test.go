@@ -21,7 +21,7 @@ type passRoom struct {
 	restored, spent int
 }
 
-func (r *passRoom) Join(context.Context, waitroom.Line, int64) (waitroom.Status, error) {
+func (r *passRoom) JoinIn(context.Context, waitroom.Line, int64, waitroom.Lane) (waitroom.Status, error) {
 	return waitroom.Status{}, apperr.ErrUnavailable
 }
 

@@ -26,7 +26,7 @@ func (s *Server) routes() error {
 		app.Use(cors.New(cors.Config{
 			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),
 			AllowMethods:  "GET,POST,PUT,DELETE,OPTIONS",
-			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,Seckill-Pass,X-Request-Id",
+			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,Seckill-Pass,Seckill-Entry-Token,X-Request-Id",
 			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset",
 			MaxAge:        600,
 		}))
@@ -71,6 +71,8 @@ func (s *Server) routes() error {
 	admin.Add(fiber.MethodGet, "/vouchers/:id/orders.csv", s.ordersCSV)
 	admin.Patch("/vouchers/:id", s.change(s.changeVoucher))
 	admin.Add(fiber.MethodGet, "/vouchers/:id/changes", s.voucherChanges)
+	admin.Post("/vouchers/:id/allowlist", s.change(s.addAllowlist))
+	admin.Delete("/vouchers/:id/allowlist", s.change(s.clearAllowlist))
 	admin.Add(fiber.MethodGet, "/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.change(s.switchBreaker))
 	admin.Add(fiber.MethodGet, "/actions", s.operatorActions)

@@ -72,7 +72,17 @@ type Config struct {
 	// every client behind them shares their address (MaxConns still holds).
 	// Zero: DefaultMaxConnsPerAddr; negative: no cap.
 	MaxConnsPerAddr int
+	// RegisterChallenge is what registering an account takes beside its
+	// address's budget: RegisterCaptcha (the zero value's meaning: a
+	// solved captcha of Deps.Captchas) or RegisterNone.
+	RegisterChallenge string
 }
+
+// The challenges of Config.RegisterChallenge.
+const (
+	RegisterCaptcha = "captcha"
+	RegisterNone    = "none"
+)
 
 // Defaults of Config.
 const (
@@ -167,6 +177,10 @@ type Deps struct {
 	// /api/v1/admin/actions answers 503, and a change with an
 	// Idempotency-Key is refused 503.
 	Operators Operators
+	// Eligibility judges who may join a line or enter a draw of a voucher
+	// with an entry rule, and keeps its allowlist (eligibility.go). Nil:
+	// joining such a voucher answers 503.
+	Eligibility Eligibility
 }
 
 // Server is one gateway instance.

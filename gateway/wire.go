@@ -36,7 +36,16 @@ func voucherJSON(v seckill.Voucher) api.Voucher {
 		Shards:          v.ShardCount(),
 		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
 		Draw:            drawOut(v),
+		Entry:           entryOut(v.Entry),
 	}
+}
+
+// entryOut is a voucher's entry rule, nil when it takes every shopper.
+func entryOut(e *seckill.EntryRule) *api.Entry {
+	if e == nil || (!e.TokenRequired && !e.Allowlist) {
+		return nil
+	}
+	return &api.Entry{TokenRequired: e.TokenRequired, Allowlist: e.Allowlist}
 }
 
 func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
@@ -177,6 +186,9 @@ func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
 	}
 	if v.WaitingRoom, err = waitingRoomIn(in.WaitingRoom); err != nil {
 		return seckill.Voucher{}, err
+	}
+	if e := in.Entry; e != nil && (e.TokenRequired || e.Allowlist) {
+		v.Entry = &seckill.EntryRule{TokenRequired: e.TokenRequired, Allowlist: e.Allowlist}
 	}
 	return v, v.Validate()
 }

@@ -106,3 +106,9 @@ var MoveIn string
 //
 //go:embed steer.lua
 var Steer string
+
+// EntryClaim is entry_claim.lua: one place per person key in a voucher's
+// line or draw; a second account of the same person is refused.
+//
+//go:embed entry_claim.lua
+var EntryClaim string

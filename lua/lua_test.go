@@ -24,6 +24,7 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 		"queue_rate": lua.QueueRate,
 		"move_out":   lua.MoveOut, "move_in": lua.MoveIn, "steer": lua.Steer,
 		"queue_seat": lua.QueueSeat, "draw_enter": lua.DrawEnter, "draw_freeze": lua.DrawFreeze,
+		"entry_claim": lua.EntryClaim,
 	} {
 		require.NotEmpty(t, src, name)
 		calls := call.FindAllStringSubmatch(src, -1)

@@ -20,6 +20,10 @@ var (
 	// cancelled them, recently (seckill/hoard); new holds are refused until
 	// the oldest counted one leaves the window.
 	ErrUnpaidLimit = errors.New("unpaid limit")
+	// ErrNotEligible: joining a voucher's line or draw that takes entries
+	// only with the merchant's entry token, or only from its allowlist,
+	// without a valid one (seckill/eligibility).
+	ErrNotEligible = errors.New("not eligible")
 )
 
 // ErrStockMissing marks a reservation refused because the fast store has no

@@ -88,6 +88,19 @@ type Voucher struct {
 	// the catalog last read it; nil for the others, and before its entries
 	// open.
 	Draw *DrawFace
+	// Entry, when set, says who may join the voucher's line or draw
+	// (seckill/eligibility); nil takes every shopper.
+	Entry *EntryRule
+}
+
+// EntryRule is who may enter a voucher's line or draw: one person, one
+// chance (seckill/eligibility).
+type EntryRule struct {
+	// TokenRequired: only with an entry token the merchant signed, one
+	// place per person key.
+	TokenRequired bool
+	// Allowlist: only the user ids and person keys an operator uploaded.
+	Allowlist bool
 }
 
 // DrawFace is what anyone may see of a draw: the commitment from when
@@ -238,6 +251,11 @@ func (v Voucher) Validate() error {
 		// Only a seckill voucher's stock lives in Redis buckets; the
 		// others are sold from their PostgreSQL row.
 		return apperr.Invalidf("shards above 1 are for seckill vouchers only")
+	}
+	if v.Entry != nil && (v.Entry.TokenRequired || v.Entry.Allowlist) && v.WaitingRoom == nil {
+		// Entries are taken at the join of a line or a draw; a voucher
+		// without one is bought directly, with no join to check.
+		return apperr.Invalidf("entry is for vouchers with a waiting_room: entries are checked when a shopper joins its line or draw")
 	}
 	if r := v.WaitingRoom; r != nil {
 		switch {

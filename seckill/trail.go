@@ -98,6 +98,8 @@ const (
 	ActionClearStrikes   = "hoard.clear"
 	ActionAddOperator    = "operator.add"
 	ActionRevokeOperator = "operator.revoke"
+	ActionAddAllowlist   = "allowlist.add"
+	ActionClearAllowlist = "allowlist.clear"
 )
 
 // Action is one change an operator made, as the trail keeps it: who, what,

@@ -24,6 +24,32 @@ type Voucher struct {
 	WaitingRoom *WaitingRoom `json:"waiting_room"`
 	// Draw is the voucher's draw, null unless it sells by draw.
 	Draw *Draw `json:"draw"`
+	// Entry is who may join the voucher's line or draw, null when every
+	// shopper may.
+	Entry *Entry `json:"entry"`
+}
+
+// Entry is who may enter a voucher's line or draw (the `Entry` object):
+// only with the merchant's entry token (the header Seckill-Entry-Token),
+// only from the operator's allowlist, or both.
+type Entry struct {
+	TokenRequired bool `json:"token_required"`
+	Allowlist     bool `json:"allowlist"`
+}
+
+// Allowlist is an operator's upload to a voucher's allowlist, the body of
+// POST /api/v1/admin/vouchers/{id}/allowlist (the `AllowlistUpload`
+// object): user ids (decimal strings) and person keys, added to the list.
+type Allowlist struct {
+	UserIDs    []string `json:"user_ids"`
+	PersonKeys []string `json:"person_keys"`
+}
+
+// AllowlistSize is the answer to an allowlist's upload or clearing (the
+// `AllowlistSize` object): how many entries the list holds now.
+type AllowlistSize struct {
+	VoucherID string `json:"voucher_id"`
+	Entries   int64  `json:"entries"`
 }
 
 // Draw is a sale by draw, as anyone may check it (the `Draw` object): each
@@ -69,6 +95,8 @@ type NewVoucher struct {
 	// Shards defaults to 1; 0 is refused rather than read as the default.
 	Shards      *int         `json:"shards"`
 	WaitingRoom *WaitingRoom `json:"waiting_room"`
+	// Entry, absent or null, takes every shopper.
+	Entry *Entry `json:"entry"`
 }
 
 // VoucherState is the body of PUT /api/v1/admin/vouchers/{id}/state: the

@@ -14,14 +14,17 @@ import "errors"
 // The kinds of error of the whole platform. Every layer wraps one of these
 // with %w; the gateway maps them to HTTP in exactly one table.
 var (
-	ErrInvalidInput    = errors.New("invalid input")
-	ErrCaptchaInvalid  = errors.New("captcha invalid")
-	ErrUnauthenticated = errors.New("unauthenticated")
-	ErrForbidden       = errors.New("forbidden")
-	ErrNotFound        = errors.New("not found")
-	ErrConflict        = errors.New("conflict")
-	ErrUsernameTaken   = errors.New("username taken")
-	ErrTooLarge        = errors.New("body too large")
-	ErrRateLimited     = errors.New("rate limited")
-	ErrUnavailable     = errors.New("unavailable")
+	ErrInvalidInput   = errors.New("invalid input")
+	ErrCaptchaInvalid = errors.New("captcha invalid")
+	// ErrChallengeInvalid is a challenge (the captcha of a registration)
+	// missing, wrong, expired or used.
+	ErrChallengeInvalid = errors.New("challenge invalid")
+	ErrUnauthenticated  = errors.New("unauthenticated")
+	ErrForbidden        = errors.New("forbidden")
+	ErrNotFound         = errors.New("not found")
+	ErrConflict         = errors.New("conflict")
+	ErrUsernameTaken    = errors.New("username taken")
+	ErrTooLarge         = errors.New("body too large")
+	ErrRateLimited      = errors.New("rate limited")
+	ErrUnavailable      = errors.New("unavailable")
 )

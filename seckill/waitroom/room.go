@@ -264,7 +264,43 @@ const (
 // place is announced to the fleet's feeds (see Feed), so the gateway holding
 // the shopper's socket pushes its changes from then on.
 func (r *Room) Join(ctx context.Context, l Line, userID int64) (Status, error) {
-	st, err := r.run(ctx, "join", l, userID)
+	return r.JoinIn(ctx, l, userID, LaneNone)
+}
+
+// Lane is a joiner's lane in a line whose entries name one (an entry
+// token's, seckill/eligibility).
+type Lane int
+
+// The lanes. A line whose entries name no lane keeps one random pre-queue
+// (LaneNone). Where they do, every LanePriority place in the pre-queue is
+// ahead of every LaneStandard one, each lane in random order; from
+// begin_at places never move, so a joiner of either lane goes to the back.
+const (
+	LaneNone Lane = iota
+	LaneStandard
+	LanePriority
+)
+
+// prequeueHalf splits the pre-queue's places (below 2^52) into the
+// priority lane's half and the standard lane's.
+const prequeueHalf = uint64(1) << 51
+
+// placeIn is a pre-queue place in lane, from the random place below 2^52.
+func placeIn(lane Lane, random uint64) uint64 {
+	switch lane {
+	case LanePriority:
+		return random >> 1
+	case LaneStandard:
+		return prequeueHalf + random>>1
+	}
+	return random
+}
+
+// JoinIn is Join in lane: a place in the pre-queue is drawn within the
+// lane's half of it (see Lane). Joining again keeps the place, whatever
+// the lane.
+func (r *Room) JoinIn(ctx context.Context, l Line, userID int64, lane Lane) (Status, error) {
+	st, err := r.runIn(ctx, "join", l, userID, lane)
 	if err == nil {
 		r.announce(ctx, l, st)
 	}
@@ -283,11 +319,15 @@ func (r *Room) Status(ctx context.Context, l Line, userID int64) (Status, error)
 }
 
 func (r *Room) run(ctx context.Context, mode string, l Line, userID int64) (Status, error) {
+	return r.runIn(ctx, mode, l, userID, LaneNone)
+}
+
+func (r *Room) runIn(ctx context.Context, mode string, l Line, userID int64, lane Lane) (Status, error) {
 	if l.AdmitPerSecond <= 0 {
 		return Status{}, fmt.Errorf("waitroom: voucher %d has no admission rate: %w", l.VoucherID, apperr.ErrInvalidInput)
 	}
 	res, err := r.join.Run(ctx, r.rdb, r.keys(l.VoucherID), mode, userID,
-		r.sig.place(l.VoucherID, userID), l.Opens().UnixMilli(), l.BeginAt.UnixMilli(),
+		placeIn(lane, r.sig.place(l.VoucherID, userID)), l.Opens().UnixMilli(), l.BeginAt.UnixMilli(),
 		l.EndAt.UnixMilli(), r.expireAt(l)).Int64Slice()
 	if err != nil {
 		return Status{}, unavailable("queue "+mode, err)

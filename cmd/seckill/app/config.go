@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill/eligibility"
 )
 
 // Config is every setting of every role. Each field is one environment
@@ -46,6 +47,10 @@ type Config struct {
 	HoardLimit        int           `env:"SECKILL_HOARD_LIMIT" default:"3" help:"holds a shopper may let expire unpaid or cancel within SECKILL_HOARD_WINDOW; one more and their new holds are refused with 403 unpaid_limit until the oldest leaves the window (0: nobody is refused; paying clears nothing; 'seckill hoard' shows and clears a shopper's count)"`
 	HoardWindow       time.Duration `env:"SECKILL_HOARD_WINDOW" default:"24h" help:"how long an unpaid or cancelled hold counts against its shopper (SECKILL_HOARD_LIMIT)"`
 	RoomMaxLag        int64         `env:"SECKILL_ROOM_MAX_LAG" default:"1000" help:"the workers' consumer lag, in messages, above which (while not falling) adaptive waiting rooms slow down; below half of it they may speed up again (seckill/waitroom/README.md)"`
+	EntryTokenKeys    string        `env:"SECKILL_ENTRY_TOKEN_KEYS" help:"the merchants' public keys that sign entry tokens (seckill/eligibility/README.md): comma-separated kid=key pairs, each key the base64 of a raw 32-byte Ed25519 public key or of its DER form (openssl pkey -pubout -outform DER | base64 -w0); a voucher with entry.token_required takes entries only with a token signed by one of them; unset: every entry token is refused"`
+	RegisterChallenge string        `env:"SECKILL_REGISTER_CHALLENGE" default:"captcha" help:"what registering an account costs beside its address's budget: captcha (the default: a solved image captcha, captcha_id and captcha_answer in the body; missing or wrong is 400 challenge_invalid) or none (dev mode's default when unset, so that make run takes scripted sign-ups; the system tests set none too, but for their tests of the challenge; the load tool, chaos, fleet and netlab sign their shoppers' tokens and never register)"`
+	RegisterRate      int           `env:"SECKILL_REGISTER_RATE" default:"10" help:"registrations per minute allowed per client address (an IPv6 /56 is one), fleet-wide in Redis, after a burst of SECKILL_REGISTER_BURST; charged beside the budget registrations share with logins per address (20 a minute, burst 10)"`
+	RegisterBurst     int           `env:"SECKILL_REGISTER_BURST" default:"5" help:"registrations one client address may make at once before SECKILL_REGISTER_RATE holds"`
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
 	DataDir           string        `env:"SECKILL_DATA_DIR" default:".run" help:"dev mode: where the private Redis and PostgreSQL keep their data, and dev.env (the URLs and secrets of the running dev mode, for bin/loadtest <scenario> -data-dir)"`
 	AllowedOrigins    []string      `env:"SECKILL_ALLOWED_ORIGINS" help:"extra origins allowed to open the WebSocket (the page's own origin always is)"`
@@ -113,6 +118,12 @@ const (
 	// the sockets; below 10s they would reconnect all the time.
 	maxWSSignedInPercent = 90
 	minWSAnonMaxAge      = 10 * time.Second
+)
+
+// The registration challenges SECKILL_REGISTER_CHALLENGE names.
+const (
+	registerCaptcha = "captcha"
+	registerNone    = "none"
 )
 
 // DeadLetterTopic is the dead-letter topic of the workers.
@@ -204,6 +215,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
 	case c.SaleCountsKeep < time.Hour:
 		return fmt.Errorf("config: SECKILL_SALE_COUNTS_RETENTION must be at least 1h (a sale's report is read second by second for a while after it), got %s", c.SaleCountsKeep)
+	case c.RegisterChallenge != registerCaptcha && c.RegisterChallenge != registerNone:
+		return fmt.Errorf("config: SECKILL_REGISTER_CHALLENGE must be captcha or none, got %q; set it to captcha (the default) in production", c.RegisterChallenge)
+	case c.RegisterRate < 1 || c.RegisterBurst < 1:
+		return fmt.Errorf("config: SECKILL_REGISTER_RATE and SECKILL_REGISTER_BURST must be positive, got %d and %d", c.RegisterRate, c.RegisterBurst)
 	case c.RoomMaxLag < 1:
 		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
 	case c.RedisWaitReplicas < 0:
@@ -246,6 +261,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_DEV_TRACING must be empty or %s, got %q", devTracingJaeger, c.DevTracing)
 	case c.WorkerLinger <= 0 || c.WorkerLinger > maxWorkerLinger:
 		return fmt.Errorf("config: SECKILL_WORKER_LINGER must be above 0 and at most %s (every order waits up to it before it is created), got %s; set it to 50ms (the default) unless make bench shows better", maxWorkerLinger, c.WorkerLinger)
+	}
+	if _, err := eligibility.ParseKeys(c.EntryTokenKeys); err != nil {
+		return fmt.Errorf("config: SECKILL_ENTRY_TOKEN_KEYS: %w", err)
 	}
 	for name, n := range map[string]int{
 		"SECKILL_GLOBAL_RATE": c.GlobalRate, "SECKILL_GLOBAL_BURST": c.GlobalBurst,

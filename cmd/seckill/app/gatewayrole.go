@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/draw"
+	"github.com/flashsale/seckill/seckill/eligibility"
 	"github.com/flashsale/seckill/seckill/fleethealth"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -88,6 +89,11 @@ func (s *System) buildGateway(ctx context.Context) error {
 		return err
 	}
 	reader := orders.NewReader(orders.ReaderConfig{Record: s.store, Stock: s.stock, Active: active.IDs})
+	entryKeys, err := eligibility.ParseKeys(s.cfg.EntryTokenKeys)
+	if err != nil {
+		return err
+	}
+	entries := eligibility.NewGate(eligibility.NewVerifier(entryKeys, nil), eligibility.NewStore(s.rdb, s.cfg.StateGrace))
 	pipeline, err := s.buildBuy(gates, ids, reader)
 	if err != nil {
 		return err
@@ -98,6 +104,8 @@ func (s *System) buildGateway(ctx context.Context) error {
 		TrustedProxies:  s.cfg.TrustedProxies,
 		MaxConns:        caps.maxConns,
 		MaxConnsPerAddr: s.cfg.ConnsPerAddr,
+		// Registering takes a solved captcha (SECKILL_REGISTER_CHALLENGE).
+		RegisterChallenge: s.cfg.RegisterChallenge,
 	}, gateway.Deps{
 		Catalog:  s.catalog,
 		Buy:      pipeline,
@@ -131,6 +139,8 @@ func (s *System) buildGateway(ctx context.Context) error {
 		Reports: salereport.NewReports(s.store),
 		// Named operators' tokens and the trail of every operator's change.
 		Operators: s.store,
+		// Who may join a line or enter a draw: entry tokens, allowlists.
+		Eligibility: entries,
 	})
 	return err
 }

@@ -20,6 +20,7 @@ import (
 // Defines values for ErrorErrorCode.
 const (
 	ErrorErrorCodeCaptchaInvalid   ErrorErrorCode = "captcha_invalid"
+	ErrorErrorCodeChallengeInvalid ErrorErrorCode = "challenge_invalid"
 	ErrorErrorCodeConflict         ErrorErrorCode = "conflict"
 	ErrorErrorCodeEnded            ErrorErrorCode = "ended"
 	ErrorErrorCodeForbidden        ErrorErrorCode = "forbidden"
@@ -28,6 +29,7 @@ const (
 	ErrorErrorCodeLimitExceeded    ErrorErrorCode = "limit_exceeded"
 	ErrorErrorCodeMethodNotAllowed ErrorErrorCode = "method_not_allowed"
 	ErrorErrorCodeNotAdmitted      ErrorErrorCode = "not_admitted"
+	ErrorErrorCodeNotEligible      ErrorErrorCode = "not_eligible"
 	ErrorErrorCodeNotFound         ErrorErrorCode = "not_found"
 	ErrorErrorCodeNotStarted       ErrorErrorCode = "not_started"
 	ErrorErrorCodeRateLimited      ErrorErrorCode = "rate_limited"
@@ -45,6 +47,8 @@ func (e ErrorErrorCode) Valid() bool {
 	switch e {
 	case ErrorErrorCodeCaptchaInvalid:
 		return true
+	case ErrorErrorCodeChallengeInvalid:
+		return true
 	case ErrorErrorCodeConflict:
 		return true
 	case ErrorErrorCodeEnded:
@@ -60,6 +64,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeMethodNotAllowed:
 		return true
 	case ErrorErrorCodeNotAdmitted:
+		return true
+	case ErrorErrorCodeNotEligible:
 		return true
 	case ErrorErrorCodeNotFound:
 		return true
@@ -251,10 +257,10 @@ type BuyRequest struct {
 
 // Credentials defines model for Credentials.
 type Credentials struct {
-	// CaptchaAnswer a login only (registration ignores it): required once the username has too many failed logins
+	// CaptchaAnswer the characters of the captcha_id's picture (see captcha_id)
 	CaptchaAnswer *string `json:"captcha_answer,omitempty"`
 
-	// CaptchaId a login only (registration ignores it): required once the username has too many failed logins
+	// CaptchaId a login: required once the username has too many failed logins; a registration: required with SECKILL_REGISTER_CHALLENGE=captcha (production's default)
 	CaptchaId *string `json:"captcha_id,omitempty"`
 
 	// Password 8 to 72 characters
@@ -279,6 +285,17 @@ type Draw struct {
 	Seed *string `json:"seed"`
 }
 
+// Entry Who may join a voucher's line or enter its draw: one person, one chance. Only for a
+// voucher with a waiting_room (entries are judged at the join). Both false is the same as
+// no entry rule.
+type Entry struct {
+	// Allowlist a join takes an account, or a token's person key, on the voucher's allowlist (POST /api/v1/admin/vouchers/{id}/allowlist)
+	Allowlist *bool `json:"allowlist,omitempty"`
+
+	// TokenRequired a join takes the merchant's entry token (EntryToken) in the Seckill-Entry-Token header; one place per person key
+	TokenRequired *bool `json:"token_required,omitempty"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	Error struct {
@@ -299,7 +316,10 @@ type NewVoucher struct {
 	CaptchaRequired *bool     `json:"captcha_required,omitempty"`
 
 	// EndAt after begin_at; a year from 2000 to 9999 in UTC
-	EndAt        time.Time      `json:"end_at"`
+	EndAt time.Time `json:"end_at"`
+
+	// Entry with a waiting_room only; who may join its line or enter its draw (absent or null, every shopper)
+	Entry        *Entry         `json:"entry,omitempty"`
 	Kind         NewVoucherKind `json:"kind"`
 	PerUserLimit int64          `json:"per_user_limit"`
 	PriceCents   int64          `json:"price_cents"`
@@ -369,6 +389,9 @@ type Voucher struct {
 	// Draw the voucher's draw, null unless waiting_room.mode is draw
 	Draw  *Draw     `json:"draw"`
 	EndAt time.Time `json:"end_at"`
+
+	// Entry who may join the voucher's line or enter its draw; null when every shopper may
+	Entry *Entry `json:"entry"`
 
 	// Id Example: 42
 	Id           string      `json:"id"`
@@ -653,12 +676,30 @@ type ClientInterface interface {
 
 	// RegisterWithBody Register a shopper.
 	//
+	// An account costs its maker: each client address may register 5 accounts at once, then
+	// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+	// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+	// its captcha_id and captcha_answer with the username and password. A registration
+	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+	// mode's default) the captcha fields are ignored.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/users (the `Register` operationId).
 	RegisterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Register Register a shopper.
+	//
+	// An account costs its maker: each client address may register 5 accounts at once, then
+	// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+	// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+	// its captcha_id and captcha_answer with the username and password. A registration
+	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+	// mode's default) the captcha fields are ignored.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -939,6 +980,15 @@ func (c *Client) Login(ctx context.Context, body LoginJSONRequestBody, reqEditor
 
 // RegisterWithBody Register a shopper.
 //
+// An account costs its maker: each client address may register 5 accounts at once, then
+// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+// its captcha_id and captcha_answer with the username and password. A registration
+// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+// mode's default) the captcha fields are ignored.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/users (the `Register` operationId).
@@ -955,6 +1005,15 @@ func (c *Client) RegisterWithBody(ctx context.Context, contentType string, body 
 }
 
 // Register Register a shopper.
+//
+// An account costs its maker: each client address may register 5 accounts at once, then
+// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+// its captcha_id and captcha_answer with the username and password. A registration
+// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+// mode's default) the captcha fields are ignored.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1684,12 +1743,30 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterWithBodyWithResponse Register a shopper.
 	//
+	// An account costs its maker: each client address may register 5 accounts at once, then
+	// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+	// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+	// its captcha_id and captcha_answer with the username and password. A registration
+	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+	// mode's default) the captcha fields are ignored.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/users (the `Register` operationId).
 	RegisterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterResponse, error)
 
 	// RegisterWithResponse Register a shopper.
+	//
+	// An account costs its maker: each client address may register 5 accounts at once, then
+	// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+	// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+	// its captcha_id and captcha_answer with the username and password. A registration
+	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+	// mode's default) the captcha fields are ignored.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3184,13 +3261,7 @@ type RegisterResponse201Headers struct {
 // RegisterResponse400Headers the declared response headers of an HTTP 400 response for Register
 type RegisterResponse400Headers struct {
 	CacheControl        *string
-	RateLimitLimit      *int
-	RateLimitRemaining  *int
-	RateLimitReset      *int
 	XContentTypeOptions *string
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
 }
@@ -3282,7 +3353,7 @@ type RegisterResponse struct {
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *User
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *InvalidInput
+	JSON400 *Error
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *MethodNotAllowed
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -3319,7 +3390,7 @@ func (r RegisterResponse) GetJSON201() *User {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RegisterResponse) GetJSON400() *InvalidInput {
+func (r RegisterResponse) GetJSON400() *Error {
 	return r.JSON400
 }
 
@@ -4190,6 +4261,15 @@ func (c *ClientWithResponses) LoginWithResponse(ctx context.Context, body LoginJ
 
 // RegisterWithBodyWithResponse Register a shopper.
 //
+// An account costs its maker: each client address may register 5 accounts at once, then
+// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+// its captcha_id and captcha_answer with the username and password. A registration
+// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+// mode's default) the captcha fields are ignored.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/users (the `Register` operationId).
@@ -4202,6 +4282,15 @@ func (c *ClientWithResponses) RegisterWithBodyWithResponse(ctx context.Context, 
 }
 
 // RegisterWithResponse Register a shopper.
+//
+// An account costs its maker: each client address may register 5 accounts at once, then
+// 10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+// budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+// its captcha_id and captcha_answer with the username and password. A registration
+// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+// mode's default) the captcha fields are ignored.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8283,7 +8372,7 @@ func ParseRegisterResponse(rsp *http.Response) (*RegisterResponse, error) {
 		response.JSON201 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest InvalidInput
+		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -8374,54 +8463,12 @@ func ParseRegisterResponse(rsp *http.Response) (*RegisterResponse, error) {
 			}
 			headers.CacheControl = &value
 		}
-		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RateLimitLimit = &value
-		}
-		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RateLimitReset = &value
-		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.XContentTypeOptions = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitLimit = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
