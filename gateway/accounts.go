@@ -24,12 +24,23 @@ func (s *Server) allowCredentials(c *fiber.Ctx) error {
 	return s.deps.Gates.Credentials.Allow(c.UserContext(), s.clientKey(c))
 }
 
+// register is POST /api/v1/users. An account costs its maker the
+// address's budgets (the credentials' and the registrations' own), then
+// the challenge (Config.RegisterChallenge), before any password is hashed.
 func (s *Server) register(c *fiber.Ctx) error {
 	if err := s.allowCredentials(c); err != nil {
 		return err
 	}
+	if l := s.deps.Gates.Registration; l != nil {
+		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
+			return err
+		}
+	}
 	var in api.Credentials
 	if err := decodeJSON(c, &in, false); err != nil {
+		return err
+	}
+	if err := s.registerChallenge(c, in); err != nil {
 		return err
 	}
 	u, err := s.deps.Accounts.Register(c.UserContext(), in.Username, in.Password)
@@ -100,4 +111,33 @@ func (s *Server) loginCaptcha(c *fiber.Ctx, in api.Credentials) (solved bool, er
 		return false, err
 	}
 	return true, nil
+}
+
+// errRegisterNeedsChallenge answers a registration without a solved
+// challenge.
+var errRegisterNeedsChallenge = apperr.Public(apperr.ErrChallengeInvalid,
+	"registering takes a solved captcha: get one (GET /api/v1/captcha) and send its captcha_id and "+
+		"captcha_answer with the username and password")
+
+// registerChallenge judges a registration's captcha, spending it whatever
+// the verdict; a missing, wrong, expired or used one is 400
+// challenge_invalid.
+func (s *Server) registerChallenge(c *fiber.Ctx, in api.Credentials) error {
+	if s.cfg.RegisterChallenge == RegisterNone {
+		return nil
+	}
+	if s.deps.Captchas == nil {
+		return apperr.Public(apperr.ErrUnavailable, "registration takes a captcha, and this server has none")
+	}
+	if in.CaptchaID == "" || in.CaptchaAnswer == "" {
+		return errRegisterNeedsChallenge
+	}
+	if err := s.deps.Captchas.Check(c.UserContext(), in.CaptchaID, in.CaptchaAnswer); err != nil {
+		if errors.Is(err, apperr.ErrCaptchaInvalid) {
+			return &apperr.PublicError{Kind: apperr.ErrChallengeInvalid, Cause: err,
+				Message: "the captcha answer is wrong, expired or used: get a new captcha (GET /api/v1/captcha) and register with its answer"}
+		}
+		return err
+	}
+	return nil
 }

@@ -10,6 +10,9 @@ type Gates struct {
 	// password guessing, by client IP (429). GET /api/v1/captcha has a
 	// budget of its own (CaptchaIssue).
 	Credentials IPLimiter
+	// Registration bounds POST /api/v1/users alone by client IP (429),
+	// beside Credentials: the accounts one address may make.
+	Registration IPLimiter
 	// CaptchaIssue bounds GET /api/v1/captcha by client IP (429), with its
 	// own budget: shoppers behind one address must not lock each other out
 	// of logging in by asking for captchas.

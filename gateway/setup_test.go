@@ -403,7 +403,8 @@ func setup(t testing.TB, mutate ...func(*Config, *testDeps)) *bundle {
 	b.shopper2, _, err = tokens.Issue(43)
 	require.NoError(t, err)
 
-	cfg := Config{AdminToken: testAdminToken}
+	// Registration takes a captcha only in the tests of the challenge.
+	cfg := Config{AdminToken: testAdminToken, RegisterChallenge: RegisterNone}
 	deps := testDeps{Deps: Deps{
 		Catalog:  b.catalog,
 		Orders:   b.orders,

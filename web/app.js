@@ -9,7 +9,8 @@
  *   #username #password         log-in form fields
  *   #login #register            buttons (register logs in right after)
  *   #login-captcha              shown once a login needs a captcha (its username had many
- *                               failed logins): #login-captcha-img #login-captcha-answer
+ *                               failed logins), or a sign-up does (the server asks for one):
+ *                               #login-captcha-why #login-captcha-img #login-captcha-answer
  *                               #login-captcha-refresh
  *   #auth                       the log-in card (hidden once logged in)
  *   #account-bar #whoami #logout  shown once logged in
@@ -222,6 +223,9 @@
       case 'network': return 'Can’t reach the shop right now. Check your connection and try again.';
       case 'invalid_input': return `That didn’t look right${err.message ? `: ${err.message}` : ''}.`;
       case 'captcha_invalid': return 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.';
+      case 'challenge_invalid': return 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.';
+      case 'not_eligible':
+        return `This sale takes entries only from shoppers its merchant invited${err.message ? `: ${err.message}` : '.'}`;
       case 'unauthenticated':
         return what === 'login' ? 'Wrong username or password.' : 'Your session has ended. Please log in again.';
       case 'forbidden': return 'Your account isn’t allowed to do that.';
@@ -319,12 +323,21 @@
     return { username, password };
   }
 
+  // entryToken is the merchant's entry token the page was opened with
+  // (?entry_token=...), or ''.
+  function entryToken() {
+    return new URLSearchParams(window.location.search).get('entry_token') || '';
+  }
+
   // loginCaptcha is the captcha a login needs once its username had too
   // many failed logins: the server then answers captcha_invalid until a
   // login carries a solved one. Each one serves one try, right or wrong.
+  const LOGIN_WHY = 'Many wrong passwords were tried for this username: type the characters in the picture to log in.';
+  const REGISTER_WHY = 'Creating an account takes a captcha: type the characters in the picture, then press Create account.';
   const loginCaptcha = {
     id: '',
-    async load() {
+    async load(why = LOGIN_WHY) {
+      $('#login-captcha-why').textContent = why;
       $('#login-captcha').hidden = false;
       $('#login-captcha-answer').value = '';
       this.id = '';
@@ -408,12 +421,27 @@
     const creds = credentials();
     if (!creds) return;
     withButton($('#register'), async () => {
+      const withCaptcha = Boolean(loginCaptcha.id);
       try {
-        await api('POST', '/users', { body: creds, auth: false });
+        await api('POST', '/users', { body: loginCaptcha.with(creds), auth: false });
+      } catch (err) {
+        // A captcha shown was spent by this try; one asked for is shown.
+        if (loginCaptcha.id || err.code === 'challenge_invalid') loginCaptcha.load(REGISTER_WHY);
+        if (err.code === 'challenge_invalid') {
+          say(withCaptcha ? sentence(err, 'register') : REGISTER_WHY, 'warn');
+          $('#login-captcha-answer').focus();
+          return;
+        }
+        say(sentence(err, 'register'), 'error');
+        $('#username').focus();
+        return;
+      }
+      loginCaptcha.hide();
+      try {
         await login(creds, true);
         say(`Account created. Welcome, ${creds.username}!`, 'ok');
       } catch (err) {
-        say(sentence(err, 'register'), 'error');
+        say(sentence(err, 'login'), 'error');
         $('#username').focus();
       }
     });
@@ -725,7 +753,10 @@
       this.joining = true;
       this.update();
       try {
-        this.setQueue(await api('POST', `/vouchers/${encodeURIComponent(v.id)}/queue`, { body }));
+        // A merchant who invites its shoppers links here with the entry
+        // token it signed (?entry_token=...); the join carries it.
+        const headers = entryToken() ? { 'Seckill-Entry-Token': entryToken() } : {};
+        this.setQueue(await api('POST', `/vouchers/${encodeURIComponent(v.id)}/queue`, { body, headers }));
         say('You’re in the line. This page shows your place live; your turn to buy comes without a reload.', 'ok');
       } catch (err) {
         if (err.code === 'unauthenticated') endSession(sentence(err));

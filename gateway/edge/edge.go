@@ -135,6 +135,10 @@ type Config struct {
 	// minute, burst 30): generous, since many shoppers may share one
 	// address, but an anonymous client cannot flood image generation.
 	CaptchaLimit redis_rate.Limit
+	// RegisterLimit bounds registrations per client IP, fleet-wide in
+	// Redis (default 10 per minute, burst 5): each account a bot makes
+	// costs it a unit of its address's budget, beside CredentialLimit's.
+	RegisterLimit redis_rate.Limit
 
 	// BreakerFailures is how many dependency failures in a row open the
 	// breaker (default 5).
@@ -174,6 +178,9 @@ func (c *Config) defaults() error {
 	}
 	if c.CredentialLimit.IsZero() {
 		c.CredentialLimit = redis_rate.Limit{Rate: 20, Burst: 10, Period: time.Minute}
+	}
+	if c.RegisterLimit.IsZero() {
+		c.RegisterLimit = redis_rate.Limit{Rate: 10, Burst: 5, Period: time.Minute}
 	}
 	if c.LoginNameLimit.IsZero() {
 		c.LoginNameLimit = redis_rate.Limit{Rate: 10, Burst: 5, Period: time.Minute}
@@ -250,6 +257,7 @@ type Edge struct {
 	user         *userLimit
 	credentials  *IPLimit
 	captchaIssue *IPLimit
+	register     *IPLimit
 	anonymous    *AddrLimit
 	buyAddress   *AddrLimit
 	loginName    *nameLimit
@@ -289,6 +297,7 @@ func New(cfg Config) (*Edge, error) {
 	}
 	e.user = newUserLimit(lim, e.Breaker, cfg.UserRate, cfg.UserBurst, m, log)
 	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, gate: gateCredentials, metrics: m, log: log}
+	e.register = &IPLimit{lim: lim, limit: cfg.RegisterLimit, gate: gateRegister, metrics: m, log: log}
 	e.captchaIssue = &IPLimit{lim: lim, limit: cfg.CaptchaLimit, gate: gateCaptchaIPs, metrics: m, log: log}
 	e.anonymous = newAddrLimit(gateAnonymous, cfg.AddressRate, cfg.AddressBurst, m)
 	e.buyAddress = newAddrLimit(gateBuyAddress, cfg.BuyAddressRate, cfg.BuyAddressBurst, m)
@@ -341,6 +350,7 @@ func (e *Edge) Instances() int { return e.fleet.n() }
 func (e *Edge) Gates() gateway.Gates {
 	return gateway.Gates{
 		Credentials:  e.credentials,
+		Registration: e.register,
 		CaptchaIssue: e.captchaIssue,
 		Anonymous:    e.anonymous,
 		LoginName:    e.loginName,

@@ -23,6 +23,7 @@ const (
 	gateUser        = buy.StepUserLimit
 	gateCredentials = "credentials_limit"
 	gateCaptchaIPs  = "captcha_issue_limit"
+	gateRegister    = "register_limit"
 	gateLoginName   = "login_name_limit"
 	gateShopper     = "shopper_limit"
 	gateShopperAddr = "shopper_address_limit"

@@ -100,7 +100,7 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock})
 	reader := orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs})
 	hub := runHub(t, rdb)
-	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}}, gateway.Deps{
+	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}, RegisterChallenge: gateway.RegisterNone}, gateway.Deps{
 		Catalog:  catalog,
 		Buy:      nopPipeline(t, catalog, e.Steps(), reader),
 		Gates:    e.Gates(),

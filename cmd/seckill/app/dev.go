@@ -28,7 +28,7 @@ import (
 // processes (Redis, PostgreSQL, Apache Kafka with SECKILL_DEV_KAFKA=apache)
 // or in-process (Kafka by default), then every role.
 func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := LoadConfig(getenv)
+	cfg, err := LoadConfig(devDefaults(getenv))
 	if err != nil {
 		return err
 	}
@@ -196,4 +196,18 @@ func ensureDemoVoucher(ctx context.Context, catalog *seckill.Catalog) error {
 		EndAt:        now.Add(24 * time.Hour).UTC().Truncate(time.Second),
 	}, nil) // made by dev mode itself, not by an operator: not in the trail
 	return err
+}
+
+// devDefaults is getenv with dev mode's own defaults: registration without
+// a challenge (SECKILL_REGISTER_CHALLENGE=none), so that a script signing
+// up against make run needs no captcha; set it to captcha to try the
+// page's sign-up as production has it.
+func devDefaults(getenv func(string) string) func(string) string {
+	return func(k string) string {
+		v := getenv(k)
+		if k == "SECKILL_REGISTER_CHALLENGE" && strings.TrimSpace(v) == "" {
+			return registerNone
+		}
+		return v
+	}
 }

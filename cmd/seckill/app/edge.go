@@ -1,6 +1,10 @@
 package app
 
 import (
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+
 	"github.com/flashsale/seckill/gateway/edge"
 )
 
@@ -35,6 +39,8 @@ func (s *System) buildEdge() (*edge.Edge, error) {
 		ShopperBurst:        s.cfg.ShopperBurst,
 		ShopperAddressRate:  s.cfg.ShopperIPRate,
 		ShopperAddressBurst: s.cfg.ShopperIPBurst,
+
+		RegisterLimit: redis_rate.Limit{Rate: s.cfg.RegisterRate, Burst: s.cfg.RegisterBurst, Period: time.Minute},
 	})
 	if err != nil {
 		return nil, err

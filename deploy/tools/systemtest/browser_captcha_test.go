@@ -95,3 +95,42 @@ func TestBrowserLoginCaptcha(t *testing.T) {
 	require.Contains(t, b.message(), "Welcome back")
 	require.Equal(t, "true", b.eval(`String(document.querySelector('#login-captcha').hidden)`), "the captcha is put away")
 }
+
+// TestBrowserRegisterCaptcha: with SECKILL_REGISTER_CHALLENGE=captcha
+// (production's default), Create account is first answered 400
+// challenge_invalid: the page shows a captcha and says why; a wrong answer
+// shows a new picture and creates nothing; the right answer creates the
+// account and logs in.
+func TestBrowserRegisterCaptcha(t *testing.T) {
+	ts := startSystem(t, map[string]string{"SECKILL_REGISTER_CHALLENGE": "captcha"})
+	name, password := newShopperName(), "correct horse battery"
+	b := openBrowser(t, ts.base)
+	b.do("fill in the account and press Create account",
+		chromedp.SendKeys(chromedp.ID("username"), name),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.ID("register")))
+	b.waitJS("the captcha picture", `window.__captchaIDs.length === 1 && !document.querySelector('#login-captcha-img').hidden`)
+	require.Contains(t, b.message(), "Creating an account takes a captcha")
+	require.Contains(t, b.eval(`document.querySelector('#login-captcha-why').textContent`), "Creating an account")
+	require.Equal(t, "true", b.eval(`String(document.querySelector('#account-bar').hidden)`), "no account yet")
+	b.screenshot("register-captcha")
+
+	b.do("type a wrong answer and press Create account",
+		chromedp.SendKeys(chromedp.ID("login-captcha-answer"), "wrong"),
+		chromedp.Click(chromedp.ID("register")))
+	b.waitJS("a new picture", `window.__captchaIDs.length === 2`)
+	require.Contains(t, b.message(), "captcha answer wasn’t right")
+	login := ts.do(t, http.MethodPost, "/api/v1/sessions", "", map[string]any{"username": name, "password": password}, fromAnywhere())
+	require.Equal(t, http.StatusUnauthorized, login.status, "a wrong answer creates no account: %s", login.raw)
+
+	id, err := strconv.Unquote(b.eval(`JSON.stringify(window.__captchaIDs[1])`))
+	require.NoError(t, err)
+	answer, err := ts.rdb.Get(context.Background(), edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(t, err, "the page shows the captcha the gateway keeps")
+	b.do("type the right answer and press Create account",
+		chromedp.SendKeys(chromedp.ID("login-captcha-answer"), answer),
+		chromedp.Click(chromedp.ID("register")))
+	b.waitJS("registered and logged in", `!document.querySelector('#account-bar').hidden && document.querySelector('#whoami').textContent === `+strconv.Quote(name))
+	require.Contains(t, b.message(), "Account created")
+	require.Equal(t, "true", b.eval(`String(document.querySelector('#login-captcha').hidden)`), "the captcha is put away")
+}

@@ -78,6 +78,12 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		"SECKILL_WS_PER_ADDR":    "1000000",
 		"SECKILL_LOG_LEVEL":      "warn",
 
+		// The tests register accounts freely; the tests of the challenge
+		// (TestRegisterTakesAChallenge, TestBrowserRegisterCaptcha) set
+		// captcha, production's default.
+		"SECKILL_REGISTER_CHALLENGE": "none",
+		"SECKILL_REGISTER_RATE":      "1000000", "SECKILL_REGISTER_BURST": "1000000",
+
 		// A shopper's unpaid strikes are fleet-wide, not per sale, and the
 		// tests share one Redis and reuse user ids: the holds one test lets
 		// expire would refuse another's shoppers. TestHoardingCostsTheHoarder
