@@ -233,7 +233,7 @@ func (e WaitingRoomMode) Valid() bool {
 	}
 }
 
-// Adaptive Admission that follows the back end's health: the fleet slows the room down while the buy path's p99 is above target_p99_ms, the workers fall behind, a circuit breaker is open or buys fail, and speeds it up again once the back end has room (the control rule is in seckill/waitroom/README.md). The metric seckill_room_admit_rate shows the rate in force.
+// Adaptive Admission that follows the back end's health: the fleet slows the room down while the reservations' p99 (the reservation script and the Kafka hand-off of buys that passed every limit) is above target_p99_ms, the workers fall behind, a circuit breaker is open or reservations fail, and speeds it up again once the back end has room (the control rule is in seckill/waitroom/README.md). Refusals served before the reservation (unknown vouchers, limits, captchas) move it neither way. The metric seckill_room_admit_rate shows the rate in force.
 type Adaptive struct {
 	// MaxPerSecond the highest rate the room speeds up to; at least min_per_second
 	MaxPerSecond int64 `json:"max_per_second"`
@@ -241,7 +241,7 @@ type Adaptive struct {
 	// MinPerSecond the lowest rate the room slows down to
 	MinPerSecond int64 `json:"min_per_second"`
 
-	// TargetP99Ms the buy path's 99th percentile latency, in milliseconds, the rate aims to stay under
+	// TargetP99Ms the reservations' 99th percentile latency, in milliseconds, the rate aims to stay under
 	TargetP99Ms int64 `json:"target_p99_ms"`
 }
 
