@@ -19,7 +19,7 @@ func TestPriorityLaneIsAheadInThePrequeue(t *testing.T) {
 	c := client(t)
 	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
 	now := redisNow(t, c)
-	line := waitroom.Line{VoucherID: 140901, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour),
+	line := waitroom.Line{VoucherID: 149901, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour),
 		AdmitPerSecond: 10, PrequeueSeconds: 7200}
 	const n = 200
 	lane := func(u int64) waitroom.Lane {
@@ -58,7 +58,7 @@ func TestPriorityLaneIsAheadInThePrequeue(t *testing.T) {
 	// From begin_at places never move: a late priority joiner is at the
 	// back.
 	now = redisNow(t, c)
-	open := waitroom.Line{VoucherID: 140902, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour),
+	open := waitroom.Line{VoucherID: 149902, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour),
 		AdmitPerSecond: 1, PrequeueSeconds: 60}
 	first, err := room.JoinIn(ctx, open, 1, waitroom.LaneStandard)
 	require.NoError(t, err)
