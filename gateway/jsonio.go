@@ -54,9 +54,12 @@ func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 }
 
 // nullableField says whether a request field is one gateway/openapi.yaml
-// declares nullable: NewVoucher.waiting_room (null is no waiting room) and
-// WaitingRoom.adaptive (null is a fixed rate).
-func nullableField(name string) bool { return name == "waiting_room" || name == "adaptive" }
+// declares nullable: NewVoucher.waiting_room (null is no waiting room),
+// WaitingRoom.adaptive (null is a fixed rate) and NewVoucher.entry (null
+// takes every shopper).
+func nullableField(name string) bool {
+	return name == "waiting_room" || name == "adaptive" || name == "entry"
+}
 
 // refuseNullsAndRepeats refuses a JSON null where gateway/openapi.yaml does
 // not declare one, and an object that names a field twice.

@@ -12,6 +12,7 @@
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
  *   #v-room-mode (line|draw) #v-room-draw-pass            its order, and a draw winner's pass
  *   #v-room-adaptive #v-room-p99 #v-room-min #v-room-max  adaptive admission and its bounds
+ *   #v-entry-token #v-entry-allowlist                     who may join (entry tokens, allowlist)
  *   #s-voucher #s-add-stock #s-rate #s-end #s-apply       steer a running sale (PATCH)
  *   #changes li[data-voucher-id="<id>"]                   each change made to the voucher in
  *                                                         #s-voucher, as recorded, newest first,
@@ -213,6 +214,8 @@
     if (draw && Number.isInteger(prequeue) && prequeue < 1) problems.push(['#v-room-prequeue', 'a pre-queue of at least 1 second (a draw takes its entries then)']);
     if (draw && (!Number.isInteger(pass) || pass < 1 || pass > 86400)) problems.push(['#v-room-draw-pass', 'a winner’s pass of 1 to 86400 seconds']);
     const adaptive = room && $('#v-room-adaptive').checked;
+    const entryToken = room && $('#v-entry-token').checked;
+    const entryList = room && $('#v-entry-allowlist').checked;
     const p99 = Number($('#v-room-p99').value);
     const lo = Number($('#v-room-min').value);
     const hi = Number($('#v-room-max').value);
@@ -245,6 +248,7 @@
           ...(draw ? { draw_pass_seconds: pass } : {}),
           adaptive: adaptive ? { target_p99_ms: p99, min_per_second: lo, max_per_second: hi } : null,
         } : null,
+        entry: room && (entryToken || entryList) ? { token_required: entryToken, allowlist: entryList } : null,
       });
       say(`Voucher ${v.id} “${v.title}” created.`, 'ok');
       refresh();
@@ -424,6 +428,13 @@
     if (td.textContent !== text) td.textContent = text;
   }
 
+  // entryText is how the voucher list sums up who may join.
+  function entryText(e) {
+    if (!e) return '';
+    const how = [e.token_required ? 'entry token' : '', e.allowlist ? 'allowlist' : ''].filter(Boolean).join(' + ');
+    return ` · by invitation (${how})`;
+  }
+
   // roomText is how the voucher list sums up a waiting room.
   function roomText(wr) {
     if (!wr) return '';
@@ -452,7 +463,7 @@
         const title = tr.querySelector('td[data-field="title"]');
         title.firstChild.textContent = v.title;
         const wr = v.waiting_room;
-        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${roomText(wr)}`;
+        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${roomText(wr)}${entryText(v.entry)}`;
         setCell(tr, 'sale', saleText(v));
         showPause(tr.querySelector('td[data-field="pause"] button'), v);
         const s = stats[i];
@@ -569,7 +580,7 @@
     $('#v-soon').addEventListener('click', () => fillTimes(60000));
     const roomFields = () => {
       const on = $('#v-room').checked;
-      for (const f of ['#v-room-rate', '#v-room-prequeue', '#v-room-mode', '#v-room-adaptive']) $(f).disabled = !on;
+      for (const f of ['#v-room-rate', '#v-room-prequeue', '#v-room-mode', '#v-room-adaptive', '#v-entry-token', '#v-entry-allowlist']) $(f).disabled = !on;
       $('#v-room-draw-pass').disabled = !on || $('#v-room-mode').value !== 'draw';
       const adaptive = on && $('#v-room-adaptive').checked;
       for (const f of ['#v-room-p99', '#v-room-min', '#v-room-max']) $(f).disabled = !adaptive;

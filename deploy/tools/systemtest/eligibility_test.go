@@ -4,12 +4,14 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
@@ -189,4 +191,59 @@ func TestAllowlistEntries(t *testing.T) {
 	no := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers/"+open+"/allowlist", ts.cfg.AdminToken,
 		map[string]any{"user_ids": []string{"1"}}, nil)
 	require.Equal(t, http.StatusConflict, no.status, "%s", no.raw)
+}
+
+// TestBrowserInvitedLine: on a voucher that takes joins only with the
+// merchant's entry token, the page's Join the line without one says the
+// sale is by invitation and joins nothing; opened from the merchant's link
+// (/?entry_token=...), the same page joins. The operator page offers the
+// rule when it creates a voucher, and its list says so.
+func TestBrowserInvitedLine(t *testing.T) {
+	m, keys := newEntryMerchant(t)
+	ts := startSystem(t, map[string]string{"SECKILL_ENTRY_TOKEN_KEYS": keys})
+	vid := newVoucher(t, ts, "Invited drop", 5, 1, func(b map[string]any) {
+		b["waiting_room"] = map[string]any{"admit_per_second": 1}
+		b["entry"] = map[string]any{"token_required": true}
+	})
+	b := openBrowser(t, ts.base)
+	c := card(vid)
+	b.waitJS("the card shows the waiting room", fmt.Sprintf(`!document.querySelector('%s .queue').hidden`, c))
+	b.registerAndLogIn(newShopperName(), "correct horse battery")
+	b.waitJS("Join the line is offered", fmt.Sprintf(`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, c, c))
+	b.do("join without a token", chromedp.Click(chromedp.CSS(c+" .join")))
+	b.waitJS("the page says why", `document.querySelector('#message').textContent.includes('invited')`)
+	require.Contains(t, b.message(), "entry token")
+	require.NotEqual(t, "waiting", b.eval(fmt.Sprintf(`String(document.querySelector('%s .queue').dataset.state)`, c)))
+
+	uid, err := strconv.ParseInt(b.eval(`JSON.parse(sessionStorage.getItem('seckill.session')).userId`), 10, 64)
+	require.NoError(t, err)
+	b.do("open the merchant's link", chromedp.Navigate(ts.base+"/?entry_token="+m.token(t, vid, uid, "p-page", "", time.Hour)))
+	b.waitJS("Join the line is offered again", fmt.Sprintf(`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, c, c))
+	b.do("join with the merchant's token", chromedp.Click(chromedp.CSS(c+" .join")))
+	b.waitJS("in line", fmt.Sprintf(`['waiting', 'admitted'].includes(document.querySelector('%s .queue').dataset.state)`, c))
+	b.screenshot("invited-line")
+
+	op := openOperatorPage(t, ts)
+	const title = "Operator-made invitation"
+	op.eval(`document.querySelector('#v-stock').value = ''; document.querySelector('#v-limit').value = ''`)
+	op.do("fill in a voucher by invitation",
+		chromedp.SendKeys(chromedp.ID("v-title"), title),
+		chromedp.SendKeys(chromedp.ID("v-price"), "3.00"),
+		chromedp.SendKeys(chromedp.ID("v-stock"), "2"),
+		chromedp.SendKeys(chromedp.ID("v-limit"), "1"),
+		chromedp.Click(chromedp.ID("v-room")),
+		chromedp.Click(chromedp.ID("v-entry-token")),
+		chromedp.Click(chromedp.ID("v-entry-allowlist")),
+		chromedp.Click(chromedp.ID("v-create")))
+	op.waitJS("the voucher list says it is by invitation", fmt.Sprintf(`[...document.querySelectorAll('#stats tbody tr')].some((tr) =>
+		tr.querySelector('[data-field="title"] .name').textContent === %q &&
+		tr.querySelector('[data-field="title"]').textContent.includes('by invitation (entry token + allowlist)'))`, title))
+	found := false
+	for _, v := range ts.do(t, http.MethodGet, "/api/v1/vouchers", "", nil, nil).list {
+		if v["title"] == title {
+			found = true
+			require.Equal(t, map[string]any{"token_required": true, "allowlist": true}, v["entry"])
+		}
+	}
+	require.True(t, found, "the voucher made in the page exists")
 }
