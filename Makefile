@@ -177,7 +177,8 @@ RACE_TIMEOUT ?= 10m
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
-# browser tests, prometheus for promtool, which tests the alert rules). Both
+# browser tests, prometheus for promtool, which tests the alert rules,
+# openssl for the merchant's entry-token example of seckill/eligibility). Both
 # use apt-get (as root, or through sudo); without either they print the exact
 # command to run and stop. Before installing postgresql they tell Debian not
 # to create and start the system-wide cluster on port 5432: the project runs
@@ -194,7 +195,7 @@ RACE_TIMEOUT ?= 10m
 # machine that never runs real Kafka is spared some 200 MB.
 KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
-TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2
+TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 openssl
 
 deps: $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger)
 	@$(call install_deps,$(RUN_DEPS))
@@ -232,6 +233,7 @@ define install_deps
 	if has chromium; then command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); fi; \
 	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
 	if has iproute2; then command -v ip >/dev/null 2>&1 || missing+=(iproute2); fi; \
+	if has openssl; then command -v openssl >/dev/null 2>&1 || missing+=(openssl); fi; \
 	if has maven; then command -v mvn >/dev/null 2>&1 || missing+=(maven); fi; \
 	if has default-jre-headless; then command -v java >/dev/null 2>&1 || [ -x /usr/lib/jvm/default-java/bin/java ] || missing+=(default-jre-headless); fi; \
 	if [ $${#missing[@]} -eq 0 ]; then echo "deps: $(strip $(1)) installed"; exit 0; fi; \
