@@ -218,6 +218,7 @@ func TestBrowserInvitedLine(t *testing.T) {
 	uid, err := strconv.ParseInt(b.eval(`JSON.parse(sessionStorage.getItem('seckill.session')).userId`), 10, 64)
 	require.NoError(t, err)
 	b.do("open the merchant's link", chromedp.Navigate(ts.base+"/?entry_token="+m.token(t, vid, uid, "p-page", "", time.Hour)))
+	b.waitCard(vid)
 	b.waitJS("Join the line is offered again", fmt.Sprintf(`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, c, c))
 	b.do("join with the merchant's token", chromedp.Click(chromedp.CSS(c+" .join")))
 	b.waitJS("in line", fmt.Sprintf(`['waiting', 'admitted'].includes(document.querySelector('%s .queue').dataset.state)`, c))
