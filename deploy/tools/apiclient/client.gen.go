@@ -3861,6 +3861,7 @@ type BuyResponse202Headers struct {
 	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
+	Traceparent         *string
 }
 
 // BuyResponse400Headers the declared response headers of an HTTP 400 response for Buy
@@ -3875,6 +3876,7 @@ type BuyResponse400Headers struct {
 	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
+	Traceparent         *string
 }
 
 // BuyResponse401Headers the declared response headers of an HTTP 401 response for Buy
@@ -3898,6 +3900,7 @@ type BuyResponse403Headers struct {
 	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
+	Traceparent         *string
 }
 
 // BuyResponse404Headers the declared response headers of an HTTP 404 response for Buy
@@ -3935,6 +3938,7 @@ type BuyResponse409Headers struct {
 	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
+	Traceparent         *string
 }
 
 // BuyResponse413Headers the declared response headers of an HTTP 413 response for Buy
@@ -3993,6 +3997,7 @@ type BuyResponse503Headers struct {
 	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
+	Traceparent         *string
 }
 
 type BuyResponse struct {
@@ -10207,6 +10212,13 @@ func ParseBuyResponse(rsp *http.Response) (*BuyResponse, error) {
 			}
 			headers.XServerTime = value
 		}
+		if values := rsp.Header.Values("traceparent"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceparent", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceparent = &value
+		}
 		response.Headers202 = &headers
 	case rsp.StatusCode == 400:
 		var headers BuyResponse400Headers
@@ -10279,6 +10291,13 @@ func ParseBuyResponse(rsp *http.Response) (*BuyResponse, error) {
 				return nil, err
 			}
 			headers.XServerTime = value
+		}
+		if values := rsp.Header.Values("traceparent"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceparent", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceparent = &value
 		}
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
@@ -10390,6 +10409,13 @@ func ParseBuyResponse(rsp *http.Response) (*BuyResponse, error) {
 				return nil, err
 			}
 			headers.XServerTime = value
+		}
+		if values := rsp.Header.Values("traceparent"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceparent", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceparent = &value
 		}
 		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
@@ -10574,6 +10600,13 @@ func ParseBuyResponse(rsp *http.Response) (*BuyResponse, error) {
 				return nil, err
 			}
 			headers.XServerTime = value
+		}
+		if values := rsp.Header.Values("traceparent"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceparent", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceparent = &value
 		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
@@ -10880,6 +10913,13 @@ func ParseBuyResponse(rsp *http.Response) (*BuyResponse, error) {
 				return nil, err
 			}
 			headers.XServerTime = value
+		}
+		if values := rsp.Header.Values("traceparent"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceparent", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceparent = &value
 		}
 		response.Headers503 = &headers
 	}
