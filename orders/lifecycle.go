@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/hoard"
 )
@@ -31,6 +32,7 @@ type Lifecycle struct {
 	strikes Strikes
 	log     *slog.Logger
 	now     func() time.Time
+	pay     payments
 }
 
 // LifecycleConfig is what NewLifecycle builds a Lifecycle from.
@@ -47,6 +49,16 @@ type LifecycleConfig struct {
 	Strikes Strikes
 	// Log; slog.Default() when nil.
 	Log *slog.Logger
+
+	// Payments, when set with Provider, takes payments through a provider
+	// (see StartPayment); without them the sweeper cancels as before.
+	Payments PaymentRecord
+	// Provider takes the money (orders/payment).
+	Provider payment.Provider
+	// Currency is the ISO 4217 currency of every payment (CNY when empty).
+	Currency string
+	// PaymentMetrics counts payments, events and late refunds.
+	PaymentMetrics *PaymentMetrics
 }
 
 // NewLifecycle returns a Lifecycle.
@@ -54,7 +66,11 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Lifecycle{store: cfg.Record, stock: cfg.Stock, events: cfg.Events, strikes: cfg.Strikes, log: cfg.Log, now: time.Now}
+	if cfg.Currency == "" {
+		cfg.Currency = DefaultCurrency
+	}
+	return &Lifecycle{store: cfg.Record, stock: cfg.Stock, events: cfg.Events, strikes: cfg.Strikes, log: cfg.Log, now: time.Now,
+		pay: payments{record: cfg.Payments, provider: cfg.Provider, currency: payment.NormalizeCurrency(cfg.Currency), metrics: cfg.PaymentMetrics}}
 }
 
 // Pay pays the user's order (simulated: this stands where a payment
@@ -62,7 +78,13 @@ func NewLifecycle(cfg LifecycleConfig) *Lifecycle {
 // its pay_deadline; the loser of a race with a cancellation gets ErrConflict.
 // Paying a paid order returns it unchanged (and announces nothing), so a
 // client may retry a pay whose answer it lost.
+//
+// With a payment provider other than the demo one, only the provider's word
+// pays an order: Pay answers ErrPayThroughProvider.
 func (l *Lifecycle) Pay(ctx context.Context, userID, orderID int64) (Order, error) {
+	if !l.pay.direct() {
+		return Order{}, ErrPayThroughProvider
+	}
 	o, err := l.store.Pay(ctx, userID, orderID)
 	if errors.Is(err, ErrAlready) {
 		return o, nil
@@ -179,6 +201,11 @@ func (l *Lifecycle) CancelExpired(ctx context.Context, max int) ([]Order, error)
 	if err != nil {
 		return nil, fmt.Errorf("orders: cancel expired: %w", err)
 	}
+	asked, err := l.cancelDuePayments(ctx, max)
+	if err != nil {
+		l.log.WarnContext(ctx, "sweep: orders with a pending payment not settled", "err", err)
+	}
+	list = append(list, asked...)
 	if len(list) == 0 {
 		return nil, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/orders"
@@ -24,6 +25,7 @@ import (
 // reservation to a real Worker, as the Kafka consumer would.
 type lifeEnv struct {
 	ctx    context.Context
+	pool   *pgxpool.Pool
 	store  *pgstore.Store
 	stock  *redisstock.Store
 	events *redisSide
@@ -38,7 +40,7 @@ func newLifeEnv(t testing.TB, kind seckill.Kind, total, limit int64, payTimeout 
 	ctx := context.Background()
 	pool := stack.NewDatabase(t)
 	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
-	e := &lifeEnv{ctx: ctx, store: pgstore.New(pool), stock: redisstock.New(redisstock.Config{Redis: stack.Redis(t)}), events: newRedisSide(), ids: &counterIDs{}}
+	e := &lifeEnv{ctx: ctx, pool: pool, store: pgstore.New(pool), stock: redisstock.New(redisstock.Config{Redis: stack.Redis(t)}), events: newRedisSide(), ids: &counterIDs{}}
 	now := time.Now().UTC()
 	warm := e.stock.Warm
 	if kind != seckill.KindSeckill {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -43,11 +44,15 @@ const (
 	StatusPaid      Status = "paid"
 	StatusCancelled Status = "cancelled"
 	StatusFailed    Status = "failed"
+	// StatusRefunded is final: the order was paid, then its money went
+	// back (an operator's refund, or money that came after the order was
+	// cancelled).
+	StatusRefunded Status = "refunded"
 )
 
 // Final reports whether no transition leaves s.
 func (s Status) Final() bool {
-	return s == StatusPaid || s == StatusCancelled || s == StatusFailed
+	return s == StatusPaid || s == StatusCancelled || s == StatusFailed || s == StatusRefunded
 }
 
 // Order is one shopper's purchase of a voucher.
@@ -68,6 +73,23 @@ type Order struct {
 	// ReleasePending is true while the order is cancelled or failed in
 	// PostgreSQL but its stock is not yet back in Redis (the outbox flag).
 	ReleasePending bool
+	// Payment is the order's current payment through a provider, nil
+	// before one is asked for.
+	Payment *Payment
+}
+
+// Payment is an order's payment through a provider (gateway/openapi.yaml's
+// OrderPayment, and Payment with its client secret).
+type Payment struct {
+	ID          string
+	OrderID     int64
+	Provider    string
+	Status      payment.Status
+	AmountCents int64
+	Currency    string
+	// ClientSecret is only read with the payment itself, never with an
+	// order.
+	ClientSecret string
 }
 
 // OrderFromReservation is the order a live Redis hold stands for, before

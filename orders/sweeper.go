@@ -78,8 +78,9 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	}
 }
 
-// Sweep runs one pass: one batch of expired orders, then one batch of the
-// outbox. It reports whether a batch was full (there may be more to do).
+// Sweep runs one pass: one batch of expired orders (those with a pending
+// payment after asking the provider), then one batch of the release outbox
+// and one of the refunds owed. It reports whether a batch was full (there may be more to do).
 func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
 	list, err := s.life.CancelExpired(ctx, s.batch)
 	if err != nil {
@@ -94,7 +95,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
 	if relErr != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "sweep: release owed stock in redis", "released", n, "err", relErr)
 	}
-	if err == nil && relErr == nil {
+	refunds, refErr := s.life.RefundOwed(ctx, s.batch)
+	if refErr != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "sweep: refunds owed not asked of the provider", "asked", refunds, "err", refErr)
+	}
+	if err == nil && relErr == nil && refErr == nil {
 		s.passes.swept(time.Now())
 	}
 	return len(list) == s.batch || (relErr == nil && n == s.batch)

@@ -73,6 +73,8 @@ func (s *Store) Cancel(ctx context.Context, userID, orderID int64) (_ orders.Ord
 // LOCKED, so many sweepers share the work without waiting on each other and
 // no order is cancelled twice; a row a payment holds is skipped and, if the
 // payment loses its own race (deadline passed), found by the next sweep.
+// An order whose payment through a provider is pending is left to
+// CancelDue: the sweeper asks the provider about it first.
 func (s *Store) CancelExpired(ctx context.Context, max int) (_ []orders.Order, err error) {
 	defer unavailable(&err)
 	if max <= 0 {
@@ -80,6 +82,7 @@ func (s *Store) CancelExpired(ctx context.Context, max int) (_ []orders.Order, e
 	}
 	list, err := s.cancelWhere(ctx, `id IN (
 		SELECT id FROM orders WHERE status = 'created' AND pay_deadline <= now()
+			AND payment_status IS DISTINCT FROM 'pending'
 		ORDER BY pay_deadline LIMIT $1 FOR UPDATE SKIP LOCKED)`, max)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: cancel expired: %w", err)

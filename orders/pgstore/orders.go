@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
@@ -17,16 +18,24 @@ import (
 var _ orders.Record = (*Store)(nil)
 
 const orderColumns = `id, voucher_id, user_id, quantity, amount_cents, status, coalesce(request_key, ''),
-	reserved_at, created_at, pay_deadline, updated_at, redis_release_pending`
+	reserved_at, created_at, pay_deadline, updated_at, redis_release_pending,
+	payment_id, payment_provider, payment_status, payment_amount_cents, payment_currency`
 
 func scanOrder(row pgx.Row) (orders.Order, error) {
 	var o orders.Order
 	var status string
 	var deadline *time.Time
+	var payID, payProvider, payStatus, payCurrency *string
+	var payAmount *int64
 	err := row.Scan(&o.ID, &o.VoucherID, &o.UserID, &o.Quantity, &o.AmountCents, &status, &o.RequestKey,
-		&o.ReservedAt, &o.CreatedAt, &deadline, &o.UpdatedAt, &o.ReleasePending)
+		&o.ReservedAt, &o.CreatedAt, &deadline, &o.UpdatedAt, &o.ReleasePending,
+		&payID, &payProvider, &payStatus, &payAmount, &payCurrency)
 	if err != nil {
 		return orders.Order{}, err
+	}
+	if payID != nil && payProvider != nil && payStatus != nil && payAmount != nil && payCurrency != nil {
+		o.Payment = &orders.Payment{ID: *payID, OrderID: o.ID, Provider: *payProvider, Status: payment.Status(*payStatus),
+			AmountCents: *payAmount, Currency: *payCurrency}
 	}
 	o.Status = orders.Status(status)
 	o.ReservedAt, o.CreatedAt, o.UpdatedAt = o.ReservedAt.UTC(), o.CreatedAt.UTC(), o.UpdatedAt.UTC()
@@ -107,7 +116,7 @@ func (s *Store) Stats(ctx context.Context, voucherID int64) (_ orders.Stats, err
 	}
 	defer rows.Close()
 	st := orders.Stats{VoucherID: voucherID, Orders: map[orders.Status]int64{}, Quantity: map[orders.Status]int64{}}
-	for _, status := range []orders.Status{orders.StatusCreated, orders.StatusPaid, orders.StatusCancelled, orders.StatusFailed} {
+	for _, status := range []orders.Status{orders.StatusCreated, orders.StatusPaid, orders.StatusCancelled, orders.StatusFailed, orders.StatusRefunded} {
 		st.Orders[status], st.Quantity[status] = 0, 0
 	}
 	found := false
