@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -84,6 +85,57 @@ type Stack struct {
 	jaegerMu  sync.Mutex
 	jaeger    *devstack.Jaeger // started by the first Jaeger call
 	jaegerErr error
+
+	stripeMu  sync.Mutex
+	stripe    *devstack.StripeMock // started by the first StripeMock call
+	stripeErr error
+	paid      map[string]*devstack.StripeMock // by fixture, started by StripeMockPaid
+}
+
+// StripeMockPaid is a private stripe-mock of the package whose every
+// PaymentIntent reads as succeeded for amountCents in currency: what the
+// provider answers the active query for an order whose money came. One per
+// (amount, currency), started on the first call and stopped by Stop.
+func (s *Stack) StripeMockPaid(t testing.TB, amountCents int64, currency string) *devstack.StripeMock {
+	t.Helper()
+	s.stripeMu.Lock()
+	defer s.stripeMu.Unlock()
+	key := fmt.Sprintf("%d-%s", amountCents, strings.ToLower(currency))
+	if m := s.paid[key]; m != nil {
+		return m
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	m, err := devstack.StartStripeMock(ctx, devstack.StripeMockOptions{
+		Dir:           filepath.Join(s.dir, "stripe-mock-paid-"+key),
+		PaymentIntent: map[string]any{"status": "succeeded", "amount": amountCents, "currency": strings.ToLower(currency)},
+	})
+	if err != nil {
+		t.Fatalf("stacktest: %v", err)
+	}
+	if s.paid == nil {
+		s.paid = map[string]*devstack.StripeMock{}
+	}
+	s.paid[key] = m
+	return m
+}
+
+// StripeMock is the package's private stripe-mock (Stripe's mock server),
+// started on the first call and stopped by Stop. It keeps no state: tests
+// change a payment's state with webhook events they sign as Stripe does.
+func (s *Stack) StripeMock(t testing.TB) *devstack.StripeMock {
+	t.Helper()
+	s.stripeMu.Lock()
+	defer s.stripeMu.Unlock()
+	if s.stripe == nil && s.stripeErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		s.stripe, s.stripeErr = devstack.StartStripeMock(ctx, devstack.StripeMockOptions{Dir: filepath.Join(s.dir, "stripe-mock")})
+	}
+	if s.stripeErr != nil {
+		t.Fatalf("stacktest: %v", s.stripeErr)
+	}
+	return s.stripe
 }
 
 // apacheStart is one Apache Kafka cluster of the package, or why it did not
@@ -349,6 +401,14 @@ func (s *Stack) Stop(ctx context.Context) error {
 	if s.RedisServer != nil {
 		errs = append(errs, s.RedisServer.Stop(ctx))
 	}
+	s.stripeMu.Lock()
+	if s.stripe != nil {
+		errs = append(errs, s.stripe.Stop(ctx))
+	}
+	for _, m := range s.paid {
+		errs = append(errs, m.Stop(ctx))
+	}
+	s.stripeMu.Unlock()
 	s.clusterMu.Lock()
 	if s.cluster != nil {
 		errs = append(errs, s.cluster.Stop(ctx))
