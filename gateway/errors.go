@@ -10,6 +10,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -31,6 +33,10 @@ type errorRow struct {
 var errorTable = [...]errorRow{
 	{apperr.ErrInvalidInput, fiber.StatusBadRequest, "invalid_input", "the request is not valid"},
 	{apperr.ErrChallengeInvalid, fiber.StatusBadRequest, "challenge_invalid", "the challenge answer is missing, wrong or expired; get a new challenge and try again"},
+	// A payment provider's delivery whose signature, age or money does not
+	// hold: the provider may retry it; nothing changed.
+	{payment.ErrInvalidEvent, fiber.StatusBadRequest, "invalid_signature", "the event's signature is missing, wrong or too old"},
+	{orders.ErrPaymentMismatch, fiber.StatusBadRequest, "invalid_signature", "the event's amount or currency is not its payment's"},
 	{apperr.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
 	{apperr.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
 	{apperr.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},

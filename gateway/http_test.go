@@ -382,8 +382,8 @@ func TestOrders(t *testing.T) {
 	resp, body := b.do(t, "GET", "/api/v1/orders", "", me...)
 	require.Equal(t, 200, resp.StatusCode)
 	require.JSONEq(t, `[
-		{"order_id":"13","voucher_id":"1","user_id":"42","quantity":2,"amount_cents":1000,"status":"reserved","created_at":"2030-05-01T12:00:02Z","pay_deadline":null},
-		{"order_id":"11","voucher_id":"1","user_id":"42","quantity":1,"amount_cents":500,"status":"created","created_at":"2030-05-01T12:00:00Z","pay_deadline":"2030-05-01T12:15:00Z"}
+		{"order_id":"13","voucher_id":"1","user_id":"42","quantity":2,"amount_cents":1000,"status":"reserved","created_at":"2030-05-01T12:00:02Z","pay_deadline":null,"payment":null},
+		{"order_id":"11","voucher_id":"1","user_id":"42","quantity":1,"amount_cents":500,"status":"created","created_at":"2030-05-01T12:00:00Z","pay_deadline":"2030-05-01T12:15:00Z","payment":null}
 	]`, string(body), "own orders only, newest first")
 
 	resp, body = b.do(t, "GET", "/api/v1/orders/13", "", me...)

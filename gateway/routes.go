@@ -60,6 +60,10 @@ func (s *Server) routes() error {
 	getOnly("/ws", s.perAddress, s.openSocket)
 	api.Post("/orders/:id/pay", s.requireShopper, s.perShopper, s.payOrder)
 	api.Post("/orders/:id/cancel", s.requireShopper, s.perShopper, s.cancelOrder)
+	api.Post("/orders/:id/payments", s.requireShopper, s.perShopper, s.startPayment)
+	// The provider's deliveries: no shopper's token, no per-address limit
+	// (its retries come from a few addresses); the signature is the check.
+	api.Post("/payments/webhooks/stripe", s.stripeWebhook)
 
 	admin := api.Group("/admin", s.requireAdmin)
 	s.mountPprof(admin)
@@ -76,6 +80,7 @@ func (s *Server) routes() error {
 	admin.Add(fiber.MethodGet, "/breaker", s.breakerStatus)
 	admin.Put("/breaker", s.change(s.switchBreaker))
 	admin.Add(fiber.MethodGet, "/actions", s.operatorActions)
+	admin.Post("/orders/:id/refund", s.change(s.refundOrder))
 
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)

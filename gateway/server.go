@@ -32,6 +32,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -133,6 +135,16 @@ type Deps struct {
 	Tokens   TokenVerifier
 	// Lifecycle pays and cancels orders. Nil: those routes answer 503.
 	Lifecycle OrderLifecycle
+	// Payments takes payments through a provider and its events, and
+	// operators' refunds (orders.Lifecycle implements it). Nil: those
+	// routes answer 503.
+	Payments OrderPayments
+	// StripeEvents checks Stripe's signed webhook deliveries
+	// (orders/payment/stripepay). Nil when Stripe is not the provider: every
+	// delivery is then refused as unsigned.
+	StripeEvents payment.Verifier
+	// PaymentMetrics counts refused webhook deliveries; may be nil.
+	PaymentMetrics *orders.PaymentMetrics
 	// Gates are the optional limits of the routes other than the buy.
 	Gates Gates
 	// Captchas serves GET /api/v1/captcha. Nil: that route answers 503.

@@ -88,6 +88,10 @@ func OrderJSON(o orders.Order) api.Order {
 		d := o.PayDeadline.UTC()
 		a.PayDeadline = &d
 	}
+	if p := o.Payment; p != nil {
+		a.Payment = &api.OrderPayment{PaymentID: p.ID, Provider: p.Provider, Status: string(p.Status),
+			AmountCents: p.AmountCents, Currency: p.Currency}
+	}
 	return a
 }
 

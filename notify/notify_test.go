@@ -51,8 +51,18 @@ func TestOrderJSONShape(t *testing.T) {
 		"amount_cents": 1998,
 		"status": "created",
 		"created_at": "2026-03-01T12:00:00.123456Z",
-		"pay_deadline": "2026-03-01T12:15:00.123456Z"
+		"pay_deadline": "2026-03-01T12:15:00.123456Z",
+		"payment": null
 	}`, string(b))
+
+	paid := o
+	paid.Status = orders.StatusPaid
+	paid.Payment = &orders.Payment{ID: "pi_1", OrderID: o.ID, Provider: "stripe", Status: "succeeded", AmountCents: 1998,
+		Currency: "CNY", ClientSecret: "never shown with an order"}
+	b, err = json.Marshal(notify.OrderJSON(paid))
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"payment":{"payment_id":"pi_1","provider":"stripe","status":"succeeded","amount_cents":1998,"currency":"CNY"}`)
+	require.NotContains(t, string(b), "never shown", "the client secret is the payment's answer only")
 
 	b, err = json.Marshal(notify.OrderJSON(order(1, 42, orders.StatusReserved)))
 	require.NoError(t, err)

@@ -100,6 +100,7 @@ const (
 	ActionRevokeOperator = "operator.revoke"
 	ActionAddAllowlist   = "allowlist.add"
 	ActionClearAllowlist = "allowlist.clear"
+	ActionRefundOrder    = "order.refund"
 )
 
 // Action is one change an operator made, as the trail keeps it: who, what,

@@ -22,7 +22,7 @@ func TestWireBytes(t *testing.T) {
 		want string
 	}{
 		{api.Frame{Type: api.FrameOrder, Order: &order},
-			`{"type":"order","order":{"order_id":"7","voucher_id":"3","user_id":"42","quantity":1,"amount_cents":500,"status":"reserved","created_at":"2026-12-03T08:00:00Z","pay_deadline":null}}`},
+			`{"type":"order","order":{"order_id":"7","voucher_id":"3","user_id":"42","quantity":1,"amount_cents":500,"status":"reserved","created_at":"2026-12-03T08:00:00Z","pay_deadline":null,"payment":null}}`},
 		{api.Frame{Type: api.FrameQueue, Queue: &queue},
 			`{"type":"queue","queue":{"voucher_id":"3","state":"admitted","position":0,"ahead":0,"eta_seconds":0,"pass":"p1","pass_expires_at":"2026-12-03T08:00:00Z"}}`},
 		{api.Frame{Type: api.FramePong}, api.PongFrame},

@@ -26,6 +26,7 @@ const (
 	ErrorErrorCodeForbidden        ErrorErrorCode = "forbidden"
 	ErrorErrorCodeInternal         ErrorErrorCode = "internal"
 	ErrorErrorCodeInvalidInput     ErrorErrorCode = "invalid_input"
+	ErrorErrorCodeInvalidSignature ErrorErrorCode = "invalid_signature"
 	ErrorErrorCodeLimitExceeded    ErrorErrorCode = "limit_exceeded"
 	ErrorErrorCodeMethodNotAllowed ErrorErrorCode = "method_not_allowed"
 	ErrorErrorCodeNotAdmitted      ErrorErrorCode = "not_admitted"
@@ -58,6 +59,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeInternal:
 		return true
 	case ErrorErrorCodeInvalidInput:
+		return true
+	case ErrorErrorCodeInvalidSignature:
 		return true
 	case ErrorErrorCodeLimitExceeded:
 		return true
@@ -119,6 +122,7 @@ const (
 	OrderStatusCreated   OrderStatus = "created"
 	OrderStatusFailed    OrderStatus = "failed"
 	OrderStatusPaid      OrderStatus = "paid"
+	OrderStatusRefunded  OrderStatus = "refunded"
 	OrderStatusReserved  OrderStatus = "reserved"
 )
 
@@ -133,7 +137,51 @@ func (e OrderStatus) Valid() bool {
 		return true
 	case OrderStatusPaid:
 		return true
+	case OrderStatusRefunded:
+		return true
 	case OrderStatusReserved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderPaymentProvider.
+const (
+	Demo   OrderPaymentProvider = "demo"
+	Stripe OrderPaymentProvider = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the OrderPaymentProvider enum.
+func (e OrderPaymentProvider) Valid() bool {
+	switch e {
+	case Demo:
+		return true
+	case Stripe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderPaymentStatus.
+const (
+	OrderPaymentStatusFailed    OrderPaymentStatus = "failed"
+	OrderPaymentStatusPending   OrderPaymentStatus = "pending"
+	OrderPaymentStatusRefunded  OrderPaymentStatus = "refunded"
+	OrderPaymentStatusSucceeded OrderPaymentStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the OrderPaymentStatus enum.
+func (e OrderPaymentStatus) Valid() bool {
+	switch e {
+	case OrderPaymentStatusFailed:
+		return true
+	case OrderPaymentStatusPending:
+		return true
+	case OrderPaymentStatusRefunded:
+		return true
+	case OrderPaymentStatusSucceeded:
 		return true
 	default:
 		return false
@@ -343,15 +391,35 @@ type Order struct {
 	OrderId     string    `json:"order_id"`
 
 	// PayDeadline null until the order is persisted
-	PayDeadline *time.Time  `json:"pay_deadline"`
-	Quantity    int64       `json:"quantity"`
-	Status      OrderStatus `json:"status"`
-	UserId      string      `json:"user_id"`
-	VoucherId   string      `json:"voucher_id"`
+	PayDeadline *time.Time `json:"pay_deadline"`
+
+	// Payment the order's current payment through the provider; null before one is asked for
+	Payment  *OrderPayment `json:"payment"`
+	Quantity int64         `json:"quantity"`
+
+	// Status refunded is final (paid, then its money went back)
+	Status    OrderStatus `json:"status"`
+	UserId    string      `json:"user_id"`
+	VoucherId string      `json:"voucher_id"`
 }
 
-// OrderStatus defines model for Order.Status.
+// OrderStatus refunded is final (paid, then its money went back)
 type OrderStatus string
+
+// OrderPayment defines model for OrderPayment.
+type OrderPayment struct {
+	AmountCents int64                `json:"amount_cents"`
+	Currency    string               `json:"currency"`
+	PaymentId   string               `json:"payment_id"`
+	Provider    OrderPaymentProvider `json:"provider"`
+	Status      OrderPaymentStatus   `json:"status"`
+}
+
+// OrderPaymentProvider defines model for OrderPayment.Provider.
+type OrderPaymentProvider string
+
+// OrderPaymentStatus defines model for OrderPayment.Status.
+type OrderPaymentStatus string
 
 // Purchase defines model for Purchase.
 type Purchase struct {
@@ -638,10 +706,12 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
 	CancelOrder(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PayOrder Pay a created order before its pay_deadline (the payment provider's callback stands here).
+	// PayOrder Pay a created order before its pay_deadline (with the demo payment provider).
 	//
 	// Paying an order that is already paid (by its owner) answers 200 with the paid order and
-	// changes nothing, so a client may retry a pay whose answer it lost.
+	// changes nothing, so a client may retry a pay whose answer it lost. With a real payment
+	// provider (SECKILL_PAYMENT_PROVIDER=stripe) every pay here is 409 conflict: orders are
+	// paid through the provider (POST /api/v1/orders/{id}/payments).
 	//
 	// Corresponds with POST /api/v1/orders/{id}/pay (the `PayOrder` operationId).
 	PayOrder(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -912,10 +982,12 @@ func (c *Client) CancelOrder(ctx context.Context, id ID, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
-// PayOrder Pay a created order before its pay_deadline (the payment provider's callback stands here).
+// PayOrder Pay a created order before its pay_deadline (with the demo payment provider).
 //
 // Paying an order that is already paid (by its owner) answers 200 with the paid order and
-// changes nothing, so a client may retry a pay whose answer it lost.
+// changes nothing, so a client may retry a pay whose answer it lost. With a real payment
+// provider (SECKILL_PAYMENT_PROVIDER=stripe) every pay here is 409 conflict: orders are
+// paid through the provider (POST /api/v1/orders/{id}/payments).
 //
 // Corresponds with POST /api/v1/orders/{id}/pay (the `PayOrder` operationId).
 func (c *Client) PayOrder(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1703,10 +1775,12 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/orders/{id}/cancel (the `CancelOrder` operationId).
 	CancelOrderWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error)
 
-	// PayOrderWithResponse Pay a created order before its pay_deadline (the payment provider's callback stands here).
+	// PayOrderWithResponse Pay a created order before its pay_deadline (with the demo payment provider).
 	//
 	// Paying an order that is already paid (by its owner) answers 200 with the paid order and
-	// changes nothing, so a client may retry a pay whose answer it lost.
+	// changes nothing, so a client may retry a pay whose answer it lost. With a real payment
+	// provider (SECKILL_PAYMENT_PROVIDER=stripe) every pay here is 409 conflict: orders are
+	// paid through the provider (POST /api/v1/orders/{id}/payments).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4208,10 +4282,12 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, id ID
 	return ParseCancelOrderResponse(rsp)
 }
 
-// PayOrderWithResponse Pay a created order before its pay_deadline (the payment provider's callback stands here).
+// PayOrderWithResponse Pay a created order before its pay_deadline (with the demo payment provider).
 //
 // Paying an order that is already paid (by its owner) answers 200 with the paid order and
-// changes nothing, so a client may retry a pay whose answer it lost.
+// changes nothing, so a client may retry a pay whose answer it lost. With a real payment
+// provider (SECKILL_PAYMENT_PROVIDER=stripe) every pay here is 409 conflict: orders are
+// paid through the provider (POST /api/v1/orders/{id}/payments).
 //
 // Returns a wrapper object for the known response body format(s).
 //
