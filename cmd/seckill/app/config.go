@@ -41,6 +41,12 @@ type Config struct {
 	AdminToken        string        `env:"SECKILL_ADMIN_TOKEN" secret:"true" help:"the root operator's bearer token (the trail records it as root; give each person a token of their own with seckill operators add); generated and printed in dev mode when unset"`
 	TokenTTL          time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
 	PayTimeout        time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
+	PaymentProvider   string        `env:"SECKILL_PAYMENT_PROVIDER" default:"demo" help:"who takes the money: demo (POST /orders/{id}/pay marks an order paid, no money moves) or stripe (orders are paid through Stripe's PaymentIntents: POST /orders/{id}/payments and Stripe's webhook; the pay route answers 409)"`
+	Currency          string        `env:"SECKILL_CURRENCY" default:"CNY" help:"ISO 4217 currency of every payment (amounts are in its smallest unit)"`
+	StripeSecretKey   string        `env:"SECKILL_STRIPE_SECRET_KEY" secret:"true" help:"Stripe's API key (sk_...) when SECKILL_PAYMENT_PROVIDER=stripe; dev mode with SECKILL_DEV_PAYMENTS=stripe-mock sets one its mock server takes"`
+	StripeWebhook     string        `env:"SECKILL_STRIPE_WEBHOOK_SECRET" secret:"true" help:"signing secret (whsec_...) of Stripe's webhook deliveries to POST /api/v1/payments/webhooks/stripe, checked with 300 s tolerance; generated and printed in dev mode with SECKILL_DEV_PAYMENTS=stripe-mock when unset"`
+	StripeAPIBase     string        `env:"SECKILL_STRIPE_API_BASE" help:"where the Stripe SDK sends its requests instead of Stripe's API (http://host:port of Stripe's mock server); set by dev mode with SECKILL_DEV_PAYMENTS=stripe-mock"`
+	DevPayments       string        `env:"SECKILL_DEV_PAYMENTS" help:"dev mode: stripe-mock starts Stripe's mock server (stripe-mock, installed into bin/ by make run) as a child process and takes payments through Stripe against it (SECKILL_PAYMENT_PROVIDER=stripe); unset keeps SECKILL_PAYMENT_PROVIDER"`
 	IdempotencyWindow time.Duration `env:"SECKILL_IDEMPOTENCY_WINDOW" default:"10m" help:"how long, while a sale runs, a cancelled or failed order's Idempotency-Key keeps answering with that order (live orders keep theirs for the whole sale); after it the key is a new attempt"`
 	StateGrace        time.Duration `env:"SECKILL_STATE_GRACE" default:"1h" help:"how long after a seckill sale ends its Redis state (holds, tombstones, request keys) is kept before it expires; PostgreSQL answers for it after that"`
 	SaleCountsKeep    time.Duration `env:"SECKILL_SALE_COUNTS_RETENTION" default:"720h" help:"how long after a sale's end the sale report keeps its per-second counts; the sweeper then rolls counts older than this (attempts long after the end included) into one per figure and hour, so PostgreSQL's sale_counts holds a few rows an hour for a sale long over and its report draws hours (at least 1h)"`
@@ -207,6 +213,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_LOG_LEVEL must be one of %s, got %q; set SECKILL_LOG_LEVEL=info (the default) or leave it unset", strings.Join(logLevels, ", "), c.LogLevel)
 	case !slices.Contains(logFormats, strings.ToLower(c.LogFormat)):
 		return fmt.Errorf("config: SECKILL_LOG_FORMAT must be text or json, got %q; set SECKILL_LOG_FORMAT=text (the default) or json", c.LogFormat)
+	case c.PaymentProvider != paymentDemo && c.PaymentProvider != paymentStripe:
+		return fmt.Errorf("config: SECKILL_PAYMENT_PROVIDER must be demo or stripe, got %q", c.PaymentProvider)
+	case !isCurrency(c.Currency):
+		return fmt.Errorf("config: SECKILL_CURRENCY must be an ISO 4217 code of three capital letters (CNY, USD), got %q", c.Currency)
+	case c.DevPayments != "" && c.DevPayments != devPaymentsStripeMock:
+		return fmt.Errorf("config: SECKILL_DEV_PAYMENTS must be stripe-mock or unset, got %q", c.DevPayments)
 	case c.PayTimeout <= 0:
 		return fmt.Errorf("config: SECKILL_PAY_TIMEOUT must be positive")
 	case c.IdempotencyWindow < time.Minute:
@@ -321,6 +333,26 @@ func (c *Config) fillDevSecrets() (generatedAdmin, generatedJWT bool) {
 		generatedAdmin = true
 	}
 	return generatedAdmin, generatedJWT
+}
+
+// The payment providers of SECKILL_PAYMENT_PROVIDER, and dev mode's mock
+// server.
+const (
+	paymentDemo           = "demo"
+	paymentStripe         = "stripe"
+	devPaymentsStripeMock = "stripe-mock"
+)
+
+func isCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for _, r := range c {
+		if r < 'A' || r > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 func randomHex(n int) string {

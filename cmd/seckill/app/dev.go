@@ -121,6 +121,18 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		}
 		log.Info("dev tracing: every trace goes to a private Jaeger", "ui", j.QueryURL, "otlp_endpoint", j.OTLPEndpoint)
 	}
+	generatedWebhook := false
+	if cfg.DevPayments == devPaymentsStripeMock {
+		m, err := devstack.StartStripeMock(ctx, devstack.StripeMockOptions{Dir: filepath.Join(dataDir, "stripe-mock"), Log: log})
+		if err != nil {
+			return fmt.Errorf("dev payments (SECKILL_DEV_PAYMENTS=stripe-mock): %w", err)
+		}
+		defer m.Stop(stopCtx)
+		cfg.PaymentProvider, cfg.StripeAPIBase, cfg.StripeSecretKey = paymentStripe, m.URL, devstack.StripeMockKey
+		if cfg.StripeWebhook == "" {
+			cfg.StripeWebhook, generatedWebhook = "whsec_"+randomHex(24), true
+		}
+	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
 		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err, readPostgres)
 	}
@@ -139,7 +151,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 	var devEnv string
 	sys.onListen = func(addr, opsAddr string) {
 		d := devEndpoints{addr: addr, opsAddr: opsAddr, kafka: kafkaBanner, dataDir: dataDir, cfg: cfg,
-			generatedAdmin: generatedAdmin, generatedJWT: generatedJWT}
+			generatedAdmin: generatedAdmin, generatedJWT: generatedJWT, generatedWebhook: generatedWebhook}
 		var err error
 		if devEnv, err = d.writeDevEnv(); err != nil {
 			// The system runs all the same; only the load tool's

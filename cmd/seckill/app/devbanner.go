@@ -24,6 +24,8 @@ type devEndpoints struct {
 	// generated names the secrets dev mode made up for this run, which
 	// the banner shows once (a secret the operator chose is not shown).
 	generatedAdmin, generatedJWT bool
+	// generatedWebhook: dev mode made the Stripe webhook secret.
+	generatedWebhook bool
 }
 
 // writeDevEnv writes the devstack.EnvFile and returns its path.
@@ -48,6 +50,11 @@ func (d devEndpoints) writeDevEnv() (string, error) {
 		fmt.Fprintf(&b, "SECKILL_REDIS_URL=%s\n", d.cfg.RedisURL)
 	}
 	fmt.Fprintf(&b, "SECKILL_DATABASE_URL=%s\n", d.cfg.DatabaseURL)
+	if d.cfg.PaymentProvider == paymentStripe {
+		// What a tool needs to sign webhook deliveries as Stripe would.
+		fmt.Fprintf(&b, "SECKILL_STRIPE_API_BASE=%s\n", d.cfg.StripeAPIBase)
+		fmt.Fprintf(&b, "SECKILL_STRIPE_WEBHOOK_SECRET=%s\n", d.cfg.StripeWebhook)
+	}
 	// Written whole under another name, then renamed: a reader never sees
 	// half a file, and the mode is the owner's only from the first byte.
 	tmp := path + ".tmp"
@@ -72,6 +79,12 @@ func (d devEndpoints) writeBanner(w io.Writer, devEnv string) {
 	}
 	if d.generatedJWT {
 		fmt.Fprintf(w, "JWT secret (generated for this run; set SECKILL_JWT_SECRET to choose one): %s\n", d.cfg.JWTSecret)
+	}
+	if d.cfg.PaymentProvider == paymentStripe {
+		fmt.Fprintf(w, "payments: Stripe at %s; webhooks to http://%s/api/v1/payments/webhooks/stripe\n", d.cfg.StripeAPIBase, d.addr)
+	}
+	if d.generatedWebhook {
+		fmt.Fprintf(w, "Stripe webhook secret (generated for this run; set SECKILL_STRIPE_WEBHOOK_SECRET to choose one): %s\n", d.cfg.StripeWebhook)
 	}
 	if devEnv != "" {
 		fmt.Fprintf(w, "load test: bin/loadtest sale -data-dir %s   (reads the URLs and secrets from %s)\n", d.dataDir, devEnv)

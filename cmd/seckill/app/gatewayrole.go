@@ -16,6 +16,7 @@ import (
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
@@ -98,6 +99,7 @@ func (s *System) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	life := s.lifecycle(s.store)
 	s.server, err = gateway.New(gateway.Config{
 		AdminToken:      s.cfg.AdminToken,
 		AllowedOrigins:  s.cfg.AllowedOrigins,
@@ -124,7 +126,11 @@ func (s *System) buildGateway(ctx context.Context) error {
 		// The gateway's collectors: requests, latency by route, buy outcomes.
 		Registerer: s.registry,
 
-		Lifecycle: s.lifecycle(s.store),
+		Lifecycle: life,
+		// Payments through the provider, its webhook and operators' refunds.
+		Payments:       life,
+		PaymentMetrics: s.metrics.pay,
+		StripeEvents:   s.stripeEvents(),
 		// Order status pushed on GET /api/v1/ws, from every instance's changes.
 		Live: gateway.Live{Feed: s.hub, MaxPublicSockets: caps.maxSockets,
 			SignedInReserve:   caps.liveReserve(),
@@ -221,4 +227,14 @@ func (s *System) buildBuy(gates *edge.Edge, ids seckill.OrderIDs, reader *orders
 		Orders:  reader,
 		Logger:  s.log,
 	})
+}
+
+// stripeEvents is the check of Stripe's webhook deliveries, nil (every
+// delivery refused) when Stripe is not the provider. A nil *Stripe must
+// not become a non-nil interface.
+func (s *System) stripeEvents() payment.Verifier {
+	if s.stripe == nil {
+		return nil
+	}
+	return s.stripe
 }

@@ -6,6 +6,8 @@ import (
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/payment"
+	"github.com/flashsale/seckill/orders/payment/stripepay"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
@@ -19,7 +21,25 @@ const producerTimeout = gateway.DefaultRequestTimeout
 // cancel, the workers' for the sweeper.
 func (s *System) lifecycle(store *pgstore.Store) *orders.Lifecycle {
 	return orders.NewLifecycle(orders.LifecycleConfig{Record: store, Stock: s.stock, Events: s.countedEvents(),
-		Strikes: newHoard(s.cfg, s.rdb), Log: s.log})
+		Strikes: newHoard(s.cfg, s.rdb), Log: s.log,
+		Payments: store, Provider: s.payer, Currency: s.cfg.Currency, PaymentMetrics: s.metrics.pay})
+}
+
+// buildPayer makes the payment provider SECKILL_PAYMENT_PROVIDER names.
+func (s *System) buildPayer() error {
+	if s.cfg.PaymentProvider != paymentStripe {
+		s.payer = payment.Demo{}
+		return nil
+	}
+	if s.cfg.StripeSecretKey == "" || s.cfg.StripeWebhook == "" {
+		return fmt.Errorf("config: SECKILL_PAYMENT_PROVIDER=stripe needs SECKILL_STRIPE_SECRET_KEY and SECKILL_STRIPE_WEBHOOK_SECRET")
+	}
+	st, err := stripepay.New(stripepay.Config{SecretKey: s.cfg.StripeSecretKey, WebhookSecret: s.cfg.StripeWebhook, APIBase: s.cfg.StripeAPIBase})
+	if err != nil {
+		return fmt.Errorf("payments: %w", err)
+	}
+	s.payer, s.stripe = st, st
+	return nil
 }
 
 // syncBuyer sells limit and common vouchers for the gateway.

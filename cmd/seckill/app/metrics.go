@@ -18,6 +18,7 @@ type processMetrics struct {
 	kafka  *kafkaq.Metrics
 	orders *orders.Metrics
 	passes *orders.Passes
+	pay    *orders.PaymentMetrics
 }
 
 func newProcessMetrics(reg prometheus.Registerer) (processMetrics, error) {
@@ -36,6 +37,9 @@ func newProcessMetrics(reg prometheus.Registerer) (processMetrics, error) {
 	}
 	if m.passes, err = orders.NewPasses(reg); err != nil {
 		return m, fmt.Errorf("metrics: passes: %w", err)
+	}
+	if m.pay, err = orders.NewPaymentMetrics(reg); err != nil {
+		return m, fmt.Errorf("metrics: payments: %w", err)
 	}
 	return m, nil
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/orders/payment"
+	"github.com/flashsale/seckill/orders/payment/stripepay"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
@@ -54,6 +56,10 @@ type System struct {
 	stock     *redisstock.Store
 	events    *notify.Publisher
 	catalog   *seckill.Catalog
+	// payer takes the money (SECKILL_PAYMENT_PROVIDER); stripe is set too
+	// when it is Stripe, to check its webhook deliveries.
+	payer  payment.Provider
+	stripe *stripepay.Stripe
 
 	// Built only for the roles that need them.
 	lease    *orderid.Lease
@@ -135,6 +141,9 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow,
 		WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout, Tracer: s.tracer()})
 	s.events = notify.NewPublisher(s.rdb)
+	if err := s.buildPayer(); err != nil {
+		return nil, err
+	}
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
 	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Grace: cfg.StateGrace})
 	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock, Draws: s.draws,
