@@ -6,7 +6,8 @@
 #   make test-deps  deps plus what only the tests need (chromium,
 #                prometheus for promtool, maven and java for Apache Kafka,
 #                helm in bin/ from the Go module proxy, bin/jaeger: the
-#                trace store, built from the Go module proxy)
+#                trace store, built from the Go module proxy, stripe-mock
+#                into bin/)
 #   make build   bin/seckill, stamped with the commit git names (for
 #                `seckill version`), and the load tool bin/loadtest
 #                (deploy/tools/cmd/loadtest); make build-seckill: bin/seckill alone
@@ -173,7 +174,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps helm jaeger kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: deps test-deps helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -197,10 +198,10 @@ KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
 TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 openssl
 
-deps: $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger)
+deps: $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock)
 	@$(call install_deps,$(RUN_DEPS))
 
-test-deps: helm jaeger
+test-deps: helm jaeger stripe-mock
 	@$(call install_deps,$(TEST_DEPS))
 
 # helm builds bin/helm at the version HELM pins, when it is missing or
@@ -224,6 +225,16 @@ JAEGER_BIN := bin/jaeger
 jaeger: $(JAEGER_BIN)
 $(JAEGER_BIN): $(TOOLS)/jaeger/go.mod $(TOOLS)/jaeger/go.sum
 	$(GO) -C $(TOOLS)/jaeger build -o $(CURDIR)/$(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger
+
+# stripe-mock is Stripe's mock server (a Go program, through the Go module
+# proxy), installed into bin/ where deploy/devstack finds it: the payment
+# tests start one per package, and `make run` with
+# SECKILL_DEV_PAYMENTS=stripe-mock takes payments through Stripe against one.
+# Keep the version in step with devstack.StripeMockModule.
+STRIPE_MOCK ?= github.com/stripe/stripe-mock@v0.203.0
+stripe-mock:
+	@if [ ! -x bin/stripe-mock ]; then echo "deps: go install $(STRIPE_MOCK) into bin/"; \
+		GOBIN=$(CURDIR)/bin $(GO) install $(STRIPE_MOCK); fi
 
 define install_deps
 	want=" $(1) "; missing=(); \
