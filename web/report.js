@@ -12,7 +12,8 @@
  * GET /api/v1/admin/vouchers/{id}/report. Hooks for tests:
  *   [data-field="<figure>"] dd        a figure (attempts, accepted, replayed, bots_refused,
  *                                      sold_out, time_in_line, admitted_bought, conversion,
- *                                      paid, timed_out, returned_resold)
+ *                                      paid, payments_refunds, late_payments, timed_out,
+ *                                      returned_resold)
  *   [data-refusal="<code>"] dd         refused attempts by error code
  *   svg.chart[data-chart="answers|line|orders"] path.series[data-series="<name>"]
  *   svg.chart[data-bucket-seconds]    the width of the chart's steps
@@ -173,6 +174,8 @@
       ? `${seconds(r.time_in_line_ms.p50)} / ${seconds(r.time_in_line_ms.p99)}` : 'no line');
     figure(dl, 'admitted_bought', 'Admitted / bought', `${r.admitted} / ${r.bought}`);
     figure(dl, 'conversion', 'Paid (conversion)', `${r.paid} (${pct(r.conversion)})`);
+    figure(dl, 'payments_refunds', 'Payments / refunds', `${r.payments || 0} / ${r.refunds || 0}`);
+    figure(dl, 'late_payments', 'Late payments (refunded automatically)', String(r.late_payments || 0));
     figure(dl, 'timed_out', 'Payment timeouts', String(r.timed_out));
     figure(dl, 'returned_resold', 'Units returned / resold', `${r.returned} / ${r.resold}`);
     root.append(dl);

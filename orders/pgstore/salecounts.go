@@ -187,6 +187,11 @@ func (s *Store) SaleOrders(ctx context.Context, voucherID int64) (_ salereport.O
 		SELECT v.stock_total,
 		       count(o.id) FILTER (WHERE o.status <> 'failed'),
 		       count(o.id) FILTER (WHERE o.status = 'paid'),
+		       count(o.id) FILTER (WHERE o.status = 'refunded'),
+		       (SELECT count(*) FILTER (WHERE p.status IN ('succeeded', 'refunded')) FROM payments p
+		            JOIN orders po ON po.id = p.order_id WHERE po.voucher_id = v.id),
+		       (SELECT count(*) FILTER (WHERE p.late) FROM payments p
+		            JOIN orders po ON po.id = p.order_id WHERE po.voucher_id = v.id),
 		       coalesce(sum(o.quantity), 0),
 		       (SELECT c.reserved_at FROM (
 		            SELECT reserved_at, sum(quantity) OVER (ORDER BY reserved_at, id) AS held
@@ -194,7 +199,7 @@ func (s *Store) SaleOrders(ctx context.Context, voucherID int64) (_ salereport.O
 		        WHERE c.held >= v.stock_total ORDER BY c.held LIMIT 1)
 		FROM vouchers v LEFT JOIN orders o ON o.voucher_id = v.id
 		WHERE v.id = $1
-		GROUP BY v.id`, voucherID).Scan(&f.StockTotal, &f.Bought, &f.Paid, &f.UnitsHeld, &f.SoldOutAt)
+		GROUP BY v.id`, voucherID).Scan(&f.StockTotal, &f.Bought, &f.Paid, &f.Refunds, &f.Payments, &f.LatePayments, &f.UnitsHeld, &f.SoldOutAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return f, fmt.Errorf("pgstore: voucher %d: %w", voucherID, apperr.ErrNotFound)
 	}

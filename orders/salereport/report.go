@@ -163,6 +163,9 @@ func newBuilder(voucherID int64, of OrderFigures) *builder {
 		Limiters:      map[string]int64{},
 		Bought:        of.Bought,
 		Paid:          of.Paid,
+		Payments:      of.Payments,
+		Refunds:       of.Refunds,
+		LatePayments:  of.LatePayments,
 		BucketSeconds: 1,
 		Timeline:      []api.SaleSecond{},
 	}}

@@ -64,6 +64,11 @@ type OrderFigures struct {
 	Bought, Paid int64
 	// UnitsHeld is the units every order ever held, the failed included.
 	UnitsHeld int64
+	// Payments counts the payments whose money came through the provider
+	// (succeeded, and those refunded since); Refunds the orders refunded;
+	// LatePayments the payments that came after their order was cancelled
+	// and were refunded automatically.
+	Payments, Refunds, LatePayments int64
 	// SoldOutAt is the reservation time of the order that took the
 	// stock_total-th unit (orders in reservation order, failed ones left
 	// out); nil when the orders never added up to the stock.

@@ -36,6 +36,14 @@ type SaleReport struct {
 	Bought     int64   `json:"bought"`
 	Paid       int64   `json:"paid"`
 	Conversion float64 `json:"conversion"`
+	// Payments is the payments whose money came through the provider
+	// (refunded ones included), Refunds the orders refunded (by an
+	// operator, or because their money came late), and LatePayments the
+	// payments that came after their order was cancelled, refunded
+	// automatically.
+	Payments     int64 `json:"payments"`
+	Refunds      int64 `json:"refunds"`
+	LatePayments int64 `json:"late_payments"`
 	// TimedOut is the orders the payment timeout cancelled.
 	TimedOut int64 `json:"timed_out"`
 	// Returned is the units that came back on sale (timeouts, cancels,
