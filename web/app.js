@@ -35,7 +35,7 @@
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
  *   #orders                     the order list, newest first
  *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the API's status
- *       .status                 the API's status word (reserved|created|paid|cancelled|failed)
+ *       .status                 the API's status word (reserved|created|paid|cancelled|failed|refunded)
  *       .deadline               time left to pay (server clock)
  *       .pay .cancel            buttons, shown while the order is "created"
  *   #ws-state                   socket state; data-state = offline|connecting|live|reconnecting
@@ -55,13 +55,16 @@
   const CURRENCY = 'USD';
   // Status words of the API, ranked: a status never moves back down, whatever
   // order the socket, the snapshot and REST answers arrive in.
-  const RANK = { reserved: 0, created: 1, paid: 2, cancelled: 2, failed: 2 };
+  // refunded comes after paid or cancelled (the money went back), so a late
+  // "cancelled" never hides it.
+  const RANK = { reserved: 0, created: 1, paid: 2, cancelled: 2, failed: 2, refunded: 3 };
   const STATUS_HINT = {
     reserved: 'Confirming your order…',
     created: '',
     paid: 'Paid. Enjoy!',
     cancelled: 'Cancelled, stock returned.',
     failed: 'Could not be completed, nothing was charged.',
+    refunded: 'Refunded: the money went back to you.',
   };
 
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -1072,6 +1075,7 @@
         paid: `Order ${ref} is paid.`,
         cancelled: `Order ${ref} was cancelled.`,
         failed: `Order ${ref} could not be completed; the stock was returned.`,
+        refunded: `Order ${ref} was refunded; the money went back to you.`,
       }[o.status];
       if (news) say(news, o.status === 'failed' || o.status === 'cancelled' ? 'warn' : 'ok');
       if (o.status === 'failed' || o.status === 'cancelled') scheduleVouchers(300); // stock came back
