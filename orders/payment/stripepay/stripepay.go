@@ -47,10 +47,11 @@ type Stripe struct {
 	webhookSecret string
 }
 
-// The adapter is the seam's provider and verifier.
+// The adapter is the seam's provider, verifier and authorizer.
 var (
-	_ payment.Provider = (*Stripe)(nil)
-	_ payment.Verifier = (*Stripe)(nil)
+	_ payment.Provider   = (*Stripe)(nil)
+	_ payment.Verifier   = (*Stripe)(nil)
+	_ payment.Authorizer = (*Stripe)(nil)
 )
 
 // New returns the adapter. It makes no request.
@@ -78,10 +79,48 @@ func (s *Stripe) Name() string { return Name }
 // Create implements payment.Provider with a PaymentIntent whose metadata
 // names the order, so that its events find it.
 func (s *Stripe) Create(ctx context.Context, req payment.CreateRequest) (payment.Intent, error) {
+	return s.create(ctx, req, false)
+}
+
+// Authorize implements payment.Authorizer: the same PaymentIntent with
+// capture_method=manual, so the card is only held.
+func (s *Stripe) Authorize(ctx context.Context, req payment.CreateRequest) (payment.Intent, error) {
+	return s.create(ctx, req, true)
+}
+
+// Capture implements payment.Authorizer.
+func (s *Stripe) Capture(ctx context.Context, id, idempotencyKey string) (payment.Intent, error) {
+	params := &stripe.PaymentIntentCaptureParams{}
+	if idempotencyKey != "" {
+		params.SetIdempotencyKey(idempotencyKey)
+	}
+	pi, err := s.sc.V1PaymentIntents.Capture(ctx, id, params)
+	if err != nil {
+		return payment.Intent{}, fmt.Errorf("stripepay: capture payment intent %s: %w", id, err)
+	}
+	return intentOf(pi), nil
+}
+
+// Release implements payment.Authorizer by cancelling the intent.
+func (s *Stripe) Release(ctx context.Context, id, idempotencyKey string) error {
+	params := &stripe.PaymentIntentCancelParams{}
+	if idempotencyKey != "" {
+		params.SetIdempotencyKey(idempotencyKey)
+	}
+	if _, err := s.sc.V1PaymentIntents.Cancel(ctx, id, params); err != nil {
+		return fmt.Errorf("stripepay: release payment intent %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Stripe) create(ctx context.Context, req payment.CreateRequest, hold bool) (payment.Intent, error) {
 	params := &stripe.PaymentIntentCreateParams{
 		Amount:   stripe.Int64(req.AmountCents),
 		Currency: stripe.String(lowerCurrency(req.Currency)),
 		Metadata: map[string]string{metadataOrderID: strconv.FormatInt(req.OrderID, 10)},
+	}
+	if hold {
+		params.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
 	}
 	if req.IdempotencyKey != "" {
 		params.SetIdempotencyKey(req.IdempotencyKey)
