@@ -14,6 +14,21 @@ import (
 	"github.com/flashsale/seckill/seckill/api"
 )
 
+// openSaleReport opens the operator page and the voucher's report on it.
+func openSaleReport(t *testing.T, ts *testSystem, vid string) *browser {
+	t.Helper()
+	b := openOperatorPage(t, ts)
+	reportButton := fmt.Sprintf(`#stats tbody tr[data-voucher-id="%s"] td[data-field="pause"] button.report-open`, vid)
+	b.waitJS("the voucher's row has a Report button", fmt.Sprintf(`document.querySelector('%s') !== null`, reportButton))
+	b.do("open the voucher's report", chromedp.Click(chromedp.CSS(reportButton)))
+	return b
+}
+
+// figure is the script that reads one figure of the report shown.
+func figure(field string) string {
+	return fmt.Sprintf(`document.querySelector('#report [data-field="%s"] dd')?.textContent`, field)
+}
+
 // TestBrowserSaleReport: after a small sale (eight shoppers for five
 // units, two of them paying), the operator page shows the voucher's report:
 // the figures the API answers and its charts as inline SVG, one series per
@@ -46,13 +61,7 @@ func TestBrowserSaleReport(t *testing.T) {
 		return rep.Attempts == 8 && rep.Paid == 2 && len(rep.Timeline) > 0 && sumPaid(rep) == 2
 	}, 20*time.Second, 200*time.Millisecond)
 
-	b := openOperatorPage(t, ts)
-	reportButton := fmt.Sprintf(`#stats tbody tr[data-voucher-id="%s"] td[data-field="pause"] button.report-open`, vid)
-	b.waitJS("the voucher's row has a Report button", fmt.Sprintf(`document.querySelector('%s') !== null`, reportButton))
-	b.do("open the voucher's report", chromedp.Click(chromedp.CSS(reportButton)))
-	figure := func(field string) string {
-		return fmt.Sprintf(`document.querySelector('#report [data-field="%s"] dd')?.textContent`, field)
-	}
+	b := openSaleReport(t, ts, vid)
 	b.waitJS("the report is shown", fmt.Sprintf(`document.querySelector('#report').dataset.voucherId === %q && %s === '8'`, vid, figure("attempts")))
 	require.Equal(t, "5", b.eval(figure("accepted")))
 	require.Equal(t, "0 / 5", b.eval(figure("admitted_bought")), "no waiting room: none admitted, five bought")

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/deploy/devstack"
@@ -120,11 +119,11 @@ func TestPaymentsThroughStripe(t *testing.T) {
 
 	// Forged and stale deliveries: 400 invalid_signature, nothing changes.
 	lateOne := buyers[onTime]
-	ev := succeededEvent("evt_forged", lateOne.pay, lateOne.order, lateOne.amount)
+	forged := succeededEvent("evt_forged", lateOne.pay, lateOne.order, lateOne.amount)
 	for _, d := range []stripetest.Delivery{
-		{Body: ev.Body},
-		{Body: ev.Body, Signature: stripetest.Sign(ev.Body, "whsec_forged", time.Now()).Signature},
-		{Body: ev.Body, Signature: stripetest.Sign(ev.Body, stripetest.Secret, time.Now().Add(-10*time.Minute)).Signature},
+		{Body: forged.Body},
+		{Body: forged.Body, Signature: stripetest.Sign(forged.Body, "whsec_forged", time.Now()).Signature},
+		{Body: forged.Body, Signature: stripetest.Sign(forged.Body, stripetest.Secret, time.Now().Add(-10*time.Minute)).Signature},
 		succeededEvent("evt_cheap", lateOne.pay, lateOne.order, lateOne.amount-1),
 	} {
 		a := ts.webhook(t, d)
@@ -176,14 +175,24 @@ func TestPaymentsThroughStripe(t *testing.T) {
 	require.Equal(t, int64(late+1), rep.Refunds)
 	require.Equal(t, int64(late), rep.LatePayments)
 
-	// The operator page shows them.
-	b := openOperatorPage(t, ts)
-	reportButton := fmt.Sprintf(`#stats tbody tr[data-voucher-id="%s"] td[data-field="pause"] button.report-open`, vid)
-	b.waitJS("the voucher's row has a Report button", fmt.Sprintf(`document.querySelector('%s') !== null`, reportButton))
-	b.do("open the voucher's report", chromedp.Click(chromedp.CSS(reportButton)))
-	figure := func(field string) string {
-		return fmt.Sprintf(`document.querySelector('#report [data-field="%s"] dd')?.textContent`, field)
+	// The metrics count each event once by its result.
+	fams := ts.scrape(t)
+	ev := func(typ, result string) float64 {
+		return counter(t, fams, "seckill_payment_events_total", "type", typ, "result", result)
 	}
+	require.Equal(t, float64(onTime), ev("payment_intent.succeeded", "applied"))
+	require.Equal(t, float64(late), ev("payment_intent.succeeded", "late_refund"))
+	require.Equal(t, float64(onTime+late), ev("payment_intent.succeeded", "duplicate"))
+	require.Equal(t, 1.0, ev("payment_intent.succeeded", "rejected"), "the underpaid one")
+	require.Equal(t, 3.0, ev("unknown", "invalid_signature"))
+	require.Equal(t, 1.0, ev("charge.refunded", "applied"))
+	require.Equal(t, float64(late), counter(t, fams, "seckill_payment_late_refunds_total"))
+	require.Equal(t, float64(onTime+late), counter(t, fams, "seckill_payments_total", "status", "pending"))
+	require.Equal(t, float64(onTime+late), counter(t, fams, "seckill_payments_total", "status", "succeeded"))
+	require.Equal(t, 1.0, counter(t, fams, "seckill_payments_total", "status", "refunded"))
+
+	// The operator page shows them.
+	b := openSaleReport(t, ts, vid)
 	b.waitJS("the report is shown", fmt.Sprintf(`document.querySelector('#report').dataset.voucherId === %q && %s !== undefined`, vid, figure("payments_refunds")))
 	require.Equal(t, fmt.Sprintf("%d / %d", onTime+late, late+1), b.eval(figure("payments_refunds")))
 	require.Equal(t, strconv.Itoa(late), b.eval(figure("late_payments")))
