@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	})
 	transitions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_orders_total",
-		Help: "Orders that entered each status (created, paid, cancelled, failed), counted once per committed transition.",
+		Help: "Orders that entered each status (created, paid, cancelled, failed, refunded), counted once per committed transition.",
 	}, []string{"status"})
 	swept := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "seckill_sweeper_cancelled_total",
@@ -70,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		heals.WithLabelValues(r)
 		healFailures.WithLabelValues(r)
 	}
-	for _, s := range []Status{StatusCreated, StatusPaid, StatusCancelled, StatusFailed} {
+	for _, s := range []Status{StatusCreated, StatusPaid, StatusCancelled, StatusFailed, StatusRefunded} {
 		m.byStatus[s] = transitions.WithLabelValues(string(s))
 	}
 	return m, nil

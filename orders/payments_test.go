@@ -24,9 +24,8 @@ import (
 // stripe-mock; events are delivered as Stripe delivers them, signed.
 type payEnv struct {
 	*lifeEnv
-	stripe  *stripepay.Stripe
-	evSeq   atomic.Int64
-	metrics *orders.PaymentMetrics
+	stripe *stripepay.Stripe
+	evSeq  atomic.Int64
 }
 
 func newPayEnv(t testing.TB, total int64, payTimeout time.Duration, mock *devstack.StripeMock) *payEnv {
