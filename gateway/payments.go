@@ -31,6 +31,32 @@ type OrderPayments interface {
 // HeaderStripeSignature carries Stripe's signature of a webhook delivery.
 const HeaderStripeSignature = "Stripe-Signature"
 
+// WebhookBodyLimit is the largest provider delivery taken: Stripe's events
+// carry whole objects (a charge is a few KiB), over the API's own limit.
+const WebhookBodyLimit = 64 << 10
+
+// stripeWebhookPath is the route of Stripe's deliveries.
+const stripeWebhookPath = "/api/v1/payments/webhooks/stripe"
+
+// readLimit is the most the server reads of a body: Config.BodyLimit, or
+// WebhookBodyLimit when Stripe's deliveries come here, every other route
+// then holding its bodies to Config.BodyLimit itself (capBodies).
+func (s *Server) readLimit() int {
+	if s.deps.StripeEvents == nil {
+		return s.cfg.BodyLimit
+	}
+	return max(s.cfg.BodyLimit, WebhookBodyLimit)
+}
+
+// capBodies refuses, on every route but the webhook's, a body over
+// Config.BodyLimit that the server read because the webhook takes larger.
+func (s *Server) capBodies(c *fiber.Ctx) error {
+	if len(c.Request().Body()) > s.cfg.BodyLimit && c.Path() != stripeWebhookPath {
+		return apperr.Public(apperr.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit))
+	}
+	return c.Next()
+}
+
 // errNoPayments answers the payment routes of an instance without them.
 var errNoPayments = fmt.Errorf("%w: payments are not taken on this instance", apperr.ErrUnavailable)
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,4 +153,23 @@ func TestRefundRoute(t *testing.T) {
 	require.Equal(t, "paid", decode[api.Order](t, body).Status)
 	resp, body = b.do(t, "POST", "/api/v1/admin/orders/11/refund", "", "Authorization", bearerOf(b.shopper))
 	requireAPIError(t, resp, body, 403, "forbidden")
+}
+
+// Stripe's deliveries may be larger than the API's own bodies; every other
+// route still refuses a body over the limit.
+func TestWebhookTakesLargerBodies(t *testing.T) {
+	t.Parallel()
+	b, pays := setupPayments(t, true)
+	pad := strings.Repeat(" ", 20<<10)
+	body := `{"id":"evt_big","object":"event","api_version":"2025-08-27.basil","type":"payment_intent.succeeded","data":{"object":` +
+		`{"id":"pi_1","object":"payment_intent","amount":500,"currency":"cny","status":"succeeded","metadata":{"order_id":"11"}}},"pad":"` + pad + `"}`
+	d := stripetest.Sign([]byte(body), stripetest.Secret, time.Now())
+	resp, raw := b.do(t, "POST", "/api/v1/payments/webhooks/stripe", body, HeaderStripeSignature, d.Signature)
+	require.Equal(t, 200, resp.StatusCode, string(raw))
+	require.Equal(t, 1, pays.count())
+
+	resp, raw = b.do(t, "POST", "/api/v1/users", `{"username":"abc","password":"`+pad+`"}`)
+	requireAPIError(t, resp, raw, 413, "too_large")
+	resp, raw = b.do(t, "POST", "/api/v1/payments/webhooks/stripe", strings.Repeat(" ", WebhookBodyLimit+1), HeaderStripeSignature, d.Signature)
+	require.Equal(t, 413, resp.StatusCode, string(raw))
 }

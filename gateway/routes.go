@@ -22,6 +22,9 @@ func (s *Server) routes() error {
 		app.Use(s.metrics.middleware)
 	}
 	app.Use(s.observe)
+	if s.readLimit() > s.cfg.BodyLimit {
+		app.Use(s.capBodies)
+	}
 	if len(s.cfg.AllowedOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
 			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),

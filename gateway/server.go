@@ -287,7 +287,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.ready = NewReadiness(deps.Checks, cfg.ReadyTimeout, cfg.ReadyMaxAge, deps.Logger)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seckill",
-		BodyLimit:             cfg.BodyLimit,
+		BodyLimit:             s.readLimit(),
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
