@@ -65,14 +65,16 @@ func (l *Lifecycle) StartPayment(ctx context.Context, userID, orderID int64) (_ 
 	if err != nil {
 		return Payment{}, false, fmt.Errorf("orders: start payment: %w", err)
 	}
-	if pending != nil {
-		return *pending, false, nil
-	}
+	// An order that no longer waits for money gets no payment, not even
+	// its pending one: money for it would only be refunded.
 	if o.Status != StatusCreated || !o.PayDeadline.After(l.now()) {
 		if o.Status == StatusPaid {
 			return Payment{}, false, apperr.Public(apperr.ErrConflict, "the order is paid already")
 		}
 		return Payment{}, false, apperr.Public(apperr.ErrConflict, "the order is no longer waiting for payment")
+	}
+	if pending != nil {
+		return *pending, false, nil
 	}
 	n, err := l.pay.record.PaymentAttempts(ctx, orderID)
 	if err != nil {

@@ -319,6 +319,8 @@ func TestSweeperAsksProviderFirst(t *testing.T) {
 	require.Len(t, list, 1)
 	require.Equal(t, orders.StatusCancelled, list[0].Status)
 	e2.check(t)
+	_, _, err = e2.life.StartPayment(e2.ctx, r.UserID, r.OrderID)
+	require.ErrorIs(t, err, apperr.ErrConflict, "a cancelled order takes no payment, not even its pending one")
 }
 
 // An operator's refund: the order stays paid until the provider confirms;
