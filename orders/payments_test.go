@@ -135,6 +135,9 @@ func TestPaymentsCrowdPaysOnce(t *testing.T) {
 		require.Equal(t, payment.StatusSucceeded, o.Payment.Status)
 		require.Equal(t, []orders.Status{orders.StatusCreated, orders.StatusPaid}, e.events.eventsFor(r.OrderID), "announced once")
 		require.Equal(t, 2, e.eventRows(t, r.OrderID), "each event recorded once")
+		var payments int
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM payments WHERE order_id = $1`, r.OrderID).Scan(&payments))
+		require.Equal(t, 1, payments, "one payment per order, however often it was asked for")
 	}
 	st := e.check(t)
 	require.Equal(t, int64(n), st.Orders[orders.StatusPaid])
