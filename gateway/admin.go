@@ -44,7 +44,25 @@ func (s *Server) createVoucher(c *fiber.Ctx, act *seckill.Action) error {
 	if err != nil {
 		return err
 	}
+	if created.WaitingRoom.IsDraw() && s.deps.Draws != nil {
+		s.commitDraw(c.UserContext(), &created)
+	}
 	return c.Status(fiber.StatusCreated).JSON(voucherJSON(created))
+}
+
+// commitDraw commits a new draw voucher to its beacon round and shows the
+// commitment in the answer. The voucher is made already: should the beacon
+// not answer, the drawer commits it later (before entries open), and the
+// answer says null until then.
+func (s *Server) commitDraw(ctx context.Context, v *seckill.Voucher) {
+	if _, err := s.deps.Draws.CommitBeacon(ctx, *v); err != nil {
+		s.log.WarnContext(ctx, "draw voucher made, its beacon round not committed yet: the drawer commits it",
+			"voucher_id", v.ID, "err", err)
+		return
+	}
+	if f, err := s.deps.Draws.Face(ctx, v.ID); err == nil {
+		v.Draw = &f
+	}
 }
 
 // setVoucherState pauses one voucher's sale or ends the pause; every
@@ -221,11 +239,11 @@ func (s *Server) drawEntries(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	info, err := s.deps.Draws.Info(c.UserContext(), line.VoucherID)
+	face, err := s.deps.Draws.Face(c.UserContext(), line.VoucherID)
 	if err != nil {
 		return err
 	}
-	if info.Seed == nil {
+	if _, drawn := draw.RandomnessFrom(face); !drawn {
 		return draw.ErrNotDrawn
 	}
 	draws := s.deps.Draws

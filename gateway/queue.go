@@ -51,13 +51,19 @@ type AdmitRates interface {
 
 // Draws is the sales by draw (*draw.Store implements it).
 type Draws interface {
+	// CommitBeacon commits a new draw voucher to its beacon round.
+	CommitBeacon(ctx context.Context, v seckill.Voucher) (draw.BeaconCommitment, error)
+	// Face reads a draw's public face from the record (or memory within a
+	// second).
+	Face(ctx context.Context, voucherID int64) (seckill.DrawFace, error)
 	// Enter enters the user once; seckill.ErrNotStarted before the window,
-	// seckill.ErrEnded for a new entry from begin_at.
+	// seckill.ErrEnded for a new entry from begin_at (or in a void draw).
 	Enter(ctx context.Context, l waitroom.Line, userID int64) (draw.EntryStatus, error)
 	// Entered reads the user's entry.
 	Entered(ctx context.Context, l waitroom.Line, userID int64) (draw.EntryStatus, error)
-	// Info reads the draw: commitment, seed once drawn, cut-off.
-	Info(ctx context.Context, voucherID int64) (draw.Info, error)
+	// EntryList is every entry id, sorted, one a line (draw.ErrNotDrawn
+	// before the draw).
+	EntryList(ctx context.Context, voucherID int64) ([]byte, error)
 	// Export writes every entry as CSV (draw.ErrNotDrawn before the draw).
 	Export(ctx context.Context, l waitroom.Line, w io.Writer) error
 }
@@ -153,7 +159,7 @@ func (s *Server) joinCaptcha(c *fiber.Ctx, v seckill.Voucher, in api.QueueJoin) 
 
 // queueStatus is GET /api/v1/vouchers/{id}/queue: 404 when not in line.
 func (s *Server) queueStatus(c *fiber.Ctx) error {
-	_, line, err := s.queueLine(c)
+	v, line, err := s.queueLine(c)
 	if err != nil {
 		return err
 	}
@@ -161,7 +167,7 @@ func (s *Server) queueStatus(c *fiber.Ctx) error {
 		if s.deps.Draws == nil {
 			return apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
 		}
-		q, err := s.drawPlace(c.UserContext(), line, userIDOf(c))
+		q, err := s.drawPlace(c.UserContext(), v, line, userIDOf(c))
 		if err != nil {
 			return err
 		}
@@ -207,34 +213,45 @@ func (s *Server) enterDraw(c *fiber.Ctx, v seckill.Voucher, line waitroom.Line, 
 			return err
 		}
 		// From begin_at an entrant reads the result; a newcomer is refused.
-		if q, qerr := s.drawPlace(ctx, line, uid); qerr == nil {
+		if q, qerr := s.drawPlace(ctx, v, line, uid); qerr == nil {
 			return c.JSON(q)
 		}
 		return err
 	}
-	q, err := s.drawPlace(ctx, line, uid)
+	q, err := s.drawPlace(ctx, v, line, uid)
 	if err != nil {
 		return err
 	}
 	return c.JSON(q)
 }
 
-// drawPlace is the user's queue object in line's draw: entered until the
-// draw, then the result with the user's own ticket; 404 for a non-entrant.
-func (s *Server) drawPlace(ctx context.Context, line waitroom.Line, uid int64) (api.Queue, error) {
-	info, err := s.deps.Draws.Info(ctx, line.VoucherID)
+// drawPlace is the user's queue object in line's draw, with their entry
+// id: entered until the draw, then the result with the user's own ticket;
+// void for everyone when the draw is void; 404 for a non-entrant. The
+// draw's face comes from the catalog's memory (v.Draw), the entry from
+// Redis: no database query per shopper.
+func (s *Server) drawPlace(ctx context.Context, v seckill.Voucher, line waitroom.Line, uid int64) (api.Queue, error) {
+	var face seckill.DrawFace
+	if v.Draw != nil {
+		face = *v.Draw
+	}
+	if face.Void {
+		return api.Queue{VoucherID: idString(line.VoucherID), State: string(waitroom.StateVoid)}, nil
+	}
+	e, err := s.deps.Draws.Entered(ctx, line, uid)
 	if err != nil {
 		return api.Queue{}, err
 	}
-	if info.Seed == nil {
-		e, err := s.deps.Draws.Entered(ctx, line, uid)
-		if err != nil {
-			return api.Queue{}, err
+	r, drawn := draw.RandomnessFrom(face)
+	if !e.Entered {
+		if drawn {
+			return api.Queue{}, apperr.Public(apperr.ErrNotFound, "you did not enter this voucher's draw")
 		}
-		if !e.Entered {
-			return api.Queue{}, apperr.Public(apperr.ErrNotFound, "you have not entered this voucher's draw")
-		}
-		return api.Queue{VoucherID: idString(line.VoucherID), State: string(waitroom.StateEntered)}, nil
+		return api.Queue{}, apperr.Public(apperr.ErrNotFound, "you have not entered this voucher's draw")
+	}
+	entry := e.EntryID
+	if !drawn {
+		return api.Queue{VoucherID: idString(line.VoucherID), State: string(waitroom.StateEntered), EntryID: &entry}, nil
 	}
 	st, err := s.deps.Room.Status(ctx, line, uid)
 	if err != nil {
@@ -244,7 +261,30 @@ func (s *Server) drawPlace(ctx context.Context, line waitroom.Line, uid int64) (
 		return api.Queue{}, err
 	}
 	q := waitroom.QueueJSON(st)
-	ticket := draw.TicketOf(*info.Seed, line.VoucherID, uid).String()
-	q.Ticket = &ticket
+	ticket := draw.TicketOf(r, line.VoucherID, entry).String()
+	q.Ticket, q.EntryID = &ticket, &entry
 	return q, nil
+}
+
+// drawEntryList is GET /api/v1/vouchers/{id}/draw/entries (anyone): every
+// entry id of the draw, sorted, one a line, once it is made; from memory,
+// and a CDN may keep it (it never changes).
+func (s *Server) drawEntryList(c *fiber.Ctx) error {
+	_, line, ok, err := s.routeLine(c)
+	if err != nil {
+		return err
+	}
+	if !ok || !line.Draw {
+		return apperr.Public(apperr.ErrNotFound, "this voucher is not sold by draw, so it has no entries")
+	}
+	if s.deps.Draws == nil {
+		return apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
+	}
+	b, err := s.deps.Draws.EntryList(c.UserContext(), line.VoucherID)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/plain; charset=utf-8")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=3600, immutable")
+	return c.Send(b)
 }

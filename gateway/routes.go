@@ -51,6 +51,7 @@ func (s *Server) routes() error {
 	getOnly("/captcha", s.perAddress, s.newCaptcha)
 	api.Get("/vouchers", s.perAddress, s.listVouchers)
 	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
+	getOnly("/vouchers/:id/draw/entries", s.perAddress, s.drawEntryList)
 	buy := []fiber.Handler{s.requireShopper, s.buy}
 	if s.metrics != nil {
 		buy = append([]fiber.Handler{s.metrics.countRefusedBuys}, buy...)

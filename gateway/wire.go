@@ -71,12 +71,28 @@ func drawOut(v seckill.Voucher) *api.Draw {
 	if !v.WaitingRoom.IsDraw() {
 		return nil
 	}
-	d := &api.Draw{}
+	d := &api.Draw{Commitments: []api.DrawCommitment{}}
 	if f := v.Draw; f != nil {
 		d.Entries = f.Entries
 		d.Commitment, d.Seed, d.Cutoff = nonEmpty(f.Commitment), nonEmpty(f.Seed), nonEmpty(f.Cutoff)
+		d.Beacon = beaconOut(f.Beacon)
+		d.EntriesHash = nonEmpty(f.EntriesHash)
+		d.Void, d.VoidReason = f.Void, nonEmpty(f.Why)
+		for _, c := range f.Commitments[:f.NCommitments] {
+			d.Commitments = append(d.Commitments, api.DrawCommitment{Kind: c.Kind, At: time.UnixMilli(c.AtMs).UTC(),
+				Beacon: beaconOut(c.Beacon), EntriesHash: nonEmpty(c.EntriesHash)})
+		}
 	}
 	return d
+}
+
+// beaconOut is a draw's beacon round, nil before one is committed.
+func beaconOut(b seckill.BeaconFace) *api.Beacon {
+	if b.Round == 0 {
+		return nil
+	}
+	return &api.Beacon{Network: "drand", ChainHash: b.ChainHash, Round: b.Round,
+		RoundAt: time.UnixMilli(b.RoundAtMs).UTC(), Signature: nonEmpty(b.Signature)}
 }
 
 // nonEmpty is s, or nil for "".

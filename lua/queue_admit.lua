@@ -45,6 +45,8 @@ local size = redis.call('ZCARD', KEYS[1])
 local begin = tonumber(ARGV[1])
 local landed = tonumber(redis.call('HGET', KEYS[2], 'landed') or '0')
 if now < begin then return {head, now, size - head, 0, 0, 0, 0, 0, landed} end
+-- A draw being seated (queue_seat.lua, slice by slice) admits nobody until its last slice is in.
+if redis.call('HEXISTS', KEYS[2], 'seat_next') == 1 then return {head, now, size - head, 0, 0, 0, 0, 0, landed} end
 -- A room nobody stepped for over a second (its voucher paused: the admitters skip it; or every
 -- gateway down) stood still: its passes' lifetimes move on by the stop, so nobody admitted loses
 -- the turn to a wait in which they could not buy. room.at is the last step's time;

@@ -103,12 +103,48 @@ type EntryRule struct {
 	Allowlist bool
 }
 
-// DrawFace is what anyone may see of a draw: the commitment from when
-// entries open, the seed and the cut-off once drawn (empty before), and
-// how many entered.
+// DrawFace is what anyone may see of a draw: the beacon round it takes its
+// outcome from, the hash of its entries once frozen, every commitment it
+// showed, the round's signature and the cut-off once drawn (empty before),
+// whether it is void, and how many entered. Commitment and Seed are a
+// seed-based draw's (before the beacon), empty for the others. It is
+// comparable, so the catalog tells a change with ==.
 type DrawFace struct {
 	Commitment, Seed, Cutoff string
 	Entries                  int64
+	// Beacon is the round committed to; zero Round before it is.
+	Beacon BeaconFace
+	// EntriesHash is the hex SHA-256 of the sorted entry ids, each
+	// followed by a newline, published when entries freeze.
+	EntriesHash string
+	// Commitments are every commitment shown, oldest first: the first
+	// NCommitments of the array (a draw commits to a beacon and to its
+	// entries, once each).
+	Commitments  [2]DrawCommitment
+	NCommitments int
+	// Void is set when the draw's state was lost before it was made; Why
+	// says what happened.
+	Void bool
+	Why  string
+}
+
+// BeaconFace is a drand round a draw commits to.
+type BeaconFace struct {
+	ChainHash string
+	Round     uint64
+	// RoundAtMs is the round's time, Unix milliseconds.
+	RoundAtMs int64
+	// Signature is the round's signature in hex, empty until the draw.
+	Signature string
+}
+
+// DrawCommitment is one commitment a draw showed: a beacon (Beacon) or an
+// entries hash (EntriesHash), when it was recorded.
+type DrawCommitment struct {
+	Kind        string
+	Beacon      BeaconFace
+	EntriesHash string
+	AtMs        int64
 }
 
 // WaitingRoom is how a voucher's line admits shoppers.

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,8 +39,9 @@ type DrandOptions struct {
 	Dir string
 	// Period is the time between rounds (default 1 s).
 	Period time.Duration
-	// GenesisDelay is how long after the network is set up its first
-	// round comes (default 2 s).
+	// GenesisDelay is how long after the key ceremony begins the first
+	// round comes (default 7 s): the ceremony itself takes about five, and
+	// a network whose genesis passed before it ended makes no rounds.
 	GenesisDelay time.Duration
 	// Log receives progress messages; nil discards them.
 	Log *slog.Logger
@@ -53,7 +55,10 @@ type Drand struct {
 	// LogPath is the file the node's output goes to.
 	LogPath string
 
-	srv *server
+	opts                      DrandOptions
+	keys, priv, pub, ctl, dir string
+	mu                        sync.Mutex // guards srv: dev mode stops what it started in the background
+	srv                       *server
 }
 
 // FindDrand is the drand binary to run: $SECKILL_DRAND_BIN, else bin/drand
@@ -100,6 +105,20 @@ func FindDrand(ctx context.Context, log *slog.Logger) (string, error) {
 // runs its key ceremony (threshold 1); it returns once the chain's info is
 // served. The first round comes GenesisDelay after that: Wait waits for it.
 func StartDrand(ctx context.Context, opts DrandOptions) (*Drand, error) {
+	d, err := PrepareDrand(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Start(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// PrepareDrand chooses the network's ports, so its URL is known, and
+// starts nothing: Start does (dev mode starts it in the background, the
+// URL already configured).
+func PrepareDrand(opts DrandOptions) (*Drand, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("devstack: DrandOptions.Dir is empty")
 	}
@@ -107,20 +126,18 @@ func StartDrand(ctx context.Context, opts DrandOptions) (*Drand, error) {
 		opts.Period = time.Second
 	}
 	if opts.GenesisDelay <= 0 {
-		opts.GenesisDelay = 2 * time.Second
+		opts.GenesisDelay = 7 * time.Second
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("devstack: drand dir: %w", err)
 	}
+	// A network is new at every start (its rounds are kept in memory): a
+	// folder's old keys would make another chain.
 	keys := filepath.Join(dir, "keys")
+	_ = os.RemoveAll(keys)
 	if err := os.MkdirAll(keys, 0o700); err != nil {
 		return nil, fmt.Errorf("devstack: drand dir: %w", err)
-	}
-	log := logger(opts.Log)
-	bin, err := FindDrand(ctx, log)
-	if err != nil {
-		return nil, err
 	}
 	ports := make([]int, 3)
 	for i := range ports {
@@ -131,8 +148,20 @@ func StartDrand(ctx context.Context, opts DrandOptions) (*Drand, error) {
 	priv := "127.0.0.1:" + strconv.Itoa(ports[0])
 	pub := "127.0.0.1:" + strconv.Itoa(ports[1])
 	ctl := strconv.Itoa(ports[2])
-	d := &Drand{URL: "http://" + pub, LogPath: filepath.Join(dir, "drand.log")}
+	d := &Drand{URL: "http://" + pub, LogPath: filepath.Join(dir, "drand.log"),
+		opts: opts, keys: keys, priv: priv, pub: pub, ctl: ctl, dir: dir}
+	return d, nil
+}
 
+// Start builds the binary if need be, starts the node and runs the key
+// ceremony; it returns once the chain's info is served.
+func (d *Drand) Start(ctx context.Context) error {
+	opts, keys, priv, pub, ctl, dir := d.opts, d.keys, d.priv, d.pub, d.ctl, d.dir
+	log := logger(opts.Log)
+	bin, err := FindDrand(ctx, log)
+	if err != nil {
+		return err
+	}
 	run := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, bin, args...)
 		out, err := cmd.CombinedOutput()
@@ -144,9 +173,9 @@ func StartDrand(ctx context.Context, opts DrandOptions) (*Drand, error) {
 		return nil
 	}
 	if err := run("generate-keypair", "--folder", keys, "--scheme", DrandScheme, priv); err != nil {
-		return nil, err
+		return err
 	}
-	d.srv = &server{
+	srv := &server{
 		log: log,
 		spec: procSpec{
 			name: "drand",
@@ -166,8 +195,11 @@ func StartDrand(ctx context.Context, opts DrandOptions) (*Drand, error) {
 			return err
 		},
 	}
-	if err := d.srv.start(ctx); err != nil {
-		return nil, err
+	d.mu.Lock()
+	d.srv = srv
+	d.mu.Unlock()
+	if err := srv.start(ctx); err != nil {
+		return err
 	}
 	proposal := filepath.Join(dir, "proposal.toml")
 	steps := [][]string{
@@ -179,15 +211,15 @@ func StartDrand(ctx context.Context, opts DrandOptions) (*Drand, error) {
 	for _, s := range steps {
 		if err := run(s...); err != nil {
 			_ = d.Stop(context.Background())
-			return nil, err
+			return err
 		}
 	}
 	if err := d.waitInfo(ctx); err != nil {
 		_ = d.Stop(context.Background())
-		return nil, err
+		return err
 	}
-	log.Info("devstack: drand ready", "url", d.URL, "period", opts.Period, "dir", dir, "pid", d.srv.pid())
-	return d, nil
+	log.Info("devstack: drand ready", "url", d.URL, "period", opts.Period, "dir", dir, "pid", srv.pid())
+	return nil
 }
 
 // waitInfo polls /info until the key ceremony has made the chain.
@@ -219,11 +251,17 @@ func (d *Drand) ChainHash(ctx context.Context) (string, error) {
 	return info.Hash, nil
 }
 
-// Wait returns once the network has served its first round.
+// Wait returns once the network has served its first round (before it,
+// /public/latest answers the genesis, without a round number).
 func (d *Drand) Wait(ctx context.Context) error {
 	for {
-		if _, err := d.get(ctx, "/public/latest"); err == nil {
-			return nil
+		if b, err := d.get(ctx, "/public/latest"); err == nil {
+			var r struct {
+				Round uint64 `json:"round"`
+			}
+			if json.Unmarshal(b, &r) == nil && r.Round >= 1 {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -253,5 +291,14 @@ func (d *Drand) get(ctx context.Context, path string) ([]byte, error) {
 	return b, nil
 }
 
-// Stop ends the node (SIGTERM, then SIGKILL if ctx ends first).
-func (d *Drand) Stop(ctx context.Context) error { return d.srv.stop(ctx) }
+// Stop ends the node (SIGTERM, then SIGKILL if ctx ends first); it does
+// nothing before Start.
+func (d *Drand) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	srv := d.srv
+	d.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.stop(ctx)
+}

@@ -14,7 +14,7 @@ type QueueJoin struct {
 type Queue struct {
 	VoucherID string `json:"voucher_id"`
 	// State is waiting, admitted, expired, sold_out or closed; in a draw
-	// entered, won, waitlisted or lost.
+	// entered, won, waitlisted, lost or void.
 	State string `json:"state"`
 	// Position counts from 1 while waiting; 0 otherwise.
 	Position   int64 `json:"position"`
@@ -26,4 +26,6 @@ type Queue struct {
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
 	// Ticket is a draw entrant's own rank key once drawn; absent otherwise.
 	Ticket *string `json:"ticket,omitempty"`
+	// EntryID is a draw entrant's own opaque entry id; absent otherwise.
+	EntryID *string `json:"entry_id,omitempty"`
 }

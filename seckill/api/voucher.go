@@ -53,12 +53,43 @@ type AllowlistSize struct {
 }
 
 // Draw is a sale by draw, as anyone may check it (the `Draw` object): each
-// figure null until published.
+// figure null until published. Commitment and Seed are a seed-based draw's
+// (before the beacon), null for the others.
 type Draw struct {
 	Commitment *string `json:"commitment"`
 	Seed       *string `json:"seed"`
 	Entries    int64   `json:"entries"`
 	Cutoff     *string `json:"cutoff"`
+	// Beacon is the round the draw takes its outcome from, null until
+	// committed; its signature null until the draw.
+	Beacon *Beacon `json:"beacon"`
+	// EntriesHash is the hex SHA-256 of the sorted entry ids, each followed
+	// by a newline, from begin_at.
+	EntriesHash *string `json:"entries_hash"`
+	// Commitments are every commitment the draw showed, oldest first.
+	Commitments []DrawCommitment `json:"commitments"`
+	// Void is true when the draw's state was lost before it was made;
+	// VoidReason says what happened.
+	Void       bool    `json:"void"`
+	VoidReason *string `json:"void_reason"`
+}
+
+// Beacon is a drand round a draw commits to (the `Beacon` object).
+type Beacon struct {
+	Network   string    `json:"network"`
+	ChainHash string    `json:"chain_hash"`
+	Round     uint64    `json:"round"`
+	RoundAt   time.Time `json:"round_at"`
+	Signature *string   `json:"signature"`
+}
+
+// DrawCommitment is one commitment a draw showed (the `DrawCommitment`
+// object): a beacon round or an entries hash.
+type DrawCommitment struct {
+	Kind        string    `json:"kind"`
+	At          time.Time `json:"at"`
+	Beacon      *Beacon   `json:"beacon,omitempty"`
+	EntriesHash *string   `json:"entries_hash,omitempty"`
 }
 
 // WaitingRoom is a voucher's waiting room, out and in (the `WaitingRoom`

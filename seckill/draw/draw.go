@@ -1,19 +1,21 @@
 // Package draw is a sale by verifiable draw instead of a race: shoppers
 // enter during a window before the sale, and at its start every entry is
-// ranked by a key nobody could know in advance, winners first.
+// ranked by a ticket nobody, the operator included, could know in advance.
 //
-// The rank is checkable by anyone. When entries open, the sale publishes
-// the commitment SHA-256(seed) of a secret random 32-byte seed; at the draw
-// it publishes the seed. Each entry's rank key (its ticket) is
-// HMAC-SHA256(key = seed, message = "<voucher_id>:<user_id>"), and the
-// winners are the entries with the lowest tickets. So a shopper checks the
-// seed against the commitment (the operator could not pick a seed after
-// seeing the entries), computes their own ticket and compares it with the
-// cut-off, the highest winning ticket; an auditor recomputes every ticket of
-// the exported entry list. The README shows how with sha256sum and openssl.
+// The outcome comes from a public randomness beacon (seckill/beacon): when
+// the voucher is made, its draw commits to a drand round whose time is
+// after begin_at. Each entry gets an opaque random entry id. At begin_at
+// the entries freeze and their hash, SHA-256 of the sorted entry ids each
+// followed by a newline, is published. When the round is out, its
+// randomness, SHA-256 of the round's signature, decides every ticket:
+// HMAC-SHA256(key = randomness, message = "<voucher_id>:<entry_id>"), in
+// hex; the lowest tickets win. Until the round is signed, no value that
+// decides the outcome exists anywhere, so nobody who reads the stores can
+// enter only winning accounts. Anyone checks a draw from public data alone;
+// the README shows how with curl, openssl and drand's library.
 //
-// This file is the arithmetic alone, without I/O; the entries and the draw
-// in Redis are in store.go.
+// This file is the arithmetic alone, without I/O; the entries in Redis are
+// in store.go, the record in record.go, the drawing in drawer.go.
 package draw
 
 import (
@@ -26,45 +28,55 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 )
 
-// SeedSize is the length of a draw's seed in bytes.
-const SeedSize = 32
+// Randomness is a beacon round's randomness: it decides every ticket.
+type Randomness [sha256.Size]byte
 
-// Seed is the secret of one draw: it decides every ticket.
-type Seed [SeedSize]byte
+// RandomnessOf is SHA-256 of a round's signature, as drand defines it.
+func RandomnessOf(signature []byte) Randomness { return sha256.Sum256(signature) }
 
-// NewSeed draws a seed from src (crypto/rand.Reader when nil).
-func NewSeed(src io.Reader) (Seed, error) {
+// String is the randomness in hex.
+func (r Randomness) String() string { return hex.EncodeToString(r[:]) }
+
+// NewEntryID is a fresh opaque entry id: 16 random bytes in hex. It says
+// nothing about the shopper and nothing about the outcome.
+func NewEntryID(src io.Reader) (string, error) {
 	if src == nil {
 		src = rand.Reader
 	}
-	var s Seed
-	if _, err := io.ReadFull(src, s[:]); err != nil {
-		return Seed{}, fmt.Errorf("draw: new seed: %w", err)
+	var b [16]byte
+	if _, err := io.ReadFull(src, b[:]); err != nil {
+		return "", fmt.Errorf("draw: new entry id: %w", err)
 	}
-	return s, nil
+	return hex.EncodeToString(b[:]), nil
 }
 
-// ParseSeed reads a seed written as 64 hex digits.
-func ParseSeed(h string) (Seed, error) {
-	var s Seed
-	b, err := hex.DecodeString(h)
-	if err != nil || len(b) != SeedSize {
-		return Seed{}, fmt.Errorf("draw: a seed is %d hex digits, got %q", 2*SeedSize, h)
+// EntriesHash is the hex SHA-256 of the entry ids sorted (as bytes), each
+// followed by "\n": what `sort | sha256sum` prints of the entry list.
+func EntriesHash(ids []string) string {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	h := sha256.New()
+	for _, id := range sorted {
+		h.Write([]byte(id))
+		h.Write([]byte{'\n'})
 	}
-	copy(s[:], b)
-	return s, nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
-// String is the seed in hex, as published at the draw.
-func (s Seed) String() string { return hex.EncodeToString(s[:]) }
-
-// Commitment is the hex SHA-256 of the seed's 32 bytes, published when
-// entries open: it binds the draw to a seed chosen before any entry.
-func (s Seed) Commitment() string {
-	sum := sha256.Sum256(s[:])
-	return hex.EncodeToString(sum[:])
+// EntryList is the sorted entry ids, one a line, as GET
+// /api/v1/vouchers/{id}/draw/entries serves them.
+func EntryList(ids []string) []byte {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	var b strings.Builder
+	for _, id := range sorted {
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
 }
 
 // Ticket is an entry's rank key; lower ranks first.
@@ -77,14 +89,25 @@ func (t Ticket) String() string { return hex.EncodeToString(t[:]) }
 // Compare orders tickets: -1 if t ranks before u, 0 if equal, +1 after.
 func (t Ticket) Compare(u Ticket) int { return bytes.Compare(t[:], u[:]) }
 
-// TicketOf is the rank key of userID's entry in voucherID's draw:
-// HMAC-SHA256(key = seed, message = "<voucher_id>:<user_id>") in decimal.
-func TicketOf(s Seed, voucherID, userID int64) Ticket {
-	m := hmac.New(sha256.New, s[:])
-	var buf [48]byte
+// ParseTicket reads a ticket written as 64 hex digits.
+func ParseTicket(h string) (Ticket, error) {
+	var t Ticket
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != len(t) {
+		return Ticket{}, fmt.Errorf("draw: a ticket is %d hex digits, got %q", 2*len(t), h)
+	}
+	copy(t[:], b)
+	return t, nil
+}
+
+// TicketOf is the rank key of entryID in voucherID's draw:
+// HMAC-SHA256(key = randomness, message = "<voucher_id>:<entry_id>").
+func TicketOf(r Randomness, voucherID int64, entryID string) Ticket {
+	m := hmac.New(sha256.New, r[:])
+	var buf [64]byte
 	b := strconv.AppendInt(buf[:0], voucherID, 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, userID, 10)
+	b = append(b, entryID...)
 	m.Write(b)
 	var t Ticket
 	m.Sum(t[:0])
@@ -117,55 +140,43 @@ const (
 	Lost Result = "lost"
 )
 
-// Entry is one ranked entry of a draw.
+// Entry is one entry of a draw: its id, its shopper and, once ranked, its
+// ticket.
 type Entry struct {
-	UserID int64
-	Ticket Ticket
+	EntryID string
+	UserID  int64
+	Ticket  Ticket
 }
 
 // Draw is a draw's ranking: every entry in ticket order, the first Winners
 // of them won.
 type Draw struct {
-	VoucherID int64
-	Seed      Seed
+	VoucherID  int64
+	Randomness Randomness
 	// Ranked is every entry, lowest ticket first.
 	Ranked []Entry
 	// Winners is how many of Ranked won.
 	Winners int
 }
 
-// Rank draws voucherID's stock among users with seed: each user is ranked
-// by TicketOf, and the first WinnersFor(stock, perUserLimit) win. The
-// order of users does not matter, nor does a user listed twice (an
-// account has one entry).
-func Rank(s Seed, voucherID int64, users []int64, stock, perUserLimit int64) Draw {
-	uniq := slices.Clone(users)
-	slices.Sort(uniq)
-	uniq = slices.Compact(uniq)
-	ranked := make([]Entry, len(uniq))
-	for i, u := range uniq {
-		ranked[i] = Entry{UserID: u, Ticket: TicketOf(s, voucherID, u)}
+// Rank draws voucherID's stock among entries with the round's randomness:
+// each entry is ranked by TicketOf, and the first WinnersFor(stock,
+// perUserLimit) win. The order of entries does not matter.
+func Rank(r Randomness, voucherID int64, entries []Entry, stock, perUserLimit int64) Draw {
+	ranked := make([]Entry, len(entries))
+	for i, e := range entries {
+		ranked[i] = Entry{EntryID: e.EntryID, UserID: e.UserID, Ticket: TicketOf(r, voucherID, e.EntryID)}
 	}
 	slices.SortFunc(ranked, func(a, b Entry) int {
 		if c := a.Ticket.Compare(b.Ticket); c != 0 {
 			return c
 		}
-		// Equal tickets would take a collision of SHA-256; the user id
+		// Equal tickets would take a collision of SHA-256; the entry id
 		// still makes the order total.
-		return cmpInt(a.UserID, b.UserID)
+		return strings.Compare(a.EntryID, b.EntryID)
 	})
 	w := min(WinnersFor(stock, perUserLimit), int64(len(ranked)))
-	return Draw{VoucherID: voucherID, Seed: s, Ranked: ranked, Winners: int(w)}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return Draw{VoucherID: voucherID, Randomness: r, Ranked: ranked, Winners: int(w)}
 }
 
 // Cutoff is the highest winning ticket; ok is false when nobody won.

@@ -2,6 +2,7 @@ package draw
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 // Target is one draw a Drawer looks after.
 type Target struct {
 	Line waitroom.Line
+	// Voucher is the voucher sold by the draw.
+	Voucher seckill.Voucher
 	// Stock is the units to draw (the stock left: before the draw nobody
 	// can buy, as buying takes a pass), PerUserLimit what each winner may
 	// buy.
@@ -19,21 +22,24 @@ type Target struct {
 }
 
 // DefaultDrawInterval is how often a Drawer looks at its draws: the
-// commitment is out, and the draw made, at most this long after the
-// window opens and begin_at comes.
+// entries open, and the draw is made, at most this long after the window
+// opens and the beacon round is out.
 const DefaultDrawInterval = 200 * time.Millisecond
 
-// Drawer opens each draw when its window opens (its seed, hence its
-// commitment, is set) and makes it at begin_at. Every gateway runs one:
+// Drawer commits each draw to a beacon round, opens its entries when its
+// window opens, and makes it once begin_at has come and the round is out. Every gateway runs one:
 // the draw is seated once however many race (Store.Draw).
 type Drawer struct {
 	draws    *Store
 	targets  func(ctx context.Context) ([]Target, error)
 	interval time.Duration
 	log      *slog.Logger
-	// drawn are the draws this drawer saw made: it leaves them alone.
-	drawn   map[int64]bool
-	metrics *Metrics
+	// drawn are the draws this drawer saw end: it leaves them alone.
+	// committed have their beacon round committed; extended maps each
+	// draw to the end its entries' expiry last followed.
+	drawn, committed map[int64]bool
+	extended         map[int64]time.Time
+	metrics          *Metrics
 }
 
 // DrawerConfig is what NewDrawer builds a Drawer from; a zero field means
@@ -60,7 +66,8 @@ func NewDrawer(cfg DrawerConfig) *Drawer {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Drawer{draws: cfg.Draws, targets: cfg.Targets, interval: cfg.Interval,
-		log: cfg.Log.With("component", "draw"), drawn: map[int64]bool{}, metrics: cfg.Metrics}
+		log: cfg.Log.With("component", "draw"), drawn: map[int64]bool{}, committed: map[int64]bool{}, extended: map[int64]time.Time{},
+		metrics: cfg.Metrics}
 }
 
 // Run ticks each interval until ctx ends, then returns nil: a failing draw
@@ -78,9 +85,11 @@ func (d *Drawer) Run(ctx context.Context) error {
 	}
 }
 
-// Tick opens the draws whose window is open and makes those due. Both are
-// judged again by Redis's clock in the scripts; this instance's clock only
-// saves calls that could not do anything.
+// Tick opens the draws whose window is open, keeps their entries as long
+// as their sale (an end moved later moves them too), and makes those due.
+// The window and begin_at are judged again by Redis's clock in the
+// scripts; this instance's clock only saves calls that could not do
+// anything.
 func (d *Drawer) Tick(ctx context.Context) {
 	list, err := d.targets(ctx)
 	if err != nil {
@@ -92,30 +101,50 @@ func (d *Drawer) Tick(ctx context.Context) {
 	for _, t := range list {
 		id := t.Line.VoucherID
 		listed[id] = true
-		switch {
-		case d.drawn[id] || now.Add(time.Second).Before(t.Line.Opens()):
-		case now.Before(t.Line.BeginAt):
-			if err := d.draws.Open(ctx, t.Line); err != nil {
+		if d.drawn[id] {
+			continue
+		}
+		if !d.committed[id] {
+			if _, err := d.draws.CommitBeacon(ctx, t.Voucher); err != nil {
+				d.log.Warn("draw: cannot commit to a beacon round", "voucher_id", id, "err", err)
+				continue
+			}
+			d.committed[id] = true
+		}
+		if now.Add(time.Second).Before(t.Line.Opens()) {
+			continue
+		}
+		if !d.extended[id].Equal(t.Line.EndAt) {
+			if err := d.draws.Extend(ctx, t.Line); err == nil {
+				d.extended[id] = t.Line.EndAt
+			}
+		}
+		if now.Before(t.Line.BeginAt) {
+			if err := d.draws.Open(ctx, t.Line); err != nil && !errors.Is(err, ErrVoid) {
 				d.log.Warn("draw: cannot open", "voucher_id", id, "err", err)
 				d.metrics.outcome(OutcomeOpenFailed)
 			}
-		default:
-			out, err := d.draws.Draw(ctx, t.Line, t.Stock, t.PerUserLimit)
-			if err != nil {
-				d.log.Warn("draw: cannot draw", "voucher_id", id, "err", err)
-				d.metrics.outcome(OutcomeFailed)
-				d.drawn[id] = out.Due // a lost draw is not tried again
+			continue
+		}
+		out, err := d.draws.Draw(ctx, t.Line, t.Stock, t.PerUserLimit)
+		if err != nil {
+			if errors.Is(err, ErrVoid) {
+				d.drawn[id] = true
+				d.metrics.outcome(OutcomeVoid)
 				continue
 			}
-			if out.Due {
-				d.drawn[id] = true
-			}
-			if out.Drew {
-				d.metrics.drew(len(out.Draw.Ranked), int(out.Draw.Winners))
-				cut, _ := out.Draw.Cutoff()
-				d.log.Info("draw made", "voucher_id", id, "entries", len(out.Draw.Ranked),
-					"winners", out.Draw.Winners, "seed", out.Draw.Seed.String(), "cutoff", cut.String())
-			}
+			d.log.Warn("draw: cannot draw", "voucher_id", id, "err", err)
+			d.metrics.outcome(OutcomeFailed)
+			continue
+		}
+		if out.Done {
+			d.drawn[id] = true
+		}
+		if out.Drew {
+			d.metrics.drew(len(out.Draw.Ranked), int(out.Draw.Winners))
+			cut, _ := out.Draw.Cutoff()
+			d.log.Info("draw made", "voucher_id", id, "entries", len(out.Draw.Ranked),
+				"winners", out.Draw.Winners, "round", out.Round.Number, "cutoff", cut.String())
 		}
 	}
 	for id := range d.drawn {
@@ -140,7 +169,7 @@ func CatalogTargets(catalog *seckill.Catalog) func(ctx context.Context) ([]Targe
 			if !ok || !line.Draw || v.Paused || !now.Before(v.EndAt) {
 				continue
 			}
-			out = append(out, Target{Line: line, Stock: max(v.StockLeft, 0), PerUserLimit: v.PerUserLimit})
+			out = append(out, Target{Line: line, Voucher: v, Stock: max(v.StockLeft, 0), PerUserLimit: v.PerUserLimit})
 		}
 		return out, nil
 	}

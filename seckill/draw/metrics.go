@@ -25,6 +25,9 @@ const (
 	OutcomeDrawn      = "drawn"
 	OutcomeFailed     = "failed"
 	OutcomeOpenFailed = "open_failed"
+	// OutcomeVoid counts draws found void: their entries were lost
+	// before the draw, which is never made again.
+	OutcomeVoid = "void"
 )
 
 // Metrics are a drawer's collectors. A nil *Metrics records nothing.
@@ -50,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 	}
 	// Every outcome from the start, so a rate reads 0, not nothing.
-	for _, o := range []string{OutcomeDrawn, OutcomeFailed, OutcomeOpenFailed} {
+	for _, o := range []string{OutcomeDrawn, OutcomeFailed, OutcomeOpenFailed, OutcomeVoid} {
 		m.draws.WithLabelValues(o)
 	}
 	for _, c := range []prometheus.Collector{m.draws, m.entries, m.winners} {

@@ -2,6 +2,11 @@ package draw_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,281 +15,273 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-var secret = []byte("draw tests' room secret")
-
-// instance is one gateway's view of the draws: its own pool, room and store.
-type instance struct {
-	room  *waitroom.Room
-	draws *draw.Store
+func shapes(t *testing.T) map[string]redis.UniversalClient {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: stack.RedisCluster(t).Addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	return map[string]redis.UniversalClient{"plain": stack.Redis(t), "cluster": c}
 }
 
-func newInstance(rdb redis.UniversalClient) instance {
-	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret})
-	return instance{room: room, draws: draw.New(draw.Config{Redis: rdb, Room: room})}
-}
-
-// drawLine is a draw whose entries are open now and whose start is in
-// `in`, by Redis's clock.
-func drawLine(t *testing.T, rdb redis.UniversalClient, id int64, in, pass time.Duration) waitroom.Line {
-	now, err := rdb.Time(context.Background()).Result()
-	require.NoError(t, err)
-	v := seckill.Voucher{ID: id, BeginAt: now.Add(in), EndAt: now.Add(time.Hour), PerUserLimit: 1,
-		WaitingRoom: &seckill.WaitingRoom{AdmitPerSecond: 1000, PrequeueSeconds: 3600, Mode: seckill.RoomDraw}}
-	l, ok := waitroom.LineOf(v)
-	require.True(t, ok)
-	require.True(t, l.Draw)
-	if pass > 0 {
-		l.PassTTL = pass
-	}
-	return l
-}
-
-// untilBegun waits until Redis's clock passes l's start.
-func untilBegun(t *testing.T, rdb redis.UniversalClient, l waitroom.Line) {
-	for {
-		now, err := rdb.Time(context.Background()).Result()
-		require.NoError(t, err)
-		if !now.Before(l.BeginAt) {
-			return
-		}
-		time.Sleep(l.BeginAt.Sub(now) + time.Millisecond)
-	}
-}
-
-func TestEntryWindow(t *testing.T) {
+// TestWholeDraw: entries in the window, frozen at begin_at with their hash
+// committed, drawn from the committed round once it is out: the round's
+// signature verifies, every ticket is HMAC-SHA256 of the randomness, the
+// lowest win, the room seats them, and the commitments are shown oldest
+// first.
+func TestWholeDraw(t *testing.T) {
 	for name, rdb := range shapes(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			in := newInstance(rdb)
-			id := map[string]int64{"plain": 270001, "cluster": 270002}[name]
+			in := newInstance(t, rdb, stack.NewDatabase(t))
+			id := map[string]int64{"plain": 280001, "cluster": 280002}[name]
+			early, earlyLine := drawVoucher(t, in, id+10, 2*time.Hour)
+			early.WaitingRoom.PrequeueSeconds = 60
+			earlyLine, _ = waitroom.LineOf(early)
+			_, err := in.draws.Enter(ctx, earlyLine, 1)
+			require.ErrorIs(t, err, seckill.ErrNotStarted, "no entry before the window")
 
-			early := drawLine(t, rdb, id+10, 2*time.Hour, 0)
-			_, err := in.draws.Enter(ctx, early, 1)
-			require.ErrorIs(t, err, seckill.ErrNotStarted)
-			info, err := in.draws.Info(ctx, early.VoucherID)
+			v, l := drawVoucher(t, in, id, 1500*time.Millisecond)
+			face, err := in.draws.Face(ctx, id)
 			require.NoError(t, err)
-			assert.Empty(t, info.Commitment, "no commitment before the window")
-
-			l := drawLine(t, rdb, id, 500*time.Millisecond, 0)
-			_, err = in.draws.Draw(ctx, l, 10, 1)
+			require.NotZero(t, face.Beacon.Round, "the beacon round is committed when the voucher is made")
+			assert.Empty(t, face.Beacon.Signature)
+			assert.Empty(t, face.EntriesHash)
+			ids := map[int64]string{}
+			for u := int64(1); u <= 30; u++ {
+				e, err := in.draws.Enter(ctx, l, 100+u)
+				require.NoError(t, err)
+				require.True(t, e.Entered)
+				require.Len(t, e.EntryID, 32)
+				assert.NotEqual(t, strconv.FormatInt(100+u, 10), e.EntryID, "the entry id is not the user id")
+				ids[100+u] = e.EntryID
+			}
+			again, err := in.draws.Enter(ctx, l, 101)
 			require.NoError(t, err)
-			e, err := in.draws.Enter(ctx, l, 1)
-			require.NoError(t, err)
-			assert.True(t, e.Entered)
-			e, err = in.draws.Enter(ctx, l, 1)
-			require.NoError(t, err)
-			assert.Equal(t, int64(1), e.Entries, "one entry per account")
-			info, err = in.draws.Info(ctx, id)
-			require.NoError(t, err)
-			assert.Len(t, info.Commitment, 64, "the commitment is out once entries open")
-			assert.Nil(t, info.Seed, "the seed is secret until the draw")
+			assert.Equal(t, ids[101], again.EntryID, "one entry per account")
+			assert.Equal(t, int64(30), again.Entries)
 
 			untilBegun(t, rdb, l)
-			_, err = in.draws.Enter(ctx, l, 2)
-			require.ErrorIs(t, err, seckill.ErrEnded, "an entry after begin_at is refused")
-			e, err = in.draws.Enter(ctx, l, 1)
-			require.NoError(t, err, "an entrant entering again keeps the entry")
-			assert.True(t, e.Entered)
-			e, err = in.draws.Entered(ctx, l, 2)
-			require.NoError(t, err)
-			assert.False(t, e.Entered)
+			_, err = in.draws.Enter(ctx, l, 999)
+			require.ErrorIs(t, err, seckill.ErrEnded, "no new entry from begin_at")
+			out := drawn(t, in, l, v.StockLeft, 2)
+			require.Len(t, out.Draw.Ranked, 30)
+			assert.Equal(t, 5, out.Draw.Winners, "10 units at 2 each: 5 winners")
 
-			out, err := in.draws.Draw(ctx, l, 10, 1)
+			face, err = in.draws.Face(ctx, id)
 			require.NoError(t, err)
-			require.True(t, out.Due)
-			assert.Equal(t, []int64{1}, out.Draw.Users())
-			after, err := in.draws.Info(ctx, id)
-			require.NoError(t, err)
-			require.NotNil(t, after.Seed)
-			assert.Equal(t, info.Commitment, after.Seed.Commitment(), "the seed published is the one committed to")
-		})
-	}
-}
-
-// TestDrawOnceWithThreeRacingDrawers has three instances, each with its own
-// connections, run the draw at begin_at together and again and again: one
-// seats it, and every one of them computes the same ranking.
-func TestDrawOnceWithThreeRacingDrawers(t *testing.T) {
-	for name, rdb := range shapes(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			id := map[string]int64{"plain": 270101, "cluster": 270102}[name]
-			l := drawLine(t, rdb, id, 700*time.Millisecond, 0)
-			entrant := newInstance(rdb)
-			for u := int64(1); u <= 300; u++ {
-				_, err := entrant.draws.Enter(ctx, l, 5000+u)
-				require.NoError(t, err)
+			all := make([]string, 0, len(ids))
+			for _, e := range ids {
+				all = append(all, e)
 			}
-			var (
-				wg    sync.WaitGroup
-				mu    sync.Mutex
-				drew  int
-				users [][]int64
-			)
-			for range 3 {
-				in := newInstance(fresh(t, rdb))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					calls := 0
-					for calls < 5 {
-						out, err := in.draws.Draw(ctx, l, 100, 2)
-						if !assert.NoError(t, err) {
-							return
-						}
-						if !out.Due {
-							time.Sleep(5 * time.Millisecond)
-							continue
-						}
-						calls++
-						mu.Lock()
-						if out.Drew {
-							drew++
-						}
-						users = append(users, out.Draw.Users())
-						assert.Equal(t, 50, out.Draw.Winners, "100 units at 2 each: 50 winners")
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			require.Equal(t, 1, drew, "the draw is seated once")
-			require.Len(t, users, 15)
-			for _, u := range users[1:] {
-				require.Equal(t, users[0], u)
-			}
-
-			info, err := entrant.draws.Info(ctx, id)
+			assert.Equal(t, draw.EntriesHash(all), face.EntriesHash)
+			require.Equal(t, 2, face.NCommitments)
+			assert.Equal(t, draw.KindBeacon, face.Commitments[0].Kind, "oldest first")
+			assert.Equal(t, draw.KindEntriesHash, face.Commitments[1].Kind)
+			assert.Equal(t, face.EntriesHash, face.Commitments[1].EntriesHash)
+			sig, err := hex.DecodeString(face.Beacon.Signature)
 			require.NoError(t, err)
-			require.NotNil(t, info.Seed)
-			want := draw.Rank(*info.Seed, id, users[0], 100, 2)
-			cut, _ := want.Cutoff()
-			require.NotNil(t, info.Cutoff)
-			assert.Equal(t, cut, *info.Cutoff)
-			assert.Equal(t, int64(50), info.Winners)
-			assert.Equal(t, int64(300), info.Entries)
+			ch, err := in.beacon.Chain(ctx)
+			require.NoError(t, err)
+			require.NoError(t, ch.Verify(face.Beacon.Round, sig), "the published signature is the round's")
+			rnd := sha256.Sum256(sig)
+			for i, e := range out.Draw.Ranked {
+				m := hmac.New(sha256.New, rnd[:])
+				m.Write([]byte(strconv.FormatInt(id, 10) + ":" + e.EntryID))
+				require.Equal(t, hex.EncodeToString(m.Sum(nil)), e.Ticket.String())
+				if i > 0 {
+					require.Less(t, out.Draw.Ranked[i-1].Ticket.String(), e.Ticket.String())
+				}
+			}
+			cut, _ := out.Draw.Cutoff()
+			assert.Equal(t, cut.String(), face.Cutoff)
 
-			first, err := entrant.room.Status(ctx, l, users[0][0])
+			first, err := in.room.Status(ctx, l, out.Draw.Ranked[0].UserID)
 			require.NoError(t, err)
 			assert.Equal(t, waitroom.StateWon, waitroom.DrawState(first.State))
-			assert.NotEmpty(t, first.Pass)
-			assert.WithinDuration(t, first.At.Add(seckill.DefaultDrawPassSeconds*time.Second), first.PassExpiresAt, time.Second,
-				"a winner's pass lives draw_pass_seconds")
-			next, err := entrant.room.Status(ctx, l, users[0][50])
+			next, err := in.room.Status(ctx, l, out.Draw.Ranked[5].UserID)
 			require.NoError(t, err)
 			assert.Equal(t, waitroom.StateWaitlisted, waitroom.DrawState(next.State))
 			assert.Equal(t, int64(1), next.Position)
-			last, err := entrant.room.Status(ctx, l, users[0][299])
+
+			list, err := in.draws.EntryList(ctx, id)
 			require.NoError(t, err)
-			assert.Equal(t, int64(250), last.Position)
+			assert.Equal(t, string(draw.EntryList(all)), string(list))
+			sum := sha256.Sum256(list)
+			assert.Equal(t, face.EntriesHash, hex.EncodeToString(sum[:]), "the list hashes to entries_hash")
 		})
 	}
 }
 
-// TestWaitlistAdvances: a winner whose pass expires unused, and a winner
-// whose hold times out, each hand their turn to the next on the waitlist,
-// in draw order.
-func TestWaitlistAdvances(t *testing.T) {
-	for name, rdb := range shapes(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			id := map[string]int64{"plain": 270201, "cluster": 270202}[name]
-			in := newInstance(rdb)
-			l := drawLine(t, rdb, id, 300*time.Millisecond, 1500*time.Millisecond)
-			for u := int64(1); u <= 6; u++ {
-				_, err := in.draws.Enter(ctx, l, u)
-				require.NoError(t, err)
-			}
-			untilBegun(t, rdb, l)
-			out, err := in.draws.Draw(ctx, l, 2, 1)
-			require.NoError(t, err)
-			rank := out.Draw.Users()
-			state := func(u int64) (waitroom.State, int64) {
-				st, err := in.room.Status(ctx, l, u)
-				require.NoError(t, err)
-				return waitroom.DrawState(st.State), st.Position
-			}
-
-			// The first winner buys (claims the pass); the second does nothing.
-			st, err := in.room.Status(ctx, l, rank[0])
-			require.NoError(t, err)
-			claimed, err := in.room.Claim(ctx, id, rank[0], st.Pass, "")
-			require.NoError(t, err)
-			// Its reservation lands (the stock below already counts it)
-			// and the buy settles the claim, as the pipeline does.
-			require.NoError(t, in.room.Spend(ctx, claimed))
-			step, err := in.room.Admit(ctx, l, 1, 0) // one unit left: the second winner's
-			require.NoError(t, err)
-			assert.Zero(t, step.Admitted, "no place while both winners hold their turn")
-
-			deadline := time.Now().Add(10 * time.Second)
-			for step.Expired == 0 && time.Now().Before(deadline) {
-				time.Sleep(100 * time.Millisecond)
-				// The stock given already counts the first winner's
-				// reservation: the settled claim an earlier step saw is not
-				// counted again (Step.Landed, as the admitter passes it).
-				step, err = in.room.Admit(ctx, l, 1, step.Landed)
-				require.NoError(t, err)
-			}
-			require.Equal(t, int64(1), step.Expired, "the unused pass expires")
-			s, _ := state(rank[1])
-			assert.Equal(t, waitroom.StateLost, s)
-			s, _ = state(rank[2])
-			assert.Equal(t, waitroom.StateWon, s, "the first on the waitlist wins its place")
-			s, pos := state(rank[3])
-			assert.Equal(t, waitroom.StateWaitlisted, s)
-			assert.Equal(t, int64(1), pos)
-
-			// The first winner's hold times out: its unit is back (two left).
-			step, err = in.room.Admit(ctx, l, 2, step.Landed)
-			require.NoError(t, err)
-			assert.Equal(t, int64(1), step.Admitted)
-			s, _ = state(rank[3])
-			assert.Equal(t, waitroom.StateWon, s, "the next on the waitlist wins the unit back")
-			s, pos = state(rank[5])
-			assert.Equal(t, waitroom.StateWaitlisted, s)
-			assert.Equal(t, int64(2), pos)
-		})
-	}
-}
-
-// TestLostDrawIsNotDrawnAgain: Redis loses the draw's keys (entries and
-// seed) after the draw while the room keeps its line (restored from its
-// copy): drawing again seats nothing, keeps the winners, and publishes no
-// other seed.
-func TestLostDrawIsNotDrawnAgain(t *testing.T) {
+// TestPatchEndKeepsTheDrawKeys: the sale's end moves later (PATCH end_at)
+// past the old expiry of the draw's keys; the drawer moves their expiry
+// with it, as the room's and the stock's move, and the entries are still
+// there after the old expiry.
+func TestPatchEndKeepsTheDrawKeys(t *testing.T) {
 	ctx := context.Background()
-	rdb := plain(t)
-	in := newInstance(rdb)
-	const id = 270401
-	l := drawLine(t, rdb, id, 300*time.Millisecond, 0)
-	for u := int64(1); u <= 4; u++ {
+	rdb := stack.Redis(t)
+	in := newInstance(t, rdb, stack.NewDatabase(t))
+	const id = 280101
+	v, _ := drawVoucher(t, in, id, time.Hour)
+	v.EndAt = v.BeginAt.Add(time.Hour)
+	// A store whose keys live 1 s past the end, and an end 2 s away.
+	short := draw.New(draw.Config{Redis: rdb, Room: in.room, Record: in.record, Beacon: in.beacon, Grace: time.Second})
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	v.BeginAt, v.EndAt = now.Add(time.Hour), now.Add(2*time.Second)
+	l, _ := waitroom.LineOf(v)
+	_, err = short.Enter(ctx, l, 7)
+	require.NoError(t, err)
+	ttl, err := rdb.PTTL(ctx, draw.EntriesKey(id)).Result()
+	require.NoError(t, err)
+	require.Less(t, ttl, 4*time.Second)
+
+	v.EndAt = now.Add(time.Hour) // the operator's PATCH
+	drawer := draw.NewDrawer(draw.DrawerConfig{Draws: short, Targets: func(context.Context) ([]draw.Target, error) {
+		l, _ := waitroom.LineOf(v)
+		return []draw.Target{{Line: l, Voucher: v, Stock: 10, PerUserLimit: 1}}, nil
+	}})
+	drawer.Tick(ctx)
+	time.Sleep(ttl + 500*time.Millisecond)
+	e, err := short.Entered(ctx, l, 7)
+	require.NoError(t, err)
+	assert.True(t, e.Entered, "the entry outlives the old expiry")
+	ttl, err = rdb.PTTL(ctx, draw.EntriesKey(id)).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 50*time.Minute)
+}
+
+// TestLostEntriesMakeTheDrawVoid: the entries' key is deleted in the
+// window; the draw is void, visibly, and logged; entering again is
+// refused, and nothing is drawn.
+func TestLostEntriesMakeTheDrawVoid(t *testing.T) {
+	ctx := context.Background()
+	rdb := stack.Redis(t)
+	in := newInstance(t, rdb, stack.NewDatabase(t))
+	const id = 280201
+	_, l := drawVoucher(t, in, id, 5*time.Second)
+	for u := int64(1); u <= 3; u++ {
 		_, err := in.draws.Enter(ctx, l, u)
 		require.NoError(t, err)
 	}
-	untilBegun(t, rdb, l)
-	out, err := in.draws.Draw(ctx, l, 2, 1)
-	require.NoError(t, err)
-	require.True(t, out.Drew)
-	require.NoError(t, rdb.Del(ctx, "draw:{v270401}:meta", "draw:{v270401}:entries").Err())
-	require.NoError(t, rdb.HDel(ctx, "waitroom:{v270401}:room", "drawn").Err()) // lost too; the line was restored
+	require.NoError(t, rdb.Del(ctx, draw.EntriesKey(id)).Err())
+	time.Sleep(draw.OpenGrace) // a missing mark this long after the open is a loss
 
-	again, err := in.draws.Draw(ctx, l, 2, 1)
-	require.Error(t, err)
-	assert.True(t, again.Due)
-	assert.False(t, again.Drew)
-	info, err := in.draws.Info(ctx, id)
+	err := in.draws.Open(ctx, l)
+	require.ErrorIs(t, err, draw.ErrVoid)
+	face, err := in.draws.Face(ctx, id)
 	require.NoError(t, err)
-	assert.Nil(t, info.Seed, "no other seed is published as the draw's")
-	st, err := in.room.Status(ctx, l, out.Draw.Users()[0])
+	assert.True(t, face.Void)
+	assert.Contains(t, face.Why, "lost")
+	_, err = in.draws.Enter(ctx, l, 4)
+	require.ErrorIs(t, err, draw.ErrVoid, "a void draw takes no entry")
+	_, err = in.draws.Enter(ctx, l, 1)
+	require.ErrorIs(t, err, draw.ErrVoid, "nor an entrant again")
+	assert.Contains(t, in.log.String(), "draw void")
+	assert.Contains(t, in.log.String(), "make a new voucher", "the log says what the operator can do")
+
+	untilBegun(t, rdb, l)
+	out, err := in.draws.Draw(ctx, l, 10, 1)
 	require.NoError(t, err)
-	assert.Equal(t, waitroom.StateAdmitted, st.State, "the seated winners stand")
-	st, err = in.room.Status(ctx, l, out.Draw.Users()[3])
+	assert.True(t, out.Done)
+	assert.False(t, out.Drew, "a void draw is never drawn")
+	_, ok, err := in.room.Seated(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), st.Position)
+	assert.False(t, ok)
+}
+
+// TestSlicesSeatOnceUnderRacingDrawers: 2,300 entries (five slices), four
+// instances drawing at once, after a drawer that died having seated one
+// slice: exactly one call finishes the seating, every place holds its rank,
+// and the winners alone hold passes.
+func TestSlicesSeatOnceUnderRacingDrawers(t *testing.T) {
+	ctx := context.Background()
+	rdb := stack.Redis(t)
+	pool := stack.NewDatabase(t)
+	first := newInstance(t, rdb, pool)
+	const id, n = 280301, 2300
+	_, l := drawVoucher(t, first, id, 3*time.Second)
+	for u := int64(1); u <= n; u++ {
+		_, err := first.draws.Enter(ctx, l, 10_000+u)
+		require.NoError(t, err)
+	}
+	untilBegun(t, rdb, l)
+	ref := drawnRanking(t, first, l)
+
+	// A drawer seats the first slice and dies.
+	users := ref.Users()
+	args := []any{int64(600_000), int64(300), strconv.FormatInt(l.EndAt.Add(time.Hour).UnixMilli(), 10), 0, n}
+	for _, u := range users[:waitroom.SeatSlice] {
+		args = append(args, strconv.FormatInt(u, 10))
+	}
+	keys := []string{"waitroom:{v280301}:line", "waitroom:{v280301}:room", "waitroom:{v280301}:passes",
+		"waitroom:{v280301}:outcome", "waitroom:{v280301}:claims"}
+	res, err := redis.NewScript(lua.QueueSeat).Run(ctx, rdb, keys, args...).Int64Slice()
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res[0], "one slice seated, more to go")
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	drew := 0
+	for range 4 {
+		in := newInstance(t, stack.Redis(t), pool)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := drawn(t, in, l, 600, 2)
+			mu.Lock()
+			defer mu.Unlock()
+			if out.Drew {
+				drew++
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, drew, "the seating is finished once")
+	size, err := rdb.ZCard(ctx, keys[0]).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(n), size)
+	places, err := rdb.ZRangeWithScores(ctx, keys[0], 0, -1).Result()
+	require.NoError(t, err)
+	for i, p := range places {
+		require.Equal(t, float64(i), p.Score)
+		require.Equal(t, strconv.FormatInt(users[i], 10), p.Member, "rank %d", i)
+	}
+	passes, err := rdb.ZCard(ctx, keys[2]).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(300), passes, "600 units at 2 each: 300 winners, passes for them alone")
+}
+
+// drawnRanking is l's ranking as the committed round decides it, computed
+// without seating (the round is waited for).
+func drawnRanking(t *testing.T, in instance, l waitroom.Line) draw.Draw {
+	ctx := context.Background()
+	face, err := in.draws.Face(ctx, l.VoucherID)
+	require.NoError(t, err)
+	c := in.beacon
+	var sig []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := c.Round(ctx, face.Beacon.Round)
+		if err == nil {
+			sig = r.Signature
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "round %d: %v", face.Beacon.Round, err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	var entries []draw.Entry
+	it := in.rdb.HScan(ctx, draw.EntriesKey(l.VoucherID), 0, "u:*", 1000).Iterator()
+	for it.Next(ctx) {
+		f := it.Val()
+		require.True(t, it.Next(ctx))
+		uid, err := strconv.ParseInt(strings.TrimPrefix(f, "u:"), 10, 64)
+		require.NoError(t, err)
+		entries = append(entries, draw.Entry{EntryID: it.Val(), UserID: uid})
+	}
+	require.NoError(t, it.Err())
+	return draw.Rank(draw.RandomnessOf(sig), l.VoucherID, entries, 600, 2)
 }

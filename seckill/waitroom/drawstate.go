@@ -15,6 +15,9 @@ const (
 	// StateLost: the sale is over for this shopper: it ended, or the pass
 	// they won expired unused.
 	StateLost State = "lost"
+	// StateVoid: the draw is void (its entries were lost before it was
+	// made): nobody wins it (seckill/draw answers it).
+	StateVoid State = "void"
 )
 
 // DrawState is the draw's name for s: admitted is won, waiting (sold out

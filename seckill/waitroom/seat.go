@@ -29,34 +29,54 @@ type Seated struct {
 	Closed bool
 }
 
+// SeatSlice is how many places one call of queue_seat.lua writes: a
+// slice of a large ranking keeps each Redis call to a few milliseconds.
+const SeatSlice = 500
+
 // Seat puts a draw's ranking in l's line, once: users in rank order, the
-// first winners admitted at once with passes of l's PassTTL. However many
-// instances call it, only the first call seats (room.drawn in Redis); every
-// later one answers what that one seated, so the draw's result is fixed the
+// first winners admitted at once with passes of l's PassTTL. It seats
+// SeatSlice places a call; however many instances call it at once, each
+// slice is written exactly once (a slice is written only where the seating
+// stands), and a seating left halfway by an instance that died is finished
+// by the next call. The call that writes the last slice answers Now; every
+// later one answers what was seated, so the draw's result is fixed the
 // moment it is seated. From then on the room is a line like any other: an
 // unused pass expires into the next place, units back admit the next in
 // rank order (queue_admit.lua), and Status tells each place.
 func (r *Room) Seat(ctx context.Context, l Line, users []int64, winners int64) (Seated, error) {
-	args := make([]any, 0, len(users)+3)
-	args = append(args, r.passTTLOf(l).Milliseconds(), winners, r.expireAt(l))
-	for _, u := range users {
-		args = append(args, strconv.FormatInt(u, 10))
+	script := redis.NewScript(lua.QueueSeat)
+	n := int64(len(users))
+	for offset := int64(0); ; {
+		end := min(offset+SeatSlice, n)
+		args := make([]any, 0, end-offset+5)
+		args = append(args, r.passTTLOf(l).Milliseconds(), winners, r.expireAt(l), offset, n)
+		for _, u := range users[offset:end] {
+			args = append(args, strconv.FormatInt(u, 10))
+		}
+		res, err := script.Run(ctx, r.rdb, r.keys(l.VoucherID), args...).Int64Slice()
+		if err != nil {
+			return Seated{}, unavailable("seat the draw", err)
+		}
+		if len(res) != 5 {
+			return Seated{}, fmt.Errorf("waitroom: queue_seat.lua answered %v", res)
+		}
+		s := Seated{Now: res[0] == 1, Winners: res[1], Size: res[3], At: time.UnixMilli(res[2])}
+		switch res[0] {
+		case -1:
+			return Seated{}, errLost(l.VoucherID)
+		case 0:
+			return s, nil
+		case 1:
+			if s.Winners > 0 {
+				r.announceStep(ctx, l, Step{Head: s.Winners, At: s.At, Waiting: s.Size - s.Winners, Admitted: s.Winners})
+			}
+			return s, nil
+		}
+		if res[3] != n || res[4] < 0 || res[4] > n {
+			return Seated{}, fmt.Errorf("waitroom: voucher %d: a ranking of %d is being seated, not of %d", l.VoucherID, res[3], n)
+		}
+		offset = res[4]
 	}
-	res, err := redis.NewScript(lua.QueueSeat).Run(ctx, r.rdb, r.keys(l.VoucherID), args...).Int64Slice()
-	if err != nil {
-		return Seated{}, unavailable("seat the draw", err)
-	}
-	if len(res) != 4 {
-		return Seated{}, fmt.Errorf("waitroom: queue_seat.lua answered %v", res)
-	}
-	if res[0] < 0 {
-		return Seated{}, errLost(l.VoucherID)
-	}
-	s := Seated{Now: res[0] == 1, Winners: res[1], Size: res[3], At: time.UnixMilli(res[2])}
-	if s.Now && s.Winners > 0 {
-		r.announceStep(ctx, l, Step{Head: s.Winners, At: s.At, Waiting: s.Size - s.Winners, Admitted: s.Winners})
-	}
-	return s, nil
 }
 
 // Seated reports the ranking seated in voucherID's room: ok false before

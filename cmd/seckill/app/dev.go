@@ -133,6 +133,22 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 			cfg.StripeWebhook, generatedWebhook = "whsec_"+randomHex(24), true
 		}
 	}
+	if getenv("SECKILL_DRAND_URLS") == "" {
+		// A private beacon for the draws, started in the background: its
+		// key ceremony and first round take a few seconds that start-up
+		// need not wait for (a draw's drawer waits for its round anyway).
+		d, err := devstack.PrepareDrand(devstack.DrandOptions{Dir: filepath.Join(dataDir, "drand"), Period: 2 * time.Second, Log: log})
+		if err != nil {
+			return fmt.Errorf("dev drand: %w", err)
+		}
+		go func() {
+			if err := d.Start(ctx); err != nil && ctx.Err() == nil {
+				log.Error("dev mode's drand network did not start: draws cannot be made", "err", err)
+			}
+		}()
+		defer func() { _ = d.Stop(stopCtx) }()
+		cfg.DrandURLs, cfg.DrandChainHash = []string{d.URL}, ""
+	}
 	if err := migrations.ApplyURL(ctx, cfg.DatabaseURL); err != nil {
 		return urlError("SECKILL_DATABASE_URL", cfg.DatabaseURL, err, readPostgres)
 	}

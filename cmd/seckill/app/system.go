@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/beacon"
 	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -145,7 +146,8 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 		return nil, err
 	}
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
-	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Grace: cfg.StateGrace})
+	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Record: s.store, Grace: cfg.StateGrace, Log: s.log,
+		Beacon: beacon.New(beacon.Config{URLs: cfg.DrandURLs, ChainHash: cfg.DrandChainHash})})
 	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock, Draws: s.draws,
 		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log})
 

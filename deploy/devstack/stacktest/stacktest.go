@@ -90,6 +90,10 @@ type Stack struct {
 	stripe    *devstack.StripeMock // started by the first StripeMock call
 	stripeErr error
 	paid      map[string]*devstack.StripeMock // by fixture, started by StripeMockPaid
+
+	drandMu  sync.Mutex
+	drand    *devstack.Drand // started by the first Drand call
+	drandErr error
 }
 
 // StripeMockPaid is a private stripe-mock of the package whose every
@@ -185,6 +189,27 @@ func (s *Stack) RedisCluster(t testing.TB) *devstack.RedisCluster {
 		t.Fatalf("stacktest: %v", s.clusterErr)
 	}
 	return s.cluster
+}
+
+// Drand is the package's private drand network (one node, rounds every
+// second), started on the first call, which returns once its first round
+// is out (a few seconds, once per test binary), and stopped by Stop.
+func (s *Stack) Drand(t testing.TB) *devstack.Drand {
+	t.Helper()
+	s.drandMu.Lock()
+	defer s.drandMu.Unlock()
+	if s.drand == nil && s.drandErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s.drand, s.drandErr = devstack.StartDrand(ctx, devstack.DrandOptions{Dir: filepath.Join(s.dir, "drand"), Period: time.Second})
+		if s.drandErr == nil {
+			s.drandErr = s.drand.Wait(ctx)
+		}
+	}
+	if s.drandErr != nil {
+		t.Fatalf("stacktest: %v", s.drandErr)
+	}
+	return s.drand
 }
 
 // ApacheKafka is the package's private Apache Kafka cluster of the given
@@ -419,6 +444,11 @@ func (s *Stack) Stop(ctx context.Context) error {
 		errs = append(errs, s.jaeger.Stop(ctx))
 	}
 	s.jaegerMu.Unlock()
+	s.drandMu.Lock()
+	if s.drand != nil {
+		errs = append(errs, s.drand.Stop(ctx))
+	}
+	s.drandMu.Unlock()
 	s.apacheMu.Lock()
 	for _, st := range s.apache {
 		if st.kafka != nil {
