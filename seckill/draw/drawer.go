@@ -105,11 +105,14 @@ func (d *Drawer) Tick(ctx context.Context) {
 			continue
 		}
 		if !d.committed[id] {
-			if _, err := d.draws.CommitBeacon(ctx, t.Voucher); err != nil {
+			b, err := d.draws.CommitBeacon(ctx, t.Voucher)
+			if err != nil {
 				d.log.Warn("draw: cannot commit to a beacon round", "voucher_id", id, "err", err)
 				continue
 			}
 			d.committed[id] = true
+			d.log.Info("draw committed to a beacon round", "voucher_id", id, "chain_hash", b.ChainHash,
+				"round", b.Round, "round_at", b.RoundAt)
 		}
 		if now.Add(time.Second).Before(t.Line.Opens()) {
 			continue

@@ -111,3 +111,12 @@ func drawn(t *testing.T, in instance, l waitroom.Line, stock, limit int64) draw.
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// targetsOf lists l's draw alone, as the catalog would.
+func targetsOf(t *testing.T, l waitroom.Line) func(context.Context) ([]draw.Target, error) {
+	v := seckill.Voucher{ID: l.VoucherID, BeginAt: l.BeginAt, EndAt: l.EndAt, PerUserLimit: 1,
+		WaitingRoom: &seckill.WaitingRoom{AdmitPerSecond: 1000, PrequeueSeconds: int64(l.BeginAt.Sub(l.Opens()) / time.Second), Mode: seckill.RoomDraw}}
+	return func(context.Context) ([]draw.Target, error) {
+		return []draw.Target{{Line: l, Voucher: v, Stock: 10, PerUserLimit: 1}}, nil
+	}
+}
