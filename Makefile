@@ -111,6 +111,12 @@ WORK_GO := GOWORK=$(CURDIR)/$(WORK) $(GO)
 SLOWEST_PKGS := $(if $(TOOLS_PKGS),./$(TOOLS)/systemtest ./$(TOOLS)/chaos) $(if $(filter ./...,$(PKGS)),./orders/kafkaq)
 WORK_PKGS := $(SLOWEST_PKGS) $(PKGS) $(addprefix ./$(TOOLS)/,$(patsubst ./%,%,$(TOOLS_PKGS)))
 BIN := bin/seckill
+# DRAND is the drand binary of the private randomness beacon that dev mode
+# and the tests run for the draws (deploy/devstack, StartDrand), built once
+# from the Go module proxy with the conn_insecure tag (loopback has no TLS)
+# and kept here, where devstack looks for it first.
+DRAND_VERSION := v2.1.8
+DRAND := bin/drand
 LOADTEST := bin/loadtest
 # FUZZTIME is a count of inputs (3000x), not a duration: Go 1.26's fuzz
 # coordinator can fail a run bounded by time with "context deadline
@@ -174,7 +180,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: deps test-deps helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: drand deps test-deps helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -196,12 +202,12 @@ RACE_TIMEOUT ?= 10m
 # machine that never runs real Kafka is spared some 200 MB.
 KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
-TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 openssl
+TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 jq curl openssl
 
-deps: $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock)
+deps: $(DRAND) $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock)
 	@$(call install_deps,$(RUN_DEPS))
 
-test-deps: helm jaeger stripe-mock
+test-deps: $(DRAND) helm jaeger stripe-mock
 	@$(call install_deps,$(TEST_DEPS))
 
 # helm builds bin/helm at the version HELM pins, when it is missing or
@@ -236,6 +242,12 @@ stripe-mock:
 	@if [ ! -x bin/stripe-mock ]; then echo "deps: go install $(STRIPE_MOCK) into bin/"; \
 		GOBIN=$(CURDIR)/bin $(GO) install $(STRIPE_MOCK); fi
 
+drand: $(DRAND)
+
+$(DRAND):
+	@mkdir -p $(dir $@)
+	GOBIN=$(abspath $(dir $@)) $(GO) install -tags conn_insecure github.com/drand/drand/v2/cmd/drand@$(DRAND_VERSION)
+
 define install_deps
 	want=" $(1) "; missing=(); \
 	has() { [[ "$$want" == *" $$1 "* ]]; }; \
@@ -244,7 +256,7 @@ define install_deps
 	if has chromium; then command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); fi; \
 	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
 	if has iproute2; then command -v ip >/dev/null 2>&1 || missing+=(iproute2); fi; \
-	if has openssl; then command -v openssl >/dev/null 2>&1 || missing+=(openssl); fi; \
+	for tool in jq curl openssl; do if has $$tool; then command -v $$tool >/dev/null 2>&1 || missing+=($$tool); fi; done; \
 	if has maven; then command -v mvn >/dev/null 2>&1 || missing+=(maven); fi; \
 	if has default-jre-headless; then command -v java >/dev/null 2>&1 || [ -x /usr/lib/jvm/default-java/bin/java ] || missing+=(default-jre-headless); fi; \
 	if [ $${#missing[@]} -eq 0 ]; then echo "deps: $(strip $(1)) installed"; exit 0; fi; \

@@ -94,7 +94,7 @@ func FindDrand(ctx context.Context, log *slog.Logger) (string, error) {
 	}
 	logger(log).Info("devstack: building drand once", "version", DrandVersion, "into", dir)
 	cmd := exec.CommandContext(ctx, "go", "install", "-tags", "conn_insecure", "github.com/drand/drand/v2/cmd/drand@"+DrandVersion)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOBIN="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("devstack: build drand %s (run `make deps`): %w\n%s", DrandVersion, err, out)
 	}
