@@ -211,7 +211,8 @@ func TestVoucherShardsAndWaitingRoom(t *testing.T) {
 	require.Equal(t, 201, status, "%v", drawn)
 	require.Equal(t, map[string]any{"admit_per_second": 5.0, "prequeue_seconds": 60.0, "mode": "draw",
 		"draw_pass_seconds": 600.0}, drawn["waiting_room"])
-	require.Equal(t, map[string]any{"commitment": nil, "seed": nil, "entries": 0.0, "cutoff": nil}, drawn["draw"])
+	require.Equal(t, map[string]any{"commitment": nil, "seed": nil, "entries": 0.0, "cutoff": nil, "beacon": nil,
+		"entries_hash": nil, "commitments": []any{}, "void": false, "void_reason": nil}, drawn["draw"])
 	for _, bad := range []string{
 		`{"admit_per_second":5,"mode":"draw"}`,
 		`{"admit_per_second":5,"prequeue_seconds":60,"mode":"lottery"}`,

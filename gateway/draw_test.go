@@ -24,4 +24,13 @@ func TestDrawEntriesOfAVoucherNotSoldByDraw(t *testing.T) {
 	}
 	resp, body := b.do(t, "GET", "/api/v1/admin/vouchers/424242/draw/entries", "", "Authorization", bearerOf(testAdminToken))
 	requireAPIError(t, resp, body, 404, "not_found")
+
+	// Anyone's entry list: a voucher not sold by draw has none (404), nor
+	// one that does not exist; a bad id is 400.
+	for _, id := range []int64{plain.ID, inLine.ID, 424242} {
+		resp, body := b.do(t, "GET", fmt.Sprintf("/api/v1/vouchers/%d/draw/entries", id), "")
+		requireAPIError(t, resp, body, 404, "not_found")
+	}
+	resp, body = b.do(t, "GET", "/api/v1/vouchers/x/draw/entries", "")
+	requireAPIError(t, resp, body, 400, "invalid_input")
 }

@@ -29,7 +29,7 @@
  *       .queue                  the waiting room (vouchers with waiting_room); data-state =
  *                               none|waiting|sold_out|admitted|used|expired|closed, and
  *                               in a draw (waiting_room.mode "draw")
- *                               none|entered|won|used|expired|waitlisted|lost
+ *                               none|entered|won|used|expired|waitlisted|lost|void
  *         .queue-headline .queue-position .queue-ahead .queue-eta .queue-bar
  *       .join                   "Join the line" (shown until the shopper is in line)
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
@@ -696,6 +696,9 @@
         case 'used':
           text = 'You won the draw and used your turn.';
           break;
+        case 'void':
+          text = 'This draw is void: its entries were lost before it was made, so nobody won it. The shop will announce a new one.';
+          break;
         case 'waitlisted':
           text = `You’re number ${q.position} on the waitlist: units a winner does not buy come to you in draw order.`;
           setText($('.queue-position', box), String(q.position));
@@ -705,7 +708,10 @@
         default:
           text = 'The draw is over for you: the sale ended, or the turn you won passed.';
       }
+      if (d.void && st === 'none') text = 'This draw is void: its entries were lost before it was made, so nobody won it.';
+      if (q && q.entry_id && st !== 'void') text += ` Your entry ${q.entry_id.slice(0, 12)}….`;
       if (q && q.ticket && d.cutoff) text += ` Your ticket ${q.ticket.slice(0, 12)}…, the cut-off ${d.cutoff.slice(0, 12)}… (the lowest tickets win).`;
+      else if (d.beacon && !d.beacon.signature && !d.void) text += ` Drawn with drand round ${d.beacon.round}, due ${new Date(d.beacon.round_at).toLocaleTimeString()}: nobody can know it before.`;
       else if (d.commitment && !d.seed) text += ` Commitment: ${d.commitment.slice(0, 16)}…`;
       setText(headline, text);
       if (join.hidden === showJoin) join.hidden = !showJoin;
@@ -997,8 +1003,9 @@
     const was = state.vouchers.get(v.id);
     state.vouchers.set(v.id, v);
     let card = state.cards.get(v.id);
-    if (card && v.draw && v.draw.seed && !(was && was.draw && was.draw.seed) && card.queue) {
-      card.readQueue(); // the draw is made: the entrant's result
+    const drawnOf = (x) => !!(x && x.draw && ((x.draw.beacon && x.draw.beacon.signature) || x.draw.seed || x.draw.void));
+    if (card && drawnOf(v) && !drawnOf(was) && card.queue) {
+      card.readQueue(); // the draw is made (or void): the entrant's result
     }
     if (!card) {
       if (!state.vouchersLoadedOnce) return; // the list on its way has it
