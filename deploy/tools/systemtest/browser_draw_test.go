@@ -12,12 +12,13 @@ import (
 )
 
 // TestBrowserDraw: the page of a voucher sold by draw offers "Enter the
-// draw" in the entry window and shows the commitment once entered; when
-// the draw is made (the voucher pushed with its seed) it shows the result
+// draw" in the entry window and shows the entry and the drand round the
+// draw waits for once entered; when the draw is made (the voucher pushed
+// with the round's signature) it shows the result
 // without a reload, with the shopper's ticket and the cut-off, and the Buy
 // button to a winner.
 func TestBrowserDraw(t *testing.T) {
-	ts := startSystem(t, nil)
+	ts := startSystem(t, drandEnv(t))
 	begin := time.Now().Add(12 * time.Second)
 	vid := ts.createDrawVoucher(t, 3, begin).body["id"].(string)
 	b := openBrowser(t, ts.base)
@@ -27,9 +28,10 @@ func TestBrowserDraw(t *testing.T) {
 		`!document.querySelector('%s .join').hidden && document.querySelector('%s .join').textContent === 'Enter the draw' &&
 		 !document.querySelector('%s .join').disabled && document.querySelector('%s .buy').hidden`, c, c, c, c))
 	b.do("enter the draw", chromedp.Click(chromedp.CSS(c+" .join")))
-	b.waitJS("the page shows the entry and the commitment", fmt.Sprintf(
+	b.waitJS("the page shows the entry and the round the draw waits for", fmt.Sprintf(
 		`document.querySelector('%s .queue').dataset.state === 'entered' &&
-		 document.querySelector('%s .queue-headline').textContent.includes('Commitment')`, c, c))
+		 document.querySelector('%s .queue-headline').textContent.includes('Your entry') &&
+		 document.querySelector('%s .queue-headline').textContent.includes('drand round')`, c, c, c))
 	b.screenshot("draw-entered")
 	for range 2 {
 		e := ts.do(t, http.MethodPost, "/api/v1/vouchers/"+vid+"/queue", ts.shopper(t, testUser()), nil, nil)
@@ -49,7 +51,7 @@ func TestBrowserDraw(t *testing.T) {
 // draw's entries cannot be downloaded before the draw (the page says why),
 // and once it is made they download as the CSV the API serves.
 func TestBrowserOperatorDraw(t *testing.T) {
-	ts := startSystem(t, nil)
+	ts := startSystem(t, drandEnv(t))
 	b := openOperatorPage(t, ts)
 
 	const title = "Operator-made draw"
@@ -98,8 +100,8 @@ func TestBrowserOperatorDraw(t *testing.T) {
 		d, _ := ts.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["draw"].(map[string]any)
 		return d
 	}
-	require.Eventually(t, func() bool { d := draw(); return d != nil && d["commitment"] != nil },
-		10*time.Second, 100*time.Millisecond, "the API agrees: a draw, committed to once its entries open")
+	require.Eventually(t, func() bool { d := draw(); return d != nil && d["beacon"] != nil },
+		10*time.Second, 100*time.Millisecond, "the API agrees: a draw, committed to a beacon round")
 
 	b.eval(`document.querySelector('#report-voucher').value = '` + vid + `'`)
 	b.do("ask for the entries before the draw", chromedp.Click(chromedp.ID("report-draw-csv")))
@@ -109,8 +111,11 @@ func TestBrowserOperatorDraw(t *testing.T) {
 		e := ts.do(t, http.MethodPost, "/api/v1/vouchers/"+vid+"/queue", ts.shopper(t, testUser()), nil, nil)
 		require.Equal(t, http.StatusOK, e.status, "an entry: %s", e.raw)
 	}
-	require.Eventually(t, func() bool { d := draw(); return d != nil && d["seed"] != nil },
-		30*time.Second, 100*time.Millisecond, "the draw is made at the opening")
+	require.Eventually(t, func() bool {
+		d := draw()
+		b, _ := d["beacon"].(map[string]any)
+		return b != nil && b["signature"] != nil
+	}, 30*time.Second, 100*time.Millisecond, "the draw is made once its round is out")
 
 	// The file the page saves is read where the page hands it over.
 	b.eval(`URL.createObjectURL = ((make) => (blob) => { blob.text().then((s) => { window.__saved = s; }); return make(blob); })(URL.createObjectURL)`)

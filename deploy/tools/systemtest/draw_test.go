@@ -18,15 +18,24 @@ import (
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// TestDrawEndToEnd: a voucher sold by draw on two gateways. The
-// commitment is out when entries open; shoppers enter on one gateway; an
-// entry after begin_at is refused; at begin_at one draw is made whichever
-// gateway draws, its seed matches the commitment, and each shopper reads
-// won (with the pass, which buys) or waitlisted, with a ticket that tells
-// the result against the cut-off; a shopper's socket on the other gateway
-// is pushed the result; the operator's export lists every entry.
+// drandEnv points a system at the package's private drand network.
+func drandEnv(t *testing.T) map[string]string {
+	d := stack.Drand(t)
+	hash, err := d.ChainHash(t.Context())
+	require.NoError(t, err)
+	return map[string]string{"SECKILL_DRAND_URLS": d.URL, "SECKILL_DRAND_CHAIN_HASH": hash}
+}
+
+// TestDrawEndToEnd: a voucher sold by draw on two gateways. The beacon
+// round is committed to when the voucher is made; shoppers enter on one
+// gateway, each with an entry id; an entry after begin_at is refused; once
+// the round is out one draw is made whichever gateway draws, and each
+// shopper reads won (with the pass, which buys) or waitlisted, with a
+// ticket that follows from the round's signature and tells the result
+// against the cut-off; a shopper's socket on the other gateway is pushed
+// the result; the operator's export lists every entry.
 func TestDrawEndToEnd(t *testing.T) {
-	a := startSystem(t, nil)
+	a := startSystem(t, drandEnv(t))
 	b := a.startPeer(t, gatewayOnly)
 	begin := time.Now().Add(4 * time.Second)
 	created := a.createDrawVoucher(t, 2, begin)
@@ -34,26 +43,30 @@ func TestDrawEndToEnd(t *testing.T) {
 	room := created.body["waiting_room"].(map[string]any)
 	assert.Equal(t, "draw", room["mode"])
 	assert.EqualValues(t, 600, room["draw_pass_seconds"])
+	made := created.body["draw"].(map[string]any)
+	committed, _ := made["beacon"].(map[string]any)
+	require.NotNil(t, committed, "the voucher commits to a round when it is made: %s", created.raw)
+	assert.Nil(t, committed["signature"])
+	roundAt, err := time.Parse(time.RFC3339, committed["round_at"].(string))
+	require.NoError(t, err)
+	assert.True(t, roundAt.After(begin), "the round comes after begin_at")
+	assert.Nil(t, made["seed"])
+	assert.Nil(t, made["commitment"])
 
 	voucher := func() map[string]any {
 		return a.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["draw"].(map[string]any)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for voucher()["commitment"] == nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	commitment, _ := voucher()["commitment"].(string)
-	require.Len(t, commitment, 64, "the commitment is out once entries open")
-	assert.Nil(t, voucher()["seed"])
-
 	const entrants = 5
 	toks := make([]string, entrants)
+	entryOf := map[string]string{}
 	path := "/api/v1/vouchers/" + vid + "/queue"
 	for i := range toks {
 		toks[i] = a.shopper(t, testUser())
 		e := a.do(t, http.MethodPost, path, toks[i], nil, nil)
 		require.Equal(t, http.StatusOK, e.status, "%s", e.raw)
 		assert.Equal(t, string(waitroom.StateEntered), e.body["state"])
+		entryOf[toks[i]], _ = e.body["entry_id"].(string)
+		require.Len(t, entryOf[toks[i]], 32, "the entrant gets an entry id: %s", e.raw)
 	}
 	// Every entrant's page is open on B.
 	socks := make([]*wsClient, entrants)
@@ -64,46 +77,56 @@ func TestDrawEndToEnd(t *testing.T) {
 	watcher := socks[entrants-1]
 	export := a.do(t, http.MethodGet, "/api/v1/admin/vouchers/"+vid+"/draw/entries", a.cfg.AdminToken, nil, nil)
 	require.Equal(t, http.StatusConflict, export.status, "not drawn yet: %s", export.raw)
+	list := a.do(t, http.MethodGet, "/api/v1/vouchers/"+vid+"/draw/entries", "", nil, nil)
+	require.Equal(t, http.StatusConflict, list.status, "no entry list before the draw: %s", list.raw)
 
 	time.Sleep(time.Until(begin) + 100*time.Millisecond)
 	late := a.do(t, http.MethodPost, path, a.shopper(t, testUser()), nil, nil)
 	require.Equal(t, http.StatusConflict, late.status, "an entry after begin_at: %s", late.raw)
 	assert.Equal(t, "ended", late.errorCode())
 
-	deadline = time.Now().Add(10 * time.Second)
-	for voucher()["seed"] == nil && time.Now().Before(deadline) {
+	signed := func() string {
+		bc, _ := voucher()["beacon"].(map[string]any)
+		s, _ := bc["signature"].(string)
+		return s
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for signed() == "" && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	d := voucher()
-	seedHex, _ := d["seed"].(string)
-	seed, err := draw.ParseSeed(seedHex)
-	require.NoError(t, err, "the seed is published at the draw")
-	sum := sha256.Sum256(seed[:])
-	assert.Equal(t, commitment, hex.EncodeToString(sum[:]), "the seed is the one committed to")
+	sig, err := hex.DecodeString(signed())
+	require.NoError(t, err, "the round's signature is published at the draw")
+	randomness := sha256.Sum256(sig)
 	cutoff := d["cutoff"].(string)
 	assert.EqualValues(t, entrants, d["entries"])
+	require.Len(t, d["commitments"], 2, "the beacon and the entries hash, once each")
 
-	// The watcher's page is pushed the voucher with its seed: its cue to
-	// read the result.
+	// The watcher's page is pushed the voucher with the signature: its cue
+	// to read the result.
 	for seen := false; !seen; {
 		select {
 		case f := <-watcher.vouchers:
-			if f.Voucher != nil && f.Voucher.ID == vid && f.Voucher.Draw != nil && f.Voucher.Draw.Seed != nil {
-				assert.Equal(t, seedHex, *f.Voucher.Draw.Seed)
+			if f.Voucher != nil && f.Voucher.ID == vid && f.Voucher.Draw != nil && f.Voucher.Draw.Beacon != nil &&
+				f.Voucher.Draw.Beacon.Signature != nil {
+				assert.Equal(t, hex.EncodeToString(sig), *f.Voucher.Draw.Beacon.Signature)
 				seen = true
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatal("no voucher frame with the seed within 30s")
+			t.Fatal("no voucher frame with the signature within 30s")
 		}
 	}
 
 	won, waitlisted := 0, 0
 	var pass, buyer string
 	last := -1 // the last on the waitlist
+	id, _ := strconv.ParseInt(vid, 10, 64)
 	for i, tok := range toks {
 		q := b.do(t, http.MethodGet, path, tok, nil, nil)
 		require.Equal(t, http.StatusOK, q.status, "%s", q.raw)
 		ticket := q.body["ticket"].(string)
+		assert.Equal(t, entryOf[tok], q.body["entry_id"])
+		assert.Equal(t, draw.TicketOf(randomness, id, entryOf[tok]).String(), ticket, "the ticket follows from the round")
 		switch q.body["state"] {
 		case string(waitroom.StateWon):
 			won++
@@ -132,12 +155,11 @@ func TestDrawEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, entrants+1)
 	assert.Equal(t, []string{"user_id", "ticket", "result"}, rows[0])
-	id, _ := strconv.ParseInt(vid, 10, 64)
 	for i, r := range rows[1:] {
-		u, err := strconv.ParseInt(r[0], 10, 64)
-		require.NoError(t, err)
-		assert.Equal(t, draw.TicketOf(seed, id, u).String(), r[1], "the export's tickets follow from the seed")
 		assert.Equal(t, i < 2, r[2] == "won", "row %d", i)
+		if i > 0 {
+			assert.Less(t, rows[i][1], r[1], "in ticket order")
+		}
 	}
 
 	// A winner buys, then cancels: the unit goes to the next on the
