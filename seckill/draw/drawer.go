@@ -101,6 +101,13 @@ func (d *Drawer) Tick(ctx context.Context) {
 	for _, t := range list {
 		id := t.Line.VoucherID
 		listed[id] = true
+		// The entries (each shopper's entry id) live as long as the sale,
+		// drawn or not: an end moved later moves their expiry.
+		if !d.extended[id].Equal(t.Line.EndAt) && !now.Add(time.Second).Before(t.Line.Opens()) {
+			if err := d.draws.Extend(ctx, t.Line); err == nil {
+				d.extended[id] = t.Line.EndAt
+			}
+		}
 		if d.drawn[id] {
 			continue
 		}
@@ -116,11 +123,6 @@ func (d *Drawer) Tick(ctx context.Context) {
 		}
 		if now.Add(time.Second).Before(t.Line.Opens()) {
 			continue
-		}
-		if !d.extended[id].Equal(t.Line.EndAt) {
-			if err := d.draws.Extend(ctx, t.Line); err == nil {
-				d.extended[id] = t.Line.EndAt
-			}
 		}
 		if now.Before(t.Line.BeginAt) {
 			if err := d.draws.Open(ctx, t.Line); err != nil && !errors.Is(err, ErrVoid) {
@@ -153,6 +155,12 @@ func (d *Drawer) Tick(ctx context.Context) {
 	for id := range d.drawn {
 		if !listed[id] {
 			delete(d.drawn, id)
+		}
+	}
+	for id := range d.extended {
+		if !listed[id] {
+			delete(d.extended, id)
+			delete(d.committed, id)
 		}
 	}
 }

@@ -136,21 +136,11 @@ func (s *Store) freezeEntries(ctx context.Context, l waitroom.Line) (due bool, e
 			return true, s.commitEntries(ctx, l.VoucherID)
 		}
 		// Not open in Redis: never opened (nobody ran while the window was
-		// open) or lost. The record tells.
+		// open) or lost. Opening tells (a loss makes the draw void).
 		if attempt > 0 {
 			return true, fmt.Errorf("draw: voucher %d: its entries cannot be opened", l.VoucherID)
 		}
-		st, fresh, err := s.record.OpenDraw(ctx, l.VoucherID)
-		if err != nil {
-			return true, err
-		}
-		if !fresh && st.Void == "" {
-			return true, s.void(ctx, l, st.OpenedAt)
-		}
-		if st.Void != "" {
-			return true, ErrVoid
-		}
-		if _, _, err := s.run(ctx, "open", waitroom.Line{VoucherID: l.VoucherID, EndAt: l.EndAt}, 0, true); err != nil {
+		if err := s.Open(ctx, l); err != nil {
 			return true, err
 		}
 	}

@@ -37,11 +37,6 @@ import (
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// OpenGrace is how long after the record says a draw's entries opened a
-// missing mark in Redis is taken for one not written yet (another
-// gateway's open in flight) rather than for entries lost.
-const OpenGrace = 3 * time.Second
-
 // Store is the fleet's draws. It is safe for concurrent use; every
 // instance makes its own over the shared Redis and PostgreSQL.
 type Store struct {
@@ -145,6 +140,7 @@ const (
 	codeNotOpen    = 2
 	codeClosed     = 3
 	codeUnmarked   = 4
+	codeMarked     = 5
 )
 
 // ErrVoid is the answer of a draw that is void.
@@ -154,12 +150,12 @@ var ErrVoid = apperr.Public(seckill.ErrEnded, "this draw is void: its entries we
 // Before the window (PrequeueSeconds before BeginAt) it is
 // seckill.ErrNotStarted; from BeginAt on, a new entry is seckill.ErrEnded.
 func (s *Store) Enter(ctx context.Context, l waitroom.Line, userID int64) (EntryStatus, error) {
-	e, code, err := s.run(ctx, "enter", l, userID, false)
+	e, code, err := s.run(ctx, "enter", l, userID)
 	if err == nil && code == codeUnmarked {
 		if err := s.Open(ctx, l); err != nil {
 			return EntryStatus{}, err
 		}
-		e, code, err = s.run(ctx, "enter", l, userID, false)
+		e, code, err = s.run(ctx, "enter", l, userID)
 	}
 	if err != nil {
 		return EntryStatus{}, err
@@ -179,21 +175,19 @@ func (s *Store) Enter(ctx context.Context, l waitroom.Line, userID int64) (Entry
 
 // Entered reads userID's entry in l's draw.
 func (s *Store) Entered(ctx context.Context, l waitroom.Line, userID int64) (EntryStatus, error) {
-	e, _, err := s.run(ctx, "read", l, userID, false)
+	e, _, err := s.run(ctx, "read", l, userID)
 	return e, err
 }
 
-// Open opens l's entries once its window has opened: the record first
-// (so a loss of Redis's side is told from an open not done yet), then the
-// mark in Redis. A mark missing after the record's OpenGrace means the
-// entries were lost: the draw is void, never opened again silently.
+// Open opens l's entries once its window has opened, in three steps: a
+// mark in Redis ('p'), the record in PostgreSQL, then the mark confirmed
+// ('ok', which entries need). A mark this call had to make while the
+// record already knew the draw opened means the entries were lost from
+// Redis: the draw is void, never opened again silently.
 func (s *Store) Open(ctx context.Context, l waitroom.Line) error {
-	if _, code, err := s.run(ctx, "read", l, 0, false); err != nil || code == codeNotOpen {
+	_, code, err := s.run(ctx, "open", l, 0)
+	if err != nil || code == codeEntered || code == codeNotOpen {
 		return err
-	}
-	now := time.Now()
-	if now.Before(l.Opens()) {
-		return nil
 	}
 	st, fresh, err := s.record.OpenDraw(ctx, l.VoucherID)
 	if err != nil {
@@ -202,12 +196,10 @@ func (s *Store) Open(ctx context.Context, l waitroom.Line) error {
 	if st.Void != "" {
 		return ErrVoid
 	}
-	if st.Ended() {
-		return nil
+	if code == codeMarked && !fresh {
+		return s.void(ctx, l, st.OpenedAt)
 	}
-	may := fresh || now.Sub(st.OpenedAt) < OpenGrace
-	_, code, err := s.run(ctx, "open", l, 0, may)
-	if err != nil {
+	if _, code, err = s.run(ctx, "confirm", l, 0); err != nil {
 		return err
 	}
 	if code == codeUnmarked {
@@ -231,7 +223,7 @@ func (s *Store) void(ctx context.Context, l waitroom.Line, opened time.Time) err
 	return ErrVoid
 }
 
-func (s *Store) run(ctx context.Context, mode string, l waitroom.Line, userID int64, mayOpen bool) (EntryStatus, int64, error) {
+func (s *Store) run(ctx context.Context, mode string, l waitroom.Line, userID int64) (EntryStatus, int64, error) {
 	id := ""
 	if mode == "enter" {
 		var err error
@@ -239,12 +231,8 @@ func (s *Store) run(ctx context.Context, mode string, l waitroom.Line, userID in
 			return EntryStatus{}, 0, err
 		}
 	}
-	may := "0"
-	if mayOpen {
-		may = "1"
-	}
 	res, err := s.enter.Run(ctx, s.rdb, []string{EntriesKey(l.VoucherID)}, mode, userID, l.Opens().UnixMilli(),
-		l.BeginAt.UnixMilli(), id, s.expireAt(l), may).Slice()
+		l.BeginAt.UnixMilli(), id, s.expireAt(l)).Slice()
 	if err != nil {
 		return EntryStatus{}, 0, unavailable("draw "+mode, err)
 	}

@@ -168,7 +168,6 @@ func TestLostEntriesMakeTheDrawVoid(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, rdb.Del(ctx, draw.EntriesKey(id)).Err())
-	time.Sleep(draw.OpenGrace) // a missing mark this long after the open is a loss
 
 	err := in.draws.Open(ctx, l)
 	require.ErrorIs(t, err, draw.ErrVoid)

@@ -210,3 +210,69 @@ func (ts *testSystem) rawGet(t *testing.T, path, token string) string {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
 	return string(raw)
 }
+
+// TestPatchEndMovesTheDrawKeys: the operator moves a draw's end later
+// (PATCH end_at); the draw's entries key follows it, as the stock's and the
+// room's keys do, so the entries outlive the old end.
+func TestPatchEndMovesTheDrawKeys(t *testing.T) {
+	ts := startSystem(t, drandEnv(t))
+	begin := time.Now().Add(time.Hour)
+	created := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
+		"title": "draw voucher", "kind": "seckill", "price_cents": 250, "stock": 5, "per_user_limit": 1,
+		"begin_at": begin.UTC().Format(time.RFC3339), "end_at": begin.Add(time.Hour).UTC().Format(time.RFC3339),
+		"waiting_room": map[string]any{"admit_per_second": 10, "prequeue_seconds": 7200, "mode": "draw"},
+	}, nil)
+	require.Equal(t, http.StatusCreated, created.status, "%s", created.raw)
+	vid := created.body["id"].(string)
+	e := ts.do(t, http.MethodPost, "/api/v1/vouchers/"+vid+"/queue", ts.shopper(t, testUser()), nil, nil)
+	require.Equal(t, http.StatusOK, e.status, "%s", e.raw)
+	key := draw.EntriesKey(mustID(t, vid))
+	before, err := ts.rdb.PTTL(t.Context(), key).Result()
+	require.NoError(t, err)
+	require.Positive(t, before)
+
+	later := begin.Add(10 * time.Hour)
+	p := ts.do(t, http.MethodPatch, "/api/v1/admin/vouchers/"+vid, ts.cfg.AdminToken,
+		map[string]any{"end_at": later.UTC().Format(time.RFC3339)}, nil)
+	require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+	require.Eventually(t, func() bool {
+		after, err := ts.rdb.PTTL(t.Context(), key).Result()
+		return err == nil && after > before+8*time.Hour
+	}, 10*time.Second, 100*time.Millisecond, "the draw's keys live until the new end plus the grace")
+}
+
+// TestLostEntriesMakeADrawVoid: Redis loses a draw's entries in the entry
+// window. The draw is void, visibly: the voucher says so with the reason,
+// an entrant's queue reads void, a newcomer is not entered (the answer is
+// void too), and nothing is drawn at begin_at.
+func TestLostEntriesMakeADrawVoid(t *testing.T) {
+	ts := startSystem(t, drandEnv(t))
+	begin := time.Now().Add(10 * time.Second)
+	vid := ts.createDrawVoucher(t, 2, begin).body["id"].(string)
+	path := "/api/v1/vouchers/" + vid + "/queue"
+	tok := ts.shopper(t, testUser())
+	e := ts.do(t, http.MethodPost, path, tok, nil, nil)
+	require.Equal(t, http.StatusOK, e.status, "%s", e.raw)
+	require.NoError(t, ts.rdb.Del(t.Context(), draw.EntriesKey(mustID(t, vid))).Err())
+
+	voucher := func() map[string]any {
+		return ts.do(t, http.MethodGet, "/api/v1/vouchers/"+vid, "", nil, nil).body["draw"].(map[string]any)
+	}
+	require.Eventually(t, func() bool { return voucher()["void"] == true }, 10*time.Second, 100*time.Millisecond,
+		"the draw turns void once the loss is certain")
+	assert.Contains(t, voucher()["void_reason"], "lost")
+	q := ts.do(t, http.MethodGet, path, tok, nil, nil)
+	require.Equal(t, http.StatusOK, q.status, "%s", q.raw)
+	assert.Equal(t, "void", q.body["state"])
+	late := ts.do(t, http.MethodPost, path, ts.shopper(t, testUser()), nil, nil)
+	require.Equal(t, http.StatusOK, late.status, "%s", late.raw)
+	assert.Equal(t, "void", late.body["state"], "a newcomer is not entered: the draw is void for everyone")
+	assert.Nil(t, late.body["entry_id"])
+
+	time.Sleep(time.Until(begin) + 3*time.Second)
+	d := voucher()
+	assert.Equal(t, true, d["void"])
+	assert.Nil(t, d["entries_hash"], "a void draw never freezes other entries")
+	bc, _ := d["beacon"].(map[string]any)
+	assert.Nil(t, bc["signature"], "nor is it drawn")
+}
