@@ -61,13 +61,21 @@ type Drand struct {
 	srv                       *server
 }
 
-// FindDrand is the drand binary to run: $SECKILL_DRAND_BIN, else bin/drand
-// in this folder or one above it (where `make deps` puts it), else drand on
+// FindDrand is the drand binary to run: $SECKILL_DRAND_BIN, else drand
+// beside the running program, else bin/drand in this folder or one above it
+// (where `make deps` puts it), else drand on
 // PATH, else one built now with `go install` into the user's cache (once
 // per machine; about half a minute).
 func FindDrand(ctx context.Context, log *slog.Logger) (string, error) {
 	if p := os.Getenv("SECKILL_DRAND_BIN"); p != "" {
 		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		// bin/seckill finds bin/drand beside it, wherever it runs from.
+		p := filepath.Join(filepath.Dir(exe), "drand")
+		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
 	}
 	if wd, err := os.Getwd(); err == nil {
 		for d := wd; ; d = filepath.Dir(d) {

@@ -189,6 +189,14 @@ func (s *Store) Open(ctx context.Context, l waitroom.Line) error {
 	if err != nil || code == codeEntered || code == codeNotOpen {
 		return err
 	}
+	// Entries open only once the round that decides them is committed to.
+	commits, err := s.record.Commitments(ctx, l.VoucherID)
+	if err != nil {
+		return err
+	}
+	if !hasKind(commits[l.VoucherID], KindBeacon) {
+		return apperr.Public(apperr.ErrUnavailable, "this draw is not committed to its beacon round yet; enter again in a few seconds")
+	}
 	st, fresh, err := s.record.OpenDraw(ctx, l.VoucherID)
 	if err != nil {
 		return err
@@ -206,6 +214,15 @@ func (s *Store) Open(ctx context.Context, l waitroom.Line) error {
 		return s.void(ctx, l, st.OpenedAt)
 	}
 	return nil
+}
+
+func hasKind(cs []Commitment, kind string) bool {
+	for _, c := range cs {
+		if c.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // void ends l's draw as void: its entries, open since opened, are gone

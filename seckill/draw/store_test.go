@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
@@ -43,6 +44,12 @@ func TestWholeDraw(t *testing.T) {
 			earlyLine, _ = waitroom.LineOf(early)
 			_, err := in.draws.Enter(ctx, earlyLine, 1)
 			require.ErrorIs(t, err, seckill.ErrNotStarted, "no entry before the window")
+
+			uncommitted := early
+			uncommitted.ID, uncommitted.WaitingRoom = id+20, &seckill.WaitingRoom{AdmitPerSecond: 1000, PrequeueSeconds: 7200, Mode: seckill.RoomDraw}
+			ul, _ := waitroom.LineOf(uncommitted)
+			_, err = in.draws.Enter(ctx, ul, 1)
+			require.ErrorIs(t, err, apperr.ErrUnavailable, "no entry before the round deciding it is committed to")
 
 			v, l := drawVoucher(t, in, id, 1500*time.Millisecond)
 			face, err := in.draws.Face(ctx, id)
