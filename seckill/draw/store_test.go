@@ -39,9 +39,9 @@ func TestWholeDraw(t *testing.T) {
 			ctx := context.Background()
 			in := newInstance(t, rdb, stack.NewDatabase(t))
 			id := map[string]int64{"plain": 280001, "cluster": 280002}[name]
-			early, earlyLine := drawVoucher(t, in, id+10, 2*time.Hour)
+			early, _ := drawVoucher(t, in, id+10, 2*time.Hour)
 			early.WaitingRoom.PrequeueSeconds = 60
-			earlyLine, _ = waitroom.LineOf(early)
+			earlyLine, _ := waitroom.LineOf(early)
 			_, err := in.draws.Enter(ctx, earlyLine, 1)
 			require.ErrorIs(t, err, seckill.ErrNotStarted, "no entry before the window")
 
