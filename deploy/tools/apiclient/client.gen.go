@@ -17,6 +17,39 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BeaconNetwork.
+const (
+	Drand BeaconNetwork = "drand"
+)
+
+// Valid indicates whether the value is a known member of the BeaconNetwork enum.
+func (e BeaconNetwork) Valid() bool {
+	switch e {
+	case Drand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DrawCommitmentKind.
+const (
+	DrawCommitmentKindBeacon      DrawCommitmentKind = "beacon"
+	DrawCommitmentKindEntriesHash DrawCommitmentKind = "entries_hash"
+)
+
+// Valid indicates whether the value is a known member of the DrawCommitmentKind enum.
+func (e DrawCommitmentKind) Valid() bool {
+	switch e {
+	case DrawCommitmentKindBeacon:
+		return true
+	case DrawCommitmentKindEntriesHash:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorErrorCode.
 const (
 	ErrorErrorCodeCaptchaInvalid   ErrorErrorCode = "captcha_invalid"
@@ -293,6 +326,25 @@ type Adaptive struct {
 	TargetP99Ms int64 `json:"target_p99_ms"`
 }
 
+// Beacon defines model for Beacon.
+type Beacon struct {
+	// ChainHash the drand chain's hash
+	ChainHash string        `json:"chain_hash"`
+	Network   BeaconNetwork `json:"network"`
+
+	// Round the first round whose time is after begin_at
+	Round int64 `json:"round"`
+
+	// RoundAt the round's time: genesis + (round - 1) x period
+	RoundAt time.Time `json:"round_at"`
+
+	// Signature the round's signature in hex, verified against the chain's public key; null until the draw is made
+	Signature *string `json:"signature"`
+}
+
+// BeaconNetwork defines model for Beacon.Network.
+type BeaconNetwork string
+
 // BuyRequest defines model for BuyRequest.
 type BuyRequest struct {
 	// CaptchaAnswer required when the voucher has captcha_required
@@ -316,12 +368,23 @@ type Credentials struct {
 	Username string `json:"username"`
 }
 
-// Draw A sale by draw, checkable by anyone: a ticket is the hex HMAC-SHA256(key = seed,
-// message = "<voucher_id>:<user_id>"), and the entries with the lowest tickets win
-// (seckill/draw/README.md shows the check with sha256sum and openssl).
+// Draw A sale by draw, checkable by anyone from public data. The voucher commits to a drand
+// round (beacon) when it is made; at begin_at the entries freeze and entries_hash is
+// published; once the round is out, randomness = SHA-256 of the round's signature bytes,
+// a ticket is the hex HMAC-SHA256(key = randomness, message = "<voucher_id>:<entry_id>"),
+// and the entries with the lowest tickets win, as many as the stock allows at the
+// per-user limit (seckill/draw/README.md shows the check with curl, jq and openssl, and
+// the signature's with drand's library). A draw made before the beacon (commitment and
+// seed) keeps those two fields; they are null for the others.
 type Draw struct {
-	// Commitment the hex SHA-256 of the secret 32-byte seed, published when entries open; null before
+	// Beacon the drand round the draw takes its randomness from, committed to when the voucher is made; null until committed
+	Beacon *Beacon `json:"beacon"`
+
+	// Commitment a seed-based draw's hex SHA-256 of its seed; null for a beacon draw
 	Commitment *string `json:"commitment"`
+
+	// Commitments every commitment the draw ever showed (beacon, entries_hash), oldest first; kept append-only
+	Commitments []DrawCommitment `json:"commitments"`
 
 	// Cutoff the highest winning ticket once drawn; null before, or when nobody entered
 	Cutoff *string `json:"cutoff"`
@@ -329,9 +392,34 @@ type Draw struct {
 	// Entries how many accounts entered
 	Entries int64 `json:"entries"`
 
-	// Seed the seed in hex, null until the draw at begin_at
+	// EntriesHash hex SHA-256 of the sorted entry ids, each followed by a newline, published at begin_at when entries freeze; null before
+	EntriesHash *string `json:"entries_hash"`
+
+	// Seed a seed-based draw's seed in hex once drawn; null for a beacon draw
 	Seed *string `json:"seed"`
+
+	// Void true when the draw's state was lost after entries opened and before the draw; nobody wins a void draw, and it is never drawn again
+	Void bool `json:"void"`
+
+	// VoidReason what happened to a void draw; null otherwise
+	VoidReason *string `json:"void_reason"`
 }
+
+// DrawCommitment defines model for DrawCommitment.
+type DrawCommitment struct {
+	// At when it was recorded
+	At time.Time `json:"at"`
+
+	// Beacon the round committed to (kind beacon), its signature null as committed
+	Beacon *Beacon `json:"beacon,omitempty"`
+
+	// EntriesHash the entries hash committed to (kind entries_hash)
+	EntriesHash *string            `json:"entries_hash,omitempty"`
+	Kind        DrawCommitmentKind `json:"kind"`
+}
+
+// DrawCommitmentKind defines model for DrawCommitment.Kind.
+type DrawCommitmentKind string
 
 // Entry Who may join a voucher's line or enter its draw: one person, one chance. Only for a
 // voucher with a waiting_room (entries are judged at the join). Both false is the same as
