@@ -709,9 +709,9 @@
           text = 'The draw is over for you: the sale ended, or the turn you won passed.';
       }
       if (d.void && st === 'none') text = 'This draw is void: its entries were lost before it was made, so nobody won it.';
-      if (q && q.entry_id && st !== 'void') text += ` Your entry ${q.entry_id.slice(0, 12)}….`;
+      if (q && q.entry_id && st !== 'void') text += ` Your entry is ${q.entry_id.slice(0, 12)}…;`;
       if (q && q.ticket && d.cutoff) text += ` Your ticket ${q.ticket.slice(0, 12)}…, the cut-off ${d.cutoff.slice(0, 12)}… (the lowest tickets win).`;
-      else if (d.beacon && !d.beacon.signature && !d.void) text += ` Drawn with drand round ${d.beacon.round}, due ${new Date(d.beacon.round_at).toLocaleTimeString()}: nobody can know it before.`;
+      else if (d.beacon && !d.beacon.signature && !d.void) text += ` The draw takes its luck from drand round ${d.beacon.round}, due at ${new Date(d.beacon.round_at).toLocaleTimeString()}: nobody can know it before then.`;
       else if (d.commitment && !d.seed) text += ` Commitment: ${d.commitment.slice(0, 16)}…`;
       setText(headline, text);
       if (join.hidden === showJoin) join.hidden = !showJoin;
