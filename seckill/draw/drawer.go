@@ -26,6 +26,10 @@ type Target struct {
 // opens and the beacon round is out.
 const DefaultDrawInterval = 200 * time.Millisecond
 
+// commitRetry is how long a drawer waits before it asks a beacon that did
+// not answer again.
+const commitRetry = 2 * time.Second
+
 // Drawer commits each draw to a beacon round, opens its entries when its
 // window opens, and makes it once begin_at has come and the round is out. Every gateway runs one:
 // the draw is seated once however many race (Store.Draw).
@@ -40,6 +44,7 @@ type Drawer struct {
 	drawn, committed map[int64]bool
 	extended         map[int64]time.Time
 	metrics          *Metrics
+	commitFailed     map[int64]time.Time
 }
 
 // DrawerConfig is what NewDrawer builds a Drawer from; a zero field means
@@ -66,7 +71,7 @@ func NewDrawer(cfg DrawerConfig) *Drawer {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Drawer{draws: cfg.Draws, targets: cfg.Targets, interval: cfg.Interval,
-		log: cfg.Log.With("component", "draw"), drawn: map[int64]bool{}, committed: map[int64]bool{}, extended: map[int64]time.Time{},
+		log: cfg.Log.With("component", "draw"), drawn: map[int64]bool{}, committed: map[int64]bool{}, extended: map[int64]time.Time{}, commitFailed: map[int64]time.Time{},
 		metrics: cfg.Metrics}
 }
 
@@ -112,11 +117,19 @@ func (d *Drawer) Tick(ctx context.Context) {
 			continue
 		}
 		if !d.committed[id] {
-			b, err := d.draws.CommitBeacon(ctx, t.Voucher)
-			if err != nil {
-				d.log.Warn("draw: cannot commit to a beacon round", "voucher_id", id, "err", err)
+			// A beacon that does not answer is asked again every few
+			// seconds, not at every tick: its outage is logged, not
+			// flooded.
+			if now.Sub(d.commitFailed[id]) < commitRetry {
 				continue
 			}
+			b, err := d.draws.CommitBeacon(ctx, t.Voucher)
+			if err != nil {
+				d.commitFailed[id] = now
+				d.log.Warn("draw: cannot commit to a beacon round; entries open once it is committed", "voucher_id", id, "err", err)
+				continue
+			}
+			delete(d.commitFailed, id)
 			d.committed[id] = true
 			d.log.Info("draw committed to a beacon round", "voucher_id", id, "chain_hash", b.ChainHash,
 				"round", b.Round, "round_at", b.RoundAt)
@@ -161,6 +174,7 @@ func (d *Drawer) Tick(ctx context.Context) {
 		if !listed[id] {
 			delete(d.extended, id)
 			delete(d.committed, id)
+			delete(d.commitFailed, id)
 		}
 	}
 }
