@@ -170,11 +170,16 @@ func (d *Drawer) Tick(ctx context.Context) {
 			delete(d.drawn, id)
 		}
 	}
-	for id := range d.extended {
+	for _, m := range []map[int64]time.Time{d.extended, d.commitFailed} {
+		for id := range m {
+			if !listed[id] {
+				delete(m, id)
+			}
+		}
+	}
+	for id := range d.committed {
 		if !listed[id] {
-			delete(d.extended, id)
 			delete(d.committed, id)
-			delete(d.commitFailed, id)
 		}
 	}
 }
