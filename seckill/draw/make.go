@@ -69,17 +69,21 @@ func (s *Store) Draw(ctx context.Context, l waitroom.Line, stock, perUserLimit i
 		return Outcome{}, fmt.Errorf("%w for voucher %d", errNoBeacon, id)
 	}
 	if ec == nil {
+		// The next call draws, from the entries recorded now.
 		due, err := s.freezeEntries(ctx, l)
-		if err != nil || !due {
-			return Outcome{Due: due}, err
-		}
+		return Outcome{Due: due}, err
+	}
+	// The round first: until it is out there is nothing to read.
+	round, err := s.beacon.Round(ctx, bc.Round)
+	if errors.Is(err, beacon.ErrNotYet) {
+		return Outcome{Due: true}, nil
+	}
+	if err != nil {
+		return Outcome{Due: true}, err
 	}
 	entries, err := s.record.Entries(ctx, id)
 	if err != nil {
-		return Outcome{}, err
-	}
-	if ec == nil {
-		return Outcome{Due: true}, nil // committed just now: the next call draws
+		return Outcome{Due: true}, err
 	}
 	ids := make([]string, len(entries))
 	for i, e := range entries {
@@ -87,13 +91,6 @@ func (s *Store) Draw(ctx context.Context, l waitroom.Line, stock, perUserLimit i
 	}
 	if h := EntriesHash(ids); h != ec.EntriesHash {
 		return Outcome{Due: true}, fmt.Errorf("draw: voucher %d: the recorded entries hash to %s, not to the %s committed", id, h, ec.EntriesHash)
-	}
-	round, err := s.beacon.Round(ctx, bc.Round)
-	if errors.Is(err, beacon.ErrNotYet) {
-		return Outcome{Due: true}, nil
-	}
-	if err != nil {
-		return Outcome{Due: true}, err
 	}
 	d := Rank(RandomnessOf(round.Signature), id, entries, stock, perUserLimit)
 	seated, err := s.room.Seat(ctx, l, d.Users(), int64(d.Winners))
