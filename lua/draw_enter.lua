@@ -1,15 +1,17 @@
 -- draw_enter.lua: open a voucher's draw to entries, enter it (one entry per user, only in the
 -- window), or read one's entry.
--- KEYS[1] entries  hash  u:<userID> -> entry id; ~open ('p' being opened, 'ok' open: the record
---                        knows), ~frozen ('1': entries closed), ~n (how many entered)
+-- KEYS[1] entries  hash  u:<userID> -> entry id; ~open ('p:<ms>' being opened since ms, 'ok'
+--                        open: the record knows), ~frozen ('1': entries closed), ~n (how many
+--                        entered)
 -- ARGV[1] 'open', 'confirm', 'enter' or 'read', ARGV[2] userID, ARGV[3] opens_ms (begin -
 -- prequeue), ARGV[4] begin_ms, ARGV[5] a fresh random entry id (used only for a new entry),
 -- ARGV[6] expire_at_ms (when the key goes).
 -- Opening takes three steps, so that entries lost from Redis are told from entries not opened
 -- yet: 'open' marks the entries 'p' unless marked (code 5 when this call made the mark, 6 when
--- another opener's 'p' is there, 1 when open already); the caller then records the opening in
--- PostgreSQL and 'confirm's ('p' -> 'ok'; code 4 when the mark is gone). An opener that made the
--- mark while the record knew the draw opened before has found the entries lost.
+-- another opener's 'p' is there, entry_id then how many ms ago it was made; 1 when open already);
+-- the opener that made the mark records the opening in PostgreSQL and 'confirm's ('p' -> 'ok';
+-- code 4 when the mark is gone). Only the maker of a mark records an opening, so a maker who finds
+-- the opening recorded already has found the entries lost (its own mark replaced a lost one).
 -- Returns {code, entries, now_ms, entry_id}: code 1 entered (now or before; entry_id theirs) or
 -- open; 0 not entered; 2 the window has not opened; 3 the window has closed (begin_at reached or
 -- the entries frozen); 4 the entries are not open ('enter': the caller opens them and tries again;
@@ -22,8 +24,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(redis.call('HGET', KEYS[1], '~n') or '0')
 if ARGV[1] == 'open' then
   if now < tonumber(ARGV[3]) then return {2, 0, now, ''} end
-  if redis.call('HGET', KEYS[1], '~open') == 'ok' then return {1, n, now, ''} end
-  if redis.call('HSETNX', KEYS[1], '~open', 'p') == 0 then return {6, n, now, ''} end
+  local mark = redis.call('HGET', KEYS[1], '~open')
+  if mark == 'ok' then return {1, n, now, ''} end
+  if mark then return {6, n, now, tostring(now - tonumber(string.sub(mark, 3)))} end
+  redis.call('HSET', KEYS[1], '~open', 'p:' .. now)
   redis.call('HSET', KEYS[1], '~n', 0)
   redis.call('PEXPIREAT', KEYS[1], ARGV[6])
   return {5, 0, now, ''}

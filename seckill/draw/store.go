@@ -181,40 +181,80 @@ func (s *Store) Entered(ctx context.Context, l waitroom.Line, userID int64) (Ent
 
 // Open opens l's entries once its window has opened, in three steps: a
 // mark in Redis ('p'), the record in PostgreSQL, then the mark confirmed
-// ('ok', which entries need). A mark this call had to make while the
-// record already knew the draw opened means the entries were lost from
-// Redis: the draw is void, never opened again silently.
+// ('ok', which entries need). Only the opener that made the mark records
+// the opening: one that finds it recorded already made its mark in place
+// of a lost one, so the entries were lost from Redis, and the draw is void,
+// never opened again silently. Others wait for the mark's maker, or take
+// over a mark left unconfirmed for markTakeover (its maker died).
 func (s *Store) Open(ctx context.Context, l waitroom.Line) error {
-	_, code, err := s.run(ctx, "open", l, 0)
-	if err != nil || code == codeEntered || code == codeNotOpen {
-		return err
+	checked := false
+	for attempt := 0; ; attempt++ {
+		e, code, err := s.run(ctx, "open", l, 0)
+		if err != nil || code == codeEntered || code == codeNotOpen {
+			return err
+		}
+		if !checked {
+			// Entries open only once the round that decides them is
+			// committed to.
+			commits, err := s.record.Commitments(ctx, l.VoucherID)
+			if err != nil {
+				return err
+			}
+			if !hasKind(commits[l.VoucherID], KindBeacon) {
+				return apperr.Public(apperr.ErrUnavailable, "this draw is not committed to its beacon round yet; enter again in a few seconds")
+			}
+			checked = true
+		}
+		var st State
+		switch age, _ := strconv.ParseInt(e.EntryID, 10, 64); {
+		case code == codeMarked:
+			var fresh bool
+			if st, fresh, err = s.record.OpenDraw(ctx, l.VoucherID); err != nil {
+				return err
+			}
+			if st.Void == "" && !fresh {
+				return s.void(ctx, l, st.OpenedAt)
+			}
+		case time.Duration(age)*time.Millisecond > markTakeover:
+			if st, _, err = s.record.OpenDraw(ctx, l.VoucherID); err != nil {
+				return err
+			}
+		default:
+			states, err := s.record.DrawStates(ctx, l.VoucherID)
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if st, ok = states[l.VoucherID]; !ok {
+				// The mark's maker is recording the opening: wait for it.
+				if attempt >= 40 {
+					return apperr.Public(apperr.ErrUnavailable, "this draw's entries are opening; enter again in a moment")
+				}
+				select {
+				case <-ctx.Done():
+					return unavailable("open the entries", ctx.Err())
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
+		}
+		if st.Void != "" {
+			return ErrVoid
+		}
+		if _, code, err = s.run(ctx, "confirm", l, 0); err != nil {
+			return err
+		}
+		if code == codeUnmarked {
+			return s.void(ctx, l, st.OpenedAt)
+		}
+		return nil
 	}
-	// Entries open only once the round that decides them is committed to.
-	commits, err := s.record.Commitments(ctx, l.VoucherID)
-	if err != nil {
-		return err
-	}
-	if !hasKind(commits[l.VoucherID], KindBeacon) {
-		return apperr.Public(apperr.ErrUnavailable, "this draw is not committed to its beacon round yet; enter again in a few seconds")
-	}
-	st, fresh, err := s.record.OpenDraw(ctx, l.VoucherID)
-	if err != nil {
-		return err
-	}
-	if st.Void != "" {
-		return ErrVoid
-	}
-	if code == codeMarked && !fresh {
-		return s.void(ctx, l, st.OpenedAt)
-	}
-	if _, code, err = s.run(ctx, "confirm", l, 0); err != nil {
-		return err
-	}
-	if code == codeUnmarked {
-		return s.void(ctx, l, st.OpenedAt)
-	}
-	return nil
 }
+
+// markTakeover is how long an opening mark may stay unconfirmed before
+// another opener takes over (its maker died between the two steps; no
+// entry is taken meanwhile).
+const markTakeover = 5 * time.Second
 
 func hasKind(cs []Commitment, kind string) bool {
 	for _, c := range cs {

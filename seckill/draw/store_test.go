@@ -291,3 +291,40 @@ func drawnRanking(t *testing.T, in instance, l waitroom.Line) draw.Draw {
 	require.NoError(t, it.Err())
 	return draw.Rank(draw.RandomnessOf(sig), l.VoucherID, entries, 600, 2)
 }
+
+// TestConcurrentFirstEntriesOpenOnce: 32 shoppers enter at once a draw
+// nobody opened yet, on their own connections: the entries open once, none
+// is lost, and the draw is not taken for void.
+func TestConcurrentFirstEntriesOpenOnce(t *testing.T) {
+	ctx := context.Background()
+	rdb := stack.Redis(t)
+	pool := stack.NewDatabase(t)
+	first := newInstance(t, rdb, pool)
+	const id = 280601
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	v := seckill.Voucher{ID: id, BeginAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour), PerUserLimit: 1,
+		WaitingRoom: &seckill.WaitingRoom{AdmitPerSecond: 1000, PrequeueSeconds: 7200, Mode: seckill.RoomDraw}}
+	l, _ := waitroom.LineOf(v)
+	_, err = first.draws.CommitBeacon(ctx, v)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for u := range int64(32) {
+		in := newInstance(t, stack.Redis(t), pool)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := in.draws.Enter(ctx, l, 60_000+u)
+			if assert.NoError(t, err) {
+				assert.True(t, e.Entered)
+			}
+		}()
+	}
+	wg.Wait()
+	face, err := first.draws.Face(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, face.Void, "%s", face.Why)
+	e, err := first.draws.Entered(ctx, l, 60_000)
+	require.NoError(t, err)
+	assert.Equal(t, int64(32), e.Entries)
+}

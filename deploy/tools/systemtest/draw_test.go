@@ -247,7 +247,7 @@ func TestPatchEndMovesTheDrawKeys(t *testing.T) {
 // void too), and nothing is drawn at begin_at.
 func TestLostEntriesMakeADrawVoid(t *testing.T) {
 	ts := startSystem(t, drandEnv(t))
-	begin := time.Now().Add(10 * time.Second)
+	begin := time.Now().Add(5 * time.Second)
 	vid := ts.createDrawVoucher(t, 2, begin).body["id"].(string)
 	path := "/api/v1/vouchers/" + vid + "/queue"
 	tok := ts.shopper(t, testUser())
@@ -269,7 +269,7 @@ func TestLostEntriesMakeADrawVoid(t *testing.T) {
 	assert.Equal(t, "void", late.body["state"], "a newcomer is not entered: the draw is void for everyone")
 	assert.Nil(t, late.body["entry_id"])
 
-	time.Sleep(time.Until(begin) + 3*time.Second)
+	time.Sleep(time.Until(begin) + 2*time.Second)
 	d := voucher()
 	assert.Equal(t, true, d["void"])
 	assert.Nil(t, d["entries_hash"], "a void draw never freezes other entries")
