@@ -77,7 +77,11 @@ func (ts *testSystem) join(t *testing.T, voucherID string, userID int64, entryTo
 // stored and read back by the catalog).
 func TestEntryTokensOnePersonOneChance(t *testing.T) {
 	m, keys := newEntryMerchant(t)
-	ts := startSystem(t, map[string]string{"SECKILL_ENTRY_TOKEN_KEYS": keys})
+	// The draw commits to a round of the package's beacon when it is made,
+	// and takes entries only then.
+	env := drandEnv(t)
+	env["SECKILL_ENTRY_TOKEN_KEYS"] = keys
+	ts := startSystem(t, env)
 	entry := map[string]any{"token_required": true, "allowlist": false}
 
 	for _, mode := range []string{"line", "draw"} {
