@@ -68,7 +68,7 @@ func (s *Server) commitDraw(ctx context.Context, v *seckill.Voucher) {
 // setVoucherState pauses one voucher's sale or ends the pause; every
 // instance obeys within a second (seckill/RULES.md, "Pausing one voucher").
 func (s *Server) setVoucherState(c *fiber.Ctx, act *seckill.Action) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Server) setVoucherState(c *fiber.Ctx, act *seckill.Action) error {
 		kind = seckill.ActionPauseVoucher
 	case seckill.StateOnSale:
 	default:
-		return invalid(`state must be "paused" or "on_sale"`)
+		return apperr.InvalidField("/state", `state must be "paused" or "on_sale"`)
 	}
 	describe(act, kind, voucherTarget(id), c.Body())
 	v, err := s.deps.Catalog.SetState(c.UserContext(), id, st, act)
@@ -103,7 +103,7 @@ func (s *Server) setVoucherState(c *fiber.Ctx, act *seckill.Action) error {
 // it, and recorded with the voucher (voucherChanges lists them) and in the
 // trail.
 func (s *Server) changeVoucher(c *fiber.Ctx, act *seckill.Action) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func voucherTarget(id int64) string { return "voucher:" + idString(id) }
 // operators made to the voucher's running sale, oldest first, with who made
 // it, as the record keeps them (an empty list for an unknown voucher).
 func (s *Server) voucherChanges(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Server) voucherChanges(c *fiber.Ctx) error {
 }
 
 func (s *Server) voucherStats(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Server) queueStats(ctx context.Context, id int64) (*api.QueueStats, err
 
 // saleReport is GET /api/v1/admin/vouchers/{id}/report.
 func (s *Server) saleReport(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) saleReport(c *fiber.Ctx) error {
 // voucher is known; a failure halfway ends the body early (and is logged),
 // which the client sees as a cut download.
 func (s *Server) ordersCSV(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}

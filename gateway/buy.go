@@ -26,11 +26,11 @@ func idempotencyKey(h string) (string, error) {
 		return "", nil
 	}
 	if len(h) > seckill.MaxRequestKey {
-		return "", apperr.Invalidf("the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
+		return "", apperr.InvalidField("Idempotency-Key", "the Idempotency-Key header must be at most %d characters", seckill.MaxRequestKey)
 	}
 	for i := 0; i < len(h); i++ {
 		if h[i] < 0x21 || h[i] > 0x7e {
-			return "", invalid("the Idempotency-Key header must be visible ASCII characters without spaces")
+			return "", apperr.InvalidField("Idempotency-Key", "the Idempotency-Key header must be visible ASCII characters without spaces")
 		}
 	}
 	return strings.Clone(h), nil
@@ -38,7 +38,7 @@ func idempotencyKey(h string) (string, error) {
 
 // buy is POST /api/v1/vouchers/{id}/orders: decode, buy, encode.
 func (s *Server) buy(c *fiber.Ctx) (err error) {
-	vid, err := parseID(c.Params("id"), "the voucher id")
+	vid, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}

@@ -185,7 +185,7 @@ func writePurchase(c *fiber.Ctx, orderID int64, status orders.Status) error {
 // no escaping (every message of the error table and of the common
 // refusals); others go through c.JSON.
 func writeErrorBody(c *fiber.Ctx, e apiError) error {
-	if !plainJSONText(e.row.code) || !plainJSONText(e.message) {
+	if !e.plain() || !plainJSONText(e.row.code) || !plainJSONText(e.message) {
 		return c.Status(e.row.status).JSON(e.body())
 	}
 	var buf [256]byte

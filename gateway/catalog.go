@@ -190,7 +190,7 @@ func (s *Server) listVouchers(c *fiber.Ctx) error {
 }
 
 func (s *Server) getVoucher(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return err
 	}

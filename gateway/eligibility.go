@@ -85,7 +85,7 @@ func laneOf(v seckill.Voucher, e eligibility.Entry) waitroom.Lane {
 // allowlistVoucher is the voucher of an allowlist route: one that takes
 // entries from its allowlist.
 func (s *Server) allowlistVoucher(c *fiber.Ctx) (seckill.Voucher, error) {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return seckill.Voucher{}, err
 	}

@@ -75,12 +75,19 @@ type apiError struct {
 	row        errorRow
 	message    string
 	retryAfter time.Duration
+	// fields is every bad field of an invalid_input: never empty for one.
+	fields []api.FieldError
+	// retryAt is when a refusal that knows its end ends (unpaid_limit).
+	retryAt *time.Time
 }
 
 // body is the error body of the answer.
 func (e apiError) body() api.ErrorBody {
-	return api.ErrorBody{Error: api.ErrorDetail{Code: e.row.code, Message: e.message}}
+	return api.ErrorBody{Error: api.ErrorDetail{Code: e.row.code, Message: e.message, Fields: e.fields, RetryAt: e.retryAt}}
 }
+
+// plain says whether the body is only a code and a message.
+func (e apiError) plain() bool { return len(e.fields) == 0 && e.retryAt == nil }
 
 // classify maps any error to its answer.
 func classify(err error) apiError {
@@ -99,6 +106,14 @@ func classify(err error) apiError {
 			}
 		}
 	}
+	if row.code == "invalid_input" {
+		e.fields = invalidFields(err, e.message)
+	}
+	var ra interface{ RetryAt() time.Time }
+	if ok && errors.As(err, &ra) {
+		at := ra.RetryAt().UTC()
+		e.retryAt = &at
+	}
 	if row.status == fiber.StatusTooManyRequests || row.status == fiber.StatusServiceUnavailable {
 		e.retryAfter = defaultRetryAfter
 		var ra interface{ RetryAfter() time.Duration }
@@ -107,6 +122,22 @@ func classify(err error) apiError {
 		}
 	}
 	return e
+}
+
+// invalidFields is the error.fields of an invalid_input: the fields the
+// error names, or, for one that names none (a body that is not JSON), the
+// body as a whole with the message as the reason, so a client may always
+// read the list.
+func invalidFields(err error, message string) []api.FieldError {
+	named := apperr.FieldsOf(err)
+	if len(named) == 0 {
+		return []api.FieldError{{Field: "", Reason: message}}
+	}
+	out := make([]api.FieldError, len(named))
+	for i, f := range named {
+		out[i] = api.FieldError{Field: f.Field, Reason: f.Reason}
+	}
+	return out
 }
 
 func lookup(err error) (errorRow, bool) {

@@ -15,6 +15,7 @@ import (
 
 	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
@@ -95,6 +96,25 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 
 	e = classify(fmt.Errorf("buy: %w", apperr.Invalidf("quantity must be 1 to %d", 100)))
 	require.Equal(t, "quantity must be 1 to 100", e.message)
+	require.Equal(t, []api.FieldError{{Field: "", Reason: "quantity must be 1 to 100"}}, e.fields,
+		"an invalid_input that names no field names the body as a whole")
+
+	var f apperr.Fields
+	f.Addf("/title", "title must be 1 to 200 characters")
+	f.Addf("/waiting_room/admit_per_second", "waiting_room.admit_per_second is required")
+	e = classify(fmt.Errorf("admin: %w", f.Err()))
+	require.Equal(t, "invalid_input", e.row.code)
+	require.Equal(t, "title must be 1 to 200 characters; waiting_room.admit_per_second is required", e.message)
+	require.Equal(t, []api.FieldError{{Field: "/title", Reason: "title must be 1 to 200 characters"},
+		{Field: "/waiting_room/admit_per_second", Reason: "waiting_room.admit_per_second is required"}}, e.fields)
+	require.Nil(t, e.retryAt)
+
+	until := time.Date(2031, 2, 3, 4, 5, 6, 0, time.FixedZone("x", 3600))
+	e = classify(fmt.Errorf("buy: %w", apperr.WithRetryAt(apperr.Public(seckill.ErrUnpaidLimit, "later"), until)))
+	require.Equal(t, "unpaid_limit", e.row.code)
+	require.NotNil(t, e.retryAt)
+	require.Equal(t, "2031-02-03T03:05:06Z", e.retryAt.Format(time.RFC3339), "in UTC")
+	require.Empty(t, e.fields)
 
 	e = classify(fmt.Errorf("buyer: %w", context.DeadlineExceeded))
 	require.Equal(t, 503, e.row.status)

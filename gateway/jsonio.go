@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // decodeJSON reads the body into dst strictly: one JSON value of the right
@@ -45,7 +47,8 @@ func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return invalid(describeJSONError(err))
+		field, reason := describeJSONError(err)
+		return apperr.InvalidField(field, "%s", reason)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("the body must hold exactly one JSON object")
@@ -78,12 +81,6 @@ func nullableField(name string) bool {
 // Bodies that are not valid JSON are left to the decoder, which words that.
 func refuseNullsAndRepeats(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		object  bool
-		wantKey bool
-		key     string
-		seen    map[string]string // the object's field names, folded, to their first spelling
-	}
 	var stack []frame
 	for {
 		tok, err := dec.Token()
@@ -122,14 +119,14 @@ func refuseNullsAndRepeats(body []byte) error {
 			}
 			folded := foldFieldName(top.key)
 			if first, ok := top.seen[folded]; ok {
-				return invalid(fmt.Sprintf("field %q appears more than once: send each field once", truncate(first, 64)))
+				return apperr.InvalidField(stackPointer(stack), "field %q appears more than once: send each field once", truncate(first, 64))
 			}
 			top.seen[folded] = top.key
 			continue
 		}
 		if tok == nil && !(top.object && nullableField(top.key)) {
 			if top.object {
-				return invalid(fmt.Sprintf("field %q must not be null", truncate(top.key, 64)))
+				return apperr.InvalidField(stackPointer(stack), "field %q must not be null", truncate(top.key, 64))
 			}
 			return invalid("the body must not hold null")
 		}
@@ -139,6 +136,27 @@ func refuseNullsAndRepeats(body []byte) error {
 	}
 }
 
+// stackPointer is the JSON pointer to the field being read: the keys of
+// the objects open, an array's place standing as "-" (its index is not
+// counted; a pointer to the array is as close as the caller needs).
+func stackPointer(stack []frame) string {
+	path := make([]string, 0, len(stack))
+	for _, f := range stack {
+		if f.object {
+			path = append(path, f.key)
+		}
+	}
+	return jsonPointer(path...)
+}
+
+// frame is one open object or array of refuseNullsAndRepeats's walk.
+type frame struct {
+	object  bool
+	wantKey bool
+	key     string
+	seen    map[string]string // the object's field names, folded, to their first spelling
+}
+
 // foldFieldName folds a field name as encoding/json matches names to
 // fields: without regard to case, the long s (U+017F) being s and the
 // Kelvin sign (U+212A) k, as Unicode's simple folding has them.
@@ -146,28 +164,42 @@ func foldFieldName(name string) string {
 	return strings.ToLower(strings.ToUpper(name))
 }
 
-// describeJSONError says what was wrong in the caller's words, never the
-// decoder's internals.
-func describeJSONError(err error) string {
+// describeJSONError says which field was wrong (a JSON pointer, "" for the
+// body as a whole) and what was wrong with it in the caller's words, never
+// the decoder's internals.
+func describeJSONError(err error) (field, reason string) {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
-		return "the body is not valid JSON"
+		return "", "the body is not valid JSON"
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return "the body must be a JSON object"
+			return "", "the body must be a JSON object"
 		}
-		return fmt.Sprintf("field %q must be %s", truncate(typ.Field, 64), jsonKind(typ.Type))
+		return jsonPointer(strings.Split(typ.Field, ".")...), fmt.Sprintf("field %q must be %s", truncate(typ.Field, 64), jsonKind(typ.Type))
 	}
 	// encoding/json reports an unknown field (DisallowUnknownFields) with a
 	// plain error, no type to match, so its text is the only place the
 	// field's name is; a decoder that words it otherwise falls to the
 	// generic sentence below.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return "unknown field " + truncate(name, 66)
+		if unq, qerr := strconv.Unquote(name); qerr == nil {
+			return jsonPointer(unq), "unknown field " + truncate(name, 66)
+		}
+		return "", "unknown field " + truncate(name, 66)
 	}
-	return "the body has a value of the wrong type or an unknown field"
+	return "", "the body has a value of the wrong type or an unknown field"
+}
+
+// jsonPointer is the RFC 6901 pointer to the field at path in the body.
+func jsonPointer(path ...string) string {
+	var b strings.Builder
+	for _, p := range path {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+	}
+	return b.String()
 }
 
 // jsonKind names a Go type as the JSON the caller should have sent.
@@ -198,8 +230,8 @@ func jsonKind(t reflect.Type) string {
 // int64. It is checked before any store is touched.
 // The refusal is built only when needed: built up front it was two
 // allocations on every buy.
-func parseID(raw, what string) (int64, error) {
-	bad := func() error { return invalid(what + " must be a positive decimal number") }
+func parseID(raw, field, what string) (int64, error) {
+	bad := func() error { return apperr.InvalidField(field, "%s must be a positive decimal number", what) }
 	if raw == "" || len(raw) > 19 || raw[0] == '0' {
 		return 0, bad()
 	}
@@ -219,7 +251,7 @@ func parseID(raw, what string) (int64, error) {
 func parseTime(raw, field string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, raw)
 	if err != nil {
-		return time.Time{}, invalid(field + " must be an RFC 3339 time, like 2030-01-02T15:04:05Z")
+		return time.Time{}, apperr.InvalidField("/"+field, "%s must be an RFC 3339 time, like 2030-01-02T15:04:05Z", field)
 	}
 	return t.UTC(), nil
 }

@@ -165,7 +165,7 @@ func (s *Server) operatorActions(c *fiber.Ctx) error {
 	after := int64(0)
 	if raw := c.Query("after"); args.Has("after") && raw != "0" {
 		var err error
-		if after, err = parseID(raw, "after (the id of the last entry read, or 0)"); err != nil {
+		if after, err = parseID(raw, "after", "after (the id of the last entry read, or 0)"); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func (s *Server) operatorActions(c *fiber.Ctx) error {
 	if raw := c.Query("limit"); args.Has("limit") {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > maxActionsPage || raw != strconv.Itoa(n) {
-			return apperr.Invalidf("limit must be a whole number from 1 to %d", maxActionsPage)
+			return apperr.InvalidField("limit", "limit must be a whole number from 1 to %d", maxActionsPage)
 		}
 		limit = n
 	}

@@ -50,7 +50,7 @@ func (s *Server) listOrders(c *fiber.Ctx) error {
 }
 
 func (s *Server) getOrder(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the order id")
+	id, err := parseID(c.Params("id"), "id", "the order id")
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Server) cancelOrder(c *fiber.Ctx) error {
 // moveOrder runs one transition on the caller's order and answers with the
 // order as it now is.
 func (s *Server) moveOrder(c *fiber.Ctx, move func(OrderLifecycle, context.Context, int64, int64) (orders.Order, error)) error {
-	id, err := parseID(c.Params("id"), "the order id")
+	id, err := parseID(c.Params("id"), "id", "the order id")
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (s *Server) capBodies(c *fiber.Ctx) error {
 var errNoPayments = fmt.Errorf("%w: payments are not taken on this instance", apperr.ErrUnavailable)
 
 func (s *Server) startPayment(c *fiber.Ctx) error {
-	id, err := parseID(c.Params("id"), "the order id")
+	id, err := parseID(c.Params("id"), "id", "the order id")
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func (s *Server) stripeWebhook(c *fiber.Ctx) error {
 // until the provider confirms the refund (then refunded, its unit back on
 // sale), or refunded at once without a provider payment (the demo one).
 func (s *Server) refundOrder(c *fiber.Ctx, act *seckill.Action) error {
-	id, err := parseID(c.Params("id"), "the order id")
+	id, err := parseID(c.Params("id"), "id", "the order id")
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ type Draws interface {
 // routeLine is the voucher of the route and its waiting room's line; ok is
 // false for a voucher without one. Each route says what that means for it.
 func (s *Server) routeLine(c *fiber.Ctx) (v seckill.Voucher, line waitroom.Line, ok bool, err error) {
-	id, err := parseID(c.Params("id"), "the voucher id")
+	id, err := parseID(c.Params("id"), "id", "the voucher id")
 	if err != nil {
 		return v, line, false, err
 	}

@@ -46,7 +46,7 @@ func TestIDPatternIsParseID(t *testing.T) {
 	pattern := regexp.MustCompile(schema["pattern"].(string))
 
 	agree := func(id string) {
-		_, err := parseID(id, "id")
+		_, err := parseID(id, "id", "id")
 		require.Equal(t, err == nil, pattern.MatchString(id), "id %q: parseID says %v", id, err)
 	}
 	for _, id := range []string{"1", "9", "10", "0", "01", "-1", "+1", "", "1a", " 1",

@@ -160,10 +160,11 @@ func userOut(u auth.User) api.User {
 	return api.User{ID: idString(u.ID), Username: u.Username}
 }
 
-// newVoucherIn is the seckill.Voucher the body asks for; a missing or bad
-// value is invalid_input naming its field.
+// newVoucherIn is the seckill.Voucher the body asks for; every missing or
+// bad value is invalid_input naming its field, all of them at once.
 func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
-	for _, f := range []struct {
+	var f apperr.Fields
+	for _, m := range []struct {
 		name    string
 		missing bool
 	}{
@@ -171,68 +172,87 @@ func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
 		{"stock", in.Stock == nil}, {"per_user_limit", in.PerUserLimit == nil},
 		{"begin_at", in.BeginAt == nil}, {"end_at", in.EndAt == nil},
 	} {
-		if f.missing {
-			return seckill.Voucher{}, invalid(f.name + " is required")
+		if m.missing {
+			f.Addf("/"+m.name, "%s is required", m.name)
 		}
 	}
-	begin, err := parseTime(*in.BeginAt, "begin_at")
-	if err != nil {
-		return seckill.Voucher{}, err
+	v := seckill.Voucher{CaptchaRequired: in.CaptchaRequired}
+	if in.Title != nil {
+		v.Title = *in.Title
 	}
-	end, err := parseTime(*in.EndAt, "end_at")
-	if err != nil {
-		return seckill.Voucher{}, err
+	if in.Kind != nil {
+		v.Kind = seckill.Kind(*in.Kind)
 	}
-	v := seckill.Voucher{
-		Title:           *in.Title,
-		Kind:            seckill.Kind(*in.Kind),
-		PriceCents:      *in.PriceCents,
-		StockTotal:      *in.Stock,
-		StockLeft:       *in.Stock,
-		PerUserLimit:    *in.PerUserLimit,
-		BeginAt:         begin,
-		EndAt:           end,
-		CaptchaRequired: in.CaptchaRequired,
+	if in.PriceCents != nil {
+		v.PriceCents = *in.PriceCents
+	}
+	if in.Stock != nil {
+		v.StockTotal, v.StockLeft = *in.Stock, *in.Stock
+	}
+	if in.PerUserLimit != nil {
+		v.PerUserLimit = *in.PerUserLimit
+	}
+	var err error
+	if in.BeginAt != nil {
+		if v.BeginAt, err = parseTime(*in.BeginAt, "begin_at"); err != nil {
+			_ = f.Merge(err)
+		}
+	}
+	if in.EndAt != nil {
+		if v.EndAt, err = parseTime(*in.EndAt, "end_at"); err != nil {
+			_ = f.Merge(err)
+		}
 	}
 	if in.Shards != nil {
 		if *in.Shards < 1 {
-			return seckill.Voucher{}, apperr.Invalidf("shards must be 1 to %d", seckill.MaxShards)
+			f.Addf("/shards", "shards must be 1 to %d", seckill.MaxShards)
 		}
 		v.Shards = *in.Shards
 	}
-	if v.WaitingRoom, err = waitingRoomIn(in.WaitingRoom); err != nil {
-		return seckill.Voucher{}, err
-	}
+	v.WaitingRoom = waitingRoomIn(in.WaitingRoom, &f)
 	if e := in.Entry; e != nil && (e.TokenRequired || e.Allowlist) {
 		v.Entry = &seckill.EntryRule{TokenRequired: e.TokenRequired, Allowlist: e.Allowlist}
 	}
-	return v, v.Validate()
+	if err := f.Merge(v.Validate()); err != nil {
+		return seckill.Voucher{}, err
+	}
+	return v, f.Err()
 }
 
 // waitingRoomIn is the operator's waiting room: admit_per_second is
 // required, prequeue_seconds defaults to 0 (no pre-queue), and an adaptive
-// room needs all three of its figures.
-func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
+// room needs all three of its figures. Missing figures are added to f.
+func waitingRoomIn(r *api.WaitingRoom, f *apperr.Fields) *seckill.WaitingRoom {
 	if r == nil {
-		return nil, nil
+		return nil
 	}
+	room := &seckill.WaitingRoom{}
 	if r.AdmitPerSecond == nil {
-		return nil, invalid("waiting_room.admit_per_second is required")
+		f.Addf("/waiting_room/admit_per_second", "waiting_room.admit_per_second is required")
+	} else {
+		room.AdmitPerSecond = *r.AdmitPerSecond
 	}
-	room := &seckill.WaitingRoom{AdmitPerSecond: *r.AdmitPerSecond}
 	if r.PrequeueSeconds != nil {
 		room.PrequeueSeconds = *r.PrequeueSeconds
 	}
 	if a := r.Adaptive; a != nil {
-		switch {
-		case a.TargetP99Ms == nil:
-			return nil, invalid("waiting_room.adaptive.target_p99_ms is required")
-		case a.MinPerSecond == nil:
-			return nil, invalid("waiting_room.adaptive.min_per_second is required")
-		case a.MaxPerSecond == nil:
-			return nil, invalid("waiting_room.adaptive.max_per_second is required")
+		ad := &seckill.Adaptive{}
+		for _, m := range []struct {
+			name string
+			in   *int64
+			out  *int64
+		}{
+			{"target_p99_ms", a.TargetP99Ms, &ad.TargetP99Ms},
+			{"min_per_second", a.MinPerSecond, &ad.MinPerSecond},
+			{"max_per_second", a.MaxPerSecond, &ad.MaxPerSecond},
+		} {
+			if m.in == nil {
+				f.Addf("/waiting_room/adaptive/"+m.name, "waiting_room.adaptive.%s is required", m.name)
+				continue
+			}
+			*m.out = *m.in
 		}
-		room.Adaptive = &seckill.Adaptive{TargetP99Ms: *a.TargetP99Ms, MinPerSecond: *a.MinPerSecond, MaxPerSecond: *a.MaxPerSecond}
+		room.Adaptive = ad
 	}
 	if r.Mode != nil {
 		room.Mode = seckill.RoomMode(*r.Mode)
@@ -240,31 +260,35 @@ func waitingRoomIn(r *api.WaitingRoom) (*seckill.WaitingRoom, error) {
 	if r.DrawPassSeconds != nil {
 		room.DrawPassSeconds = *r.DrawPassSeconds
 	}
-	return room, nil
+	return room
 }
 
 // voucherChange is the seckill.Change the body asks for; a bad value is
 // invalid_input naming its field.
 func voucherChange(in api.VoucherChange) (seckill.Change, error) {
 	var ch seckill.Change
+	var f apperr.Fields
 	if in.AddStock != nil {
 		if *in.AddStock < 1 || *in.AddStock > seckill.MaxStock {
-			return ch, apperr.Invalidf("add_stock must be 1 to %d", seckill.MaxStock)
+			f.Addf("/add_stock", "add_stock must be 1 to %d", seckill.MaxStock)
 		}
 		ch.AddStock = *in.AddStock
 	}
 	if in.AdmitPerSecond != nil {
 		if *in.AdmitPerSecond < 1 || *in.AdmitPerSecond > seckill.MaxAdmitPerSecond {
-			return ch, apperr.Invalidf("admit_per_second must be 1 to %d", seckill.MaxAdmitPerSecond)
+			f.Addf("/admit_per_second", "admit_per_second must be 1 to %d", seckill.MaxAdmitPerSecond)
 		}
 		ch.AdmitPerSecond = *in.AdmitPerSecond
 	}
 	if in.EndAt != nil {
 		end, err := parseTime(*in.EndAt, "end_at")
-		if err != nil {
+		if err := f.Merge(err); err != nil {
 			return ch, err
 		}
 		ch.EndAt = end
+	}
+	if err := f.Err(); err != nil {
+		return ch, err
 	}
 	return ch, ch.Validate()
 }

@@ -324,7 +324,7 @@ func (c *Catalog) SetState(ctx context.Context, id int64, st State, act *Action)
 		paused = true
 	case StateOnSale:
 	default:
-		return Voucher{}, apperr.Invalidf("state must be %q or %q", StatePaused, StateOnSale)
+		return Voucher{}, apperr.InvalidField("/state", "state must be %q or %q", StatePaused, StateOnSale)
 	}
 	stored, err := c.store.SetVoucherPaused(ctx, id, paused, act)
 	if err != nil {

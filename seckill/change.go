@@ -35,13 +35,13 @@ type ChangeRecord struct {
 func (c Change) Validate() error {
 	switch {
 	case c.AddStock == 0 && c.AdmitPerSecond == 0 && c.EndAt.IsZero():
-		return apperr.Invalidf("send at least one of add_stock, admit_per_second and end_at")
+		return apperr.InvalidField("", "send at least one of add_stock, admit_per_second and end_at")
 	case c.AddStock < 0 || c.AddStock > MaxStock:
-		return apperr.Invalidf("add_stock must be 1 to %d", MaxStock)
+		return apperr.InvalidField("/add_stock", "add_stock must be 1 to %d", MaxStock)
 	case c.AdmitPerSecond < 0 || c.AdmitPerSecond > MaxAdmitPerSecond:
-		return apperr.Invalidf("admit_per_second must be 1 to %d", MaxAdmitPerSecond)
+		return apperr.InvalidField("/admit_per_second", "admit_per_second must be 1 to %d", MaxAdmitPerSecond)
 	case !c.EndAt.IsZero() && outOfYears(c.EndAt):
-		return apperr.Invalidf("end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
+		return apperr.InvalidField("/end_at", "end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
 	}
 	return nil
 }
@@ -59,25 +59,25 @@ func (c Change) Apply(v Voucher, now time.Time) (Voucher, error) {
 	}
 	if c.AddStock > 0 {
 		if v.StockTotal+c.AddStock > MaxStock {
-			return Voucher{}, apperr.Invalidf("add_stock would make the stock %d, above %d", v.StockTotal+c.AddStock, MaxStock)
+			return Voucher{}, apperr.InvalidField("/add_stock", "add_stock would make the stock %d, above %d", v.StockTotal+c.AddStock, MaxStock)
 		}
 		v.StockTotal += c.AddStock
 		v.StockLeft += c.AddStock
 	}
 	if c.AdmitPerSecond > 0 {
 		if v.WaitingRoom == nil {
-			return Voucher{}, apperr.Invalidf("admit_per_second is for a voucher with a waiting room; this one has none")
+			return Voucher{}, apperr.InvalidField("/admit_per_second", "admit_per_second is for a voucher with a waiting room; this one has none")
 		}
 		room := *v.WaitingRoom
 		if a := room.Adaptive; a != nil && (c.AdmitPerSecond < a.MinPerSecond || c.AdmitPerSecond > a.MaxPerSecond) {
-			return Voucher{}, apperr.Invalidf("admit_per_second must be within the room's adaptive bounds, %d to %d", a.MinPerSecond, a.MaxPerSecond)
+			return Voucher{}, apperr.InvalidField("/admit_per_second", "admit_per_second must be within the room's adaptive bounds, %d to %d", a.MinPerSecond, a.MaxPerSecond)
 		}
 		room.AdmitPerSecond = c.AdmitPerSecond
 		v.WaitingRoom = &room
 	}
 	if !c.EndAt.IsZero() {
 		if !c.EndAt.After(v.EndAt) {
-			return Voucher{}, apperr.Invalidf("end_at must be later than the sale's end, %s", v.EndAt.UTC().Format(time.RFC3339))
+			return Voucher{}, apperr.InvalidField("/end_at", "end_at must be later than the sale's end, %s", v.EndAt.UTC().Format(time.RFC3339))
 		}
 		v.EndAt = c.EndAt
 	}

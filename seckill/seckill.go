@@ -254,39 +254,44 @@ const (
 	MaxYear = 9999
 )
 
-// Validate checks what an operator sent before anything is stored.
+// Validate checks what an operator sent before anything is stored. It
+// names every bad field (apperr.Fields, JSON pointers into the body of
+// POST /api/v1/admin/vouchers), not only the first, so an operator fixes
+// them all in one go.
 func (v Voucher) Validate() error {
+	var f apperr.Fields
 	switch {
 	case !utf8.ValidString(v.Title):
-		return apperr.Invalidf("title must be valid UTF-8 text")
+		f.Addf("/title", "title must be valid UTF-8 text")
 	case v.Title == "" || utf8.RuneCountInString(v.Title) > MaxTitleLen:
 		// Characters, as the vouchers table's CHECK and the API's schema count.
-		return apperr.Invalidf("title must be 1 to %d characters", MaxTitleLen)
+		f.Addf("/title", "title must be 1 to %d characters", MaxTitleLen)
 	case strings.ContainsFunc(v.Title, unicode.IsControl):
 		// PostgreSQL refuses NUL outright; the other controls (tab and
 		// newline included) have no place in a one-line title shown on a
 		// shop page.
-		return apperr.Invalidf("title must not contain control characters such as tabs or line breaks")
-	case !v.Kind.Valid():
-		return apperr.Invalidf("kind must be seckill, limit or common")
-	case v.PriceCents < 0 || v.PriceCents > MaxPriceCents:
-		return apperr.Invalidf("price_cents must be 0 to %d", int64(MaxPriceCents))
-	case v.StockTotal < 1 || v.StockTotal > MaxStock:
-		return apperr.Invalidf("stock must be 1 to %d", MaxStock)
-	case v.PerUserLimit < 1 || v.PerUserLimit > MaxPerUserLimit:
-		return apperr.Invalidf("per_user_limit must be 1 to %d", MaxPerUserLimit)
-	case v.BeginAt.IsZero() || v.EndAt.IsZero():
-		return apperr.Invalidf("begin_at and end_at are required")
-	case outOfYears(v.BeginAt) || outOfYears(v.EndAt):
-		return apperr.Invalidf("begin_at and end_at must be in the years %d to %d (UTC)", MinYear, MaxYear)
-	case !v.EndAt.After(v.BeginAt):
-		return apperr.Invalidf("end_at must be after begin_at")
+		f.Addf("/title", "title must not contain control characters such as tabs or line breaks")
+	}
+	if !v.Kind.Valid() {
+		f.Addf("/kind", "kind must be seckill, limit or common")
+	}
+	if v.PriceCents < 0 || v.PriceCents > MaxPriceCents {
+		f.Addf("/price_cents", "price_cents must be 0 to %d", int64(MaxPriceCents))
+	}
+	if v.StockTotal < 1 || v.StockTotal > MaxStock {
+		f.Addf("/stock", "stock must be 1 to %d", MaxStock)
+	}
+	if v.PerUserLimit < 1 || v.PerUserLimit > MaxPerUserLimit {
+		f.Addf("/per_user_limit", "per_user_limit must be 1 to %d", MaxPerUserLimit)
+	}
+	v.validateWindow(&f)
+	switch {
 	case v.Shards < 0 || v.Shards > MaxShards:
-		return apperr.Invalidf("shards must be 1 to %d", MaxShards)
+		f.Addf("/shards", "shards must be 1 to %d", MaxShards)
 	case v.ShardCount() > 1 && v.Kind != KindSeckill:
 		// Only a seckill voucher's stock lives in Redis buckets; the
 		// others are sold from their PostgreSQL row.
-		return apperr.Invalidf("shards above 1 are for seckill vouchers only")
+		f.Addf("/shards", "shards above 1 are for seckill vouchers only")
 	}
 	if v.Entry != nil && (v.Entry.TokenRequired || v.Entry.Allowlist) && v.WaitingRoom == nil {
 		// Entries are taken at the join of a line or a draw; a voucher
@@ -294,44 +299,81 @@ func (v Voucher) Validate() error {
 		return apperr.Invalidf("entry is for vouchers with a waiting_room: entries are checked when a shopper joins its line or draw")
 	}
 	if r := v.WaitingRoom; r != nil {
+		r.validate(v.Kind, &f)
+	}
+	return f.Err()
+}
+
+// validateWindow checks begin_at and end_at: each on its own, then their
+// order once both are good.
+func (v Voucher) validateWindow(f *apperr.Fields) {
+	good := true
+	for _, t := range []struct {
+		field string
+		at    time.Time
+	}{{"begin_at", v.BeginAt}, {"end_at", v.EndAt}} {
 		switch {
-		case v.Kind != KindSeckill:
-			// The room's admission is bounded by the Redis stock, which
-			// only seckill vouchers keep.
-			return apperr.Invalidf("waiting_room is for seckill vouchers only")
-		case r.AdmitPerSecond < 1 || r.AdmitPerSecond > MaxAdmitPerSecond:
-			return apperr.Invalidf("waiting_room.admit_per_second must be 1 to %d", MaxAdmitPerSecond)
-		case r.PrequeueSeconds < 0 || r.PrequeueSeconds > MaxPrequeueSeconds:
-			return apperr.Invalidf("waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
-		case r.Mode != "" && r.Mode != RoomLine && r.Mode != RoomDraw:
-			return apperr.Invalidf("waiting_room.mode must be line or draw")
-		case r.DrawPassSeconds < 0 || r.DrawPassSeconds > MaxDrawPassSeconds:
-			return apperr.Invalidf("waiting_room.draw_pass_seconds must be 0 (the default, 600) to %d", MaxDrawPassSeconds)
-		case r.Mode == RoomDraw && r.PrequeueSeconds < 1:
-			// The entries are taken in the pre-queue: none would fit in 0 s.
-			return apperr.Invalidf("waiting_room.prequeue_seconds must be at least 1 in a draw: entries are taken then")
-		}
-		if a := r.Adaptive; a != nil {
-			return a.validate(r.AdmitPerSecond)
+		case t.at.IsZero():
+			f.Addf("/"+t.field, "%s is required", t.field)
+			good = false
+		case outOfYears(t.at):
+			f.Addf("/"+t.field, "%s must be in the years %d to %d (UTC)", t.field, MinYear, MaxYear)
+			good = false
 		}
 	}
-	return nil
+	if good && !v.EndAt.After(v.BeginAt) {
+		f.Addf("/end_at", "end_at must be after begin_at")
+	}
+}
+
+// validate checks a waiting room of a voucher of kind k; every bad field is
+// named under /waiting_room.
+func (r *WaitingRoom) validate(k Kind, f *apperr.Fields) {
+	if k != KindSeckill {
+		// The room's admission is bounded by the Redis stock, which
+		// only seckill vouchers keep.
+		f.Addf("/waiting_room", "waiting_room is for seckill vouchers only")
+		return
+	}
+	if r.AdmitPerSecond < 1 || r.AdmitPerSecond > MaxAdmitPerSecond {
+		f.Addf("/waiting_room/admit_per_second", "waiting_room.admit_per_second must be 1 to %d", MaxAdmitPerSecond)
+	}
+	switch {
+	case r.PrequeueSeconds < 0 || r.PrequeueSeconds > MaxPrequeueSeconds:
+		f.Addf("/waiting_room/prequeue_seconds", "waiting_room.prequeue_seconds must be 0 to %d", MaxPrequeueSeconds)
+	case r.Mode == RoomDraw && r.PrequeueSeconds < 1:
+		// The entries are taken in the pre-queue: none would fit in 0 s.
+		f.Addf("/waiting_room/prequeue_seconds", "waiting_room.prequeue_seconds must be at least 1 in a draw: entries are taken then")
+	}
+	if r.Mode != "" && r.Mode != RoomLine && r.Mode != RoomDraw {
+		f.Addf("/waiting_room/mode", "waiting_room.mode must be line or draw")
+	}
+	if r.DrawPassSeconds < 0 || r.DrawPassSeconds > MaxDrawPassSeconds {
+		f.Addf("/waiting_room/draw_pass_seconds", "waiting_room.draw_pass_seconds must be 0 (the default, 600) to %d", MaxDrawPassSeconds)
+	}
+	if a := r.Adaptive; a != nil {
+		a.validate(r.AdmitPerSecond, f)
+	}
 }
 
 // validate checks an adaptive room's figures against its starting rate;
 // every error names its field.
-func (a Adaptive) validate(start int64) error {
-	switch {
-	case a.TargetP99Ms < 1 || a.TargetP99Ms > MaxTargetP99Ms:
-		return apperr.Invalidf("waiting_room.adaptive.target_p99_ms must be 1 to %d", MaxTargetP99Ms)
-	case a.MinPerSecond < 1 || a.MinPerSecond > MaxAdmitPerSecond:
-		return apperr.Invalidf("waiting_room.adaptive.min_per_second must be 1 to %d", MaxAdmitPerSecond)
-	case a.MaxPerSecond < a.MinPerSecond || a.MaxPerSecond > MaxAdmitPerSecond:
-		return apperr.Invalidf("waiting_room.adaptive.max_per_second must be min_per_second to %d", MaxAdmitPerSecond)
-	case start < a.MinPerSecond || start > a.MaxPerSecond:
-		return apperr.Invalidf("waiting_room.admit_per_second must be within waiting_room.adaptive's min_per_second and max_per_second")
+func (a Adaptive) validate(start int64, f *apperr.Fields) {
+	const at = "/waiting_room/adaptive/"
+	if a.TargetP99Ms < 1 || a.TargetP99Ms > MaxTargetP99Ms {
+		f.Addf(at+"target_p99_ms", "waiting_room.adaptive.target_p99_ms must be 1 to %d", MaxTargetP99Ms)
 	}
-	return nil
+	minOK := a.MinPerSecond >= 1 && a.MinPerSecond <= MaxAdmitPerSecond
+	if !minOK {
+		f.Addf(at+"min_per_second", "waiting_room.adaptive.min_per_second must be 1 to %d", MaxAdmitPerSecond)
+	}
+	switch {
+	case a.MaxPerSecond < a.MinPerSecond || a.MaxPerSecond > MaxAdmitPerSecond:
+		f.Addf(at+"max_per_second", "waiting_room.adaptive.max_per_second must be min_per_second to %d", MaxAdmitPerSecond)
+	case minOK && start >= 1 && start <= MaxAdmitPerSecond && (start < a.MinPerSecond || start > a.MaxPerSecond):
+		// Only a starting rate good on its own: one bad field, one entry.
+		f.Addf("/waiting_room/admit_per_second", "waiting_room.admit_per_second must be within waiting_room.adaptive's min_per_second and max_per_second")
+	}
 }
 
 func outOfYears(t time.Time) bool {
@@ -368,9 +410,9 @@ func (r Reservation) validateRequest() error {
 	case r.UserID <= 0:
 		return apperr.Invalidf("bad user id")
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return apperr.Invalidf("quantity must be 1 to %d", MaxQuantity)
+		return apperr.InvalidField("/quantity", "quantity must be 1 to %d", MaxQuantity)
 	case len(r.RequestKey) > MaxRequestKey:
-		return apperr.Invalidf("Idempotency-Key is longer than %d characters", MaxRequestKey)
+		return apperr.InvalidField("Idempotency-Key", "Idempotency-Key is longer than %d characters", MaxRequestKey)
 	}
 	return nil
 }

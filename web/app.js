@@ -166,11 +166,13 @@
   // ---- HTTP ---------------------------------------------------------------
 
   class ApiError extends Error {
-    constructor(status, code, message, retryAfter) {
+    constructor(status, code, message, retryAfter, detail = {}) {
       super(message || code);
       this.status = status;
       this.code = code;
       this.retryAfter = retryAfter; // seconds, or 0 when absent
+      this.fields = detail.fields || []; // invalid_input: [{field, reason}]
+      this.retry_at = detail.retry_at || ''; // unpaid_limit: RFC 3339
     }
   }
 
@@ -213,7 +215,7 @@
     if (!res.ok) {
       const err = data && data.error ? data.error : {};
       throw new ApiError(res.status, err.code || CODE_FOR_STATUS[res.status] || 'internal',
-        err.message || '', parseRetryAfter(res.headers.get('Retry-After')));
+        err.message || '', parseRetryAfter(res.headers.get('Retry-After')), err);
     }
     return data;
   }
@@ -249,9 +251,8 @@
       case 'sale_paused': return 'The shop paused this sale for a moment. The page shows when it reopens.';
       case 'not_admitted': return 'This sale has a waiting room: your turn to buy comes when the line lets you in.';
       case 'unpaid_limit': {
-        // The message ends with the RFC 3339 time the refusal ends.
-        const at = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/.exec(err.message || '');
-        const when = at ? new Date(at[0]).toLocaleString() : 'later';
+        // error.retry_at is when the refusal ends (gateway/openapi.yaml).
+        const when = err.retry_at ? new Date(err.retry_at).toLocaleString() : 'later';
         return `Too many of your holds ran out unpaid or were cancelled recently — you can buy again from ${when}.`;
       }
       default: return 'Something went wrong on our side. Please try again.';

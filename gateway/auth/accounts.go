@@ -55,7 +55,7 @@ func NewAccounts(store UserStore, tokens *Tokens) *Accounts {
 // a-z, A-Z, 0-9, '_', '.', '-'. Errors wrap apperr.ErrInvalidInput.
 func ValidateUsername(username string) error {
 	if !validUsername(username) {
-		return invalidInput(fmt.Sprintf("the username must be %d to %d letters, digits, '_', '.' or '-'", MinUsernameLen, MaxUsernameLen))
+		return apperr.InvalidField("/username", "the username must be %d to %d letters, digits, '_', '.' or '-'", MinUsernameLen, MaxUsernameLen)
 	}
 	return nil
 }
@@ -77,7 +77,16 @@ func validUsername(s string) bool {
 // Register creates an account. Bad input wraps apperr.ErrInvalidInput; a
 // name in use wraps apperr.ErrUsernameTaken.
 func (a *Accounts) Register(ctx context.Context, username, password string) (User, error) {
-	if err := ValidateUsername(username); err != nil {
+	// Both fields are judged before either is refused, so the caller
+	// learns of both at once.
+	var f apperr.Fields
+	if err := f.Merge(ValidateUsername(username)); err != nil {
+		return User{}, err
+	}
+	if err := f.Merge(ValidatePassword(password)); err != nil {
+		return User{}, err
+	}
+	if err := f.Err(); err != nil {
 		return User{}, err
 	}
 	hash, err := HashPassword(password)

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // Rules for passwords, in characters as gateway/openapi.yaml states them
@@ -38,7 +40,7 @@ const dummyHash = "$2a$10$Km.FeCtkQdPSdMk3MW6QaOfE/Ax.3No/QN0FmTe7fHDdCBEe.mAHK"
 // ValidatePassword checks the length rules; errors wrap apperr.ErrInvalidInput.
 func ValidatePassword(password string) error {
 	if !utf8.ValidString(password) || !passwordLenOK(password) {
-		return invalidInput(fmt.Sprintf("the password must be %d to %d characters long", MinPasswordLen, MaxPasswordLen))
+		return apperr.InvalidField("/password", "the password must be %d to %d characters long", MinPasswordLen, MaxPasswordLen)
 	}
 	return nil
 }

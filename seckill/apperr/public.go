@@ -15,6 +15,8 @@ type PublicError struct {
 	Kind    error  // the sentinel that picks the answer, e.g. ErrInvalidInput
 	Message string // the sentence shown to the caller
 	Cause   error  // optional: what went wrong underneath, for logs and errors.Is
+	// Fields names each bad field of an ErrInvalidInput (see Fields).
+	Fields []FieldError
 }
 
 // Public returns an error of kind whose message the caller may read.

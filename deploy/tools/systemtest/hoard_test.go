@@ -45,6 +45,9 @@ func TestHoardingCostsTheHoarder(t *testing.T) {
 		require.True(t, ok, "the message says when: %q", msg)
 		until, err := time.Parse(time.RFC3339, at)
 		require.NoError(t, err, "%q", msg)
+		retryAt, err := time.Parse(time.RFC3339, e["retry_at"].(string))
+		require.NoError(t, err, "unpaid_limit carries retry_at: %s", a.raw)
+		require.True(t, retryAt.Equal(until), "retry_at %s is the moment the message gives, %s", retryAt, until)
 		require.True(t, until.After(time.Now()) && !until.After(time.Now().Add(time.Hour)),
 			"when the oldest counted strike leaves the hour's window: %s", until)
 		return until
