@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,9 +38,10 @@ const CatalogCacheControl = "public, max-age=1, stale-while-revalidate=2"
 // encodedVoucher is one voucher's JSON, encoded once per change.
 type encodedVoucher struct {
 	v     seckill.Voucher
-	body  []byte // the voucher object
-	etag  string // strong: a digest of body
-	frame []byte // {"type":"voucher","voucher":<body>}, the socket's frame
+	body  []byte        // the voucher object
+	state seckill.State // the state body shows
+	etag  string        // strong: a digest of body
+	frame []byte        // {"type":"voucher","voucher":<body>}, the socket's frame
 }
 
 // encodedCatalog is a catalog snapshot ready to write.
@@ -49,6 +51,47 @@ type encodedCatalog struct {
 	listETag string
 	byID     map[int64]*encodedVoucher
 	all      []*encodedVoucher // newest first
+	pos      map[int64]int     // a voucher's place in all, for a page's cursor
+	// first is the answer to the plain GET /api/v1/vouchers, the first
+	// page at the default limit: built once per snapshot.
+	first page
+}
+
+// page is one page of the list, encoded.
+type page struct {
+	body []byte
+	etag string
+	// last is the id of the page's last voucher when more follow, else 0.
+	last int64
+}
+
+// page builds the page of at most limit vouchers after position from of
+// those keep lets through (every one when keep is nil): the vouchers' JSON
+// joined, never encoded again.
+func (e *encodedCatalog) page(from, limit int, keep func(*encodedVoucher) bool) page {
+	var p page
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	n, last := 0, int64(0)
+	for _, ev := range e.all[min(from, len(e.all)):] {
+		if keep != nil && !keep(ev) {
+			continue
+		}
+		if n == limit {
+			p.last = last
+			break
+		}
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(ev.body)
+		last = ev.v.ID
+		n++
+	}
+	buf.WriteByte(']')
+	p.body = buf.Bytes()
+	p.etag = strongETag(p.body)
+	return p
 }
 
 // catalogCache encodes each snapshot of the catalog once, and within it each
@@ -73,7 +116,8 @@ func (cc *catalogCache) encoded(snap *seckill.CatalogSnapshot) (*encodedCatalog,
 		return prev, nil
 	}
 	vs := snap.Vouchers()
-	e := &encodedCatalog{snap: snap, byID: make(map[int64]*encodedVoucher, len(vs)), all: make([]*encodedVoucher, 0, len(vs))}
+	e := &encodedCatalog{snap: snap, byID: make(map[int64]*encodedVoucher, len(vs)), all: make([]*encodedVoucher, 0, len(vs)),
+		pos: make(map[int64]int, len(vs))}
 	var list bytes.Buffer
 	list.WriteByte('[')
 	for i, v := range vs {
@@ -82,6 +126,7 @@ func (cc *catalogCache) encoded(snap *seckill.CatalogSnapshot) (*encodedCatalog,
 			return nil, err
 		}
 		e.byID[v.ID] = ev
+		e.pos[v.ID] = len(e.all)
 		e.all = append(e.all, ev)
 		if i > 0 {
 			list.WriteByte(',')
@@ -91,6 +136,11 @@ func (cc *catalogCache) encoded(snap *seckill.CatalogSnapshot) (*encodedCatalog,
 	list.WriteByte(']')
 	e.list = list.Bytes()
 	e.listETag = strongETag(e.list)
+	if len(e.all) <= defaultPageLimit {
+		e.first = page{body: e.list, etag: e.listETag}
+	} else {
+		e.first = e.page(0, defaultPageLimit, nil)
+	}
 	cc.cur.Store(e)
 	return e, nil
 }
@@ -103,7 +153,8 @@ func (cc *catalogCache) encodeVoucher(prev *encodedCatalog, v seckill.Voucher) (
 		}
 	}
 	cc.encodings.Add(1)
-	body, err := json.Marshal(voucherJSON(v))
+	out := voucherJSON(v)
+	body, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: encode voucher %d: %w", v.ID, err)
 	}
@@ -111,7 +162,7 @@ func (cc *catalogCache) encodeVoucher(prev *encodedCatalog, v seckill.Voucher) (
 	frame = append(frame, `{"type":"`+api.FrameVoucher+`","voucher":`...)
 	frame = append(frame, body...)
 	frame = append(frame, '}')
-	return &encodedVoucher{v: v, body: body, etag: strongETag(body), frame: frame}, nil
+	return &encodedVoucher{v: v, body: body, state: seckill.State(out.State), etag: strongETag(body), frame: frame}, nil
 }
 
 // strongETag is a quoted digest of body: equal bodies, equal tags, on every
@@ -181,12 +232,63 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
+// voucherStates are the values of GET /api/v1/vouchers?state=, those of
+// the voucher's state in gateway/openapi.yaml.
+var voucherStates = [...]seckill.State{seckill.StateScheduled, seckill.StateOnSale,
+	seckill.StatePaused, seckill.StateSoldOut, seckill.StateEnded}
+
+// listVouchers is GET /api/v1/vouchers: a page of the catalog, newest
+// first, from memory like every catalog read. The plain request's page is
+// built once per change of the catalog; others join the vouchers' JSON,
+// encoded once per change of each.
 func (s *Server) listVouchers(c *fiber.Ctx) error {
+	args := c.Request().URI().QueryArgs()
+	var f apperr.Fields
+	q := parsePage(c, cursorVouchers, &f)
+	var state seckill.State
+	if args.Has("state") {
+		state = seckill.State(args.Peek("state"))
+		if !slices.Contains(voucherStates[:], state) {
+			f.Addf("state", "state must be one of scheduled, on_sale, paused, sold_out and ended")
+		}
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
 	e, err := s.catalog(c.UserContext())
 	if err != nil {
 		return err
 	}
-	return sendCatalog(c, e.list, e.listETag)
+	p := e.first
+	if q.after != 0 || q.limit != defaultPageLimit || state != "" {
+		var keep func(*encodedVoucher) bool
+		if state != "" {
+			keep = func(ev *encodedVoucher) bool { return ev.state == state }
+		}
+		p = e.page(e.after(q.after), q.limit, keep)
+	}
+	if p.last != 0 {
+		setNextLink(c, cursorVouchers, p.last)
+	}
+	return sendCatalog(c, p.body, p.etag)
+}
+
+// after is the place in the list after voucher id: the next one, or, for
+// a voucher this snapshot lacks (made a moment ago on another instance),
+// the first with a smaller id (ids grow with time, as the list's order).
+func (e *encodedCatalog) after(id int64) int {
+	if id == 0 {
+		return 0
+	}
+	if i, ok := e.pos[id]; ok {
+		return i + 1
+	}
+	for i, ev := range e.all {
+		if ev.v.ID < id {
+			return i
+		}
+	}
+	return len(e.all)
 }
 
 func (s *Server) getVoucher(c *fiber.Ctx) error {

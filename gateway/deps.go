@@ -53,6 +53,9 @@ type OrderReader interface {
 	Get(ctx context.Context, userID, orderID int64) (orders.Order, error)
 	// List returns the user's orders, newest first.
 	List(ctx context.Context, userID int64) ([]orders.Order, error)
+	// Page returns one page of the user's orders, newest first, and
+	// whether more follow it.
+	Page(ctx context.Context, userID int64, p orders.Page) ([]orders.Order, bool, error)
 }
 
 // StatsReader reports one voucher's sales for operators.

@@ -412,6 +412,9 @@ func (r ownerBlind) Get(context.Context, int64, int64) (orders.Order, error) { r
 func (r ownerBlind) List(context.Context, int64) ([]orders.Order, error) {
 	return []orders.Order{r.o}, nil
 }
+func (r ownerBlind) Page(context.Context, int64, orders.Page) ([]orders.Order, bool, error) {
+	return []orders.Order{r.o}, false, nil
+}
 
 func TestOrdersNeverLeakAcrossUsers(t *testing.T) {
 	t.Parallel()

@@ -5,7 +5,6 @@ package gateway
 // is one of them as much as a row of PostgreSQL (OrderReader).
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -26,19 +25,35 @@ type OrderLifecycle interface {
 	Cancel(ctx context.Context, userID, orderID int64) (orders.Order, error)
 }
 
+// orderStatuses are the values of GET /api/v1/orders?status=, those of
+// the order's status in gateway/openapi.yaml.
+var orderStatuses = [...]orders.Status{orders.StatusReserved, orders.StatusCreated,
+	orders.StatusPaid, orders.StatusCancelled, orders.StatusFailed}
+
+// listOrders is GET /api/v1/orders: one page of the caller's orders,
+// newest first (by order id, which is time-ordered: a page is a seek from
+// the last id of the one before, never an offset).
 func (s *Server) listOrders(c *fiber.Ctx) error {
 	uid := userIDOf(c)
-	list, err := s.deps.Orders.List(c.UserContext(), uid)
+	var f apperr.Fields
+	q := parsePage(c, cursorOrders, &f)
+	page := orders.Page{Before: q.after, Limit: q.limit}
+	if raw := c.Query("status"); raw != "" || c.Request().URI().QueryArgs().Has("status") {
+		page.Status = orders.Status(raw)
+		if !slices.Contains(orderStatuses[:], page.Status) {
+			f.Addf("status", "status must be one of reserved, created, paid, cancelled and failed")
+		}
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	list, more, err := s.deps.Orders.Page(c.UserContext(), uid, page)
 	if err != nil {
 		return err
 	}
-	// Newest first, whatever mix of Redis holds and rows the reader merged.
-	slices.SortStableFunc(list, func(a, b orders.Order) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
+	if more && len(list) > 0 {
+		setNextLink(c, cursorOrders, list[len(list)-1].ID)
+	}
 	out := make([]api.Order, 0, len(list))
 	for _, o := range list {
 		if o.UserID != uid {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,6 +288,25 @@ func (f *fakeOrders) List(_ context.Context, userID int64) ([]orders.Order, erro
 		}
 	}
 	return out, nil
+}
+
+// Page is List, newest first by id, seeking below p.Before.
+func (f *fakeOrders) Page(ctx context.Context, userID int64, p orders.Page) ([]orders.Order, bool, error) {
+	all, err := f.List(ctx, userID)
+	if err != nil {
+		return nil, false, err
+	}
+	slices.SortFunc(all, func(a, b orders.Order) int { return cmp.Compare(b.ID, a.ID) })
+	var out []orders.Order
+	for _, o := range all {
+		if (p.Before == 0 || o.ID < p.Before) && (p.Status == "" || o.Status == p.Status) {
+			out = append(out, o)
+		}
+	}
+	if len(out) > p.Limit {
+		return out[:p.Limit], true, nil
+	}
+	return out, false, nil
 }
 
 type fakeStats struct {

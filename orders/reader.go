@@ -154,6 +154,51 @@ func (r *Reader) price(ctx context.Context, voucherID int64) (int64, error) {
 	return v.PriceCents, nil
 }
 
+// Page is one page of a shopper's orders (GET /api/v1/orders): newest first,
+// by order id (ids are time-ordered), so a page is a seek from the last id
+// of the one before.
+type Page struct {
+	// Before keeps only orders with a smaller id; 0 starts at the newest.
+	Before int64
+	// Status keeps only orders of that status; "" keeps all.
+	Status Status
+	// Limit is the most orders the page holds.
+	Limit int
+}
+
+// Page returns one page of the user's orders, newest first: those in
+// PostgreSQL and the live holds not persisted yet (status reserved), and
+// whether more follow it.
+func (r *Reader) Page(ctx context.Context, userID int64, p Page) ([]Order, bool, error) {
+	if p.Limit <= 0 {
+		return nil, false, fmt.Errorf("orders: page: %w: limit %d", apperr.ErrInvalidInput, p.Limit)
+	}
+	// One more than the page, to know whether another follows.
+	want := p
+	want.Limit++
+	list, err := r.store.OrdersPage(ctx, userID, want)
+	if err != nil {
+		return nil, false, fmt.Errorf("orders: page: %w", err)
+	}
+	if p.Status == "" || p.Status == StatusReserved {
+		if list, err = r.withHolds(ctx, userID, list); err != nil {
+			return nil, false, err
+		}
+		kept := list[:0]
+		for _, o := range list {
+			if (p.Before <= 0 || o.ID < p.Before) && (p.Status == "" || o.Status == p.Status) {
+				kept = append(kept, o)
+			}
+		}
+		list = kept
+	}
+	more := len(list) > p.Limit
+	if more {
+		list = list[:p.Limit]
+	}
+	return list, more, nil
+}
+
 // List returns the user's orders, newest first (ids are time-ordered): those
 // in PostgreSQL and the live holds not persisted yet, at most
 // DefaultListLimit.
@@ -162,6 +207,18 @@ func (r *Reader) List(ctx context.Context, userID int64) ([]Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("orders: list: %w", err)
 	}
+	if list, err = r.withHolds(ctx, userID, list); err != nil {
+		return nil, err
+	}
+	if len(list) > r.limit {
+		list = list[:r.limit]
+	}
+	return list, nil
+}
+
+// withHolds adds to list, orders read from PostgreSQL, the user's live holds
+// it lacks (an order not persisted yet, as status reserved), newest first.
+func (r *Reader) withHolds(ctx context.Context, userID int64, list []Order) ([]Order, error) {
 	vouchers, err := r.active(ctx, time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("orders: active vouchers: %w", err)
@@ -205,8 +262,5 @@ func (r *Reader) List(ctx context.Context, userID int64) ([]Order, error) {
 		list = append(list, OrderFromReservation(h, price))
 	}
 	slices.SortFunc(list, func(a, b Order) int { return cmp.Compare(b.ID, a.ID) })
-	if len(list) > r.limit {
-		list = list[:r.limit]
-	}
 	return list, nil
 }

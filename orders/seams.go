@@ -45,6 +45,9 @@ type Record interface {
 
 	Order(ctx context.Context, id int64) (Order, error)
 	OrdersByUser(ctx context.Context, userID int64, limit int) ([]Order, error)
+	// OrdersPage returns one page of the user's orders, newest first:
+	// those below p.Before, of p.Status, at most p.Limit.
+	OrdersPage(ctx context.Context, userID int64, p Page) ([]Order, error)
 	VoucherOrders(ctx context.Context, voucherID int64) ([]Order, error)
 	Voucher(ctx context.Context, id int64) (seckill.Voucher, error)
 	Stats(ctx context.Context, voucherID int64) (Stats, error)

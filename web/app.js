@@ -189,7 +189,29 @@
     return Number.isNaN(at) ? 0 : Math.max(0, Math.ceil((at - serverNow()) / 1000));
   }
 
-  async function api(method, path, { body, headers = {}, auth = true } = {}) {
+  // nextPage is the path (under API) of the page a list's Link header names
+  // (rel="next"), or '' on the last page.
+  function nextPage(res) {
+    const m = /<([^>]*)>\s*;\s*rel="?next"?/.exec(res.headers.get('Link') || '');
+    if (!m) return '';
+    const url = new URL(m[1], location.href);
+    return url.pathname.startsWith(API + '/') ? url.pathname.slice(API.length) + url.search : '';
+  }
+
+  // apiList reads every page of a list (GET /vouchers, GET /orders),
+  // following Link, at most maxPages of them.
+  async function apiList(path, opts = {}, maxPages = 20) {
+    const all = [];
+    for (let i = 0; path && i < maxPages; i++) {
+      let next = '';
+      const page = await api('GET', path, { ...opts, onResponse: (res) => { next = nextPage(res); } });
+      if (Array.isArray(page)) all.push(...page);
+      path = next;
+    }
+    return all;
+  }
+
+  async function api(method, path, { body, headers = {}, auth = true, onResponse = null } = {}) {
     const h = { Accept: 'application/json', ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
     if (auth && state.session) h.Authorization = `Bearer ${state.session.token}`;
@@ -207,6 +229,7 @@
       throw new ApiError(0, 'network', 'network error', 0);
     }
     observeDate(res, sentAt, Date.now());
+    if (onResponse && res.ok) onResponse(res);
     const text = await res.text().catch(() => '');
     let data = null;
     if (text) {
@@ -983,8 +1006,8 @@
     clearTimeout(vouchersTimer);
     let next = FALLBACK_REFRESH;
     try {
-      const list = await api('GET', '/vouchers', { auth: false });
-      applyVouchers(Array.isArray(list) ? list : []);
+      // The plain address: its page is built once per change of the catalog.
+      applyVouchers(await apiList('/vouchers', { auth: false }));
       $('#vouchers-updated').textContent = socket.isLive() ? 'Live' : `Updated ${fmtTime(serverNow())}`;
     } catch (err) {
       if (!state.vouchersLoadedOnce) {
@@ -1156,8 +1179,7 @@
   async function refreshOrders() {
     if (!state.session) return;
     try {
-      const list = await api('GET', '/orders');
-      for (const o of list || []) upsertOrder(o, false);
+      for (const o of await apiList('/orders?limit=100')) upsertOrder(o, false);
     } catch (err) {
       if (err.code === 'unauthenticated') endSession(sentence(err));
     }

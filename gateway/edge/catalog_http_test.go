@@ -48,6 +48,9 @@ func (nopOrders) Get(context.Context, int64, int64) (orders.Order, error) {
 	return orders.Order{}, apperr.ErrNotFound
 }
 func (nopOrders) List(context.Context, int64) ([]orders.Order, error) { return nil, nil }
+func (nopOrders) Page(context.Context, int64, orders.Page) ([]orders.Order, bool, error) {
+	return nil, false, nil
+}
 
 type nopStats struct{}
 
