@@ -314,6 +314,87 @@ func (e WaitingRoomMode) Valid() bool {
 	}
 }
 
+// Defines values for VoucherStateFilter.
+const (
+	VoucherStateFilterEnded     VoucherStateFilter = "ended"
+	VoucherStateFilterOnSale    VoucherStateFilter = "on_sale"
+	VoucherStateFilterPaused    VoucherStateFilter = "paused"
+	VoucherStateFilterScheduled VoucherStateFilter = "scheduled"
+	VoucherStateFilterSoldOut   VoucherStateFilter = "sold_out"
+)
+
+// Valid indicates whether the value is a known member of the VoucherStateFilter enum.
+func (e VoucherStateFilter) Valid() bool {
+	switch e {
+	case VoucherStateFilterEnded:
+		return true
+	case VoucherStateFilterOnSale:
+		return true
+	case VoucherStateFilterPaused:
+		return true
+	case VoucherStateFilterScheduled:
+		return true
+	case VoucherStateFilterSoldOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListOrdersParamsStatus.
+const (
+	ListOrdersParamsStatusCancelled ListOrdersParamsStatus = "cancelled"
+	ListOrdersParamsStatusCreated   ListOrdersParamsStatus = "created"
+	ListOrdersParamsStatusFailed    ListOrdersParamsStatus = "failed"
+	ListOrdersParamsStatusPaid      ListOrdersParamsStatus = "paid"
+	ListOrdersParamsStatusReserved  ListOrdersParamsStatus = "reserved"
+)
+
+// Valid indicates whether the value is a known member of the ListOrdersParamsStatus enum.
+func (e ListOrdersParamsStatus) Valid() bool {
+	switch e {
+	case ListOrdersParamsStatusCancelled:
+		return true
+	case ListOrdersParamsStatusCreated:
+		return true
+	case ListOrdersParamsStatusFailed:
+		return true
+	case ListOrdersParamsStatusPaid:
+		return true
+	case ListOrdersParamsStatusReserved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListVouchersParamsState.
+const (
+	ListVouchersParamsStateEnded     ListVouchersParamsState = "ended"
+	ListVouchersParamsStateOnSale    ListVouchersParamsState = "on_sale"
+	ListVouchersParamsStatePaused    ListVouchersParamsState = "paused"
+	ListVouchersParamsStateScheduled ListVouchersParamsState = "scheduled"
+	ListVouchersParamsStateSoldOut   ListVouchersParamsState = "sold_out"
+)
+
+// Valid indicates whether the value is a known member of the ListVouchersParamsState enum.
+func (e ListVouchersParamsState) Valid() bool {
+	switch e {
+	case ListVouchersParamsStateEnded:
+		return true
+	case ListVouchersParamsStateOnSale:
+		return true
+	case ListVouchersParamsStatePaused:
+		return true
+	case ListVouchersParamsStateScheduled:
+		return true
+	case ListVouchersParamsStateSoldOut:
+		return true
+	default:
+		return false
+	}
+}
+
 // Adaptive Admission that follows the back end's health: the fleet slows the room down while the reservations' p99 (the reservation script and the Kafka hand-off of buys that passed every limit) is above target_p99_ms, the workers fall behind, a circuit breaker is open or reservations fail, and speeds it up again once the back end has room (the control rule is in seckill/waitroom/README.md). Refusals served before the reservation (unknown vouchers, limits, captchas) move it neither way. The metric seckill_room_admit_rate shows the rate in force.
 type Adaptive struct {
 	// MaxPerSecond the highest rate the room speeds up to; at least min_per_second
@@ -437,13 +518,33 @@ type Error struct {
 	Error struct {
 		Code ErrorErrorCode `json:"code"`
 
+		// Fields invalid_input only, and always there for it: one entry per bad field, every bad
+		// field of the request at once. `field` is a JSON pointer into the body (RFC 6901,
+		// such as `/waiting_room/admit_per_second`; the empty string is the body as a whole,
+		// e.g. a body that is not JSON), or, for a value outside the body, the parameter's
+		// name as this document spells it (`limit`, `cursor`, `status`, `state`, `id`,
+		// `Idempotency-Key`); a pointer always starts with `/`, so the two never meet.
+		Fields *[]FieldError `json:"fields,omitempty"`
+
 		// Message A plain sentence for the shopper; never internals.
 		Message string `json:"message"`
+
+		// RetryAt unpaid_limit only (always there for it) — when the shopper may buy again (RFC 3339, UTC); the same moment the message gives.
+		RetryAt *time.Time `json:"retry_at,omitempty"`
 	} `json:"error"`
 }
 
 // ErrorErrorCode defines model for Error.Error.Code.
 type ErrorErrorCode string
+
+// FieldError defines model for FieldError.
+type FieldError struct {
+	// Field Example: /waiting_room/admit_per_second
+	Field string `json:"field"`
+
+	// Reason Example: waiting_room.admit_per_second must be 1 to 100000
+	Reason string `json:"reason"`
+}
 
 // NewVoucher defines model for NewVoucher.
 type NewVoucher struct {
@@ -612,6 +713,15 @@ type IfNoneMatch = string
 // OperatorIdempotencyKey defines model for OperatorIdempotencyKey.
 type OperatorIdempotencyKey = string
 
+// PageCursor defines model for PageCursor.
+type PageCursor = string
+
+// PageLimit defines model for PageLimit.
+type PageLimit = int
+
+// VoucherStateFilter defines model for VoucherStateFilter.
+type VoucherStateFilter string
+
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
 
@@ -648,11 +758,38 @@ type CreateVoucherParams struct {
 	IdempotencyKey *OperatorIdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListOrdersParams defines parameters for ListOrders.
+type ListOrdersParams struct {
+	// Limit The most items on the page (default 50).
+	Limit *PageLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, opaque; take it from the Link of the page before (a cursor of one list is refused by the other).
+	Cursor *PageCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Status Only the orders in this status.
+	Status *ListOrdersParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+}
+
+// ListOrdersParamsStatus defines parameters for ListOrders.
+type ListOrdersParamsStatus string
+
 // ListVouchersParams defines parameters for ListVouchers.
 type ListVouchersParams struct {
+	// Limit The most items on the page (default 50).
+	Limit *PageLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, opaque; take it from the Link of the page before (a cursor of one list is refused by the other).
+	Cursor *PageCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// State Only the vouchers in this state (the voucher's state as the list shows it).
+	State *ListVouchersParamsState `form:"state,omitempty" json:"state,omitempty"`
+
 	// IfNoneMatch The ETag of an answer the client has; unchanged, the answer is 304 without a body.
 	IfNoneMatch *IfNoneMatch `json:"If-None-Match,omitempty"`
 }
+
+// ListVouchersParamsState defines parameters for ListVouchers.
+type ListVouchersParamsState string
 
 // GetVoucherParams defines parameters for GetVoucher.
 type GetVoucherParams struct {
@@ -777,8 +914,14 @@ type ClientInterface interface {
 
 	// ListOrders The caller's own orders, newest first.
 	//
+	// Newest first by order id (ids grow with time), in pages (limit, cursor; the next page's
+	// address in Link, absent on the last page), optionally of one status. A page is a seek
+	// from the last order of the page before, never an offset: the thousandth page costs
+	// what the first does, and an order made while a client pages shows on the first page,
+	// never twice.
+	//
 	// Corresponds with GET /api/v1/orders (the `ListOrders` operationId).
-	ListOrders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOrder One of the caller's orders, also while only reserved.
 	//
@@ -873,6 +1016,11 @@ type ClientInterface interface {
 	// If-None-Match with it answers 304. Cache-Control lets a CDN keep it a second and
 	// serve it two more while it revalidates: an open page gets every change pushed on
 	// the socket anyway (GET /api/v1/ws).
+	//
+	// In pages (limit, cursor; the next page's address in Link, absent on the last page),
+	// optionally only the vouchers in one state. The plain request's page is built once per
+	// change like the rest; a page of another size or place joins the vouchers' JSON, still
+	// from memory.
 	//
 	// Corresponds with GET /api/v1/vouchers (the `ListVouchers` operationId).
 	ListVouchers(ctx context.Context, params *ListVouchersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1023,9 +1171,15 @@ func (c *Client) CreateVoucher(ctx context.Context, params *CreateVoucherParams,
 
 // ListOrders The caller's own orders, newest first.
 //
+// Newest first by order id (ids grow with time), in pages (limit, cursor; the next page's
+// address in Link, absent on the last page), optionally of one status. A page is a seek
+// from the last order of the page before, never an offset: the thousandth page costs
+// what the first does, and an order made while a client pages shows on the first page,
+// never twice.
+//
 // Corresponds with GET /api/v1/orders (the `ListOrders` operationId).
-func (c *Client) ListOrders(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListOrdersRequest(c.Server)
+func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOrdersRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1199,6 +1353,11 @@ func (c *Client) Register(ctx context.Context, body RegisterJSONRequestBody, req
 // If-None-Match with it answers 304. Cache-Control lets a CDN keep it a second and
 // serve it two more while it revalidates: an open page gets every change pushed on
 // the socket anyway (GET /api/v1/ws).
+//
+// In pages (limit, cursor; the next page's address in Link, absent on the last page),
+// optionally only the vouchers in one state. The plain request's page is built once per
+// change like the rest; a page of another size or place joins the vouchers' JSON, still
+// from memory.
 //
 // Corresponds with GET /api/v1/vouchers (the `ListVouchers` operationId).
 func (c *Client) ListVouchers(ctx context.Context, params *ListVouchersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1402,7 +1561,7 @@ func NewCreateVoucherRequestWithBody(server string, params *CreateVoucherParams,
 }
 
 // NewListOrdersRequest constructs an http.Request for the ListOrders method
-func NewListOrdersRequest(server string) (*http.Request, error) {
+func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -1418,6 +1577,57 @@ func NewListOrdersRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1627,6 +1837,57 @@ func NewListVouchersRequest(server string, params *ListVouchersParams) (*http.Re
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1840,10 +2101,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListOrdersWithResponse The caller's own orders, newest first.
 	//
+	// Newest first by order id (ids grow with time), in pages (limit, cursor; the next page's
+	// address in Link, absent on the last page), optionally of one status. A page is a seek
+	// from the last order of the page before, never an offset: the thousandth page costs
+	// what the first does, and an order made while a client pages shows on the first page,
+	// never twice.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/orders (the `ListOrders` operationId).
-	ListOrdersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error)
+	ListOrdersWithResponse(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error)
 
 	// GetOrderWithResponse One of the caller's orders, also while only reserved.
 	//
@@ -1944,6 +2211,11 @@ type ClientWithResponsesInterface interface {
 	// If-None-Match with it answers 304. Cache-Control lets a CDN keep it a second and
 	// serve it two more while it revalidates: an open page gets every change pushed on
 	// the socket anyway (GET /api/v1/ws).
+	//
+	// In pages (limit, cursor; the next page's address in Link, absent on the last page),
+	// optionally only the vouchers in one state. The plain request's page is built once per
+	// change like the rest; a page of another size or place joins the vouchers' JSON, still
+	// from memory.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2279,6 +2551,21 @@ func (r CreateVoucherResponse) ContentType() string {
 // ListOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListOrders
 type ListOrdersResponse200Headers struct {
 	CacheControl        *string
+	Link                *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+	XRequestId          string
+	XServerTime         string
+}
+
+// ListOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListOrders
+type ListOrdersResponse400Headers struct {
+	CacheControl        *string
 	RateLimitLimit      *int
 	RateLimitRemaining  *int
 	RateLimitReset      *int
@@ -2371,6 +2658,8 @@ type ListOrdersResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *[]Order
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidInput
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthenticated
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -2385,6 +2674,8 @@ type ListOrdersResponse struct {
 	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListOrdersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOrdersResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListOrdersResponse401Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
@@ -2402,6 +2693,11 @@ type ListOrdersResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListOrdersResponse) GetJSON200() *[]Order {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListOrdersResponse) GetJSON400() *InvalidInput {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3619,6 +3915,7 @@ func (r RegisterResponse) ContentType() string {
 type ListVouchersResponse200Headers struct {
 	CacheControl        *string
 	ETag                *string
+	Link                *string
 	XContentTypeOptions *string
 	XRequestId          string
 	XServerTime         string
@@ -3629,6 +3926,20 @@ type ListVouchersResponse304Headers struct {
 	CacheControl        *string
 	ETag                *string
 	XContentTypeOptions *string
+	XRequestId          string
+	XServerTime         string
+}
+
+// ListVouchersResponse400Headers the declared response headers of an HTTP 400 response for ListVouchers
+type ListVouchersResponse400Headers struct {
+	CacheControl        *string
+	RateLimitLimit      *int
+	RateLimitRemaining  *int
+	RateLimitReset      *int
+	XContentTypeOptions *string
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
 	XRequestId          string
 	XServerTime         string
 }
@@ -3705,6 +4016,8 @@ type ListVouchersResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *[]Voucher
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *InvalidInput
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *MethodNotAllowed
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -3719,6 +4032,8 @@ type ListVouchersResponse struct {
 	Headers200 *ListVouchersResponse200Headers
 	// Headers304 the parsed response headers for an HTTP 304 response
 	Headers304 *ListVouchersResponse304Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListVouchersResponse400Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *ListVouchersResponse405Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -3734,6 +4049,11 @@ type ListVouchersResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListVouchersResponse) GetJSON200() *[]Voucher {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListVouchersResponse) GetJSON400() *InvalidInput {
+	return r.JSON400
 }
 
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
@@ -4329,11 +4649,17 @@ func (c *ClientWithResponses) CreateVoucherWithResponse(ctx context.Context, par
 
 // ListOrdersWithResponse The caller's own orders, newest first.
 //
+// Newest first by order id (ids grow with time), in pages (limit, cursor; the next page's
+// address in Link, absent on the last page), optionally of one status. A page is a seek
+// from the last order of the page before, never an offset: the thousandth page costs
+// what the first does, and an order made while a client pages shows on the first page,
+// never twice.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/orders (the `ListOrders` operationId).
-func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
-	rsp, err := c.ListOrders(ctx, reqEditors...)
+func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
+	rsp, err := c.ListOrders(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4481,6 +4807,11 @@ func (c *ClientWithResponses) RegisterWithResponse(ctx context.Context, body Reg
 // If-None-Match with it answers 304. Cache-Control lets a CDN keep it a second and
 // serve it two more while it revalidates: an open page gets every change pushed on
 // the socket anyway (GET /api/v1/ws).
+//
+// In pages (limit, cursor; the next page's address in Link, absent on the last page),
+// optionally only the vouchers in one state. The plain request's page is built once per
+// change like the rest; a page of another size or place joins the vouchers' JSON, still
+// from memory.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5232,6 +5563,13 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5279,6 +5617,86 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers ListOrdersResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListOrdersResponse400Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -5349,7 +5767,7 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 			}
 			headers.XServerTime = value
 		}
-		response.Headers200 = &headers
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListOrdersResponse401Headers
 		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
@@ -9100,6 +9518,13 @@ func ParseListVouchersResponse(rsp *http.Response) (*ListVouchersResponse, error
 	case rsp.StatusCode == 304:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
 		var dest MethodNotAllowed
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9153,6 +9578,13 @@ func ParseListVouchersResponse(rsp *http.Response) (*ListVouchersResponse, error
 				return nil, err
 			}
 			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
 		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string
@@ -9214,6 +9646,79 @@ func ParseListVouchersResponse(rsp *http.Response) (*ListVouchersResponse, error
 			headers.XServerTime = value
 		}
 		response.Headers304 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListVouchersResponse400Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		if values := rsp.Header.Values("X-Server-Time"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Server-Time", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServerTime = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 405:
 		var headers ListVouchersResponse405Headers
 		if values := rsp.Header.Values("Allow"); len(values) > 0 {
