@@ -110,7 +110,7 @@ func TestGeneratedClientJourney(t *testing.T) {
 		cancelled, err := c.CancelOrderWithResponse(ctx, second.OrderId, me)
 		return err == nil && cancelled.JSON200 != nil && cancelled.JSON200.Status == apiclient.OrderStatusCancelled
 	}, time.Minute, 50*time.Millisecond, "the second order is cancelled")
-	mine, err := c.ListOrdersWithResponse(ctx, me)
+	mine, err := c.ListOrdersWithResponse(ctx, nil, me)
 	require.NoError(t, err)
 	require.NotNil(t, mine.JSON200, "list orders: %d %s", mine.StatusCode(), mine.Body)
 	require.Len(t, *mine.JSON200, 2)
