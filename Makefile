@@ -180,7 +180,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: drand deps test-deps helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: drand deps test-deps ts-client helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -202,13 +202,23 @@ RACE_TIMEOUT ?= 10m
 # machine that never runs real Kafka is spared some 200 MB.
 KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
-TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 jq curl openssl
+TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 jq curl openssl nodejs npm
 
 deps: $(DRAND) $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock)
 	@$(call install_deps,$(RUN_DEPS))
 
 test-deps: $(DRAND) helm jaeger stripe-mock
 	@$(call install_deps,$(TEST_DEPS))
+	@$(MAKE) --no-print-directory ts-client
+
+# ts-client installs the TypeScript client's pinned packages (openapi-typescript,
+# openapi-fetch, typescript: deploy/clients/typescript/package-lock.json) from
+# npm, again whenever the lock file changes.
+TS_CLIENT := deploy/clients/typescript
+ts-client:
+	@if [ ! -f $(TS_CLIENT)/node_modules/.package-lock.json ] || [ $(TS_CLIENT)/package-lock.json -nt $(TS_CLIENT)/node_modules/.package-lock.json ]; then \
+		echo "ts-client: npm ci in $(TS_CLIENT)"; npm ci --prefix $(TS_CLIENT) --no-audit --no-fund; \
+	else echo "ts-client: $(TS_CLIENT)/node_modules is current"; fi
 
 # helm builds bin/helm at the version HELM pins, when it is missing or
 # another version (the module version the go command recorded in it: helm
@@ -257,6 +267,8 @@ define install_deps
 	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
 	if has iproute2; then command -v ip >/dev/null 2>&1 || missing+=(iproute2); fi; \
 	for tool in jq curl openssl; do if has $$tool; then command -v $$tool >/dev/null 2>&1 || missing+=($$tool); fi; done; \
+	if has nodejs; then command -v node >/dev/null 2>&1 || missing+=(nodejs); fi; \
+	if has npm; then command -v npm >/dev/null 2>&1 || missing+=(npm); fi; \
 	if has maven; then command -v mvn >/dev/null 2>&1 || missing+=(maven); fi; \
 	if has default-jre-headless; then command -v java >/dev/null 2>&1 || [ -x /usr/lib/jvm/default-java/bin/java ] || missing+=(default-jre-headless); fi; \
 	if [ $${#missing[@]} -eq 0 ]; then echo "deps: $(strip $(1)) installed"; exit 0; fi; \
@@ -347,6 +359,9 @@ lint: $(WORK) helm
 	$(HELM_BIN) lint --strict $(CHART) --values $(TOOLS)/helmcheck/testdata/everything.yaml
 	$(HELM_BIN) template seckill $(CHART) --values $(TOOLS)/helmcheck/testdata/everything.yaml >/dev/null
 	$(TOOLS_GO) test -count=1 ./helmcheck
+	@$(MAKE) --no-print-directory ts-client
+	$(TS_CLIENT)/node_modules/.bin/tsc -p $(TS_CLIENT)/tsconfig.json
+	$(TS_CLIENT)/node_modules/.bin/tsc -p web/tsconfig.json
 
 # vulncheck is lint's govulncheck over both modules, against the database
 # VULNDB fetched through the module proxy (see GOVULNCHECK above).

@@ -47,6 +47,7 @@
  * socket) share one closure's state, which separate scripts would have to
  * put on window. Read it by section; the Card class is one voucher's article.
  */
+// @ts-check
 'use strict';
 
 (() => {
@@ -166,6 +167,13 @@
   // ---- HTTP ---------------------------------------------------------------
 
   class ApiError extends Error {
+    /**
+     * @param {number} status
+     * @param {string} code
+     * @param {string} message
+     * @param {number} retryAfter
+     * @param {Partial<ApiErrorBody['error']>} [detail] the error body's fields and retry_at
+     */
     constructor(status, code, message, retryAfter, detail = {}) {
       super(message || code);
       this.status = status;
@@ -198,9 +206,17 @@
     return url.pathname.startsWith(API + '/') ? url.pathname.slice(API.length) + url.search : '';
   }
 
-  // apiList reads every page of a list (GET /vouchers, GET /orders),
-  // following Link, at most maxPages of them.
+  /**
+   * apiList reads every page of a list (GET /vouchers, GET /orders),
+   * following Link, at most maxPages of them.
+   * @template T
+   * @param {string} path
+   * @param {ApiOptions} [opts]
+   * @param {number} [maxPages]
+   * @returns {Promise<T[]>}
+   */
   async function apiList(path, opts = {}, maxPages = 20) {
+    /** @type {T[]} */
     const all = [];
     for (let i = 0; path && i < maxPages; i++) {
       let next = '';
@@ -211,7 +227,24 @@
     return all;
   }
 
+  /**
+   * @typedef {object} ApiOptions
+   * @property {unknown} [body] sent as JSON
+   * @property {Record<string, string>} [headers]
+   * @property {boolean} [auth] sign the request with the session's token (default true)
+   * @property {((res: Response) => void) | null} [onResponse] sees a 2xx answer's headers
+   */
+
+  /**
+   * api sends one request to the API and returns its JSON body, or throws an
+   * ApiError with the error body's code, message, fields and retry_at.
+   * @param {string} method
+   * @param {string} path under API, e.g. '/orders'
+   * @param {ApiOptions} [opts]
+   * @returns {Promise<any>}
+   */
   async function api(method, path, { body, headers = {}, auth = true, onResponse = null } = {}) {
+    /** @type {Record<string, string>} */
     const h = { Accept: 'application/json', ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
     if (auth && state.session) h.Authorization = `Bearer ${state.session.token}`;
@@ -245,6 +278,11 @@
 
   // sentence turns an API error into what a shopper reads. what says what
   // was being done, for the few codes whose meaning depends on it.
+  /**
+   * @param {Pick<ApiError, 'code'> & Partial<ApiError>} err
+   * @param {string} [what]
+   * @returns {string}
+   */
   function sentence(err, what) {
     const wait = err.retryAfter || 1;
     switch (err.code) {
@@ -860,6 +898,7 @@
       }
       const body = { quantity: qty };
       if (!this.withCaptcha(body)) return;
+      /** @type {Record<string, string>} */
       const headers = {};
       if (v.waiting_room) {
         if (!this.queue || !this.queue.pass) {
@@ -982,7 +1021,10 @@
     return card;
   }
 
-  // applyQueue takes a place in line pushed on the socket.
+  /**
+   * applyQueue takes a place in line pushed on the socket.
+   * @param {Queue} q
+   */
   function applyQueue(q) {
     if (!q || q.voucher_id === undefined) return;
     const card = state.cards.get(String(q.voucher_id));
@@ -1007,7 +1049,7 @@
     let next = FALLBACK_REFRESH;
     try {
       // The plain address: its page is built once per change of the catalog.
-      applyVouchers(await apiList('/vouchers', { auth: false }));
+      applyVouchers(/** @type {Voucher[]} */ (await apiList('/vouchers', { auth: false })));
       $('#vouchers-updated').textContent = socket.isLive() ? 'Live' : `Updated ${fmtTime(serverNow())}`;
     } catch (err) {
       if (!state.vouchersLoadedOnce) {
@@ -1042,6 +1084,7 @@
     card.render();
   }
 
+  /** @param {Voucher[]} list the whole catalog, newest first */
   function applyVouchers(list) {
     state.vouchersLoadedOnce = true;
     const grid = $('#vouchers');
@@ -1087,6 +1130,10 @@
 
   // upsertOrder merges one order from any source (REST, snapshot, push).
   // announce says whether a change is news worth saying aloud.
+  /**
+   * @param {Order} raw
+   * @param {boolean} announce
+   */
   function upsertOrder(raw, announce) {
     if (!raw || raw.order_id === undefined) return;
     const o = { ...raw, order_id: String(raw.order_id), voucher_id: String(raw.voucher_id) };
@@ -1179,7 +1226,7 @@
   async function refreshOrders() {
     if (!state.session) return;
     try {
-      for (const o of await apiList('/orders?limit=100')) upsertOrder(o, false);
+      for (const o of /** @type {Order[]} */ (await apiList('/orders?limit=100'))) upsertOrder(o, false);
     } catch (err) {
       if (err.code === 'unauthenticated') endSession(sentence(err));
     }

@@ -1,0 +1,2 @@
+// The little of Node that journey.js uses (no @types/node to install).
+declare const process: { argv: string[]; exit(code: number): never };
