@@ -1233,6 +1233,24 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "invalid_input",
+                 *         "message": "title must be 1 to 200 characters; waiting_room.admit_per_second must be 1 to 100000",
+                 *         "fields": [
+                 *           {
+                 *             "field": "/title",
+                 *             "reason": "title must be 1 to 200 characters"
+                 *           },
+                 *           {
+                 *             "field": "/waiting_room/admit_per_second",
+                 *             "reason": "waiting_room.admit_per_second must be 1 to 100000"
+                 *           }
+                 *         ]
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1247,6 +1265,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "unauthenticated",
+                 *         "message": "please sign in first"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1266,6 +1292,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "forbidden",
+                 *         "message": "you are not allowed to do this"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1285,6 +1319,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "not_found",
+                 *         "message": "we could not find what you asked for"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1304,6 +1346,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "username_taken",
+                 *         "message": "that username is taken; please choose another"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1323,6 +1373,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "too_large",
+                 *         "message": "the request body is too large"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1343,6 +1401,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "rate_limited",
+                 *         "message": "too many requests; please wait a moment and try again"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1363,6 +1429,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "unavailable",
+                 *         "message": "the service is busy right now; please try again shortly"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1377,6 +1451,14 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "method_not_allowed",
+                 *         "message": "this address does not accept that method"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -1396,16 +1478,30 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "internal",
+                 *         "message": "something went wrong on our side; please try again"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
     };
     parameters: {
-        /** @description The most items on the page (default 50). */
+        /**
+         * @description The most items on the page (default 50).
+         * @example 20
+         */
         PageLimit: number;
         /** @description Where the page starts, opaque; take it from the Link of the page before (a cursor of one list is refused by the other). */
         PageCursor: string;
-        /** @description Only the vouchers in this state (the voucher's state as the list shows it). */
+        /**
+         * @description Only the vouchers in this state (the voucher's state as the list shows it).
+         * @example on_sale
+         */
         VoucherStateFilter: "scheduled" | "on_sale" | "paused" | "sold_out" | "ended";
         /** @description Names the change so that a retry makes it once, on any gateway: the same key from the same operator with the same request (method, path and body, byte for byte) is answered as the first time was and changes nothing; with another request it is 409 conflict. A key names one change, ever. Visible ASCII without spaces, at most 64 characters; an empty one is the same as none. */
         OperatorIdempotencyKey: string;
@@ -1458,6 +1554,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "username": "ada_lovelace",
+                 *       "password": "correct horse battery"
+                 *     }
+                 */
                 "application/json": components["schemas"]["Credentials"];
             };
         };
@@ -1493,6 +1595,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "username": "ada_lovelace",
+                 *       "password": "correct horse battery"
+                 *     }
+                 */
                 "application/json": components["schemas"]["Credentials"];
             };
         };
@@ -1551,11 +1659,17 @@ export interface operations {
     listVouchers: {
         parameters: {
             query?: {
-                /** @description The most items on the page (default 50). */
+                /**
+                 * @description The most items on the page (default 50).
+                 * @example 20
+                 */
                 limit?: components["parameters"]["PageLimit"];
                 /** @description Where the page starts, opaque; take it from the Link of the page before (a cursor of one list is refused by the other). */
                 cursor?: components["parameters"]["PageCursor"];
-                /** @description Only the vouchers in this state (the voucher's state as the list shows it). */
+                /**
+                 * @description Only the vouchers in this state (the voucher's state as the list shows it).
+                 * @example on_sale
+                 */
                 state?: components["parameters"]["VoucherStateFilter"];
             };
             header?: {
@@ -1594,11 +1708,17 @@ export interface operations {
     headVouchers: {
         parameters: {
             query?: {
-                /** @description The most items on the page (default 50). */
+                /**
+                 * @description The most items on the page (default 50).
+                 * @example 20
+                 */
                 limit?: components["parameters"]["PageLimit"];
                 /** @description Where the page starts, opaque; take it from the Link of the page before (a cursor of one list is refused by the other). */
                 cursor?: components["parameters"]["PageCursor"];
-                /** @description Only the vouchers in this state (the voucher's state as the list shows it). */
+                /**
+                 * @description Only the vouchers in this state (the voucher's state as the list shows it).
+                 * @example on_sale
+                 */
                 state?: components["parameters"]["VoucherStateFilter"];
             };
             header?: {
@@ -1932,6 +2052,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "quantity": 1
+                 *     }
+                 */
                 "application/json": components["schemas"]["BuyRequest"];
             };
         };
@@ -1971,6 +2096,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "title must be 1 to 200 characters; waiting_room.admit_per_second must be 1 to 100000",
+                     *         "fields": [
+                     *           {
+                     *             "field": "/title",
+                     *             "reason": "title must be 1 to 200 characters"
+                     *           },
+                     *           {
+                     *             "field": "/waiting_room/admit_per_second",
+                     *             "reason": "waiting_room.admit_per_second must be 1 to 100000"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -1991,6 +2134,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_admitted",
+                     *         "message": "this voucher has a waiting room: join its line, and buy with the pass you get when admitted"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2012,6 +2163,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "sold_out",
+                     *         "message": "this voucher is sold out"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2035,6 +2194,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "sale_paused",
+                     *         "message": "the sale of this voucher is paused for a moment; please try again shortly"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2089,6 +2256,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "we could not find what you asked for"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2111,6 +2286,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["QueueJoin"];
             };
         };
@@ -2150,6 +2326,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_input",
+                     *         "message": "title must be 1 to 200 characters; waiting_room.admit_per_second must be 1 to 100000",
+                     *         "fields": [
+                     *           {
+                     *             "field": "/title",
+                     *             "reason": "title must be 1 to 200 characters"
+                     *           },
+                     *           {
+                     *             "field": "/waiting_room/admit_per_second",
+                     *             "reason": "waiting_room.admit_per_second must be 1 to 100000"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2172,6 +2366,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_started",
+                     *         "message": "the sale has not started yet"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2184,11 +2386,17 @@ export interface operations {
     listOrders: {
         parameters: {
             query?: {
-                /** @description The most items on the page (default 50). */
+                /**
+                 * @description The most items on the page (default 50).
+                 * @example 20
+                 */
                 limit?: components["parameters"]["PageLimit"];
                 /** @description Where the page starts, opaque; take it from the Link of the page before (a cursor of one list is refused by the other). */
                 cursor?: components["parameters"]["PageCursor"];
-                /** @description Only the orders in this status. */
+                /**
+                 * @description Only the orders in this status.
+                 * @example paid
+                 */
                 status?: "reserved" | "created" | "paid" | "cancelled" | "failed";
             };
             header?: never;
@@ -2275,6 +2483,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "we could not find what you asked for"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2334,6 +2550,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "we could not find what you asked for"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2354,6 +2578,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2412,6 +2644,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "we could not find what you asked for"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2432,6 +2672,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2496,6 +2744,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "forbidden",
+                     *         "message": "you are not allowed to do this"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2518,6 +2774,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "title": "Lunar new year, 50% off",
+                 *       "kind": "seckill",
+                 *       "price_cents": 990,
+                 *       "stock": 100,
+                 *       "per_user_limit": 1,
+                 *       "begin_at": "2030-01-01T10:00:00Z",
+                 *       "end_at": "2030-01-01T12:00:00Z",
+                 *       "captcha_required": false
+                 *     }
+                 */
                 "application/json": components["schemas"]["NewVoucher"];
             };
         };
@@ -2549,6 +2817,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2572,6 +2848,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "state": "paused"
+                 *     }
+                 */
                 "application/json": {
                     /** @enum {string} */
                     state: "paused" | "on_sale";
@@ -2607,6 +2888,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2630,6 +2919,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "add_stock": 10
+                 *     }
+                 */
                 "application/json": {
                     /** Format: int64 */
                     add_stock?: number;
@@ -2672,6 +2966,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2863,6 +3165,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2913,6 +3223,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "mode": "auto"
+                 *     }
+                 */
                 "application/json": {
                     /** @enum {string} */
                     mode: "auto" | "open" | "closed";
@@ -2947,6 +3262,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "the order cannot change that way in its current state"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
