@@ -3,8 +3,8 @@ package gateway
 import (
 	"errors"
 	"os"
-	"strconv"
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
