@@ -112,3 +112,64 @@ func TestReader(t *testing.T) {
 	_, err = failing.Get(ctx, 1, held.OrderID)
 	require.Error(t, err)
 }
+
+// A shopper's orders in pages: the rows and the holds not persisted yet,
+// merged newest first, each once, and a status keeps the holds only when it
+// is reserved.
+func TestReaderPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(stack.NewDatabase(t))
+	v := pgstoretest.NewVoucher(t, store, 100, 100)
+	active := func(ctx context.Context, _ time.Time) ([]int64, error) {
+		return store.ActiveSeckillVoucherIDs(ctx, time.Now().Add(-time.Minute))
+	}
+	// Ids grow: stored, held, stored, held, ... so holds fall between rows.
+	var stored []seckill.Reservation
+	holds := holdMap{}
+	var want []int64 // newest first
+	for i := range 9 {
+		r := pgstoretest.Reservation(v.ID, 1, 1)
+		if i%2 == 0 {
+			stored = append(stored, r)
+		} else {
+			holds[r.OrderID] = r
+		}
+		want = append([]int64{r.OrderID}, want...)
+	}
+	_, err := store.PersistBatch(ctx, stored, time.Minute)
+	require.NoError(t, err)
+	holds[stored[0].OrderID] = stored[0] // persisted and still held: the row wins
+	r := orders.NewReader(orders.ReaderConfig{Record: store, Stock: holdStock{holds: holds}, Active: active})
+
+	walk := func(p orders.Page) (ids []int64, statuses []orders.Status) {
+		for pages := 0; pages < 20; pages++ {
+			list, more, err := r.Page(ctx, 1, p)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(list), p.Limit)
+			for _, o := range list {
+				ids = append(ids, o.ID)
+				statuses = append(statuses, o.Status)
+			}
+			if !more {
+				return ids, statuses
+			}
+			require.NotEmpty(t, list)
+			p.Before = list[len(list)-1].ID
+		}
+		t.Fatal("the walk does not end")
+		return nil, nil
+	}
+	for _, limit := range []int{1, 2, 4, 9, 50} {
+		ids, _ := walk(orders.Page{Limit: limit})
+		require.Equal(t, want, ids, "limit %d", limit)
+	}
+	ids, statuses := walk(orders.Page{Limit: 2, Status: orders.StatusReserved})
+	require.Len(t, ids, 4, "the four holds only")
+	for _, st := range statuses {
+		require.Equal(t, orders.StatusReserved, st)
+	}
+	ids, _ = walk(orders.Page{Limit: 2, Status: orders.StatusCreated})
+	require.Len(t, ids, 5, "the five rows only")
+	require.Equal(t, stored[0].OrderID, ids[len(ids)-1])
+}
