@@ -403,18 +403,27 @@ func (r Reservation) Validate() error {
 }
 
 // validateRequest checks the fields a shopper's request fills in.
+// Every bad field is named (apperr.Fields); the good request, the buy's
+// common case, allocates nothing.
 func (r Reservation) validateRequest() error {
-	switch {
-	case r.VoucherID <= 0:
-		return apperr.Invalidf("bad voucher id")
-	case r.UserID <= 0:
-		return apperr.Invalidf("bad user id")
-	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return apperr.InvalidField("/quantity", "quantity must be 1 to %d", MaxQuantity)
-	case len(r.RequestKey) > MaxRequestKey:
-		return apperr.InvalidField("Idempotency-Key", "Idempotency-Key is longer than %d characters", MaxRequestKey)
+	if r.VoucherID > 0 && r.UserID > 0 && r.Quantity >= 1 && r.Quantity <= MaxQuantity && len(r.RequestKey) <= MaxRequestKey {
+		return nil
 	}
-	return nil
+	if r.UserID <= 0 {
+		// The token's, not a field the caller sent.
+		return apperr.Invalidf("bad user id")
+	}
+	var f apperr.Fields
+	if r.VoucherID <= 0 {
+		f.Addf("id", "bad voucher id")
+	}
+	if r.Quantity < 1 || r.Quantity > MaxQuantity {
+		f.Addf("/quantity", "quantity must be 1 to %d", MaxQuantity)
+	}
+	if len(r.RequestKey) > MaxRequestKey {
+		f.Addf("Idempotency-Key", "Idempotency-Key is longer than %d characters", MaxRequestKey)
+	}
+	return f.Err()
 }
 
 // ReserveResult is what the stock said to a reservation.

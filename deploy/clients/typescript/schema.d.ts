@@ -1755,6 +1755,17 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description invalid_input: a bad limit, cursor or state (the GET's answer says which, in error.fields; a HEAD has no body). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description method_not_allowed: this path does not serve the request's method (any method the document does not list for it, known to HTTP or not); Allow lists the ones it does. */
             405: {
                 headers: {
@@ -2100,15 +2111,15 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "invalid_input",
-                     *         "message": "title must be 1 to 200 characters; waiting_room.admit_per_second must be 1 to 100000",
+                     *         "message": "quantity must be 1 to 100; the Idempotency-Key header must be visible ASCII characters without spaces",
                      *         "fields": [
                      *           {
-                     *             "field": "/title",
-                     *             "reason": "title must be 1 to 200 characters"
+                     *             "field": "/quantity",
+                     *             "reason": "quantity must be 1 to 100"
                      *           },
                      *           {
-                     *             "field": "/waiting_room/admit_per_second",
-                     *             "reason": "waiting_room.admit_per_second must be 1 to 100000"
+                     *             "field": "Idempotency-Key",
+                     *             "reason": "the Idempotency-Key header must be visible ASCII characters without spaces"
                      *           }
                      *         ]
                      *       }
@@ -2330,15 +2341,11 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "invalid_input",
-                     *         "message": "title must be 1 to 200 characters; waiting_room.admit_per_second must be 1 to 100000",
+                     *         "message": "the voucher id must be a positive decimal number",
                      *         "fields": [
                      *           {
-                     *             "field": "/title",
-                     *             "reason": "title must be 1 to 200 characters"
-                     *           },
-                     *           {
-                     *             "field": "/waiting_room/admit_per_second",
-                     *             "reason": "waiting_room.admit_per_second must be 1 to 100000"
+                     *             "field": "id",
+                     *             "reason": "the voucher id must be a positive decimal number"
                      *           }
                      *         ]
                      *       }
