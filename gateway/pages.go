@@ -83,11 +83,11 @@ func decodeCursor(raw, kind string) (int64, bool) {
 // own address, so it holds behind any proxy or CDN.
 func setNextLink(c *fiber.Ctx, kind string, lastID int64) {
 	v := url.Values{}
-	c.Request().URI().QueryArgs().VisitAll(func(k, val []byte) {
+	for k, val := range c.Request().URI().QueryArgs().All() {
 		if key := string(k); key != "cursor" {
 			v.Add(key, string(val))
 		}
-	})
+	}
 	v.Set("cursor", encodeCursor(kind, lastID))
 	c.Set(fiber.HeaderLink, "<"+c.Path()+"?"+v.Encode()+`>; rel="next"`)
 }
