@@ -267,7 +267,9 @@ func (s *Server) listVouchers(c *fiber.Ctx) error {
 		}
 		p = e.page(e.after(q.after), q.limit, keep)
 	}
-	if p.last != 0 {
+	// A 304 says the client's copy, Link included, is current: it carries
+	// only what NotModified declares.
+	if p.last != 0 && !etagMatches(c.Get(fiber.HeaderIfNoneMatch), p.etag) {
 		setNextLink(c, cursorVouchers, p.last)
 	}
 	return sendCatalog(c, p.body, p.etag)

@@ -114,6 +114,11 @@ func TestVouchersInPages(t *testing.T) {
 		all = append(all, p...)
 	}
 	require.Equal(t, whole, all, "the pages are the list, in order")
+	resp, _ = b.do(t, "GET", "/api/v1/vouchers?limit=1", "")
+	require.NotEmpty(t, resp.Header.Get("Link"))
+	resp, _ = b.do(t, "GET", "/api/v1/vouchers?limit=1", "", "If-None-Match", resp.Header.Get("ETag"))
+	require.Equal(t, http.StatusNotModified, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Link"), "a 304 carries what NotModified declares")
 
 	byState := map[string]int{}
 	for _, v := range whole {
