@@ -55,6 +55,39 @@ type encodedCatalog struct {
 	// first is the answer to the plain GET /api/v1/vouchers, the first
 	// page at the default limit: built once per snapshot.
 	first page
+	// pages keeps other pages built from this snapshot (pageKey to
+	// *page), at most maxCachedPages of them: a crowd of apps asking the
+	// same page costs one build per change of the catalog.
+	pages  sync.Map
+	npages atomic.Int32
+}
+
+// maxCachedPages bounds the pages one snapshot keeps; past it a page is
+// built per request (still from memory, without encoding).
+const maxCachedPages = 256
+
+// pageKey names a page of one snapshot.
+type pageKey struct {
+	from, limit int
+	state       seckill.State
+}
+
+// cachedPage returns the page of k, built once while the cache has room.
+func (e *encodedCatalog) cachedPage(k pageKey) page {
+	if p, ok := e.pages.Load(k); ok {
+		return *p.(*page)
+	}
+	var keep func(*encodedVoucher) bool
+	if k.state != "" {
+		keep = func(ev *encodedVoucher) bool { return ev.state == k.state }
+	}
+	p := e.page(k.from, k.limit, keep)
+	if e.npages.Add(1) <= maxCachedPages {
+		if old, loaded := e.pages.LoadOrStore(k, &p); loaded {
+			return *old.(*page)
+		}
+	}
+	return p
 }
 
 // page is one page of the list, encoded.
@@ -239,8 +272,9 @@ var voucherStates = [...]seckill.State{seckill.StateScheduled, seckill.StateOnSa
 
 // listVouchers is GET /api/v1/vouchers: a page of the catalog, newest
 // first, from memory like every catalog read. The plain request's page is
-// built once per change of the catalog; others join the vouchers' JSON,
-// encoded once per change of each.
+// built once per change of the catalog, and so are others (up to
+// maxCachedPages of them), by joining the vouchers' JSON, encoded once per
+// change of each.
 func (s *Server) listVouchers(c *fiber.Ctx) error {
 	args := c.Request().URI().QueryArgs()
 	var f apperr.Fields
@@ -261,11 +295,7 @@ func (s *Server) listVouchers(c *fiber.Ctx) error {
 	}
 	p := e.first
 	if q.after != 0 || q.limit != defaultPageLimit || state != "" {
-		var keep func(*encodedVoucher) bool
-		if state != "" {
-			keep = func(ev *encodedVoucher) bool { return ev.state == state }
-		}
-		p = e.page(e.after(q.after), q.limit, keep)
+		p = e.cachedPage(pageKey{from: e.after(q.after), limit: q.limit, state: state})
 	}
 	// A 304 says the client's copy, Link included, is current: it carries
 	// only what NotModified declares.

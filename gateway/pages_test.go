@@ -151,3 +151,37 @@ func errorFields(t *testing.T, body []byte) []string {
 	}
 	return out
 }
+
+// A page of the catalog is built once per snapshot, whoever asks for it,
+// up to maxCachedPages pages; past that each is still right, only built
+// per request.
+func TestVoucherPagesBuiltOncePerSnapshot(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var vs []seckill.Voucher
+	for i := 300; i > 0; i-- {
+		vs = append(vs, seckill.Voucher{ID: int64(i), Title: fmt.Sprint("v", i), Kind: seckill.KindSeckill,
+			StockTotal: 1, StockLeft: 1, PerUserLimit: 1, BeginAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)})
+	}
+	var cc catalogCache
+	e, err := cc.encoded(seckill.NewCatalogSnapshot(vs, now))
+	require.NoError(t, err)
+	require.Equal(t, int64(300), cc.encodings.Load(), "each voucher encoded once")
+	require.Equal(t, int64(251), e.first.last, "the plain page ends at the 50th voucher, more follow")
+
+	k := pageKey{from: e.after(251), limit: 7}
+	a, b := e.cachedPage(k), e.cachedPage(k)
+	require.Same(t, &a.body[0], &b.body[0], "the same bytes, built once")
+	var page []api.Voucher
+	require.NoError(t, json.Unmarshal(a.body, &page))
+	require.Len(t, page, 7)
+	require.Equal(t, "250", page[0].ID)
+	require.Equal(t, int64(244), a.last)
+
+	for from := range maxCachedPages + 10 {
+		p := e.cachedPage(pageKey{from: from, limit: 1})
+		require.NoError(t, json.Unmarshal(p.body, &page))
+		require.Equal(t, fmt.Sprint(300-from), page[0].ID, "past the cache's room pages are still right")
+	}
+	require.Equal(t, int64(300), cc.encodings.Load(), "pages join the encodings, never encode again")
+}
