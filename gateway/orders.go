@@ -28,7 +28,7 @@ type OrderLifecycle interface {
 // orderStatuses are the values of GET /api/v1/orders?status=, those of
 // the order's status in gateway/openapi.yaml.
 var orderStatuses = [...]orders.Status{orders.StatusReserved, orders.StatusCreated,
-	orders.StatusPaid, orders.StatusCancelled, orders.StatusFailed}
+	orders.StatusPaid, orders.StatusCancelled, orders.StatusFailed, orders.StatusRefunded}
 
 // listOrders is GET /api/v1/orders: one page of the caller's orders,
 // newest first (by order id, which is time-ordered: a page is a seek from
@@ -41,7 +41,7 @@ func (s *Server) listOrders(c *fiber.Ctx) error {
 	if raw := c.Query("status"); raw != "" || c.Request().URI().QueryArgs().Has("status") {
 		page.Status = orders.Status(raw)
 		if !slices.Contains(orderStatuses[:], page.Status) {
-			f.Addf("status", "status must be one of reserved, created, paid, cancelled and failed")
+			f.Addf("status", "status must be one of reserved, created, paid, cancelled, failed and refunded")
 		}
 	}
 	if err := f.Err(); err != nil {

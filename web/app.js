@@ -935,6 +935,7 @@
           status: res.status || 'reserved',
           created_at: new Date(serverNow()).toISOString(),
           pay_deadline: null,
+          payment: null,
         }, false);
         say(`Got it! Order ${shortRef(res.order_id)} is reserved and being confirmed.`, 'ok');
         fetchOrder(String(res.order_id));

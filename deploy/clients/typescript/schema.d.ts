@@ -13,7 +13,17 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Register a shopper. */
+        /**
+         * Register a shopper.
+         * @description An account costs its maker: each client address may register 5 accounts at once, then
+         *     10 a minute (SECKILL_REGISTER_BURST, SECKILL_REGISTER_RATE; 429 past it), beside the
+         *     budget registrations share with logins; and, with SECKILL_REGISTER_CHALLENGE=captcha
+         *     (production's default), a solved captcha: get one from GET /api/v1/captcha and send
+         *     its captcha_id and captcha_answer with the username and password. A registration
+         *     without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
+         *     captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
+         *     mode's default) the captcha fields are ignored.
+         */
         post: operations["register"];
         delete?: never;
         options?: never;
@@ -217,6 +227,17 @@ export interface paths {
          *     taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
          *     ended. At begin_at the draw ranks every entry once: won (with the pass, valid
          *     draw_pass_seconds), waitlisted (with the place) or, when the sale is over, lost.
+         *
+         *     A voucher whose entry has token_required takes a join (or an entry) only with an
+         *     entry token its merchant signed (EntryToken), in the Seckill-Entry-Token header: one
+         *     place per person key, whatever the accounts. A voucher whose entry has allowlist takes
+         *     only the accounts (or person keys) its operator uploaded
+         *     (POST /api/v1/admin/vouchers/{id}/allowlist). Either refused: 403 not_eligible, whose
+         *     message says what is wrong and what to do. They are judged before the captcha is
+         *     spent; a shopper already in line (or entered) keeps the place without them. A token's
+         *     lane priority puts the place ahead of every standard one in the pre-queue (from
+         *     begin_at places never move: a late joiner of either lane goes to the back); in a draw
+         *     lanes change nothing, every entry has the same chance.
          */
         post: operations["joinQueue"];
         delete?: never;
@@ -282,9 +303,11 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Pay a created order before its pay_deadline (the payment provider's callback stands here).
+         * Pay a created order before its pay_deadline (with the demo payment provider).
          * @description Paying an order that is already paid (by its owner) answers 200 with the paid order and
-         *     changes nothing, so a client may retry a pay whose answer it lost.
+         *     changes nothing, so a client may retry a pay whose answer it lost. With a real payment
+         *     provider (SECKILL_PAYMENT_PROVIDER=stripe) every pay here is 409 conflict: orders are
+         *     paid through the provider (POST /api/v1/orders/{id}/payments).
          */
         post: operations["payOrder"];
         delete?: never;
@@ -312,6 +335,60 @@ export interface paths {
          *     a client may retry a cancel whose answer it lost.
          */
         post: operations["cancelOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orders/{id}/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask the payment provider for a payment of a created order.
+         * @description The answer carries what the page needs to pay with the provider (Stripe: the
+         *     PaymentIntent's client_secret). Asking again while that payment is pending answers 200
+         *     with the same payment; a failed payment may be followed by a new one. The order becomes
+         *     paid when the provider reports the money (its webhook), or when the sweeper asks the
+         *     provider at the order's pay_deadline and the money is there.
+         */
+        post: operations["startPayment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/payments/webhooks/stripe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stripe's webhook deliveries (the provider calls it, not a shopper).
+         * @description The body is Stripe's event JSON, checked byte for byte against its Stripe-Signature
+         *     header (HMAC-SHA256 with SECKILL_STRIPE_WEBHOOK_SECRET, at most 300 s old). The route has
+         *     no token and no per-address limit, so the provider's retries are never refused. Acted
+         *     on: payment_intent.succeeded, payment_intent.payment_failed, charge.refunded (the
+         *     order is found by the intent's metadata.order_id); every other event is recorded and
+         *     ignored. A repeated or out-of-order event answers 200 and changes nothing twice. A
+         *     body without a valid signature (any body a client other than Stripe sends), or whose
+         *     amount or currency is not its payment's, is 400 invalid_signature and changes nothing.
+         */
+        post: operations["stripeWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -423,6 +500,40 @@ export interface paths {
         put: operations["setVoucherState"];
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/vouchers/{id}/allowlist": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add user ids and person keys to a voucher's allowlist.
+         * @description For a voucher whose entry has allowlist (else 409 conflict): only the accounts and
+         *     person keys on the list may join its line or enter its draw (others: 403 not_eligible).
+         *     An upload adds to the list (at most 500 entries each; the list holds at most 1,000,000);
+         *     the same entry twice is one. The list lives in Redis with the sale's state and expires
+         *     SECKILL_STATE_GRACE after end_at; person keys are kept as their SHA-256. An operator's
+         *     change: recorded in the trail (with the counts, not the keys), and idempotent by its
+         *     Idempotency-Key.
+         */
+        post: operations["addAllowlist"];
+        /**
+         * Empty a voucher's allowlist.
+         * @description Nobody may join until a new upload. An operator's change: recorded in the trail, and
+         *     idempotent by its Idempotency-Key.
+         */
+        delete: operations["clearAllowlist"];
         options?: never;
         head?: never;
         patch?: never;
@@ -554,6 +665,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/vouchers/{id}/draw/entries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Every entry id of a draw, once it is made, so that anyone can check it.
+         * @description text/plain: every entry id of the draw, sorted (byte order), each followed by a newline.
+         *     Its SHA-256 is the voucher's draw.entries_hash; with the round's signature it gives every
+         *     ticket and the winners (seckill/draw/README.md shows the check with curl, jq and
+         *     openssl). The list never changes once the draw is made: each instance reads it from
+         *     the record once and serves it from memory, and a CDN may keep it. A voucher not sold by
+         *     draw is 404; a draw not made yet (or void) is 409 not_started.
+         */
+        get: operations["drawEntryList"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/vouchers/{id}/draw/entries": {
         parameters: {
             query?: never;
@@ -596,6 +735,33 @@ export interface paths {
          */
         put: operations["switchBreaker"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/orders/{id}/refund": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund a paid order; its unit goes back on sale when the provider confirms.
+         * @description An operator's change, recorded in the trail and idempotent by its Idempotency-Key. The
+         *     answer is the order: still paid while the provider has not confirmed the refund (it
+         *     becomes refunded, and its unit goes back on sale, once, when the provider's
+         *     charge.refunded arrives); refunded at once for an order paid without a provider payment
+         *     (the demo provider). Refunding a refunded order answers 200 with it.
+         */
+        post: operations["refundOrder"];
         delete?: never;
         options?: never;
         head?: never;
@@ -708,7 +874,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_input" | "captcha_invalid" | "unauthenticated" | "forbidden" | "not_admitted" | "unpaid_limit" | "not_found" | "method_not_allowed" | "sold_out" | "limit_exceeded" | "not_started" | "ended" | "conflict" | "username_taken" | "too_large" | "rate_limited" | "sale_paused" | "unavailable" | "internal";
+                code: "invalid_input" | "captcha_invalid" | "challenge_invalid" | "unauthenticated" | "forbidden" | "not_admitted" | "not_eligible" | "unpaid_limit" | "not_found" | "method_not_allowed" | "sold_out" | "limit_exceeded" | "not_started" | "ended" | "conflict" | "username_taken" | "too_large" | "rate_limited" | "sale_paused" | "unavailable" | "internal" | "invalid_signature";
                 /** @description A plain sentence for the shopper; never internals. */
                 message: string;
                 /**
@@ -737,9 +903,9 @@ export interface components {
             username: string;
             /** @description 8 to 72 characters */
             password: string;
-            /** @description a login only (registration ignores it): required once the username has too many failed logins */
+            /** @description a login: required once the username has too many failed logins; a registration: required with SECKILL_REGISTER_CHALLENGE=captcha (production's default) */
             captcha_id?: string;
-            /** @description a login only (registration ignores it): required once the username has too many failed logins */
+            /** @description the characters of the captcha_id's picture (see captcha_id) */
             captcha_answer?: string;
         };
         User: {
@@ -790,16 +956,98 @@ export interface components {
             waiting_room: components["schemas"]["WaitingRoom"] | null;
             /** @description the voucher's draw, null unless waiting_room.mode is draw */
             draw: components["schemas"]["Draw"] | null;
+            /** @description who may join the voucher's line or enter its draw; null when every shopper may */
+            entry: components["schemas"]["Entry"] | null;
         };
         /**
-         * @description A sale by draw, checkable by anyone: a ticket is the hex HMAC-SHA256(key = seed,
-         *     message = "<voucher_id>:<user_id>"), and the entries with the lowest tickets win
-         *     (seckill/draw/README.md shows the check with sha256sum and openssl).
+         * @description Who may join a voucher's line or enter its draw: one person, one chance. Only for a
+         *     voucher with a waiting_room (entries are judged at the join). Both false is the same as
+         *     no entry rule.
+         */
+        Entry: {
+            /**
+             * @description a join takes the merchant's entry token (EntryToken) in the Seckill-Entry-Token header; one place per person key
+             * @default false
+             */
+            token_required: boolean;
+            /**
+             * @description a join takes an account, or a token's person key, on the voucher's allowlist (POST /api/v1/admin/vouchers/{id}/allowlist)
+             * @default false
+             */
+            allowlist: boolean;
+        };
+        /**
+         * @description The payload of an entry token: a JWT (RFC 7519) in compact form, signed with Ed25519
+         *     (RFC 8037: header {"alg": "EdDSA", "typ": "JWT", "kid": "<key id>"}) by the merchant's
+         *     private key; the platform knows the public keys by key id (SECKILL_ENTRY_TOKEN_KEYS).
+         *     Any other algorithm, an unknown kid, a bad signature, an expired token (30 s of leeway),
+         *     a token for another voucher or account, a missing person key or an unknown lane is
+         *     403 not_eligible. What a merchant signs and how, with openssl, is in
+         *     seckill/eligibility/README.md.
+         */
+        EntryToken: {
+            /**
+             * @description the shopper's platform user id (the user_id of their session), decimal
+             * @example 17
+             */
+            sub: string;
+            /**
+             * @description the voucher, decimal
+             * @example 42
+             */
+            voucher_id: string;
+            /** @description the merchant's key of the person, the same for every account of that person (a hash of what identifies them to the merchant, never the identity itself): one place per key, a second account with the same key is refused */
+            person: string;
+            /**
+             * @description priority places stand ahead of standard ones in the pre-queue; a draw ignores it
+             * @default standard
+             * @enum {string}
+             */
+            lane: "standard" | "priority";
+            /**
+             * Format: int64
+             * @description expiry, seconds since the epoch; required
+             */
+            exp: number;
+            /**
+             * Format: int64
+             * @description issued at, seconds since the epoch; when set, exp - iat is at most 7 days
+             */
+            iat?: number;
+            /**
+             * Format: int64
+             * @description not before, seconds since the epoch (optional)
+             */
+            nbf?: number;
+        };
+        /** @description user ids and person keys added to a voucher's allowlist (at most 500 in one upload; send a longer list in several) */
+        AllowlistUpload: {
+            user_ids?: string[];
+            person_keys?: string[];
+        };
+        AllowlistSize: {
+            /** @example 42 */
+            voucher_id: string;
+            /**
+             * Format: int64
+             * @description how many user ids and person keys the allowlist holds now
+             */
+            entries: number;
+        };
+        /**
+         * @description A sale by draw, checkable by anyone from public data. The voucher commits to a drand
+         *     round (beacon) when it is made; at begin_at the entries freeze and entries_hash is
+         *     published; once the round is out, randomness = SHA-256 of the round's signature bytes,
+         *     a ticket is the hex HMAC-SHA256(key = randomness, message = "<voucher_id>:<entry_id>"),
+         *     and the entries with the lowest tickets win, as many as the stock allows at the
+         *     per-user limit (seckill/draw/README.md shows the check with curl, jq and openssl, and
+         *     the signature's with drand's library). A draw made before the beacon (commitment and
+         *     seed) keeps those two fields; they are null for the others.
          */
         Draw: {
-            /** @description the hex SHA-256 of the secret 32-byte seed, published when entries open; null before */
+            /** @description a seed-based draw's hex SHA-256 of its seed; null for a beacon draw */
             commitment: string | null;
-            /** @description the seed in hex, null until the draw at begin_at */
+            /** @description a seed-based draw's seed in hex once drawn; null for a beacon draw */
             seed: string | null;
             /**
              * Format: int64
@@ -808,6 +1056,47 @@ export interface components {
             entries: number;
             /** @description the highest winning ticket once drawn; null before, or when nobody entered */
             cutoff: string | null;
+            /** @description the drand round the draw takes its randomness from, committed to when the voucher is made; null until committed */
+            beacon: components["schemas"]["Beacon"] | null;
+            /** @description hex SHA-256 of the sorted entry ids, each followed by a newline, published at begin_at when entries freeze; null before */
+            entries_hash: string | null;
+            /** @description every commitment the draw ever showed (beacon, entries_hash), oldest first; kept append-only */
+            commitments: components["schemas"]["DrawCommitment"][];
+            /** @description true when the draw's state was lost after entries opened and before the draw; nobody wins a void draw, and it is never drawn again */
+            void: boolean;
+            /** @description what happened to a void draw; null otherwise */
+            void_reason: string | null;
+        };
+        Beacon: {
+            /** @enum {string} */
+            network: "drand";
+            /** @description the drand chain's hash */
+            chain_hash: string;
+            /**
+             * Format: int64
+             * @description the first round whose time is after begin_at
+             */
+            round: number;
+            /**
+             * Format: date-time
+             * @description the round's time: genesis + (round - 1) x period
+             */
+            round_at: string;
+            /** @description the round's signature in hex, verified against the chain's public key; null until the draw is made */
+            signature: string | null;
+        };
+        DrawCommitment: {
+            /** @enum {string} */
+            kind: "beacon" | "entries_hash";
+            /**
+             * Format: date-time
+             * @description when it was recorded
+             */
+            at: string;
+            /** @description the round committed to (kind beacon), its signature null as committed */
+            beacon?: components["schemas"]["Beacon"];
+            /** @description the entries hash committed to (kind entries_hash) */
+            entries_hash?: string;
         };
         WaitingRoom: {
             /**
@@ -836,11 +1125,11 @@ export interface components {
             /** @description when set, the admission rate follows the back end's health between min_per_second and max_per_second, starting from admit_per_second (which must lie between them); absent (or null) for a fixed rate */
             adaptive?: components["schemas"]["Adaptive"] | null;
         };
-        /** @description Admission that follows the back end's health: the fleet slows the room down while the buy path's p99 is above target_p99_ms, the workers fall behind, a circuit breaker is open or buys fail, and speeds it up again once the back end has room (the control rule is in seckill/waitroom/README.md). The metric seckill_room_admit_rate shows the rate in force. */
+        /** @description Admission that follows the back end's health: the fleet slows the room down while the reservations' p99 (the reservation script and the Kafka hand-off of buys that passed every limit) is above target_p99_ms, the workers fall behind, a circuit breaker is open or reservations fail, and speeds it up again once the back end has room (the control rule is in seckill/waitroom/README.md). Refusals served before the reservation (unknown vouchers, limits, captchas) move it neither way. The metric seckill_room_admit_rate shows the rate in force. */
         Adaptive: {
             /**
              * Format: int64
-             * @description the buy path's 99th percentile latency, in milliseconds, the rate aims to stay under
+             * @description the reservations' 99th percentile latency, in milliseconds, the rate aims to stay under
              */
             target_p99_ms: number;
             /**
@@ -883,6 +1172,8 @@ export interface components {
             shards: number;
             /** @description seckill only; buying then takes an admission pass from the voucher's line */
             waiting_room?: components["schemas"]["WaitingRoom"] | null;
+            /** @description with a waiting_room only; who may join its line or enter its draw (absent or null, every shopper) */
+            entry?: components["schemas"]["Entry"] | null;
         };
         BuyRequest: {
             /**
@@ -904,10 +1195,10 @@ export interface components {
         Queue: {
             voucher_id: string;
             /**
-             * @description In a draw (waiting_room.mode draw): entered (before the draw), won (pass set while unused), waitlisted (position set: the place on the waitlist) or lost (the sale is over, or the pass won expired unused). In a line: waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
+             * @description In a draw (waiting_room.mode draw): entered (before the draw), won (pass set while unused), waitlisted (position set: the place on the waitlist), lost (the sale is over, or the pass won expired unused) or void (the draw is void: its entries were lost before it was made; nobody wins it). In a line: waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
              * @enum {string}
              */
-            state: "waiting" | "admitted" | "expired" | "sold_out" | "closed" | "entered" | "won" | "waitlisted" | "lost";
+            state: "waiting" | "admitted" | "expired" | "sold_out" | "closed" | "entered" | "won" | "waitlisted" | "lost" | "void";
             /**
              * Format: int64
              * @description counts from 1 while waiting or sold_out; 0 otherwise
@@ -929,6 +1220,8 @@ export interface components {
             pass_expires_at: string | null;
             /** @description in a draw, once drawn, the shopper's own ticket (rank key), to check against the voucher's draw.cutoff; null otherwise */
             ticket?: string | null;
+            /** @description in a draw, the shopper's own opaque entry id (not the user id), listed in GET /api/v1/vouchers/{id}/draw/entries after the draw; absent otherwise */
+            entry_id?: string;
         };
         Purchase: {
             /** @example 7291045367281664 */
@@ -947,8 +1240,11 @@ export interface components {
             quantity: number;
             /** Format: int64 */
             amount_cents: number;
-            /** @enum {string} */
-            status: "reserved" | "created" | "paid" | "cancelled" | "failed";
+            /**
+             * @description refunded is final (paid, then its money went back)
+             * @enum {string}
+             */
+            status: "reserved" | "created" | "paid" | "cancelled" | "failed" | "refunded";
             /** Format: date-time */
             created_at: string;
             /**
@@ -956,6 +1252,36 @@ export interface components {
              * @description null until the order is persisted
              */
             pay_deadline: string | null;
+            /** @description the order's current payment through the provider; null before one is asked for */
+            payment: components["schemas"]["OrderPayment"] | null;
+        };
+        OrderPayment: {
+            payment_id: string;
+            /** @enum {string} */
+            provider: "stripe" | "demo";
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "refunded" | "failed";
+            /** Format: int64 */
+            amount_cents: number;
+            currency: string;
+        };
+        Payment: {
+            payment_id: string;
+            order_id: string;
+            /** @enum {string} */
+            provider: "stripe" | "demo";
+            /** Format: int64 */
+            amount_cents: number;
+            currency: string;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "refunded" | "failed";
+            /** @description what the page confirms the payment with at the provider (empty for the demo provider) */
+            client_secret: string;
+        };
+        WebhookAnswer: {
+            received: boolean;
+            /** @enum {string} */
+            result: "applied" | "duplicate" | "stale" | "ignored" | "late_refund";
         };
         Captcha: {
             captcha_id: string;
@@ -1009,7 +1335,7 @@ export interface components {
             /** @description the operator's name; root for SECKILL_ADMIN_TOKEN, cli:<account> for the seckill command */
             operator: string;
             /** @enum {string} */
-            action: "voucher.create" | "voucher.pause" | "voucher.resume" | "voucher.change" | "breaker.switch" | "hoard.clear" | "operator.add" | "operator.revoke";
+            action: "voucher.create" | "voucher.pause" | "voucher.resume" | "voucher.change" | "breaker.switch" | "hoard.clear" | "operator.add" | "operator.revoke" | "order.refund";
             /** @description what was changed: voucher:<id>, breaker, user:<id>, operator:<name> */
             target: string;
             /** @description the X-Request-Id of the change's request (empty for the seckill command) */
@@ -1140,6 +1466,21 @@ export interface components {
              * @description paid / bought; 0 without orders
              */
             conversion: number;
+            /**
+             * Format: int64
+             * @description payments whose money came through the provider (those refunded since included)
+             */
+            payments: number;
+            /**
+             * Format: int64
+             * @description orders refunded: by an operator (confirmed by the provider), or because their money came after the order was cancelled
+             */
+            refunds: number;
+            /**
+             * Format: int64
+             * @description payments that came after their order was cancelled at its pay_deadline, refunded automatically (the unit stayed with whoever bought it since)
+             */
+            late_payments: number;
             /**
              * Format: int64
              * @description orders the payment timeout cancelled
@@ -1522,6 +1863,8 @@ export interface components {
         PageCacheControl: string;
         /** @description The request's id: the client's X-Request-Id when it sent a plain one of at most 128 characters, else a generated one. On every answer. */
         RequestId: string;
+        /** @description The W3C traceparent of the request's span, in the caller's trace when it sent one (cmd/seckill/CONFIG.md, SECKILL_OTLP_ENDPOINT); absent when the server does not trace and the request carried none. */
+        Traceparent: string;
         /** @description The server's clock in Unix milliseconds, on every answer (clients count down to a sale by it). */
         ServerTime: string;
         /** @description nosniff, on every answer. */
@@ -1577,7 +1920,19 @@ export interface operations {
                     "application/json": components["schemas"]["User"];
                 };
             };
-            400: components["responses"]["InvalidInput"];
+            /** @description invalid_input, or challenge_invalid (the captcha registration takes is missing, wrong, expired or used). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["UsernameTaken"];
             413: components["responses"]["TooLarge"];
@@ -2076,6 +2431,7 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Cache-Control": components["headers"]["NoStore"];
@@ -2095,6 +2451,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Cache-Control": components["headers"]["NoStore"];
@@ -2133,6 +2490,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Cache-Control": components["headers"]["NoStore"];
@@ -2162,6 +2520,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Cache-Control": components["headers"]["NoStore"];
@@ -2192,6 +2551,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Cache-Control": components["headers"]["NoStore"];
@@ -2288,7 +2648,10 @@ export interface operations {
     joinQueue: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description the merchant's entry token (EntryToken), for a voucher whose entry has token_required; ignored otherwise. A token that does not check is 403 not_eligible. */
+                "Seckill-Entry-Token"?: string;
+            };
             path: {
                 /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
                 id: components["parameters"]["ID"];
@@ -2355,6 +2718,25 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
+            /** @description not_eligible (the voucher's entry takes only a valid entry token, or only its allowlist). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             /** @description not_started (the line, or a draw's entries, not open yet); ended (a draw's entries closed at begin_at). */
@@ -2404,7 +2786,7 @@ export interface operations {
                  * @description Only the orders in this status.
                  * @example paid
                  */
-                status?: "reserved" | "created" | "paid" | "cancelled" | "failed";
+                status?: "reserved" | "created" | "paid" | "cancelled" | "failed" | "refunded";
             };
             header?: never;
             path?: never;
@@ -2569,7 +2951,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            /** @description conflict (cancelled, failed, past its pay_deadline, or still reserved) */
+            /** @description conflict (cancelled, failed, past its pay_deadline, still reserved, or payments go through the provider) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -2692,6 +3074,151 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    startPayment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order's pending payment, asked for before. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Payment"];
+                };
+            };
+            /** @description A new payment, pending. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Payment"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            /** @description Unknown order, or someone else's. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description conflict (paid, cancelled, failed, past its pay_deadline, or still reserved) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    stripeWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Stripe's signature, t=<unix time>,v1=<hex HMAC-SHA256 of t.body>. */
+                "Stripe-Signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The event was taken (or had been, for a repeated delivery). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookAnswer"];
+                };
+            };
+            /** @description invalid_signature (missing, wrong or stale signature; amount or currency not the payment's) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2903,6 +3430,112 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    addAllowlist: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Names the change so that a retry makes it once, on any gateway: the same key from the same operator with the same request (method, path and body, byte for byte) is answered as the first time was and changes nothing; with another request it is 409 conflict. A key names one change, ever. Visible ASCII without spaces, at most 64 characters; an empty one is the same as none. */
+                "Idempotency-Key"?: components["parameters"]["OperatorIdempotencyKey"];
+            };
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AllowlistUpload"];
+            };
+        };
+        responses: {
+            /** @description The list's size. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AllowlistSize"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description conflict (the voucher takes no allowlist, or the Idempotency-Key was used for another request). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    clearAllowlist: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Names the change so that a retry makes it once, on any gateway: the same key from the same operator with the same request (method, path and body, byte for byte) is answered as the first time was and changes nothing; with another request it is 409 conflict. A key names one change, ever. Visible ASCII without spaces, at most 64 characters; an empty one is the same as none. */
+                "Idempotency-Key"?: components["parameters"]["OperatorIdempotencyKey"];
+            };
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The list's size, 0. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AllowlistSize"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description conflict (the voucher takes no allowlist, or the Idempotency-Key was used for another request). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3130,6 +3763,54 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    drawEntryList: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entry ids. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    /** @description public, max-age=3600, immutable */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description not_started (the draw has not been made yet). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     drawEntries: {
         parameters: {
             query?: never;
@@ -3277,6 +3958,69 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    refundOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Names the change so that a retry makes it once, on any gateway: the same key from the same operator with the same request (method, path and body, byte for byte) is answered as the first time was and changes nothing; with another request it is 409 conflict. A key names one change, ever. Visible ASCII without spaces, at most 64 characters; an empty one is the same as none. */
+                "Idempotency-Key"?: components["parameters"]["OperatorIdempotencyKey"];
+            };
+            path: {
+                /** @description A positive 64-bit id in decimal, without leading zeros: 1 to 9223372036854775807 (the pattern spells out that range; any other id is 400 invalid_input). */
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description Unknown order. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description conflict (not paid; paid without the provider while it takes the payments; or the Idempotency-Key was used for another request) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["Error"];
                 };
             };

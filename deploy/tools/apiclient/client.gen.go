@@ -347,6 +347,7 @@ const (
 	ListOrdersParamsStatusCreated   ListOrdersParamsStatus = "created"
 	ListOrdersParamsStatusFailed    ListOrdersParamsStatus = "failed"
 	ListOrdersParamsStatusPaid      ListOrdersParamsStatus = "paid"
+	ListOrdersParamsStatusRefunded  ListOrdersParamsStatus = "refunded"
 	ListOrdersParamsStatusReserved  ListOrdersParamsStatus = "reserved"
 )
 
@@ -360,6 +361,8 @@ func (e ListOrdersParamsStatus) Valid() bool {
 	case ListOrdersParamsStatusFailed:
 		return true
 	case ListOrdersParamsStatusPaid:
+		return true
+	case ListOrdersParamsStatusRefunded:
 		return true
 	case ListOrdersParamsStatusReserved:
 		return true
