@@ -1930,6 +1930,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "challenge_invalid",
+                     *         "message": "the challenge answer is missing, wrong or expired; get a new challenge and try again"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -2734,6 +2742,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_eligible",
+                     *         "message": "this sale takes entries only with the shop's entry token: sign in on the shop's site and follow its link"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3146,6 +3162,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "we could not find what you asked for"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3166,6 +3190,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "this order cannot be paid any more: it was cancelled or its time ran out"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3187,6 +3219,26 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "id": "evt_1",
+                 *       "object": "event",
+                 *       "api_version": "2025-08-27.basil",
+                 *       "type": "payment_intent.succeeded",
+                 *       "data": {
+                 *         "object": {
+                 *           "id": "pi_1",
+                 *           "object": "payment_intent",
+                 *           "amount": 9900,
+                 *           "currency": "cny",
+                 *           "status": "succeeded",
+                 *           "metadata": {
+                 *             "order_id": "1234567890"
+                 *           }
+                 *         }
+                 *       }
+                 *     }
+                 */
                 "application/json": Record<string, never>;
             };
         };
@@ -3214,6 +3266,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_signature",
+                     *         "message": "the event's signature is missing, wrong or too old"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3453,6 +3513,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "user_ids": [
+                 *         "1001",
+                 *         "1002"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["AllowlistUpload"];
             };
         };
@@ -3485,6 +3553,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "this voucher takes no allowlist: create it with entry.allowlist set"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3536,6 +3612,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "this voucher takes no allowlist: create it with entry.allowlist set"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -3802,6 +3886,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_started",
+                     *         "message": "this voucher has not been drawn yet"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -4007,6 +4099,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "we could not find what you asked for"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -4021,6 +4121,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "only a paid order can be refunded"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
