@@ -58,11 +58,13 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 		qty = *in.Quantity
 	}
 	a = &buy.Attempt{
-		Request:       seckill.BuyRequest{VoucherID: vid, UserID: userIDOf(c), Quantity: qty, RequestKey: key},
-		ClientKey:     s.clientKey(c),
-		CaptchaID:     in.CaptchaID,
-		CaptchaAnswer: in.CaptchaAnswer,
-		Pass:          strings.Clone(c.Get(HeaderSeckillPass)),
+		Request:         seckill.BuyRequest{VoucherID: vid, UserID: userIDOf(c), Quantity: qty, RequestKey: key},
+		ClientKey:       s.clientKey(c),
+		CaptchaID:       in.CaptchaID,
+		CaptchaAnswer:   in.CaptchaAnswer,
+		ChallengeID:     in.ChallengeID,
+		ChallengeAnswer: in.ChallengeAnswer,
+		Pass:            strings.Clone(c.Get(HeaderSeckillPass)),
 	}
 	if err := a.Request.Validate(); err != nil {
 		return err

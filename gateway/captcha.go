@@ -25,9 +25,62 @@ func (s *Server) newCaptcha(c *fiber.Ctx) error {
 			return err
 		}
 	}
+	switch c.Query("kind") {
+	case "", "image":
+	case "audio":
+		// The same captcha, spoken, for shoppers who cannot read the
+		// image; answered and judged like it.
+		audio, ok := s.deps.Captchas.(AudioCaptchas)
+		if !ok {
+			return fmt.Errorf("%w: audio captchas are not configured", apperr.ErrUnavailable)
+		}
+		id, sound, err := audio.NewAudio(c.UserContext())
+		if err != nil {
+			return err
+		}
+		return c.JSON(api.Captcha{CaptchaID: id, Audio: sound})
+	default:
+		return apperr.InvalidField("kind", "kind must be image or audio")
+	}
 	id, image, err := s.deps.Captchas.New(c.UserContext())
 	if err != nil {
 		return err
 	}
 	return c.JSON(api.Captcha{CaptchaID: id, Image: image})
+}
+
+// newChallenge issues a proof-of-work challenge for a voucher whose
+// challenge is pow (the README's "Challenges"). Like a captcha it is
+// anonymous and costs Redis writes, so it shares the captchas' per-IP
+// budget; its difficulty rises with the address's and the voucher's
+// recent asks.
+func (s *Server) newChallenge(c *fiber.Ctx) error {
+	raw := c.Query("voucher_id")
+	if raw == "" {
+		return apperr.InvalidField("voucher_id", "voucher_id is required")
+	}
+	vid, err := parseID(raw, "voucher_id", "voucher_id")
+	if err != nil {
+		return err
+	}
+	if s.deps.Challenges == nil {
+		return fmt.Errorf("%w: challenges are not configured", apperr.ErrUnavailable)
+	}
+	v, err := s.deps.Catalog.Voucher(c.UserContext(), vid)
+	if err != nil {
+		return err
+	}
+	if !v.ProofOfWork {
+		return apperr.InvalidField("voucher_id", "voucher %d takes no proof of work (its challenge is %s)", vid, v.Challenge())
+	}
+	if l := s.deps.Gates.CaptchaIssue; l != nil {
+		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
+			return err
+		}
+	}
+	ch, err := s.deps.Challenges.Issue(c.UserContext(), vid, s.clientKey(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(ch)
 }

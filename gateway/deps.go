@@ -112,6 +112,22 @@ type Captchas interface {
 	Check(ctx context.Context, id, answer string) error
 }
 
+// AudioCaptchas is what Captchas add for GET /api/v1/captcha?kind=audio
+// (edge.Captchas implements it): the same captchas, spoken.
+type AudioCaptchas interface {
+	// NewAudio returns a fresh captcha's id and its sound as a
+	// data:audio/wav;base64 URL; Check judges its answer.
+	NewAudio(ctx context.Context) (id, audio string, err error)
+}
+
+// Challenges issues proof-of-work challenges for GET /api/v1/challenges
+// (edge.Challenges implements it; the buy's Challenge step spends them).
+type Challenges interface {
+	// Issue makes a challenge for the voucher, asked from the client
+	// address clientKey (the difficulty follows both's recent load).
+	Issue(ctx context.Context, voucherID int64, clientKey string) (api.Challenge, error)
+}
+
 // BreakerAdmin is the fleet-wide ops switch of the circuit breaker behind
 // GET/PUT /api/v1/admin/breaker (edge.Breaker implements it).
 type BreakerAdmin interface {

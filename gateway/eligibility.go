@@ -163,21 +163,21 @@ func (s *Server) recordAllowlist(c *fiber.Ctx, act *seckill.Action, v seckill.Vo
 func allowlistIn(in api.Allowlist) (eligibility.Allowlist, error) {
 	var out eligibility.Allowlist
 	if len(in.UserIDs)+len(in.PersonKeys) == 0 {
-		return out, apperr.Invalidf("user_ids or person_keys must name at least one entry")
+		return out, apperr.InvalidField("/user_ids", "user_ids or person_keys must name at least one entry")
 	}
 	if len(in.UserIDs)+len(in.PersonKeys) > maxAllowlistUpload {
-		return out, apperr.Invalidf("one upload carries at most %d entries; send a longer list in several", maxAllowlistUpload)
+		return out, apperr.InvalidField("", "one upload carries at most %d entries; send a longer list in several", maxAllowlistUpload)
 	}
 	for i, s := range in.UserIDs {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id < 1 {
-			return out, apperr.Invalidf("user_ids/%d must be a user id (a positive integer as a string)", i)
+			return out, apperr.InvalidField(fmt.Sprintf("/user_ids/%d", i), "user_ids/%d must be a user id (a positive integer as a string)", i)
 		}
 		out.UserIDs = append(out.UserIDs, id)
 	}
 	for i, p := range in.PersonKeys {
 		if p == "" || len(p) > eligibility.MaxPersonLen {
-			return out, apperr.Invalidf("person_keys/%d must be 1 to %d bytes", i, eligibility.MaxPersonLen)
+			return out, apperr.InvalidField(fmt.Sprintf("/person_keys/%d", i), "person_keys/%d must be 1 to %d bytes", i, eligibility.MaxPersonLen)
 		}
 		out.Persons = append(out.Persons, p)
 	}

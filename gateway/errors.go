@@ -38,6 +38,7 @@ var errorTable = [...]errorRow{
 	{payment.ErrInvalidEvent, fiber.StatusBadRequest, "invalid_signature", "the event's signature is missing, wrong or too old"},
 	{orders.ErrPaymentMismatch, fiber.StatusBadRequest, "invalid_signature", "the event's amount or currency is not its payment's"},
 	{apperr.ErrCaptchaInvalid, fiber.StatusBadRequest, "captcha_invalid", "the captcha answer is missing, wrong or expired; get a new captcha and try again"},
+	{apperr.ErrChallengeInvalid, fiber.StatusBadRequest, "challenge_invalid", "the proof-of-work answer is missing, wrong, expired or used; get a new challenge and try again"},
 	{apperr.ErrUnauthenticated, fiber.StatusUnauthorized, "unauthenticated", "please sign in first"},
 	{apperr.ErrForbidden, fiber.StatusForbidden, "forbidden", "you are not allowed to do this"},
 	{seckill.ErrNotAdmitted, fiber.StatusForbidden, "not_admitted", "this voucher has a waiting room: join its line, and buy with the pass you get when admitted"},

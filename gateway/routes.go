@@ -49,6 +49,7 @@ func (s *Server) routes() error {
 	// elsewhere: a HEAD of the captcha would make a captcha nobody sees.
 	getOnly := func(path string, handlers ...fiber.Handler) { api.Add(fiber.MethodGet, path, handlers...) }
 	getOnly("/captcha", s.perAddress, s.newCaptcha)
+	getOnly("/challenges", s.perAddress, s.newChallenge)
 	api.Get("/vouchers", s.perAddress, s.listVouchers)
 	api.Get("/vouchers/:id", s.perAddress, s.getVoucher)
 	getOnly("/vouchers/:id/draw/entries", s.perAddress, s.drawEntryList)

@@ -149,6 +149,9 @@ type Deps struct {
 	Gates Gates
 	// Captchas serves GET /api/v1/captcha. Nil: that route answers 503.
 	Captchas Captchas
+	// Challenges serves GET /api/v1/challenges. Nil: that route answers
+	// 503.
+	Challenges Challenges
 	// Breaker serves GET/PUT /api/v1/admin/breaker. Nil: those answer 503.
 	Breaker BreakerAdmin
 	// Checks are what /readyz asks (Redis, PostgreSQL, Kafka).

@@ -33,6 +33,7 @@ func voucherJSON(v seckill.Voucher) api.Voucher {
 		BeginAt:         v.BeginAt.UTC(),
 		EndAt:           v.EndAt.UTC(),
 		CaptchaRequired: v.CaptchaRequired,
+		Challenge:       v.Challenge(),
 		Shards:          v.ShardCount(),
 		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
 		Draw:            drawOut(v),
@@ -203,6 +204,9 @@ func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
 			_ = f.Merge(err)
 		}
 	}
+	if err := challengeIn(in, &v); err != nil {
+		return seckill.Voucher{}, err
+	}
 	if in.Shards != nil {
 		if *in.Shards < 1 {
 			f.Addf("/shards", "shards must be 1 to %d", seckill.MaxShards)
@@ -291,4 +295,26 @@ func voucherChange(in api.VoucherChange) (seckill.Change, error) {
 		return ch, err
 	}
 	return ch, ch.Validate()
+}
+
+// challengeIn reads the voucher's challenge: "captcha" and captcha_required
+// true are the same, and a body saying both must agree.
+func challengeIn(in api.NewVoucher, v *seckill.Voucher) error {
+	if in.Challenge == nil {
+		return nil
+	}
+	switch *in.Challenge {
+	case seckill.ChallengeNone:
+	case seckill.ChallengeCaptcha:
+		v.CaptchaRequired = true
+		return nil
+	case seckill.ChallengePoW:
+		v.ProofOfWork = true
+	default:
+		return apperr.InvalidField("/challenge", "challenge must be none, captcha or pow")
+	}
+	if in.CaptchaRequired {
+		return apperr.InvalidField("/challenge", "captcha_required true asks for challenge captcha, not %s", *in.Challenge)
+	}
+	return nil
 }

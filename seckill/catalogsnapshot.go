@@ -14,6 +14,7 @@ func (a Voucher) Same(b Voucher) bool {
 	return a.ID == b.ID && a.Title == b.Title && a.Kind == b.Kind && a.PriceCents == b.PriceCents &&
 		a.StockTotal == b.StockTotal && a.StockLeft == b.StockLeft && a.PerUserLimit == b.PerUserLimit &&
 		a.BeginAt.Equal(b.BeginAt) && a.EndAt.Equal(b.EndAt) && a.CaptchaRequired == b.CaptchaRequired &&
+		a.ProofOfWork == b.ProofOfWork &&
 		a.Paused == b.Paused && a.State == b.State && a.ShardCount() == b.ShardCount() &&
 		equalPtr(a.WaitingRoom, b.WaitingRoom) && equalPtr(a.Draw, b.Draw)
 }

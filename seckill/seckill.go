@@ -57,6 +57,25 @@ const (
 	MaxPrequeueSeconds = 7 * 24 * 3600
 )
 
+// The challenges a voucher may ask of a buyer (Voucher.Challenge).
+const (
+	ChallengeNone    = "none"
+	ChallengeCaptcha = "captcha"
+	ChallengePoW     = "pow"
+)
+
+// Challenge names what buying v takes: ChallengeNone, ChallengeCaptcha or
+// ChallengePoW.
+func (v Voucher) Challenge() string {
+	switch {
+	case v.ProofOfWork:
+		return ChallengePoW
+	case v.CaptchaRequired:
+		return ChallengeCaptcha
+	}
+	return ChallengeNone
+}
+
 // Voucher is something on sale. StockLeft is the live figure: Redis for
 // seckill vouchers, PostgreSQL for the others.
 type Voucher struct {
@@ -70,7 +89,10 @@ type Voucher struct {
 	BeginAt         time.Time
 	EndAt           time.Time
 	CaptchaRequired bool
-	CreatedAt       time.Time
+	// ProofOfWork makes buying take a solved proof-of-work challenge (the
+	// README's "Challenges"); never together with CaptchaRequired.
+	ProofOfWork bool
+	CreatedAt   time.Time
 	// Paused is the operator's pause of this one voucher (PUT
 	// /api/v1/admin/vouchers/{id}/state). PostgreSQL is its record.
 	Paused bool
@@ -288,6 +310,8 @@ func (v Voucher) Validate() error {
 	switch {
 	case v.Shards < 0 || v.Shards > MaxShards:
 		f.Addf("/shards", "shards must be 1 to %d", MaxShards)
+	case v.CaptchaRequired && v.ProofOfWork:
+		f.Addf("/challenge", "a voucher takes one challenge: captcha or pow, not both")
 	case v.ShardCount() > 1 && v.Kind != KindSeckill:
 		// Only a seckill voucher's stock lives in Redis buckets; the
 		// others are sold from their PostgreSQL row.
@@ -296,7 +320,7 @@ func (v Voucher) Validate() error {
 	if v.Entry != nil && (v.Entry.TokenRequired || v.Entry.Allowlist) && v.WaitingRoom == nil {
 		// Entries are taken at the join of a line or a draw; a voucher
 		// without one is bought directly, with no join to check.
-		return apperr.Invalidf("entry is for vouchers with a waiting_room: entries are checked when a shopper joins its line or draw")
+		f.Addf("/entry", "entry is for vouchers with a waiting_room: entries are checked when a shopper joins its line or draw")
 	}
 	if r := v.WaitingRoom; r != nil {
 		r.validate(v.Kind, &f)

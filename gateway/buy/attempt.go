@@ -18,6 +18,10 @@ type Attempt struct {
 	// empty); the captcha step judges them.
 	CaptchaID     string
 	CaptchaAnswer string
+	// ChallengeID and ChallengeAnswer are a proof of work as the shopper
+	// sent them (possibly empty); steps 1 and 6 judge them.
+	ChallengeID     string
+	ChallengeAnswer string
 	// ClientKey is the client's address as the per-address limits key it:
 	// the address for IPv4, its /56 for IPv6.
 	ClientKey string

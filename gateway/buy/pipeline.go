@@ -63,8 +63,10 @@ type Deps struct {
 //
 //  1. catalog: the voucher from memory; refused with no budget charged when
 //     certainly useless (unknown 404, paused 503 with Retry-After, not yet
-//     on sale 409; unkeyed, ended or a sold-out seckill voucher 409). The
-//     voucher's kind picks its Seller, once.
+//     on sale 409; unkeyed, ended or a sold-out seckill voucher 409; on a
+//     pow voucher, an answer whose hash is no solution even at the lowest
+//     difficulty 400, one hash and no I/O). The voucher's kind picks its
+//     Seller, once.
 //  2. pass: a voucher with a waiting room takes a pass; its signature alone
 //     refuses a missing, forged, someone else's or expired one (403), no I/O.
 //  3. address limit: in memory (429).
@@ -75,8 +77,9 @@ type Deps struct {
 //     deterrent, not the stock's guard).
 //  5. global limit: fast refusal, then this instance's share of the global
 //     limit (429).
-//  6. captcha: on vouchers that require one, fast refusal, then the captcha
-//     (400) unless the seller knows the attempt's Idempotency-Key.
+//  6. captcha: on vouchers that require a captcha or a proof of work, fast
+//     refusal, then the captcha or the challenge, spent (400), unless the
+//     seller knows the attempt's Idempotency-Key.
 //  7. breaker: the seller's path's breaker runs 8 to 12 under its call
 //     timeout and counts their outcome, or refuses (503).
 //  8. sold-out flag: a known replay answered, or 409, from memory.
@@ -279,6 +282,9 @@ func (p *Pipeline) fromCatalog(ctx context.Context, a *Attempt) error {
 		return err
 	}
 	a.Request.EndsAt = v.EndAt
+	if v.ProofOfWork && p.steps.Challenge != nil {
+		return p.steps.Challenge.Precheck(a)
+	}
 	return nil
 }
 
@@ -343,13 +349,19 @@ func (p *Pipeline) strikes(ctx context.Context, a *Attempt) error {
 
 // captcha is step 6.
 func (p *Pipeline) captcha(ctx context.Context, seller Seller, a *Attempt) error {
-	if !a.Voucher.CaptchaRequired || p.steps.Captcha == nil {
+	var check func(context.Context, *Attempt, bool) error
+	switch {
+	case a.Voucher.CaptchaRequired && p.steps.Captcha != nil:
+		check = p.steps.Captcha.Check
+	case a.Voucher.ProofOfWork && p.steps.Challenge != nil:
+		check = p.steps.Challenge.Check
+	default:
 		return nil
 	}
 	if err := p.fast(StepCaptcha, seller, a); err != nil {
 		return err
 	}
-	return p.steps.Captcha.Check(ctx, a, p.requestKnown(ctx, seller, a))
+	return check(ctx, a, p.requestKnown(ctx, seller, a))
 }
 
 // Captcha is step 6 alone, for joining a waiting room: the attempt carries

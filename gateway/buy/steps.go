@@ -46,6 +46,10 @@ type Steps struct {
 	// Captcha judges CaptchaID/CaptchaAnswer when the voucher requires a
 	// captcha (400 captcha_invalid).
 	Captcha Captcha
+	// Challenge judges ChallengeID/ChallengeAnswer when the voucher's
+	// challenge is pow (400 challenge_invalid): the answer's hash without
+	// I/O at step 1, the challenge itself, single use, at step 6.
+	Challenge Challenge
 	// Breaker fails fast while the seller's path is failing or ops shut
 	// the door (503), and counts what it lets through.
 	Breaker Breaker
@@ -78,6 +82,16 @@ type Fast interface {
 // Idempotency-Key already made an order, whose captcha the first attempt
 // burned.
 type Captcha interface {
+	Check(ctx context.Context, a *Attempt, known bool) error
+}
+
+// Challenge judges a proof of work. Precheck costs one hash and no I/O: an
+// answer that is no solution at the lowest difficulty ever asked is
+// refused before any budget is charged. Check spends the challenge (one
+// Redis call) and judges it at the difficulty it was issued with; known
+// is as for Captcha.
+type Challenge interface {
+	Precheck(a *Attempt) error
 	Check(ctx context.Context, a *Attempt, known bool) error
 }
 

@@ -126,17 +126,35 @@ func validCaptchaID(id string) bool {
 	return true
 }
 
-// Captchas issues image captchas and checks their answers.
+// Captchas issues image and audio captchas and checks their answers.
 type Captchas struct {
 	store   *RedisStore
 	captcha *base64Captcha.Captcha
+	audio   *base64Captcha.Captcha
 }
 
-// NewCaptchas returns captchas of five digits kept in Redis for ttl.
+// NewCaptchas returns captchas of five digits kept in Redis for ttl, shown
+// or spoken (in English) alike, in the same store.
 func NewCaptchas(rdb redis.UniversalClient, ttl time.Duration) *Captchas {
 	store := NewRedisStore(rdb, ttl)
 	driver := base64Captcha.NewDriverDigit(80, 240, 5, 0.7, 80)
-	return &Captchas{store: store, captcha: base64Captcha.NewCaptcha(driver, store)}
+	return &Captchas{
+		store: store, captcha: base64Captcha.NewCaptcha(driver, store),
+		audio: base64Captcha.NewCaptcha(base64Captcha.NewDriverAudio(5, "en"), store),
+	}
+}
+
+// NewAudio issues a captcha read aloud: its id and its sound as a
+// data:audio/wav;base64 URL. Check judges it like an image's.
+func (c *Captchas) NewAudio(ctx context.Context) (id, audio string, err error) {
+	if err := ctx.Err(); err != nil {
+		return "", "", err
+	}
+	id, audio, _, err = c.audio.Generate()
+	if err != nil {
+		return "", "", fmt.Errorf("%w: audio captcha: %w", apperr.ErrUnavailable, err)
+	}
+	return id, audio, nil
 }
 
 // New issues a captcha: its id and its image as a data:image/png;base64 URL.

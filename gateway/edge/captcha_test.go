@@ -133,3 +133,27 @@ func TestCaptchaSkippedForIdempotentRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 9, left[v.ID], "the retry sold nothing")
 }
+
+// The audio captcha is the same captcha spoken: a WAV, its answer in the
+// same store, judged once like an image's.
+func TestAudioCaptchaAnsweredLikeTheImage(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{})
+	ctx := context.Background()
+	id, audio, err := e.Captchas.NewAudio(ctx)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(audio, "data:audio/wav;base64,UklGR"), audio[:min(len(audio), 40)])
+	answer, err := rdb.Get(ctx, edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(t, err)
+	require.Len(t, answer, 5)
+	require.ErrorIs(t, e.Captchas.Check(ctx, id, ""), apperr.ErrCaptchaInvalid)
+	require.ErrorIs(t, e.Captchas.Check(ctx, id, answer), apperr.ErrCaptchaInvalid, "an empty answer burned it")
+
+	id, _, err = e.Captchas.NewAudio(ctx)
+	require.NoError(t, err)
+	answer, err = rdb.Get(ctx, edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(t, err)
+	require.NoError(t, e.Captchas.Check(ctx, id, answer))
+	require.ErrorIs(t, e.Captchas.Check(ctx, id, answer), apperr.ErrCaptchaInvalid)
+}

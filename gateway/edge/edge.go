@@ -162,6 +162,8 @@ type Config struct {
 
 	// CaptchaTTL is how long a captcha may be answered (default 2 minutes).
 	CaptchaTTL time.Duration
+	// PoW prices the proof-of-work challenges (defaults on PoWConfig).
+	PoW PoWConfig
 
 	// SoldOutRecheck is how often the stock of the vouchers flagged sold out
 	// is read again, in one pipelined round trip (default 500ms; the flag
@@ -219,6 +221,7 @@ func (c *Config) defaults() error {
 		c.ModeKey = ModeKey
 	}
 	def(&c.CaptchaTTL, 2*time.Minute)
+	c.PoW.defaults()
 	def(&c.SoldOutRecheck, 500*time.Millisecond)
 	def(&c.FleetBeat, time.Second)
 	if c.FleetKey == "" {
@@ -249,6 +252,9 @@ type Edge struct {
 	Breaker *Breaker
 	// Captchas issues and checks captchas (GET /api/v1/captcha).
 	Captchas *Captchas
+	// Challenges issues and spends proof-of-work challenges (GET
+	// /api/v1/challenges).
+	Challenges *Challenges
 	// SoldOut is the local sold-out flag.
 	SoldOut *SoldOut
 
@@ -281,6 +287,7 @@ func New(cfg Config) (*Edge, error) {
 	e.Breaker = newBreaker(rdb, cfg, m, log)
 	e.SoldOut = newSoldOut(rdb, stock, cfg.SoldOutRecheck, m, log)
 	e.Captchas = NewCaptchas(rdb, cfg.CaptchaTTL)
+	e.Challenges = &Challenges{rdb: rdb, cfg: cfg.PoW, m: m, now: time.Now}
 	// The limits' scripts share round trips with the reservations of
 	// concurrent buys (redisstock.GroupCommit): the per-user limit is the
 	// buy's other Redis call.
@@ -361,13 +368,14 @@ func (e *Edge) Gates() gateway.Gates {
 // Steps returns the buy's steps, for buy.Deps.Steps.
 func (e *Edge) Steps() buy.Steps {
 	return buy.Steps{
-		Address: e.buyAddress,
-		User:    e.user,
-		Global:  e.global,
-		Fast:    fastRefusal{e},
-		Captcha: captchaGate{e},
-		Breaker: e.Breaker,
-		SoldOut: e.SoldOut,
+		Address:   e.buyAddress,
+		User:      e.user,
+		Global:    e.global,
+		Fast:      fastRefusal{e},
+		Captcha:   captchaGate{e},
+		Challenge: e.Challenges,
+		Breaker:   e.Breaker,
+		SoldOut:   e.SoldOut,
 	}
 }
 
@@ -391,6 +399,8 @@ func (f fastRefusal) Refuse(step, path string, a *buy.Attempt) error {
 
 var (
 	_ gateway.Captchas       = (*Captchas)(nil)
+	_ gateway.Challenges     = (*Challenges)(nil)
+	_ buy.Challenge          = (*Challenges)(nil)
 	_ gateway.BreakerAdmin   = (*Breaker)(nil)
 	_ gateway.BreakerPaths   = (*Breaker)(nil)
 	_ buy.Breaker            = (*Breaker)(nil)

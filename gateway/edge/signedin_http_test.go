@@ -101,16 +101,17 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	reader := orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs})
 	hub := runHub(t, rdb)
 	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}, RegisterChallenge: gateway.RegisterNone}, gateway.Deps{
-		Catalog:  catalog,
-		Buy:      nopPipeline(t, catalog, e.Steps(), reader),
-		Gates:    e.Gates(),
-		Captchas: e.Captchas,
-		Orders:   reader,
-		Stats:    nopStats{},
-		Accounts: auth.NewAccounts(pgUsers{store}, tokens),
-		Tokens:   tokens,
-		Logger:   quiet,
-		Live:     gateway.Live{Feed: hub},
+		Catalog:    catalog,
+		Buy:        nopPipeline(t, catalog, e.Steps(), reader),
+		Gates:      e.Gates(),
+		Captchas:   e.Captchas,
+		Challenges: e.Challenges,
+		Orders:     reader,
+		Stats:      nopStats{},
+		Accounts:   auth.NewAccounts(pgUsers{store}, tokens),
+		Tokens:     tokens,
+		Logger:     quiet,
+		Live:       gateway.Live{Feed: hub},
 	})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

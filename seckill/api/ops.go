@@ -9,8 +9,23 @@ import (
 // `Captcha` object).
 type Captcha struct {
 	CaptchaID string `json:"captcha_id"`
-	// Image is a data:image/png;base64 URL.
-	Image string `json:"image"`
+	// Image is a data:image/png;base64 URL (absent for an audio captcha).
+	Image string `json:"image,omitempty"`
+	// Audio is a data:audio/wav;base64 URL: the same kind of answer,
+	// spoken (GET /api/v1/captcha?kind=audio).
+	Audio string `json:"audio,omitempty"`
+}
+
+// Challenge is a proof of work to solve before buying a voucher whose
+// challenge is pow (the `Challenge` object): a decimal nonce such that
+// SHA-256(salt + nonce) begins with DifficultyBits zero bits.
+type Challenge struct {
+	ChallengeID    string    `json:"challenge_id"`
+	Kind           string    `json:"kind"`
+	Algorithm      string    `json:"algorithm"`
+	Salt           string    `json:"salt"`
+	DifficultyBits int       `json:"difficulty_bits"`
+	ExpiresAt      time.Time `json:"expires_at"`
 }
 
 // BreakerMode is the body of PUT /api/v1/admin/breaker: auto, open or

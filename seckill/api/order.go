@@ -8,6 +8,10 @@ type BuyRequest struct {
 	Quantity      *int64 `json:"quantity"`
 	CaptchaID     string `json:"captcha_id"`
 	CaptchaAnswer string `json:"captcha_answer"`
+	// ChallengeID and ChallengeAnswer are a solved proof of work (GET
+	// /api/v1/challenges), for a voucher whose challenge is pow.
+	ChallengeID     string `json:"challenge_id"`
+	ChallengeAnswer string `json:"challenge_answer"`
 }
 
 // Purchase is the answer to an accepted buy (the `Purchase` object).

@@ -15,6 +15,9 @@ type Voucher struct {
 	BeginAt         time.Time `json:"begin_at"`
 	EndAt           time.Time `json:"end_at"`
 	CaptchaRequired bool      `json:"captcha_required"`
+	// Challenge is what buying takes: none, captcha (the same as
+	// captcha_required) or pow.
+	Challenge string `json:"challenge"`
 	// State is where the sale stands (scheduled, on_sale, paused, sold_out,
 	// ended), as of the catalog's last refresh.
 	State string `json:"state"`
@@ -123,6 +126,9 @@ type NewVoucher struct {
 	BeginAt         *string `json:"begin_at"`
 	EndAt           *string `json:"end_at"`
 	CaptchaRequired bool    `json:"captcha_required"`
+	// Challenge is none (the default), captcha or pow; captcha_required
+	// true is the same as captcha.
+	Challenge *string `json:"challenge"`
 	// Shards defaults to 1; 0 is refused rather than read as the default.
 	Shards      *int         `json:"shards"`
 	WaitingRoom *WaitingRoom `json:"waiting_room"`

@@ -16,8 +16,8 @@ import "errors"
 var (
 	ErrInvalidInput   = errors.New("invalid input")
 	ErrCaptchaInvalid = errors.New("captcha invalid")
-	// ErrChallengeInvalid is a challenge (the captcha of a registration)
-	// missing, wrong, expired or used.
+	// ErrChallengeInvalid is a challenge missing, wrong, expired or used:
+	// a proof-of-work answer, or the captcha of a registration.
 	ErrChallengeInvalid = errors.New("challenge invalid")
 	ErrUnauthenticated  = errors.New("unauthenticated")
 	ErrForbidden        = errors.New("forbidden")

@@ -82,6 +82,12 @@ type Config struct {
 	ShopperBurst      int           `env:"SECKILL_SHOPPER_BURST" default:"30" help:"burst of SECKILL_SHOPPER_RATE (the page makes a few such requests when it opens, then listens on its socket)"`
 	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /56 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
 	ShopperIPBurst    int           `env:"SECKILL_SHOPPER_IP_BURST" default:"300" help:"burst of SECKILL_SHOPPER_IP_RATE (many shoppers may share one address)"`
+	PoWBaseBits       int           `env:"SECKILL_POW_BASE_BITS" default:"14" help:"difficulty, in leading zero bits of SHA-256, of a proof-of-work challenge (a voucher whose challenge is pow) when nobody is pressing: about a second of a phone's work (README, Challenges); 8 to 32"`
+	PoWMaxBits        int           `env:"SECKILL_POW_MAX_BITS" default:"20" help:"the most difficulty load may raise a challenge to (at least SECKILL_POW_BASE_BITS, at most 32)"`
+	PoWWindow         time.Duration `env:"SECKILL_POW_WINDOW" default:"1m" help:"sliding window over which the challenges one client address, and one voucher, asked for are counted to raise the difficulty"`
+	PoWAddressFree    int           `env:"SECKILL_POW_ADDRESS_FREE" default:"20" help:"challenges one client address may ask for within SECKILL_POW_WINDOW at the base difficulty; each doubling past it adds one bit"`
+	PoWVoucherFree    int           `env:"SECKILL_POW_VOUCHER_FREE" default:"10000" help:"challenges all clients together may ask for one voucher within SECKILL_POW_WINDOW at the base difficulty; each doubling past it adds one bit"`
+	PoWTTL            time.Duration `env:"SECKILL_POW_TTL" default:"2m" help:"how long a proof-of-work challenge may be answered; single use"`
 	ShutdownTimeout   time.Duration `env:"SECKILL_SHUTDOWN_TIMEOUT" default:"15s" help:"how long in-flight work may take to finish on SIGTERM"`
 	LogLevel          string        `env:"SECKILL_LOG_LEVEL" default:"info" help:"debug, info, warn or error (anything else is refused at start)"`
 	LogFormat         string        `env:"SECKILL_LOG_FORMAT" default:"text" help:"text or json (anything else is refused at start)"`
@@ -241,6 +247,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_REDIS_WAIT_TIMEOUT must be positive, got %s", c.RedisWaitTimeout)
 	case c.HoardLimit < 0:
 		return fmt.Errorf("config: SECKILL_HOARD_LIMIT must not be negative (0 refuses nobody), got %d", c.HoardLimit)
+	case c.PoWBaseBits < 8 || c.PoWMaxBits < c.PoWBaseBits || c.PoWMaxBits > 32:
+		return fmt.Errorf("config: SECKILL_POW_BASE_BITS must be 8 to 32 and SECKILL_POW_MAX_BITS between it and 32, got %d and %d", c.PoWBaseBits, c.PoWMaxBits)
+	case c.PoWWindow <= 0 || c.PoWTTL <= 0:
+		return fmt.Errorf("config: SECKILL_POW_WINDOW and SECKILL_POW_TTL must be positive, got %s and %s", c.PoWWindow, c.PoWTTL)
 	case c.HoardWindow <= 0:
 		return fmt.Errorf("config: SECKILL_HOARD_WINDOW must be positive, got %s", c.HoardWindow)
 	case c.TokenTTL <= 0:
@@ -287,6 +297,7 @@ func (c Config) validate() error {
 		"SECKILL_SHOPPER_RATE": c.ShopperRate, "SECKILL_SHOPPER_BURST": c.ShopperBurst,
 		"SECKILL_SHOPPER_IP_RATE": c.ShopperIPRate, "SECKILL_SHOPPER_IP_BURST": c.ShopperIPBurst,
 		"SECKILL_WS_MSG_RATE": c.WSMsgRate, "SECKILL_WS_MSG_BURST": c.WSMsgBurst,
+		"SECKILL_POW_ADDRESS_FREE": c.PoWAddressFree, "SECKILL_POW_VOUCHER_FREE": c.PoWVoucherFree,
 	} {
 		if n <= 0 {
 			return fmt.Errorf("config: %s must be positive, got %d", name, n)

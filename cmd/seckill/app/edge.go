@@ -41,6 +41,11 @@ func (s *System) buildEdge() (*edge.Edge, error) {
 		ShopperAddressBurst: s.cfg.ShopperIPBurst,
 
 		RegisterLimit: redis_rate.Limit{Rate: s.cfg.RegisterRate, Burst: s.cfg.RegisterBurst, Period: time.Minute},
+		PoW: edge.PoWConfig{
+			BaseBits: s.cfg.PoWBaseBits, MaxBits: s.cfg.PoWMaxBits,
+			Window: s.cfg.PoWWindow, TTL: s.cfg.PoWTTL,
+			AddressFree: s.cfg.PoWAddressFree, VoucherFree: s.cfg.PoWVoucherFree,
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -128,6 +128,27 @@ func (e ErrorErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for NewVoucherChallenge.
+const (
+	NewVoucherChallengeCaptcha NewVoucherChallenge = "captcha"
+	NewVoucherChallengeNone    NewVoucherChallenge = "none"
+	NewVoucherChallengePow     NewVoucherChallenge = "pow"
+)
+
+// Valid indicates whether the value is a known member of the NewVoucherChallenge enum.
+func (e NewVoucherChallenge) Valid() bool {
+	switch e {
+	case NewVoucherChallengeCaptcha:
+		return true
+	case NewVoucherChallengeNone:
+		return true
+	case NewVoucherChallengePow:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NewVoucherKind.
 const (
 	NewVoucherKindCommon  NewVoucherKind = "common"
@@ -242,6 +263,27 @@ func (e PurchaseStatus) Valid() bool {
 	case PurchaseStatusPaid:
 		return true
 	case PurchaseStatusReserved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VoucherChallenge.
+const (
+	VoucherChallengeCaptcha VoucherChallenge = "captcha"
+	VoucherChallengeNone    VoucherChallenge = "none"
+	VoucherChallengePow     VoucherChallenge = "pow"
+)
+
+// Valid indicates whether the value is a known member of the VoucherChallenge enum.
+func (e VoucherChallenge) Valid() bool {
+	switch e {
+	case VoucherChallengeCaptcha:
+		return true
+	case VoucherChallengeNone:
+		return true
+	case VoucherChallengePow:
 		return true
 	default:
 		return false
@@ -436,7 +478,13 @@ type BuyRequest struct {
 
 	// CaptchaId required when the voucher has captcha_required
 	CaptchaId *string `json:"captcha_id,omitempty"`
-	Quantity  *int64  `json:"quantity,omitempty"`
+
+	// ChallengeAnswer the nonce, required when the voucher's challenge is pow
+	ChallengeAnswer *string `json:"challenge_answer,omitempty"`
+
+	// ChallengeId required when the voucher's challenge is pow (GET /api/v1/challenges)
+	ChallengeId *string `json:"challenge_id,omitempty"`
+	Quantity    *int64  `json:"quantity,omitempty"`
 }
 
 // Credentials defines model for Credentials.
@@ -555,6 +603,9 @@ type NewVoucher struct {
 	BeginAt         time.Time `json:"begin_at"`
 	CaptchaRequired *bool     `json:"captcha_required,omitempty"`
 
+	// Challenge captcha is the same as captcha_required true; pow asks buyers for a proof of work (GET /api/v1/challenges); captcha_required true with none or pow is refused
+	Challenge *NewVoucherChallenge `json:"challenge,omitempty"`
+
 	// EndAt after begin_at; a year from 2000 to 9999 in UTC
 	EndAt time.Time `json:"end_at"`
 
@@ -572,6 +623,9 @@ type NewVoucher struct {
 	// WaitingRoom seckill only; buying then takes an admission pass from the voucher's line
 	WaitingRoom *WaitingRoom `json:"waiting_room,omitempty"`
 }
+
+// NewVoucherChallenge captcha is the same as captcha_required true; pow asks buyers for a proof of work (GET /api/v1/challenges); captcha_required true with none or pow is refused
+type NewVoucherChallenge string
 
 // NewVoucherKind defines model for NewVoucher.Kind.
 type NewVoucherKind string
@@ -646,6 +700,9 @@ type Voucher struct {
 	BeginAt         time.Time `json:"begin_at"`
 	CaptchaRequired bool      `json:"captcha_required"`
 
+	// Challenge what buying takes; captcha is the same as captcha_required
+	Challenge VoucherChallenge `json:"challenge"`
+
 	// Draw the voucher's draw, null unless waiting_room.mode is draw
 	Draw  *Draw     `json:"draw"`
 	EndAt time.Time `json:"end_at"`
@@ -676,6 +733,9 @@ type Voucher struct {
 	// WaitingRoom the voucher's waiting room; null when buying needs no admission pass
 	WaitingRoom *WaitingRoom `json:"waiting_room"`
 }
+
+// VoucherChallenge what buying takes; captcha is the same as captcha_required
+type VoucherChallenge string
 
 // VoucherKind defines model for Voucher.Kind.
 type VoucherKind string
