@@ -23,6 +23,8 @@
  *       .qty                    quantity input (id qty-<voucher id>)
  *       .captcha                shown when the voucher has captcha_required
  *         .captcha-img .captcha-answer .captcha-refresh   (answer id captcha-<voucher id>)
+ *         .captcha-listen .captcha-audio                  the same captcha read aloud
+ *       .pow-status             a pow voucher's check in progress (pow.js, a Web Worker)
  *       .buy                    the Buy button (disabled while a request is in flight,
  *                               while waiting out a 429, when sold out or not on sale;
  *                               on a voucher with a waiting room, shown only once admitted)
@@ -289,7 +291,11 @@
       case 'network': return 'Can’t reach the shop right now. Check your connection and try again.';
       case 'invalid_input': return `That didn’t look right${err.message ? `: ${err.message}` : ''}.`;
       case 'captcha_invalid': return 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.';
-      case 'challenge_invalid': return 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.';
+      case 'challenge_invalid':
+        return what === 'register'
+          ? 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.'
+          : 'This device’s check expired before the buy reached the shop. Please press Buy again.';
+      case 'pow_failed': return 'This browser couldn’t run the shop’s device check. Please try again, or use another browser.';
       case 'not_eligible':
         return `This sale takes entries only from shoppers its merchant invited${err.message ? `: ${err.message}` : '.'}`;
       case 'unauthenticated':
@@ -545,6 +551,7 @@
       this.doneUntil = 0; // short pause after a success, so a double click cannot buy twice
       this.soldOut = false; // learnt from a 409 sold_out, until the stock figure rises
       this.captcha = { id: '', loadedAt: 0, loading: false, failedAt: 0 };
+      this.pow = null; // a pow voucher's challenge being solved (solvePow)
       // The waiting room: the shopper's place (the API's queue object, as
       // answered or pushed), when it came, and the first position seen (the
       // progress bar runs from it to admission).
@@ -556,6 +563,7 @@
       this.joinButton.addEventListener('click', () => this.join());
       $('.buy-form', el).addEventListener('submit', (ev) => { ev.preventDefault(); this.buy(); });
       $('.captcha-refresh', el).addEventListener('click', () => this.loadCaptcha(true));
+      $('.captcha-listen', el).addEventListener('click', () => this.loadCaptcha(true, 'audio'));
       qty.addEventListener('change', () => { this.intent = null; });
     }
 
@@ -634,6 +642,12 @@
         (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 120000) || room.joinable);
       const box = $('.captcha', this.el);
       if (box.hidden === wantCaptcha) box.hidden = !wantCaptcha;
+      // A pow voucher's check is solved as soon as buying is near, so the
+      // press finds it done.
+      if (v.challenge === 'pow' && state.session &&
+        (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 60000))) {
+        this.solvePow().catch(() => {});
+      }
       if (wantCaptcha) {
         const stale = Date.now() - this.captcha.loadedAt > 240000;
         if ((!this.captcha.id || stale) && !this.captcha.loading && !this.captchaFailedRecently()) {
@@ -857,18 +871,30 @@
       return Boolean(at) && Date.now() - at < 10000;
     }
 
-    async loadCaptcha(byUser) {
+    // loadCaptcha shows a new captcha: a picture, or with kind 'audio' the
+    // same kind of captcha read aloud (kept until the shopper asks for a
+    // picture again).
+    async loadCaptcha(byUser, kind) {
       const c = this.captcha;
       if (c.loading) return;
       c.loading = true;
+      if (kind) c.kind = kind === 'audio' ? 'audio' : 'image';
+      else if (byUser) c.kind = 'image';
+      const audio = c.kind === 'audio';
       try {
-        const res = await api('GET', '/captcha', { auth: false });
+        const res = await api('GET', audio ? '/captcha?kind=audio' : '/captcha', { auth: false });
         c.id = res.captcha_id;
         c.loadedAt = Date.now();
         c.failedAt = 0;
         const img = $('.captcha-img', this.el);
-        img.src = res.image;
-        img.hidden = false;
+        const player = $('.captcha-audio', this.el);
+        if (audio) player.src = res.audio;
+        else img.src = res.image;
+        img.hidden = audio;
+        player.hidden = !audio;
+        setText($('.captcha-label', this.el), audio ? 'Digits you hear' : 'Characters in the picture');
+        setText($('.captcha-refresh', this.el), audio ? 'Show a picture' : 'New picture');
+        setText($('.captcha-listen', this.el), audio ? 'Listen to a new one' : 'Listen instead');
         $('.captcha-wait', this.el).hidden = true;
         this.answer.value = '';
         if (byUser) this.answer.focus();
@@ -898,6 +924,7 @@
       }
       const body = { quantity: qty };
       if (!this.withCaptcha(body)) return;
+      const pow = v.challenge === 'pow';
       /** @type {Record<string, string>} */
       const headers = {};
       if (v.waiting_room) {
@@ -918,6 +945,7 @@
       let spent = true; // whether the captcha was used up by this try
       const sentAt = Date.now();
       try {
+        if (pow) Object.assign(body, await this.solvePow());
         const res = await api('POST', `/vouchers/${encodeURIComponent(v.id)}/orders`, {
           body,
           headers,
@@ -948,8 +976,53 @@
         this.inflight = false;
         this.el.removeAttribute('aria-busy');
         if (v.captcha_required && spent) this.loadCaptcha(false);
+        if (pow && spent) this.pow = null; // update() starts the next one
         this.update();
       }
+    }
+
+    // solvePow gets a challenge for a pow voucher and solves it in a Web
+    // Worker (pow.js); it answers the buy's {challenge_id,
+    // challenge_answer}. One solve is shared by every caller until a buy
+    // spends it or it nears its expiry; a failure is kept 10 s, so a page
+    // that cannot reach the shop does not ask again every second.
+    solvePow() {
+      const p = this.pow;
+      if (p && (p.failedAt ? Date.now() - p.failedAt < 10000 : !p.expiresAt || p.expiresAt - serverNow() > 15000)) {
+        return p.promise;
+      }
+      const v = this.voucher;
+      const status = $('.pow-status', this.el);
+      const pow = { expiresAt: 0, failedAt: 0, promise: null };
+      this.pow = pow;
+      pow.promise = (async () => {
+        const ch = await api('GET', `/challenges?voucher_id=${encodeURIComponent(v.id)}`, { auth: false });
+        pow.expiresAt = Date.parse(ch.expires_at);
+        const nonce = await new Promise((resolve, reject) => {
+          let w;
+          try { w = new Worker('pow.js'); } catch (e) { reject(new ApiError(0, 'pow_failed', String(e), 0)); return; }
+          w.onmessage = (ev) => {
+            const m = ev.data || {};
+            if (m.progress) {
+              // Only slow devices see this: a fast one is done within a second.
+              status.hidden = false;
+              setText(status, `Checking this device for the sale… ${Math.round(m.ms / 1000)} s`);
+              return;
+            }
+            w.terminate();
+            if (m.error) reject(new ApiError(0, 'pow_failed', m.error, 0));
+            else resolve(m.nonce);
+          };
+          w.onerror = (e) => { w.terminate(); reject(new ApiError(0, 'pow_failed', e.message || 'worker', 0)); };
+          w.postMessage({ salt: ch.salt, bits: ch.difficulty_bits });
+        });
+        status.hidden = true;
+        this.el.dataset.pow = 'ready';
+        return { challenge_id: ch.challenge_id, challenge_answer: nonce };
+      })();
+      pow.promise.catch(() => { pow.failedAt = Date.now(); status.hidden = true; });
+      delete this.el.dataset.pow;
+      return pow.promise;
     }
 
     buyFailed(err) {

@@ -54,7 +54,7 @@ const frameRecorder = `(() => {
   const nativeFetch = window.fetch;
   window.fetch = async (...args) => {
     const res = await nativeFetch(...args);
-    if (String(args[0]).endsWith('/captcha') && res.ok) {
+    if (/\/captcha(\?kind=audio)?$/.test(String(args[0])) && res.ok) {
       res.clone().json().then((b) => window.__captchaIDs.push(b.captcha_id), () => {});
     }
     return res;
