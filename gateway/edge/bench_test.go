@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -96,4 +97,22 @@ func BenchmarkBreakerOpen(b *testing.B) {
 			b.Fatal("passed an open breaker")
 		}
 	}
+}
+
+// BenchmarkPoWSolve is a farm's side of the proof of work: one core solving
+// 12-bit challenges with the same hash the gateway checks. Its hashes/s is
+// the per-core rate behind the README's cost table (Challenges): a buy at
+// b bits costs a farm 2^b / (hashes/s) core-seconds on average.
+func BenchmarkPoWSolve(b *testing.B) {
+	const bits = 12
+	hashes := 0
+	for i := 0; b.Loop(); i++ {
+		nonce := edge.Solve(strconv.Itoa(i)+"0123456789abcdef0123456789abcdef", bits)
+		n, err := strconv.Atoi(nonce)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hashes += n + 1
+	}
+	b.ReportMetric(float64(hashes)/b.Elapsed().Seconds(), "hashes/s")
 }

@@ -59,7 +59,7 @@ func (c *PoWConfig) defaults() {
 		}
 	}
 	defInt(&c.BaseBits, 14)
-	defInt(&c.MaxBits, 20)
+	defInt(&c.MaxBits, 18)
 	defInt(&c.AddressFree, 20)
 	defInt(&c.VoucherFree, 10000)
 	c.MaxBits = max(c.MaxBits, c.BaseBits)

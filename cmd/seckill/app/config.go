@@ -83,7 +83,7 @@ type Config struct {
 	ShopperIPRate     int           `env:"SECKILL_SHOPPER_IP_RATE" default:"100" help:"requests per second allowed per client address (an IPv6 /56 is one) on the same signed-in routes, whatever accounts they are for; per gateway instance, charged after the per-shopper limit"`
 	ShopperIPBurst    int           `env:"SECKILL_SHOPPER_IP_BURST" default:"300" help:"burst of SECKILL_SHOPPER_IP_RATE (many shoppers may share one address)"`
 	PoWBaseBits       int           `env:"SECKILL_POW_BASE_BITS" default:"14" help:"difficulty, in leading zero bits of SHA-256, of a proof-of-work challenge (a voucher whose challenge is pow) when nobody is pressing: about a second of a phone's work (README, Challenges); 8 to 32"`
-	PoWMaxBits        int           `env:"SECKILL_POW_MAX_BITS" default:"20" help:"the most difficulty load may raise a challenge to (at least SECKILL_POW_BASE_BITS, at most 32)"`
+	PoWMaxBits        int           `env:"SECKILL_POW_MAX_BITS" default:"18" help:"the most difficulty load may raise a challenge to (at least SECKILL_POW_BASE_BITS, at most 32)"`
 	PoWWindow         time.Duration `env:"SECKILL_POW_WINDOW" default:"1m" help:"sliding window over which the challenges one client address, and one voucher, asked for are counted to raise the difficulty"`
 	PoWAddressFree    int           `env:"SECKILL_POW_ADDRESS_FREE" default:"20" help:"challenges one client address may ask for within SECKILL_POW_WINDOW at the base difficulty; each doubling past it adds one bit"`
 	PoWVoucherFree    int           `env:"SECKILL_POW_VOUCHER_FREE" default:"10000" help:"challenges all clients together may ask for one voucher within SECKILL_POW_WINDOW at the base difficulty; each doubling past it adds one bit"`
