@@ -16,8 +16,8 @@ import (
 )
 
 // botCodes are the refusals of the gates against automation: the limits,
-// the captcha and the waiting room's pass.
-var botCodes = []string{"rate_limited", "captcha_invalid", "not_admitted"}
+// the captcha, the proof of work and the waiting room's pass.
+var botCodes = []string{"rate_limited", "captcha_invalid", "challenge_invalid", "not_admitted"}
 
 // Reports answers the operator's sale report and order export from the
 // Store.

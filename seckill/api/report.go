@@ -26,8 +26,8 @@ type SaleReport struct {
 	// address_limit, user_limit or global_limit.
 	Limiters map[string]int64 `json:"limiters"`
 	// BotsRefused is the attempts that a gate against automation refused:
-	// the limits (429), the captcha (400 captcha_invalid) and the waiting
-	// room's pass (403 not_admitted).
+	// the limits (429), the captcha (400 captcha_invalid), the proof of work
+	// (400 challenge_invalid) and the waiting room's pass (403 not_admitted).
 	BotsRefused int64 `json:"bots_refused"`
 	// Admitted is how many shoppers the waiting room let in.
 	Admitted int64 `json:"admitted"`
