@@ -945,7 +945,12 @@
       let spent = true; // whether the captcha was used up by this try
       const sentAt = Date.now();
       try {
-        if (pow) Object.assign(body, await this.solvePow());
+        if (pow) {
+          // A press asks again at once even if the last fetch failed; only
+          // the page's own polling waits out a failure.
+          if (this.pow && this.pow.failedAt) this.pow = null;
+          Object.assign(body, await this.solvePow());
+        }
         const res = await api('POST', `/vouchers/${encodeURIComponent(v.id)}/orders`, {
           body,
           headers,
