@@ -8,7 +8,7 @@
  *   #admin-token #token-apply #token-forget #token-state
  *   #breaker-auto #breaker-open #breaker-closed (radios)  #breaker-apply
  *   #breaker-mode #breaker-state                      what the API reports
- *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-create #v-soon
+ *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-pow #v-create #v-soon
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
  *   #v-room-mode (line|draw) #v-room-draw-pass            its order, and a draw winner's pass
  *   #v-room-adaptive #v-room-p99 #v-room-min #v-room-max  adaptive admission and its bounds
@@ -241,6 +241,7 @@
         begin_at: begin.toISOString(),
         end_at: end.toISOString(),
         captcha_required: $('#v-captcha').checked,
+        challenge: $('#v-pow').checked ? 'pow' : $('#v-captcha').checked ? 'captcha' : 'none',
         waiting_room: room ? {
           admit_per_second: rate,
           prequeue_seconds: prequeue,
@@ -463,7 +464,7 @@
         const title = tr.querySelector('td[data-field="title"]');
         title.firstChild.textContent = v.title;
         const wr = v.waiting_room;
-        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${roomText(wr)}${entryText(v.entry)}`;
+        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${v.challenge === 'pow' ? ' · device check' : ''}${roomText(wr)}${entryText(v.entry)}`;
         setCell(tr, 'sale', saleText(v));
         showPause(tr.querySelector('td[data-field="pause"] button'), v);
         const s = stats[i];

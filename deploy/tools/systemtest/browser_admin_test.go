@@ -31,6 +31,7 @@ func TestBrowserOperatorPage(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("v-stock"), "7"),
 		chromedp.SendKeys(chromedp.ID("v-limit"), "2"),
 		chromedp.Click(chromedp.ID("v-soon")),
+		chromedp.Click(chromedp.ID("v-pow")),
 		chromedp.Click(chromedp.ID("v-create")),
 	)
 	b.waitJS("the new voucher's stats are listed", fmt.Sprintf(`[...document.querySelectorAll('#stats tbody tr')].some((tr) =>
@@ -50,6 +51,7 @@ func TestBrowserOperatorPage(t *testing.T) {
 	require.NotNil(t, made, "the voucher made in the page exists")
 	require.EqualValues(t, 450, made["price_cents"])
 	require.EqualValues(t, 2, made["per_user_limit"])
+	require.Equal(t, "pow", made["challenge"], "the device check asked for")
 
 	// Pause this one voucher from its row, then resume it.
 	id := made["id"].(string)
