@@ -73,6 +73,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/challenges": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A proof of work to solve before buying a voucher whose challenge is pow; single use, expires after about 2 minutes.
+         * @description Find a nonce, a decimal string, such that SHA-256(salt + nonce) begins with
+         *     difficulty_bits zero bits, and send challenge_id and the nonce as challenge_answer in
+         *     the buy's body. The difficulty rises by one bit with each doubling of the challenges
+         *     the client's address, and the voucher, asked for recently (README, Challenges).
+         */
+        get: operations["newChallenge"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/vouchers": {
         parameters: {
             query?: never;
@@ -943,6 +966,11 @@ export interface components {
             end_at: string;
             captcha_required: boolean;
             /**
+             * @description what buying takes; captcha is the same as captcha_required
+             * @enum {string}
+             */
+            challenge: "none" | "captcha" | "pow";
+            /**
              * @description Where the sale stands, by the server's clock at the catalog's last refresh (at most
              *     a tenth of a second old): ended once end_at has passed (even if paused), else paused
              *     while the operator paused it, else sold_out when stock_left is 0, else scheduled
@@ -1166,6 +1194,12 @@ export interface components {
             /** @default false */
             captcha_required: boolean;
             /**
+             * @description captcha is the same as captcha_required true; pow asks buyers for a proof of work (GET /api/v1/challenges); captcha_required true with none or pow is refused
+             * @default none
+             * @enum {string}
+             */
+            challenge: "none" | "captcha" | "pow";
+            /**
              * @description seckill only; spreads the stock over this many Redis buckets so one hot voucher uses several Redis masters
              * @default 1
              */
@@ -1185,6 +1219,10 @@ export interface components {
             captcha_id?: string;
             /** @description required when the voucher has captcha_required */
             captcha_answer?: string;
+            /** @description required when the voucher's challenge is pow (GET /api/v1/challenges) */
+            challenge_id?: string;
+            /** @description the nonce, required when the voucher's challenge is pow */
+            challenge_answer?: string;
         };
         QueueJoin: {
             /** @description required when the voucher has captcha_required */
@@ -1285,8 +1323,21 @@ export interface components {
         };
         Captcha: {
             captcha_id: string;
-            /** @description data:image/png;base64,... URL */
-            image: string;
+            /** @description data:image/png;base64,... URL (kind image) */
+            image?: string;
+            /** @description data:audio/wav;base64,... URL (kind audio) */
+            audio?: string;
+        };
+        Challenge: {
+            challenge_id: string;
+            /** @enum {string} */
+            kind: "pow";
+            /** @enum {string} */
+            algorithm: "SHA-256";
+            salt: string;
+            difficulty_bits: number;
+            /** Format: date-time */
+            expires_at: string;
         };
         Breaker: {
             /** @enum {string} */
@@ -1433,7 +1484,7 @@ export interface components {
              * @description attempts answered with the order an earlier attempt's Idempotency-Key made (202 with that order): they made none
              */
             replayed: number;
-            /** @description refused attempts by error code (sold_out, limit_exceeded, not_started, ended, rate_limited, not_admitted, captcha_invalid, unpaid_limit, sale_paused, unavailable, ...) */
+            /** @description refused attempts by error code (sold_out, limit_exceeded, not_started, ended, rate_limited, not_admitted, captcha_invalid, challenge_invalid, unpaid_limit, sale_paused, unavailable, ...) */
             refusals: {
                 [key: string]: number;
             };
@@ -1443,7 +1494,7 @@ export interface components {
             };
             /**
              * Format: int64
-             * @description attempts refused by a gate against automation: rate_limited + captcha_invalid + not_admitted
+             * @description attempts refused by a gate against automation: rate_limited + captcha_invalid + challenge_invalid + not_admitted
              */
             bots_refused: number;
             /**
@@ -1992,14 +2043,17 @@ export interface operations {
     };
     newCaptcha: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description image (the default) answers with an image; audio with the same kind of captcha read aloud, answered the same way. */
+                kind?: "image" | "audio";
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The captcha. */
+            /** @description The captcha (image or audio). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -2012,6 +2066,39 @@ export interface operations {
                     "application/json": components["schemas"]["Captcha"];
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    newChallenge: {
+        parameters: {
+            query: {
+                voucher_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The challenge. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Challenge"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["RateLimited"];
@@ -2455,7 +2542,7 @@ export interface operations {
                     "application/json": components["schemas"]["Purchase"];
                 };
             };
-            /** @description invalid_input, or captcha_invalid when the voucher requires a captcha. */
+            /** @description invalid_input, or captcha_invalid when the voucher requires a captcha, or challenge_invalid when it requires a proof of work. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -2692,7 +2779,7 @@ export interface operations {
                     "application/json": components["schemas"]["Queue"];
                 };
             };
-            /** @description invalid_input, or captcha_invalid when the voucher requires a captcha. */
+            /** @description invalid_input, or captcha_invalid when the voucher requires a captcha, or challenge_invalid when it requires a proof of work. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
