@@ -2076,6 +2076,7 @@ export interface operations {
     newChallenge: {
         parameters: {
             query: {
+                /** @example 42 */
                 voucher_id: string;
             };
             header?: never;
