@@ -93,15 +93,9 @@ exporters:
 // StartJaeger runs jaeger on free loopback ports and returns once its query
 // API answers.
 func StartJaeger(ctx context.Context, opts JaegerOptions) (*Jaeger, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("devstack: JaegerOptions.Dir is empty")
-	}
-	dir, err := filepath.Abs(opts.Dir)
+	dir, err := serviceDir(opts.Dir, "jaeger")
 	if err != nil {
-		return nil, fmt.Errorf("devstack: jaeger dir: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("devstack: jaeger dir: %w", err)
+		return nil, err
 	}
 	bin := opts.Bin
 	if bin == "" {

@@ -55,15 +55,9 @@ type StripeMock struct {
 // bin/ and in GOPATH/bin; when none has it, it is installed into the
 // module's bin/ with `go install` (through the Go module proxy, once).
 func StartStripeMock(ctx context.Context, opts StripeMockOptions) (*StripeMock, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("devstack: StripeMockOptions.Dir is empty")
-	}
-	dir, err := filepath.Abs(opts.Dir)
+	dir, err := serviceDir(opts.Dir, "stripe-mock")
 	if err != nil {
-		return nil, fmt.Errorf("devstack: stripe-mock dir: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("devstack: stripe-mock dir: %w", err)
+		return nil, err
 	}
 	bin, err := stripeMockBinary(ctx)
 	if err != nil {

@@ -75,3 +75,19 @@ func OwnedTempDir(pattern string, log *slog.Logger) (string, error) {
 	}
 	return dir, nil
 }
+
+// serviceDir makes dir, a private service's folder named by its options,
+// absolute and present; what names the service in the errors.
+func serviceDir(dir, what string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("devstack: %s: the options' Dir is empty", what)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("devstack: %s dir: %w", what, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("devstack: %s dir: %w", what, err)
+	}
+	return abs, nil
+}
