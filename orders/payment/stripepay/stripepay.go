@@ -89,8 +89,8 @@ func (s *Stripe) Authorize(ctx context.Context, req payment.CreateRequest) (paym
 }
 
 // Capture implements payment.Authorizer.
-func (s *Stripe) Capture(ctx context.Context, id, idempotencyKey string) (payment.Intent, error) {
-	params := &stripe.PaymentIntentCaptureParams{}
+func (s *Stripe) Capture(ctx context.Context, id string, amountCents int64, idempotencyKey string) (payment.Intent, error) {
+	params := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(amountCents)}
 	if idempotencyKey != "" {
 		params.SetIdempotencyKey(idempotencyKey)
 	}
@@ -181,6 +181,11 @@ func (s *Stripe) Verify(payload []byte, signature string) (payment.Event, error)
 			out.Kind = payment.EventSucceeded
 		}
 		out.PaymentID, out.OrderID, out.AmountCents, out.Currency = in.ID, in.OrderID, in.AmountCents, in.Currency
+		if ev.Type == "payment_intent.succeeded" && pi.AmountReceived > 0 {
+			// A captured hold received less than it held: the money moved
+			// is what was received.
+			out.AmountCents = pi.AmountReceived
+		}
 	case "charge.refunded":
 		var ch stripe.Charge
 		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {

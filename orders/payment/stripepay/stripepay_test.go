@@ -71,7 +71,7 @@ func TestPaymentIntents(t *testing.T) {
 
 	hold, err := s.Authorize(ctx, payment.CreateRequest{OrderID: 78, AmountCents: 500, Currency: "CNY"})
 	require.NoError(t, err)
-	_, err = s.Capture(ctx, hold.ID, "capture-"+hold.ID)
+	_, err = s.Capture(ctx, hold.ID, hold.AmountCents, "capture-"+hold.ID)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(ctx, hold.ID, "release-"+hold.ID))
 

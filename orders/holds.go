@@ -1,0 +1,184 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/flashsale/seckill/orders/payment"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
+)
+
+// HoldState is where a draw entrant's card hold is (migration 016).
+type HoldState string
+
+// The states of a hold: held until the draw decides, then captured as a
+// winner's order's payment or released. Capturing and releasing are the
+// claims of whoever asks the provider.
+const (
+	HoldHeld      HoldState = "held"
+	HoldCapturing HoldState = "capturing"
+	HoldCaptured  HoldState = "captured"
+	HoldReleasing HoldState = "releasing"
+	HoldReleased  HoldState = "released"
+)
+
+// Hold is money a draw entrant's card holds for the draw (orders/payment
+// README, "Holds of a draw").
+type Hold struct {
+	VoucherID int64
+	UserID    int64
+	// PaymentID is the provider's id of the held payment (a PaymentIntent
+	// with capture_method=manual).
+	PaymentID   string
+	Provider    string
+	AmountCents int64
+	Currency    string
+	// ClientSecret lets the shopper's page confirm the hold with the
+	// provider.
+	ClientSecret string
+	State        HoldState
+	// OrderID is the order the hold pays, once its capture is claimed.
+	OrderID int64
+}
+
+// HoldRecord is the record of holds in PostgreSQL (orders/pgstore.Store
+// implements it). Every claim is a conditional update: exactly one caller
+// fleet-wide gets a hold, and a claim older than a minute is given to the
+// next caller, who asks the provider again with the same idempotency key.
+type HoldRecord interface {
+	// InsertHold records h as held unless the user holds one for the
+	// voucher already (created false: that one is returned).
+	InsertHold(ctx context.Context, h Hold) (_ Hold, created bool, _ error)
+	// HoldOf is the user's hold for the voucher; apperr.ErrNotFound when
+	// none.
+	HoldOf(ctx context.Context, voucherID, userID int64) (Hold, error)
+	// ClaimCapture claims the user's held hold for order o (ok false when
+	// it is not held, or claimed by someone else).
+	ClaimCapture(ctx context.Context, o Order) (_ Hold, ok bool, _ error)
+	// Captured records the claimed hold as o's payment, succeeded: the
+	// order is paid if still created, else the money is owed back (the
+	// refund outbox of payments).
+	Captured(ctx context.Context, h Hold, o Order) (Order, error)
+	// ClaimRelease claims up to max holds of the voucher that are held,
+	// except the users of keep.
+	ClaimRelease(ctx context.Context, voucherID int64, keep []int64, max int) ([]Hold, error)
+	// Released records that the provider let the hold go.
+	Released(ctx context.Context, h Hold) error
+}
+
+// Holds authorises a draw entrant's payment at entry and settles it after
+// the draw: captured as a winner's order's payment, released for everyone
+// else. Without an Authorizer (the demo provider) no hold is made.
+type Holds struct {
+	record   HoldRecord
+	auth     payment.Authorizer
+	provider string
+	currency string
+	log      *slog.Logger
+}
+
+// HoldsConfig is what NewHolds builds Holds from.
+type HoldsConfig struct {
+	Record HoldRecord
+	// Authorizer holds the money; Provider is its name in the API.
+	Authorizer payment.Authorizer
+	Provider   string
+	// Currency is SECKILL_CURRENCY (DefaultCurrency when empty).
+	Currency string
+	Log      *slog.Logger
+}
+
+// NewHolds returns the draw's holds.
+func NewHolds(cfg HoldsConfig) *Holds {
+	if cfg.Currency == "" {
+		cfg.Currency = DefaultCurrency
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Holds{record: cfg.Record, auth: cfg.Authorizer, provider: cfg.Provider,
+		currency: payment.NormalizeCurrency(cfg.Currency), log: cfg.Log}
+}
+
+// HoldAmount is what an entry holds: the voucher's price times its
+// per-user limit, the most its winner may buy.
+func HoldAmount(v seckill.Voucher) int64 { return v.PriceCents * max(v.PerUserLimit, 1) }
+
+// Enter holds HoldAmount(v) of the user's card for v's draw, or returns the
+// hold they have (an entrant entering again). The provider's create
+// carries a key of the voucher and user, so a retry after a lost answer
+// gets the same payment back.
+func (h *Holds) Enter(ctx context.Context, v seckill.Voucher, userID int64) (Hold, error) {
+	if got, err := h.record.HoldOf(ctx, v.ID, userID); err == nil {
+		return got, nil
+	} else if !errors.Is(err, apperr.ErrNotFound) {
+		return Hold{}, fmt.Errorf("orders: hold: %w", err)
+	}
+	amount := HoldAmount(v)
+	in, err := h.auth.Authorize(ctx, payment.CreateRequest{AmountCents: amount, Currency: h.currency,
+		IdempotencyKey: "seckill-hold-" + strconv.FormatInt(v.ID, 10) + "-" + strconv.FormatInt(userID, 10)})
+	if err != nil {
+		return Hold{}, fmt.Errorf("orders: hold: %w: %w", apperr.ErrUnavailable, err)
+	}
+	got, _, err := h.record.InsertHold(ctx, Hold{VoucherID: v.ID, UserID: userID, PaymentID: in.ID, Provider: h.provider,
+		AmountCents: amount, Currency: h.currency, ClientSecret: in.ClientSecret, State: HoldHeld})
+	if err != nil {
+		return Hold{}, fmt.Errorf("orders: hold: %w", err)
+	}
+	return got, nil
+}
+
+// Capture takes the order's amount from its buyer's hold for the order's
+// voucher, once fleet-wide, and returns the order paid. ok is false when
+// the buyer has no held hold for it (none, or another process settles it).
+func (h *Holds) Capture(ctx context.Context, o Order) (_ Order, ok bool, _ error) {
+	hold, ok, err := h.record.ClaimCapture(ctx, o)
+	if err != nil || !ok {
+		return o, false, err
+	}
+	if o.AmountCents > hold.AmountCents {
+		return o, false, fmt.Errorf("orders: capture hold %s: order %d costs %d, over the %d held", hold.PaymentID, o.ID, o.AmountCents, hold.AmountCents)
+	}
+	if _, err := h.auth.Capture(ctx, hold.PaymentID, o.AmountCents, "seckill-capture-"+hold.PaymentID); err != nil {
+		// The claim stays: a later call takes it over with the same key.
+		return o, false, fmt.Errorf("orders: capture hold %s: %w", hold.PaymentID, err)
+	}
+	paid, err := h.record.Captured(ctx, hold, o)
+	if err != nil {
+		return o, false, fmt.Errorf("orders: capture hold %s: %w", hold.PaymentID, err)
+	}
+	return paid, true, nil
+}
+
+// Release lets go up to max held holds of the voucher, except those of the
+// users in keep (the winners whose pass still stands), and returns how many
+// the provider let go. After the draw keep is its winners; once their
+// passes expired or the sale ended, nil.
+func (h *Holds) Release(ctx context.Context, voucherID int64, keep []int64, max int) (int, error) {
+	list, err := h.record.ClaimRelease(ctx, voucherID, keep, max)
+	if err != nil {
+		return 0, fmt.Errorf("orders: release holds of voucher %d: %w", voucherID, err)
+	}
+	n := 0
+	var first error
+	for _, hold := range list {
+		if err := h.auth.Release(ctx, hold.PaymentID, "seckill-release-"+hold.PaymentID); err != nil {
+			if first == nil {
+				first = fmt.Errorf("orders: release hold %s: %w", hold.PaymentID, err)
+			}
+			continue
+		}
+		if err := h.record.Released(ctx, hold); err != nil {
+			if first == nil {
+				first = fmt.Errorf("orders: release hold %s: %w", hold.PaymentID, err)
+			}
+			continue
+		}
+		n++
+	}
+	return n, first
+}
