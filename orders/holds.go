@@ -2,14 +2,17 @@ package orders
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/draw"
 )
 
 // HoldState is where a draw entrant's card hold is (migration 016).
@@ -68,6 +71,25 @@ type HoldRecord interface {
 	ClaimRelease(ctx context.Context, voucherID int64, keep []int64, max int) ([]Hold, error)
 	// Released records that the provider let the hold go.
 	Released(ctx context.Context, h Hold) error
+	// HoldDraws are the vouchers with holds to settle, with their draws.
+	HoldDraws(ctx context.Context) ([]HoldDraw, error)
+	// HoldEntries are the recorded draw entries of the voucher's users
+	// whose hold is held or being released: only those a settle decides.
+	HoldEntries(ctx context.Context, voucherID int64) ([]draw.Entry, error)
+}
+
+// HoldDraw is a voucher with holds to settle: its sale's end, its
+// winners' pass and its draw as recorded.
+type HoldDraw struct {
+	VoucherID int64
+	EndAt     time.Time
+	DrawPass  time.Duration
+	// Void, Signature (hex), Cutoff and DrawnAt are the draw's record
+	// (empty and zero before the draw).
+	Void      string
+	Signature string
+	Cutoff    string
+	DrawnAt   time.Time
 }
 
 // Holds authorises a draw entrant's payment at entry and settles it after
@@ -181,4 +203,61 @@ func (h *Holds) Release(ctx context.Context, voucherID int64, keep []int64, max 
 		n++
 	}
 	return n, first
+}
+
+// Settle releases, up to max per voucher, the holds nobody will buy with,
+// as of now: after the draw every loser's; once the winners' passes
+// expired (draw_pass_seconds after the draw), the sale ended or the draw
+// is void, every hold not yet captured. A hold whose user has a created
+// order of the voucher is kept for its capture (ClaimRelease). It returns
+// how many the provider let go.
+func (h *Holds) Settle(ctx context.Context, now time.Time, max int) (int, error) {
+	list, err := h.record.HoldDraws(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("orders: settle holds: %w", err)
+	}
+	total := 0
+	var first error
+	for _, d := range list {
+		keep, ok, err := h.keepOf(ctx, d, now)
+		if err == nil && ok {
+			var n int
+			n, err = h.Release(ctx, d.VoucherID, keep, max)
+			total += n
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return total, first
+}
+
+// keepOf is whose holds of d stand as of now (ok false: not drawn yet,
+// every hold stands).
+func (h *Holds) keepOf(ctx context.Context, d HoldDraw, now time.Time) (keep []int64, ok bool, _ error) {
+	switch {
+	case d.Void != "" || !now.Before(d.EndAt):
+		return nil, true, nil
+	case d.Signature == "" || d.DrawnAt.IsZero():
+		return nil, false, nil
+	case !now.Before(d.DrawnAt.Add(d.DrawPass)):
+		return nil, true, nil
+	}
+	sig, err := hex.DecodeString(d.Signature)
+	if err != nil {
+		return nil, false, fmt.Errorf("orders: settle holds of voucher %d: signature: %w", d.VoucherID, err)
+	}
+	entries, err := h.record.HoldEntries(ctx, d.VoucherID)
+	if err != nil {
+		return nil, false, fmt.Errorf("orders: settle holds of voucher %d: %w", d.VoucherID, err)
+	}
+	r := draw.RandomnessOf(sig)
+	keep = []int64{}
+	for _, e := range entries {
+		// Hex tickets compare as their bytes: at or before the cut-off won.
+		if draw.TicketOf(r, d.VoucherID, e.EntryID).String() <= d.Cutoff {
+			keep = append(keep, e.UserID)
+		}
+	}
+	return keep, true, nil
 }

@@ -1,6 +1,10 @@
 package orders_test
 
 import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +16,8 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/orders/payment/stripepay"
+	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/draw"
 )
 
 func newHolds(t testing.TB, e *payEnv) *orders.Holds {
@@ -159,13 +165,23 @@ func TestDrawHoldsCaptureOnlyHeld(t *testing.T) {
 	require.NoError(t, err)
 	n, err := holds.Release(e.ctx, e.v.ID, nil, 10)
 	require.NoError(t, err)
+	require.Equal(t, 0, n, "a created order's hold is kept for its capture")
+
+	_, err = holds.Enter(e.ctx, e.v, 3)
+	require.NoError(t, err)
+	n, err = holds.Release(e.ctx, e.v.ID, []int64{1}, 10)
+	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	_, ok, err = holds.Capture(e.ctx, o1)
+	rv := e.reserve(t, 3, 1)
+	require.NoError(t, e.worker.Handle(e.ctx, []seckill.Reservation{rv}))
+	o3, err := e.store.Order(e.ctx, rv.OrderID)
+	require.NoError(t, err)
+	_, ok, err = holds.Capture(e.ctx, o3)
 	require.NoError(t, err)
 	require.False(t, ok, "a released hold is not captured")
-	o1, err = e.store.Order(e.ctx, o1.ID)
+	o3, err = e.store.Order(e.ctx, o3.ID)
 	require.NoError(t, err)
-	require.Equal(t, orders.StatusCreated, o1.Status)
+	require.Equal(t, orders.StatusCreated, o3.Status, "its buyer pays as anyone does")
 
 	// Cancelled between the claim and the record: the money is owed back.
 	o2, err := e.store.Order(e.ctx, rs[1].OrderID)
@@ -209,4 +225,99 @@ func TestDrawHoldsStaleClaimTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "a stale claim is taken over")
 	require.Equal(t, map[orders.HoldState]int{orders.HoldReleased: 1}, e.holdStates(t))
+}
+
+// Settling a drawn voucher: the losers' holds go right after the draw, by
+// several sweepers at once, each once; a winner who buys is captured; the
+// winners who did not buy are released once their passes expired.
+func TestDrawHoldsSettleAfterTheDraw(t *testing.T) {
+	const entrants, winners = 10, 4
+	e := newPayEnv(t, 10, time.Hour, stack.StripeMock(t))
+	holds := newHolds(t, e)
+	n, err := holds.Settle(e.ctx, time.Now(), 100)
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "nothing is released before the draw")
+
+	entries := make([]draw.Entry, entrants)
+	for i := range entries {
+		_, err := holds.Enter(e.ctx, e.v, int64(i+1))
+		require.NoError(t, err)
+		entries[i] = draw.Entry{EntryID: fmt.Sprintf("%032x", i+1), UserID: int64(i + 1)}
+	}
+	require.NoError(t, e.store.SaveEntries(e.ctx, e.v.ID, entries))
+	sig := bytes.Repeat([]byte{0xab}, 48)
+	r := draw.RandomnessOf(sig)
+	for i := range entries {
+		entries[i].Ticket = draw.TicketOf(r, e.v.ID, entries[i].EntryID)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Ticket.String() < entries[j].Ticket.String() })
+	require.NoError(t, e.store.EndDraw(e.ctx, e.v.ID, draw.State{Signature: hex.EncodeToString(sig),
+		Entries: entrants, Winners: winners, Cutoff: entries[winners-1].Ticket.String()}))
+	drawnAt := time.Now()
+
+	buyer := entries[0].UserID
+	rv := e.reserve(t, buyer, 1)
+	require.NoError(t, e.worker.Handle(e.ctx, []seckill.Reservation{rv}))
+
+	var released atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := holds.Settle(e.ctx, drawnAt, 2)
+			assert.NoError(t, err)
+			released.Add(int64(n))
+		}()
+	}
+	wg.Wait()
+	for {
+		n, err := holds.Settle(e.ctx, drawnAt, 2)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+		released.Add(int64(n))
+	}
+	require.Equal(t, int64(entrants-winners), released.Load(), "each loser released once")
+	for _, en := range entries[winners:] {
+		h, err := e.store.HoldOf(e.ctx, e.v.ID, en.UserID)
+		require.NoError(t, err)
+		require.Equal(t, orders.HoldReleased, h.State, "a loser's hold goes")
+	}
+
+	// Past the passes: the no-show winners go; the buyer's created order
+	// keeps its hold until it is captured.
+	late := drawnAt.Add(seckill.DefaultDrawPassSeconds*time.Second + time.Second)
+	n, err = holds.Settle(e.ctx, late, 100)
+	require.NoError(t, err)
+	require.Equal(t, winners-1, n)
+	o, err := e.store.Order(e.ctx, rv.OrderID)
+	require.NoError(t, err)
+	paid, ok, err := holds.Capture(e.ctx, o)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, orders.StatusPaid, paid.Status)
+	n, err = holds.Settle(e.ctx, late, 100)
+	require.NoError(t, err)
+	require.Equal(t, 0, n)
+	require.Equal(t, map[orders.HoldState]int{orders.HoldCaptured: 1, orders.HoldReleased: entrants - 1}, e.holdStates(t))
+}
+
+// The sweeper settles holds: once the sale ended, every hold not captured
+// goes, drawn or not.
+func TestSweeperReleasesHoldsOfEndedSale(t *testing.T) {
+	e := newPayEnv(t, 10, time.Hour, stack.StripeMock(t))
+	holds := newHolds(t, e)
+	for u := range 3 {
+		_, err := holds.Enter(e.ctx, e.v, int64(u+1))
+		require.NoError(t, err)
+	}
+	sw := orders.NewSweeper(orders.SweeperConfig{Lifecycle: e.life, Holds: holds, Log: testLog(t)})
+	sw.Sweep(e.ctx)
+	require.Equal(t, map[orders.HoldState]int{orders.HoldHeld: 3}, e.holdStates(t), "the sale is on, not drawn: held")
+	_, err := e.pool.Exec(e.ctx, `UPDATE vouchers SET end_at = now() - interval '1 second' WHERE id = $1`, e.v.ID)
+	require.NoError(t, err)
+	sw.Sweep(e.ctx)
+	require.Equal(t, map[orders.HoldState]int{orders.HoldReleased: 3}, e.holdStates(t))
 }

@@ -27,6 +27,9 @@ type SweeperConfig struct {
 	Metrics *Metrics
 	// Passes, when set, records each pass that met no error.
 	Passes *Passes
+	// Holds, when set, settles the card holds of draws each pass
+	// (Holds.Settle).
+	Holds *Holds
 }
 
 // Sweeper cancels unpaid orders past their pay_deadline and empties the
@@ -40,6 +43,7 @@ type Sweeper struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	passes   *Passes
+	holds    *Holds
 }
 
 // NewSweeper returns a Sweeper over cfg.Lifecycle.
@@ -53,7 +57,8 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Sweeper{life: cfg.Lifecycle, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics, passes: cfg.Passes}
+	return &Sweeper{life: cfg.Lifecycle, interval: cfg.Interval, batch: cfg.Batch, log: cfg.Log, metrics: cfg.Metrics, passes: cfg.Passes,
+		holds: cfg.Holds}
 }
 
 // Run sweeps until ctx ends and returns nil then. A full batch is followed
@@ -80,7 +85,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 
 // Sweep runs one pass: one batch of expired orders (those with a pending
 // payment after asking the provider), then one batch of the release outbox
-// and one of the refunds owed. It reports whether a batch was full (there may be more to do).
+// and one of the refunds owed, and the draws' card holds to release. It reports whether a batch was full (there may be more to do).
 func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
 	list, err := s.life.CancelExpired(ctx, s.batch)
 	if err != nil {
@@ -99,7 +104,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (full bool) {
 	if refErr != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "sweep: refunds owed not asked of the provider", "asked", refunds, "err", refErr)
 	}
-	if err == nil && relErr == nil && refErr == nil {
+	var holdErr error
+	if s.holds != nil {
+		var settled int
+		settled, holdErr = s.holds.Settle(ctx, time.Now(), s.batch)
+		if holdErr != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "sweep: draw holds not settled", "released", settled, "err", holdErr)
+		}
+	}
+	if err == nil && relErr == nil && refErr == nil && holdErr == nil {
 		s.passes.swept(time.Now())
 	}
 	return len(list) == s.batch || (relErr == nil && n == s.batch)

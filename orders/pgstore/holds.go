@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flashsale/seckill/orders"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
+	"github.com/flashsale/seckill/seckill/draw"
 )
 
 // The store is the hold record of package orders as it is.
@@ -135,6 +138,8 @@ func (s *Store) ClaimRelease(ctx context.Context, voucherID int64, keep []int64,
 	rows, err := s.pool.Query(ctx, `UPDATE draw_holds SET state = 'releasing', claimed_at = now()
 		WHERE (voucher_id, user_id) IN (SELECT voucher_id, user_id FROM draw_holds
 			WHERE voucher_id = $1 AND NOT (user_id = ANY($2))
+			  AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = $1 AND o.user_id = draw_holds.user_id
+				AND o.status = 'created')
 			  AND (state = 'held' OR (state = 'releasing' AND claimed_at < now() - `+holdClaimStale+`))
 			ORDER BY user_id LIMIT $3 FOR UPDATE SKIP LOCKED)
 		  AND (state = 'held' OR (state = 'releasing' AND claimed_at < now() - `+holdClaimStale+`))
@@ -157,4 +162,52 @@ func (s *Store) Released(ctx context.Context, h orders.Hold) (err error) {
 		return fmt.Errorf("pgstore: released %s: %w", h.PaymentID, err)
 	}
 	return nil
+}
+
+// HoldDraws implements orders.HoldRecord.
+func (s *Store) HoldDraws(ctx context.Context) (_ []orders.HoldDraw, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `SELECT v.id, v.end_at, v.room_draw_pass_seconds, coalesce(d.void_reason, ''),
+			coalesce(d.signature, ''), coalesce(d.cutoff, ''), d.ended_at
+		FROM vouchers v LEFT JOIN draws d ON d.voucher_id = v.id
+		WHERE v.id IN (SELECT DISTINCT voucher_id FROM draw_holds WHERE state IN ('held', 'releasing'))`)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: hold draws: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (orders.HoldDraw, error) {
+		var d orders.HoldDraw
+		var pass int64
+		var drawn *time.Time
+		if err := row.Scan(&d.VoucherID, &d.EndAt, &pass, &d.Void, &d.Signature, &d.Cutoff, &drawn); err != nil {
+			return d, err
+		}
+		d.DrawPass = (&seckill.WaitingRoom{Mode: seckill.RoomDraw, DrawPassSeconds: pass}).DrawPass()
+		if drawn != nil {
+			d.DrawnAt = drawn.UTC()
+		}
+		return d, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: hold draws: %w", err)
+	}
+	return list, nil
+}
+
+// HoldEntries implements orders.HoldRecord.
+func (s *Store) HoldEntries(ctx context.Context, voucherID int64) (_ []draw.Entry, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `SELECT e.entry_id, e.user_id FROM draw_entries e
+		JOIN draw_holds h ON h.voucher_id = e.voucher_id AND h.user_id = e.user_id
+		WHERE e.voucher_id = $1 AND h.state IN ('held', 'releasing')`, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: hold entries of voucher %d: %w", voucherID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (draw.Entry, error) {
+		var e draw.Entry
+		return e, row.Scan(&e.EntryID, &e.UserID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: hold entries of voucher %d: %w", voucherID, err)
+	}
+	return out, nil
 }
