@@ -71,6 +71,9 @@ type HoldRecord interface {
 	ClaimRelease(ctx context.Context, voucherID int64, keep []int64, max int) ([]Hold, error)
 	// Released records that the provider let the hold go.
 	Released(ctx context.Context, h Hold) error
+	// HeldOrders are up to max created orders whose buyer holds a held
+	// hold for the order's voucher: the captures a settle makes.
+	HeldOrders(ctx context.Context, max int) ([]Order, error)
 	// HoldDraws are the vouchers with holds to settle, with their draws.
 	HoldDraws(ctx context.Context) ([]HoldDraw, error)
 	// HoldEntries are the recorded draw entries of the voucher's users
@@ -205,13 +208,24 @@ func (h *Holds) Release(ctx context.Context, voucherID int64, keep []int64, max 
 	return n, first
 }
 
-// Settle releases, up to max per voucher, the holds nobody will buy with,
+// Settle captures up to max held holds whose buyer has a created order of
+// the voucher (the shopper's page need not ask), then releases, up to max
+// per voucher, the holds nobody will buy with,
 // as of now: after the draw every loser's; once the winners' passes
 // expired (draw_pass_seconds after the draw), the sale ended or the draw
 // is void, every hold not yet captured. A hold whose user has a created
 // order of the voucher is kept for its capture (ClaimRelease). It returns
 // how many the provider let go.
 func (h *Holds) Settle(ctx context.Context, now time.Time, max int) (int, error) {
+	due, err := h.record.HeldOrders(ctx, max)
+	if err != nil {
+		return 0, fmt.Errorf("orders: settle holds: %w", err)
+	}
+	for _, o := range due {
+		if _, _, err := h.Capture(ctx, o); err != nil {
+			h.log.WarnContext(ctx, "hold not captured; the next sweep tries again", "order_id", o.ID, "err", err)
+		}
+	}
 	list, err := h.record.HoldDraws(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("orders: settle holds: %w", err)

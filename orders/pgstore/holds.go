@@ -211,3 +211,19 @@ func (s *Store) HoldEntries(ctx context.Context, voucherID int64) (_ []draw.Entr
 	}
 	return out, nil
 }
+
+// HeldOrders implements orders.HoldRecord.
+func (s *Store) HeldOrders(ctx context.Context, max int) (_ []orders.Order, err error) {
+	defer unavailable(&err)
+	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+` FROM orders WHERE status = 'created' AND id IN (
+		SELECT o.id FROM draw_holds h JOIN orders o ON o.voucher_id = h.voucher_id AND o.user_id = h.user_id
+		WHERE h.state = 'held' AND o.status = 'created' ORDER BY o.id LIMIT $1)`, max)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: held orders: %w", err)
+	}
+	list, err := collectOrders(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: held orders: %w", err)
+	}
+	return list, nil
+}
