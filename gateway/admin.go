@@ -38,6 +38,9 @@ func (s *Server) createVoucher(c *fiber.Ctx, act *seckill.Action) error {
 	if err != nil {
 		return err
 	}
+	if v.WaitingRoom.IsDraw() && v.WaitingRoom.DrawHold && s.deps.Holds == nil {
+		return apperr.InvalidField("/waiting_room/draw_hold", "waiting_room.draw_hold needs a payment provider that holds money (SECKILL_PAYMENT_PROVIDER=stripe)")
+	}
 	// The record names the target: the new voucher's id.
 	describe(act, seckill.ActionCreateVoucher, "", c.Body())
 	created, err := s.deps.Catalog.Create(c.UserContext(), v, act)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flashsale/seckill/seckill"
 )
 
@@ -33,4 +35,28 @@ func TestDrawEntriesOfAVoucherNotSoldByDraw(t *testing.T) {
 	}
 	resp, body = b.do(t, "GET", "/api/v1/vouchers/x/draw/entries", "")
 	requireAPIError(t, resp, body, 400, "invalid_input")
+}
+
+// A draw that holds cards needs a provider that holds money: without one
+// (the demo provider) the voucher is refused with 400 invalid_input naming
+// waiting_room.draw_hold, as is a hold asked of a room in line order.
+func TestDrawHoldRefusedWithoutHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, mode := range []string{"draw", "line"} {
+		resp, body := b.do(t, "POST", "/api/v1/admin/vouchers",
+			`{"title":"Held","kind":"seckill","price_cents":100,"stock":8,"per_user_limit":1,`+
+				`"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z",`+
+				`"waiting_room":{"admit_per_second":5,"prequeue_seconds":60,"mode":"`+mode+`","draw_hold":true}}`,
+			"Authorization", bearerOf(testAdminToken))
+		msg := requireAPIError(t, resp, body, 400, "invalid_input")
+		require.Contains(t, msg, "draw_hold", mode)
+	}
+	resp, body := b.do(t, "POST", "/api/v1/admin/vouchers",
+		`{"title":"Not held","kind":"seckill","price_cents":100,"stock":8,"per_user_limit":1,`+
+			`"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z",`+
+			`"waiting_room":{"admit_per_second":5,"prequeue_seconds":60,"mode":"draw","draw_hold":false}}`,
+		"Authorization", bearerOf(testAdminToken))
+	require.Equal(t, 201, resp.StatusCode, "%s", body)
+	require.NotContains(t, string(body), "draw_hold", "absent when false")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -66,6 +67,12 @@ type Draws interface {
 	EntryList(ctx context.Context, voucherID int64) ([]byte, error)
 	// Export writes every entry as CSV (draw.ErrNotDrawn before the draw).
 	Export(ctx context.Context, l waitroom.Line, w io.Writer) error
+}
+
+// DrawHolds holds a draw entrant's card (*orders.Holds implements it).
+type DrawHolds interface {
+	// Enter holds the user's card for v's draw, or returns their hold.
+	Enter(ctx context.Context, v seckill.Voucher, userID int64) (orders.Hold, error)
 }
 
 // routeLine is the voucher of the route and its waiting room's line; ok is
@@ -222,8 +229,25 @@ func (s *Server) enterDraw(c *fiber.Ctx, v seckill.Voucher, line waitroom.Line, 
 	if err != nil {
 		return err
 	}
+	if v.WaitingRoom.DrawHold {
+		// The entry stands from here: should the hold fail, entering again
+		// makes it (orders/payment/README.md, "Holds of a draw").
+		if s.deps.Holds == nil {
+			return errNoHolds
+		}
+		h, err := s.deps.Holds.Enter(ctx, v, uid)
+		if err != nil {
+			return err
+		}
+		q.Hold = &api.DrawHold{PaymentID: h.PaymentID, Provider: h.Provider, AmountCents: h.AmountCents,
+			Currency: h.Currency, Status: string(h.State), ClientSecret: h.ClientSecret}
+	}
 	return c.JSON(q)
 }
+
+// errNoHolds answers an entry, or the making of a voucher, that needs card
+// holds on an instance whose payment provider holds no money.
+var errNoHolds = apperr.Public(apperr.ErrUnavailable, "card holds are not taken on this instance")
 
 // drawPlace is the user's queue object in line's draw, with their entry
 // id: entered until the draw, then the result with the user's own ticket;

@@ -177,6 +177,9 @@ type Deps struct {
 	// Draws is the sales by draw (queue.go). Nil: the queue routes of
 	// vouchers sold by draw answer 503.
 	Draws Draws
+	// Holds holds draw entrants' cards (queue.go). Nil (a provider that
+	// holds no money): a voucher with waiting_room.draw_hold is refused.
+	Holds DrawHolds
 	// Sales counts the buy attempts for the sale report. Nil: none.
 	Sales SaleRecorder
 	// Reports answers the sale report routes. Nil: they answer 503.

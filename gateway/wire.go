@@ -62,6 +62,11 @@ func waitingRoomOut(r *seckill.WaitingRoom) *api.WaitingRoom {
 		mode = string(seckill.RoomDraw)
 		pass := int64(r.DrawPass().Seconds())
 		out.DrawPassSeconds = &pass
+		if r.DrawHold {
+			// Absent when false: the answers of draws without holds stay
+			// as they were.
+			out.DrawHold = &r.DrawHold
+		}
 	}
 	out.Mode = &mode
 	return out
@@ -263,6 +268,9 @@ func waitingRoomIn(r *api.WaitingRoom, f *apperr.Fields) *seckill.WaitingRoom {
 	}
 	if r.DrawPassSeconds != nil {
 		room.DrawPassSeconds = *r.DrawPassSeconds
+	}
+	if r.DrawHold != nil {
+		room.DrawHold = *r.DrawHold
 	}
 	return room
 }

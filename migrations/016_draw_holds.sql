@@ -26,3 +26,7 @@ CREATE TABLE draw_holds (
     PRIMARY KEY (voucher_id, user_id)
 );
 CREATE INDEX draw_holds_open_idx ON draw_holds (voucher_id) WHERE state IN ('held', 'capturing', 'releasing');
+
+-- A draw voucher may ask each entry for a card hold (gateway/openapi.yaml,
+-- WaitingRoom.draw_hold).
+ALTER TABLE vouchers ADD COLUMN room_draw_hold boolean NOT NULL DEFAULT false;

@@ -188,6 +188,10 @@ type WaitingRoom struct {
 	// DrawPassSeconds is how long a draw winner's pass lives (0:
 	// DefaultDrawPassSeconds).
 	DrawPassSeconds int64
+	// DrawHold asks each entry of the draw for a card hold of the price
+	// times the per-user limit, captured only when its winner buys
+	// (orders/payment/README.md, "Holds of a draw").
+	DrawHold bool
 }
 
 // RoomMode is how a waiting room orders its shoppers.
@@ -371,6 +375,9 @@ func (r *WaitingRoom) validate(k Kind, f *apperr.Fields) {
 	}
 	if r.Mode != "" && r.Mode != RoomLine && r.Mode != RoomDraw {
 		f.Addf("/waiting_room/mode", "waiting_room.mode must be line or draw")
+	}
+	if r.DrawHold && r.Mode != RoomDraw {
+		f.Addf("/waiting_room/draw_hold", "waiting_room.draw_hold needs waiting_room.mode draw: only a draw's entries are held")
 	}
 	if r.DrawPassSeconds < 0 || r.DrawPassSeconds > MaxDrawPassSeconds {
 		f.Addf("/waiting_room/draw_pass_seconds", "waiting_room.draw_pass_seconds must be 0 (the default, 600) to %d", MaxDrawPassSeconds)

@@ -193,7 +193,7 @@ const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, p
 	begin_at, end_at, captcha_required, created_at, paused, shards,
 	room_admit_per_second, room_prequeue_seconds,
 	room_target_p99_ms, room_min_per_second, room_max_per_second,
-	room_mode, room_draw_pass_seconds, entry_token_required, entry_allowlist, challenge_pow`
+	room_mode, room_draw_pass_seconds, entry_token_required, entry_allowlist, challenge_pow, room_draw_hold`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
@@ -201,10 +201,11 @@ func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var admit, prequeue, target, minRate, maxRate *int64
 	var mode string
 	var drawPass int64
+	var drawHold bool
 	var entry seckill.EntryRule
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
 		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
-		&admit, &prequeue, &target, &minRate, &maxRate, &mode, &drawPass, &entry.TokenRequired, &entry.Allowlist, &v.ProofOfWork)
+		&admit, &prequeue, &target, &minRate, &maxRate, &mode, &drawPass, &entry.TokenRequired, &entry.Allowlist, &v.ProofOfWork, &drawHold)
 	if entry.TokenRequired || entry.Allowlist {
 		v.Entry = &entry
 	}
@@ -215,6 +216,7 @@ func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 		}
 		if mode == string(seckill.RoomDraw) {
 			v.WaitingRoom.Mode, v.WaitingRoom.DrawPassSeconds = seckill.RoomDraw, drawPass
+			v.WaitingRoom.DrawHold = drawHold
 		}
 	}
 	v.Kind = seckill.Kind(kind)
@@ -294,13 +296,13 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher, act *secki
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
 			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds,
 			room_target_p99_ms, room_min_per_second, room_max_per_second, room_mode, room_draw_pass_seconds,
-			entry_token_required, entry_allowlist, challenge_pow)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+			entry_token_required, entry_allowlist, challenge_pow, room_draw_hold)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		RETURNING `+voucherColumns,
 		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
 		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), target, minRate, maxRate,
 		roomMode(v.WaitingRoom), roomDrawPass(v.WaitingRoom), v.Entry != nil && v.Entry.TokenRequired,
-		v.Entry != nil && v.Entry.Allowlist, v.ProofOfWork))
+		v.Entry != nil && v.Entry.Allowlist, v.ProofOfWork, v.WaitingRoom.IsDraw() && v.WaitingRoom.DrawHold))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}

@@ -28,4 +28,17 @@ type Queue struct {
 	Ticket *string `json:"ticket,omitempty"`
 	// EntryID is a draw entrant's own opaque entry id; absent otherwise.
 	EntryID *string `json:"entry_id,omitempty"`
+	// Hold is the entry's card hold in a draw that asks for one (the
+	// answer of the entry); absent otherwise.
+	Hold *DrawHold `json:"hold,omitempty"`
+}
+
+// DrawHold is an entry's card hold (the `DrawHold` object).
+type DrawHold struct {
+	PaymentID    string `json:"payment_id"`
+	Provider     string `json:"provider"`
+	AmountCents  int64  `json:"amount_cents"`
+	Currency     string `json:"currency"`
+	Status       string `json:"status"`
+	ClientSecret string `json:"client_secret"`
 }

@@ -102,6 +102,8 @@ type WaitingRoom struct {
 	PrequeueSeconds *int64  `json:"prequeue_seconds"`
 	Mode            *string `json:"mode,omitempty"`
 	DrawPassSeconds *int64  `json:"draw_pass_seconds,omitempty"`
+	// DrawHold, in a draw, asks each entry for a card hold.
+	DrawHold *bool `json:"draw_hold,omitempty"`
 	// Adaptive, absent for a fixed rate, lets the rate follow the back
 	// end's health between its bounds.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`

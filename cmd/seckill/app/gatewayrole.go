@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/payment"
+	"github.com/flashsale/seckill/orders/payment/stripepay"
 	"github.com/flashsale/seckill/orders/pgstore"
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
@@ -140,6 +141,7 @@ func (s *System) buildGateway(ctx context.Context) error {
 		Room:       s.room,
 		AdmitRates: s.adapter,
 		Draws:      s.draws,
+		Holds:      s.drawHolds(),
 		// The sale report: attempts counted in memory, the report read from
 		// PostgreSQL (orders/salereport).
 		Sales:   s.sales,
@@ -233,6 +235,25 @@ func (s *System) buildBuy(gates *edge.Edge, ids seckill.OrderIDs, reader *orders
 // stripeEvents is the check of Stripe's webhook deliveries, nil (every
 // delivery refused) when Stripe is not the provider. A nil *Stripe must
 // not become a non-nil interface.
+// drawHolds are the draws' card holds, nil unless the provider holds money
+// (Stripe): a nil interface, not a typed nil, so the gateway refuses them.
+func (s *System) drawHolds() gateway.DrawHolds {
+	if h := s.holds(s.store); h != nil {
+		return h
+	}
+	return nil
+}
+
+// holds are the draws' card holds through Stripe over store, nil with
+// another provider.
+func (s *System) holds(store *pgstore.Store) *orders.Holds {
+	if s.stripe == nil {
+		return nil
+	}
+	return orders.NewHolds(orders.HoldsConfig{Record: store, Authorizer: s.stripe, Provider: stripepay.Name,
+		Currency: s.cfg.Currency, Log: s.log})
+}
+
 func (s *System) stripeEvents() payment.Verifier {
 	if s.stripe == nil {
 		return nil

@@ -60,7 +60,8 @@ func (s *System) statsService() *orders.StatsService {
 // them. closeDrain closes the reconciler's and healer's drain once they
 // have ended.
 func (s *System) sweeperParts() (_ []part, closeDrain func() error, _ error) {
-	sweeper := orders.NewSweeper(orders.SweeperConfig{Lifecycle: s.lifecycle(s.workStore), Log: s.log, Metrics: s.metrics.orders, Passes: s.metrics.passes})
+	sweeper := orders.NewSweeper(orders.SweeperConfig{Lifecycle: s.lifecycle(s.workStore), Log: s.log, Metrics: s.metrics.orders,
+		Passes: s.metrics.passes, Holds: s.holds(s.workStore)})
 	drain, err := kafkaq.NewDrain(s.cfg.KafkaBrokers, s.cfg.KafkaTopic, s.cfg.KafkaGroup)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconciler: %w", err)

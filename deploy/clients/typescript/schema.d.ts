@@ -1150,6 +1150,11 @@ export interface components {
              * @default 600
              */
             draw_pass_seconds: number;
+            /**
+             * @description in a draw, each entry holds the price × per_user_limit on the shopper's card (the queue's hold, confirmed by the page with its client_secret); only a winner who buys is charged, their order's amount, and every other hold is released after the draw (or when the winners' passes expire or the sale ends). Only with a payment provider that holds money (Stripe): otherwise 400 invalid_input naming waiting_room.draw_hold. Needs mode draw. In answers, present (true) only for a draw that holds cards.
+             * @default false
+             */
+            draw_hold: boolean;
             /** @description when set, the admission rate follows the back end's health between min_per_second and max_per_second, starting from admit_per_second (which must lie between them); absent (or null) for a fixed rate */
             adaptive?: components["schemas"]["Adaptive"] | null;
         };
@@ -1260,6 +1265,23 @@ export interface components {
             ticket?: string | null;
             /** @description in a draw, the shopper's own opaque entry id (not the user id), listed in GET /api/v1/vouchers/{id}/draw/entries after the draw; absent otherwise */
             entry_id?: string;
+            hold?: components["schemas"]["DrawHold"];
+        };
+        /** @description the card hold of an entry in a draw with waiting_room.draw_hold, in the answer of the entry (POST /api/v1/vouchers/{id}/queue); absent otherwise. The entry stands once the hold is made; the page confirms it with the provider (Stripe.js confirmCardPayment with client_secret). */
+        DrawHold: {
+            /** @example pi_3Nx2 */
+            payment_id: string;
+            /** @example stripe */
+            provider: string;
+            /**
+             * Format: int64
+             * @description the price × per_user_limit
+             */
+            amount_cents: number;
+            currency: string;
+            /** @enum {string} */
+            status: "held" | "capturing" | "captured" | "releasing" | "released";
+            client_secret: string;
         };
         Purchase: {
             /** @example 7291045367281664 */

@@ -754,6 +754,9 @@ type WaitingRoom struct {
 	// AdmitPerSecond shoppers the whole fleet admits a second from begin_at
 	AdmitPerSecond int64 `json:"admit_per_second"`
 
+	// DrawHold in a draw, each entry holds the price × per_user_limit on the shopper's card (the queue's hold, confirmed by the page with its client_secret); only a winner who buys is charged, their order's amount, and every other hold is released after the draw (or when the winners' passes expire or the sale ends). Only with a payment provider that holds money (Stripe): otherwise 400 invalid_input naming waiting_room.draw_hold. Needs mode draw. In answers, present (true) only for a draw that holds cards.
+	DrawHold *bool `json:"draw_hold,omitempty"`
+
 	// DrawPassSeconds how long a draw winner's pass lives (0 is the default, 600)
 	DrawPassSeconds *int64 `json:"draw_pass_seconds,omitempty"`
 
