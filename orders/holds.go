@@ -77,7 +77,7 @@ type HoldRecord interface {
 	// HoldDraws are the vouchers with holds to settle, with their draws.
 	HoldDraws(ctx context.Context) ([]HoldDraw, error)
 	// HoldEntries are the recorded draw entries of the voucher's users
-	// whose hold is held or being released: only those a settle decides.
+	// whose hold is not settled yet: only those a settle decides.
 	HoldEntries(ctx context.Context, voucherID int64) ([]draw.Entry, error)
 }
 

@@ -322,3 +322,41 @@ func TestSweeperReleasesHoldsOfEndedSale(t *testing.T) {
 	sw.Sweep(e.ctx)
 	require.Equal(t, map[orders.HoldState]int{orders.HoldReleased: 3}, e.holdStates(t))
 }
+
+// A capture whose asker died is taken over by a sweep once stale; one whose
+// order stopped waiting for money meanwhile (cancelled) is released instead,
+// once the sale is over.
+func TestDrawHoldsStaleCaptureSettled(t *testing.T) {
+	e := newPayEnv(t, 10, time.Hour, stack.StripeMock(t))
+	holds := newHolds(t, e)
+	rs := e.buy(t, 2, 1)
+	var os [2]orders.Order
+	for i, r := range rs {
+		o, err := e.store.Order(e.ctx, r.OrderID)
+		require.NoError(t, err)
+		_, err = holds.Enter(e.ctx, e.v, o.UserID)
+		require.NoError(t, err)
+		_, ok, err := e.store.ClaimCapture(e.ctx, o) // and its asker dies
+		require.NoError(t, err)
+		require.True(t, ok)
+		os[i] = o
+	}
+	_, err := e.pool.Exec(e.ctx, `UPDATE orders SET status = 'cancelled' WHERE id = $1`, os[1].ID)
+	require.NoError(t, err)
+	n, err := holds.Settle(e.ctx, time.Now(), 100)
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "fresh claims are their askers'")
+	require.Equal(t, map[orders.HoldState]int{orders.HoldCapturing: 2}, e.holdStates(t))
+
+	_, err = e.pool.Exec(e.ctx, `UPDATE draw_holds SET claimed_at = now() - interval '2 minutes' WHERE voucher_id = $1`, e.v.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE vouchers SET end_at = now() - interval '1 second' WHERE id = $1`, e.v.ID)
+	require.NoError(t, err)
+	n, err = holds.Settle(e.ctx, time.Now(), 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the cancelled order's hold is released")
+	paid, err := e.store.Order(e.ctx, os[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusPaid, paid.Status, "the stale capture is made")
+	require.Equal(t, map[orders.HoldState]int{orders.HoldCaptured: 1, orders.HoldReleased: 1}, e.holdStates(t))
+}

@@ -128,6 +128,14 @@ func (s *Store) Captured(ctx context.Context, h orders.Hold, o orders.Order) (_ 
 	})
 }
 
+// releasable is a hold a release may claim: held, a stale release, or a
+// stale capture whose order no longer waits for money (its capture failed,
+// a card never confirmed say, and the order was paid another way or
+// cancelled).
+const releasable = `(state = 'held' OR (state = 'releasing' AND claimed_at < now() - ` + holdClaimStale + `)
+	OR (state = 'capturing' AND claimed_at < now() - ` + holdClaimStale + `
+		AND NOT EXISTS (SELECT 1 FROM orders c WHERE c.id = draw_holds.order_id AND c.status = 'created')))`
+
 // ClaimRelease implements orders.HoldRecord; SKIP LOCKED lets concurrent
 // sweepers share the work instead of queueing behind each other.
 func (s *Store) ClaimRelease(ctx context.Context, voucherID int64, keep []int64, max int) (_ []orders.Hold, err error) {
@@ -140,9 +148,9 @@ func (s *Store) ClaimRelease(ctx context.Context, voucherID int64, keep []int64,
 			WHERE voucher_id = $1 AND NOT (user_id = ANY($2))
 			  AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = $1 AND o.user_id = draw_holds.user_id
 				AND o.status = 'created')
-			  AND (state = 'held' OR (state = 'releasing' AND claimed_at < now() - `+holdClaimStale+`))
+			  AND `+releasable+`
 			ORDER BY user_id LIMIT $3 FOR UPDATE SKIP LOCKED)
-		  AND (state = 'held' OR (state = 'releasing' AND claimed_at < now() - `+holdClaimStale+`))
+		  AND `+releasable+`
 		RETURNING `+holdColumns, voucherID, keep, max)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim release of voucher %d: %w", voucherID, err)
@@ -170,7 +178,7 @@ func (s *Store) HoldDraws(ctx context.Context) (_ []orders.HoldDraw, err error) 
 	rows, err := s.pool.Query(ctx, `SELECT v.id, v.end_at, v.room_draw_pass_seconds, coalesce(d.void_reason, ''),
 			coalesce(d.signature, ''), coalesce(d.cutoff, ''), d.ended_at
 		FROM vouchers v LEFT JOIN draws d ON d.voucher_id = v.id
-		WHERE v.id IN (SELECT DISTINCT voucher_id FROM draw_holds WHERE state IN ('held', 'releasing'))`)
+		WHERE v.id IN (SELECT DISTINCT voucher_id FROM draw_holds WHERE state IN ('held', 'capturing', 'releasing'))`)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: hold draws: %w", err)
 	}
@@ -198,7 +206,7 @@ func (s *Store) HoldEntries(ctx context.Context, voucherID int64) (_ []draw.Entr
 	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `SELECT e.entry_id, e.user_id FROM draw_entries e
 		JOIN draw_holds h ON h.voucher_id = e.voucher_id AND h.user_id = e.user_id
-		WHERE e.voucher_id = $1 AND h.state IN ('held', 'releasing')`, voucherID)
+		WHERE e.voucher_id = $1 AND h.state IN ('held', 'capturing', 'releasing')`, voucherID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: hold entries of voucher %d: %w", voucherID, err)
 	}
@@ -217,7 +225,9 @@ func (s *Store) HeldOrders(ctx context.Context, max int) (_ []orders.Order, err 
 	defer unavailable(&err)
 	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+` FROM orders WHERE status = 'created' AND id IN (
 		SELECT o.id FROM draw_holds h JOIN orders o ON o.voucher_id = h.voucher_id AND o.user_id = h.user_id
-		WHERE h.state = 'held' AND o.status = 'created' ORDER BY o.id LIMIT $1)`, max)
+		WHERE o.status = 'created' AND (h.state = 'held'
+			OR (h.state = 'capturing' AND h.order_id = o.id AND h.claimed_at < now() - `+holdClaimStale+`))
+		ORDER BY o.id LIMIT $1)`, max)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: held orders: %w", err)
 	}
