@@ -16,6 +16,7 @@ import (
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/orders/payment/stripepay"
+	"github.com/flashsale/seckill/orders/payment/stripepay/stripetest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/draw"
 )
@@ -131,6 +132,15 @@ func TestDrawHoldsCaptureWinnersReleaseTheRest(t *testing.T) {
 		_, ok, err := holds.Capture(e.ctx, o)
 		require.NoError(t, err)
 		require.False(t, ok, "a captured hold is not captured again")
+
+		// Stripe's word of the capture names what was received: nothing
+		// more to do.
+		pi := stripetest.PaymentIntent(o.Payment.ID, 0, e.v.PriceCents*limit, "cny", "succeeded")
+		pi["amount_received"] = o.AmountCents
+		out, err := e.deliver(t, stripetest.Sign(stripetest.Event("evt_cap_"+o.Payment.ID, "payment_intent.succeeded", pi),
+			stripetest.Secret, time.Now()))
+		require.NoError(t, err)
+		require.Equal(t, orders.EventStale, out.Result)
 	}
 
 	// The winners' passes expired unused: their holds go too, once.

@@ -103,6 +103,15 @@ func TestVerify(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, payment.EventOther, ev.Kind, "a partial refund is not the full one an order waits for")
 
+	// A captured hold received less than it held: the event names what
+	// was received.
+	held := stripetest.PaymentIntent("pi_2", 0, 500, "cny", "succeeded")
+	held["amount_received"] = 250
+	ev, err = verify(sign(stripetest.Event("evt_5", "payment_intent.succeeded", held)))
+	require.NoError(t, err)
+	require.Equal(t, payment.EventSucceeded, ev.Kind)
+	require.Equal(t, int64(250), ev.AmountCents)
+
 	ev, err = verify(sign(stripetest.Event("evt_4", "customer.created", map[string]any{"id": "cus_1", "object": "customer"})))
 	require.NoError(t, err)
 	require.Equal(t, payment.EventOther, ev.Kind)
