@@ -69,6 +69,19 @@ func (s *Server) startPayment(c *fiber.Ctx) error {
 		return errNoPayments
 	}
 	uid := userIDOf(c)
+	if s.deps.Holds != nil {
+		// A draw winner's order is paid from their card hold
+		// (orders/payment/README.md, "Holds of a draw"). Should the capture
+		// fail, the order is paid as any other and the sweep settles the
+		// hold.
+		p, ok, err := s.deps.Holds.CaptureOrder(c.UserContext(), uid, id)
+		if err != nil {
+			s.log.WarnContext(c.UserContext(), "draw hold not captured; the order is paid as any other", "order_id", id, "err", err)
+		}
+		if ok {
+			return c.Status(fiber.StatusCreated).JSON(paymentJSON(p))
+		}
+	}
 	p, created, err := s.deps.Payments.StartPayment(c.UserContext(), uid, id)
 	if err != nil {
 		// Not in PostgreSQL yet may still be a live reservation of the caller's.
@@ -82,10 +95,15 @@ func (s *Server) startPayment(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(api.Payment{
+	return c.Status(status).JSON(paymentJSON(p))
+}
+
+// paymentJSON is the Payment object of p.
+func paymentJSON(p orders.Payment) api.Payment {
+	return api.Payment{
 		PaymentID: p.ID, OrderID: strconv.FormatInt(p.OrderID, 10), Provider: p.Provider,
 		AmountCents: p.AmountCents, Currency: p.Currency, Status: string(p.Status), ClientSecret: p.ClientSecret,
-	})
+	}
 }
 
 // stripeWebhook takes one of Stripe's deliveries. The signature is over the

@@ -73,6 +73,9 @@ type Draws interface {
 type DrawHolds interface {
 	// Enter holds the user's card for v's draw, or returns their hold.
 	Enter(ctx context.Context, v seckill.Voucher, userID int64) (orders.Hold, error)
+	// CaptureOrder takes the user's order's amount from their hold (ok
+	// false: no held hold for it).
+	CaptureOrder(ctx context.Context, userID, orderID int64) (orders.Payment, bool, error)
 }
 
 // routeLine is the voucher of the route and its waiting room's line; ok is

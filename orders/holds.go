@@ -71,6 +71,8 @@ type HoldRecord interface {
 	ClaimRelease(ctx context.Context, voucherID int64, keep []int64, max int) ([]Hold, error)
 	// Released records that the provider let the hold go.
 	Released(ctx context.Context, h Hold) error
+	// Order is order id, or an error wrapping apperr.ErrNotFound.
+	Order(ctx context.Context, id int64) (Order, error)
 	// HeldOrders are up to max created orders whose buyer holds a held
 	// hold for the order's voucher: the captures a settle makes.
 	HeldOrders(ctx context.Context, max int) ([]Order, error)
@@ -177,6 +179,21 @@ func (h *Holds) Capture(ctx context.Context, o Order) (_ Order, ok bool, _ error
 		return o, false, fmt.Errorf("orders: capture hold %s: %w", hold.PaymentID, err)
 	}
 	return paid, true, nil
+}
+
+// CaptureOrder is Capture of the user's order id, asked by the shopper's
+// page for its payment: the captured payment, or ok false when the order
+// has no held hold to take (the page then pays as for any order).
+func (h *Holds) CaptureOrder(ctx context.Context, userID, orderID int64) (_ Payment, ok bool, _ error) {
+	o, err := h.record.Order(ctx, orderID)
+	if err != nil || o.UserID != userID {
+		return Payment{}, false, err
+	}
+	paid, ok, err := h.Capture(ctx, o)
+	if err != nil || !ok || paid.Payment == nil {
+		return Payment{}, false, err
+	}
+	return *paid.Payment, true, nil
 }
 
 // Release lets go up to max held holds of the voucher, except those of the

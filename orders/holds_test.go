@@ -370,3 +370,24 @@ func TestDrawHoldsStaleCaptureSettled(t *testing.T) {
 	require.Equal(t, orders.StatusPaid, paid.Status, "the stale capture is made")
 	require.Equal(t, map[orders.HoldState]int{orders.HoldCaptured: 1, orders.HoldReleased: 1}, e.holdStates(t))
 }
+
+// The page's ask for a winner's payment captures the hold: only the
+// buyer's, once.
+func TestDrawHoldsCaptureOrder(t *testing.T) {
+	e := newPayEnv(t, 10, time.Hour, stack.StripeMock(t))
+	holds := newHolds(t, e)
+	rs := e.buy(t, 1, 1)
+	_, err := holds.Enter(e.ctx, e.v, rs[0].UserID)
+	require.NoError(t, err)
+	_, ok, err := holds.CaptureOrder(e.ctx, rs[0].UserID+1, rs[0].OrderID)
+	require.NoError(t, err)
+	require.False(t, ok, "someone else's order")
+	p, ok, err := holds.CaptureOrder(e.ctx, rs[0].UserID, rs[0].OrderID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, payment.StatusSucceeded, p.Status)
+	require.Equal(t, e.v.PriceCents, p.AmountCents)
+	_, ok, err = holds.CaptureOrder(e.ctx, rs[0].UserID, rs[0].OrderID)
+	require.NoError(t, err)
+	require.False(t, ok, "captured once")
+}

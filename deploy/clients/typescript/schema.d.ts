@@ -383,6 +383,11 @@ export interface paths {
          *     with the same payment; a failed payment may be followed by a new one. The order becomes
          *     paid when the provider reports the money (its webhook), or when the sweeper asks the
          *     provider at the order's pay_deadline and the money is there.
+         *
+         *     The order of a draw winner whose entry held their card (waiting_room.draw_hold) is paid
+         *     from that hold: the answer is 201 with the captured payment, status succeeded, its
+         *     client_secret empty, and the order is paid (the sweeper captures it too, within about a
+         *     second of the order, after which this is 409).
          */
         post: operations["startPayment"];
         delete?: never;
@@ -3235,7 +3240,7 @@ export interface operations {
                     "application/json": components["schemas"]["Payment"];
                 };
             };
-            /** @description A new payment, pending. */
+            /** @description A new payment, pending; or a draw winner's captured hold, succeeded. */
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];

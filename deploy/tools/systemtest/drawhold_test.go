@@ -51,7 +51,8 @@ func (ts *testSystem) untilHolds(t *testing.T, vid string, want map[string]int) 
 // network. Each entry answers its hold (entering again: the same one); a
 // newcomer after begin_at is refused and holds nothing; after the draw the
 // sweeper releases the losers' holds, captures the hold of the winner who
-// buys (the order paid, its payment succeeded), and releases the other
+// buys (the order paid, its payment succeeded, asked by the page or not),
+// and releases the other
 // winner's once the passes expired. A hold voucher on a line room is 400.
 func TestDrawHoldsChargeOnlyWinners(t *testing.T) {
 	env := drandEnv(t)
@@ -125,6 +126,16 @@ func TestDrawHoldsChargeOnlyWinners(t *testing.T) {
 	bought := a.buyWithPass(t, vid, buyer, passes[0], "")
 	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
 	order := bought.body["order_id"].(string)
+	a.waitStatus(t, buyer, order, "created")
+	// The page asks for its payment: the hold captured, by this request
+	// or by the sweep just before it.
+	pays := a.do(t, http.MethodPost, "/api/v1/orders/"+order+"/payments", buyer, nil, nil)
+	if pays.status == http.StatusCreated {
+		assert.Equal(t, "succeeded", pays.body["status"], "%s", pays.raw)
+		assert.EqualValues(t, 250, pays.body["amount_cents"], "the order's amount, not the whole hold")
+	} else {
+		require.Equal(t, http.StatusConflict, pays.status, "captured by the sweep first: %s", pays.raw)
+	}
 	paid := a.waitStatus(t, buyer, order, "paid")
 	pay, _ := paid.body["payment"].(map[string]any)
 	require.NotNil(t, pay, "%s", paid.raw)
