@@ -186,6 +186,11 @@ func (h *Holds) Capture(ctx context.Context, o Order) (_ Order, ok bool, _ error
 // has no held hold to take (the page then pays as for any order).
 func (h *Holds) CaptureOrder(ctx context.Context, userID, orderID int64) (_ Payment, ok bool, _ error) {
 	o, err := h.record.Order(ctx, orderID)
+	if errors.Is(err, apperr.ErrNotFound) {
+		// Not in PostgreSQL yet (still a reservation): nothing to capture
+		// for; the payment route says what it says of such an order.
+		return Payment{}, false, nil
+	}
 	if err != nil || o.UserID != userID {
 		return Payment{}, false, err
 	}
