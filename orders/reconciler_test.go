@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/pgstore"
+	"github.com/flashsale/seckill/orders/pgstore/pgstoretest"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/redisstock/redisstocktest"
@@ -107,6 +108,7 @@ func TestReconcilerFinishesHalfDoneMoves(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := stack.NewDatabase(t)
+	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
 	store := pgstore.New(pool)
 	stock := redisstock.New(redisstock.Config{Redis: stack.Redis(t)})
 	now := time.Now().UTC()
