@@ -25,8 +25,13 @@ func (s *Server) newCaptcha(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	switch c.Query("kind") {
-	case "", "image":
+	// An absent kind is an image; a kind given empty is no kind at all.
+	kind := "image"
+	if args := c.Context().QueryArgs(); args.Has("kind") {
+		kind = string(args.Peek("kind"))
+	}
+	switch kind {
+	case "image":
 	case "audio":
 		// The same captcha, spoken, for shoppers who cannot read the
 		// image; answered and judged like it.
@@ -71,7 +76,9 @@ func (s *Server) newChallenge(c *fiber.Ctx) error {
 		return err
 	}
 	if !v.ProofOfWork {
-		return apperr.InvalidField("voucher_id", "voucher %d takes no proof of work (its challenge is %s)", vid, v.Challenge())
+		// The request is well formed; the voucher is not sold so (409,
+		// like a pay of an order that is not payable).
+		return apperr.Public(apperr.ErrConflict, fmt.Sprintf("voucher %d takes no proof of work (its challenge is %s): buy it without one", vid, v.Challenge()))
 	}
 	if l := s.deps.Gates.CaptchaIssue; l != nil {
 		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {

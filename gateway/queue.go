@@ -21,6 +21,7 @@ import (
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/draw"
+	"github.com/flashsale/seckill/seckill/eligibility"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -117,6 +118,11 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	v, line, err := s.queueLine(c)
 	if err != nil {
 		return err
+	}
+	// A header too long to be a token is refused whatever the voucher
+	// asks: the contract bounds it (openapi.yaml).
+	if len(c.Get(HeaderEntryToken)) > eligibility.MaxTokenLen {
+		return apperr.InvalidField(HeaderEntryToken, "%s is longer than %d bytes: send the token the merchant gave, as it is", HeaderEntryToken, eligibility.MaxTokenLen)
 	}
 	var in api.QueueJoin
 	if err := decodeJSON(c, &in, true); err != nil {

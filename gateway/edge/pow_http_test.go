@@ -53,8 +53,9 @@ func TestChallengeOverHTTP(t *testing.T) {
 		"/api/v1/challenges":                          http.StatusBadRequest,
 		"/api/v1/challenges?voucher_id=x":             http.StatusBadRequest,
 		"/api/v1/challenges?voucher_id=999999999":     http.StatusNotFound,
-		"/api/v1/challenges?voucher_id=" + noneID:     http.StatusBadRequest,
+		"/api/v1/challenges?voucher_id=" + noneID:     http.StatusConflict,
 		"/api/v1/captcha?kind=smell":                  http.StatusBadRequest,
+		"/api/v1/captcha?kind=":                       http.StatusBadRequest,
 		"/api/v1/challenges?voucher_id=" + powID + "": http.StatusOK,
 	} {
 		status, _, raw := g.do(t, http.MethodGet, path, "", "", "10.2.0.1")

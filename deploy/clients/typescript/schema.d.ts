@@ -1231,7 +1231,7 @@ export interface components {
             captcha_answer?: string;
             /** @description required when the voucher's challenge is pow (GET /api/v1/challenges) */
             challenge_id?: string;
-            /** @description the nonce, required when the voucher's challenge is pow */
+            /** @description the nonce (empty is no answer), required when the voucher's challenge is pow */
             challenge_answer?: string;
         };
         QueueJoin: {
@@ -2093,6 +2093,7 @@ export interface operations {
                     "application/json": components["schemas"]["Captcha"];
                 };
             };
+            400: components["responses"]["InvalidInput"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["RateLimited"];
@@ -2128,6 +2129,27 @@ export interface operations {
             400: components["responses"]["InvalidInput"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            /** @description conflict (the voucher takes no proof of work; buy it without one). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "voucher 42 takes no proof of work (its challenge is none): buy it without one"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];

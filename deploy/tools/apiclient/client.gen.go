@@ -479,7 +479,7 @@ type BuyRequest struct {
 	// CaptchaId required when the voucher has captcha_required
 	CaptchaId *string `json:"captcha_id,omitempty"`
 
-	// ChallengeAnswer the nonce, required when the voucher's challenge is pow
+	// ChallengeAnswer the nonce (empty is no answer), required when the voucher's challenge is pow
 	ChallengeAnswer *string `json:"challenge_answer,omitempty"`
 
 	// ChallengeId required when the voucher's challenge is pow (GET /api/v1/challenges)
