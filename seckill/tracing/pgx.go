@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/tracelog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,13 +25,26 @@ func PgxTracer(p *Provider, log *slog.Logger) pgx.QueryTracer {
 	tl := &tracelog.TraceLog{Logger: tracelog.LoggerFunc(func(ctx context.Context, level tracelog.LogLevel, msg string, data map[string]any) {
 		attrs := make([]slog.Attr, 0, len(data)+1)
 		for k, v := range data {
+			if k == "args" {
+				// A statement's values may be secrets (a password's
+				// hash, a token); its SQL says which statement it was.
+				continue
+			}
 			attrs = append(attrs, slog.Any(k, v))
 		}
 		attrs = append(attrs, slog.String("component", "pgx"))
 		lvl := pgxLevel(level)
-		if err, ok := data["err"].(error); ok && errors.Is(err, context.Canceled) {
+		err, _ := data["err"].(error)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.Is(err, context.Canceled):
 			// A query given up by its caller (a request gone, a
 			// shutdown) is the caller's business, not a database error.
+			lvl = slog.LevelDebug
+		case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "23"):
+			// A constraint the caller leans on (a username taken, an
+			// order already written): the caller turns it into its
+			// answer, so it is no error of the database.
 			lvl = slog.LevelDebug
 		}
 		log.LogAttrs(ctx, lvl, "pgx: "+msg, attrs...)
