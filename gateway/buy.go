@@ -53,6 +53,11 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 	if err := decodeBuy(c, &in); err != nil {
 		return err
 	}
+	if !nonceShaped(in.ChallengeAnswer) {
+		// The contract's shape of a nonce, whatever the voucher asks: a
+		// malformed answer is the client's mistake, not a wrong answer.
+		return apperr.InvalidField("/challenge_answer", "challenge_answer must be the nonce: up to 20 decimal digits")
+	}
 	qty := int64(1)
 	if in.Quantity != nil {
 		qty = *in.Quantity
@@ -103,4 +108,18 @@ func (s *Server) recordAttempt(a *buy.Attempt, replayed bool, err error) {
 		}
 	}
 	s.deps.Sales.Attempt(a.Voucher.ID, code, limiter)
+}
+
+// nonceShaped says whether answer may be a proof-of-work nonce: empty (no
+// answer) or 1 to 20 decimal digits, the pattern of openapi.yaml.
+func nonceShaped(answer string) bool {
+	if len(answer) > 20 {
+		return false
+	}
+	for i := 0; i < len(answer); i++ {
+		if answer[i] < '0' || answer[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

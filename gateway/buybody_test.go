@@ -47,3 +47,16 @@ func TestHandWrittenBodiesAreJSONs(t *testing.T) {
 		}
 	}
 }
+
+// A challenge answer of the contract's shape passes to the pipeline, which
+// judges it; anything else is the client's malformed request.
+func TestNonceShaped(t *testing.T) {
+	for answer, want := range map[string]bool{
+		"": true, "0": true, "12345678901234567890": true,
+		"123456789012345678901": false, "\u0084": false, "12a": false, "-1": false, " 1": false,
+	} {
+		if got := nonceShaped(answer); got != want {
+			t.Errorf("nonceShaped(%q) = %v, want %v", answer, got, want)
+		}
+	}
+}
