@@ -179,7 +179,10 @@ func (l *Lifecycle) ReleaseOwed(ctx context.Context, max int) (int, error) {
 			continue
 		}
 		done = append(done, o.ID)
-		if gaveBack { // see release: whoever gives the stock back announces
+		// See release: whoever gives the stock back announces the order
+		// as it is, unless it is refunded by now: money that came after
+		// the cancel, whose refund announced the order itself.
+		if gaveBack && o.Status != StatusRefunded {
 			o.ReleasePending = false
 			announce = append(announce, o)
 		}
