@@ -8,7 +8,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -58,17 +57,7 @@ func (s *Server) answerOversizedBodies() {
 func (s *Server) answerTooLarge(rctx *fasthttp.RequestCtx) {
 	c := s.app.AcquireCtx(rctx)
 	defer s.app.ReleaseCtx(c)
-	c.Locals(unroutedKey{}, true)
-	refuse := func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return apperr.Public(apperr.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit))
-	}
-	observed := func() error { return s.observed(c, refuse) }
-	if s.metrics != nil {
-		_ = s.metrics.measure(c, observed)
-	} else {
-		_ = observed()
-	}
+	s.answerUnrouted(c, apperr.Public(apperr.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit)))
 	rctx.Response.SetConnectionClose()
 
 	conn := rctx.Conn()

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,4 +78,57 @@ func TestOversizedBodyIsAnsweredLoggedAndCounted(t *testing.T) {
 		}
 	}
 	require.EqualValues(t, sends, counted, "every 413 is counted")
+}
+
+// A request whose head is over fasthttp's read buffer (a query string of
+// tens of kilobytes) is refused before the router too, and its answer is an
+// API answer like any other: the error body, the headers every client reads
+// (X-Server-Time among them), the access log and the counter.
+func TestOversizedHeadIsAnsweredLikeAnyOther(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	b := setup(t, func(_ *Config, d *testDeps) { d.Registerer = reg })
+	query := "?state=" + strings.Repeat("x", 64<<10)
+	req, err := http.NewRequest(http.MethodGet, b.base+"/api/v1/vouchers"+query, nil)
+	require.NoError(t, err)
+	resp, err := b.client.Do(req)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.GreaterOrEqual(t, resp.StatusCode, 400, "%s", raw)
+	require.Less(t, resp.StatusCode, 500, "the client's mistake is never a 5xx: %s", raw)
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	require.NoError(t, json.Unmarshal(raw, &e), "%s", raw)
+	require.NotEmpty(t, e.Error.Code)
+	require.NotEmpty(t, e.Error.Message)
+	require.NotEmpty(t, resp.Header.Get(HeaderServerTime))
+	require.NotEmpty(t, resp.Header.Get(HeaderRequestID))
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+
+	logged := false
+	for _, l := range b.logs.JSONLines(t) {
+		if l["msg"] == "http request" && l["status"] == float64(resp.StatusCode) && l["route"] == routeUnrouted {
+			logged = true
+		}
+	}
+	require.True(t, logged, "the refusal is in the access log")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	counted := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != metricHTTPRequests {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "route" && lp.GetValue() == routeUnrouted {
+					counted += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	require.EqualValues(t, 1, counted, "the refusal is counted")
 }

@@ -219,12 +219,32 @@ func (s *Server) writeError(c *fiber.Ctx, err error) {
 	}
 }
 
-// fiberErrorHandler catches what never reached the middleware (fasthttp's
-// body limit, malformed requests) and anything a handler returned outside it.
+// fiberErrorHandler catches what never reached the middleware (requests
+// fasthttp refused while reading them, like a head over its buffer) and
+// anything a handler returned outside it.
 func (s *Server) fiberErrorHandler(c *fiber.Ctx, err error) error {
-	if len(c.Response().Header.Peek(HeaderRequestID)) == 0 {
-		c.Set(HeaderRequestID, newRequestID())
+	if len(c.Response().Header.Peek(HeaderRequestID)) != 0 {
+		s.writeError(c, err) // already observed: only the body is missing
+		return nil
 	}
-	s.writeError(c, err)
+	s.answerUnrouted(c, err)
 	return nil
+}
+
+// answerUnrouted answers err for a request refused before the router, through
+// the same middleware as every answer: request id, X-Server-Time and the
+// other headers of every API answer, the access log, and
+// seckill_http_requests_total under the route "unrouted".
+func (s *Server) answerUnrouted(c *fiber.Ctx, err error) {
+	c.Locals(unroutedKey{}, true)
+	refuse := func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return err
+	}
+	observed := func() error { return s.observed(c, refuse) }
+	if s.metrics != nil {
+		_ = s.metrics.measure(c, observed)
+		return
+	}
+	_ = observed()
 }
