@@ -59,6 +59,7 @@ func (f *fakeCatalog) Create(_ context.Context, v seckill.Voucher, _ *seckill.Ac
 	f.nextID++
 	v.ID = f.nextID
 	v.CreatedAt = time.Now()
+	v.Currency = v.CurrencyOr(seckill.DefaultCurrency) // as seckill.Catalog writes it down
 	f.vouchers[v.ID] = v
 	f.changedLocked()
 	return v, nil
@@ -195,6 +196,7 @@ func (f *fakeCatalog) put(v seckill.Voucher) seckill.Voucher {
 	if v.StockLeft == 0 {
 		v.StockLeft = v.StockTotal
 	}
+	v.Currency = v.CurrencyOr(seckill.DefaultCurrency)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nextID++

@@ -27,6 +27,7 @@ func voucherJSON(v seckill.Voucher) api.Voucher {
 		Title:           v.Title,
 		Kind:            string(v.Kind),
 		PriceCents:      v.PriceCents,
+		Currency:        v.Currency,
 		StockTotal:      v.StockTotal,
 		StockLeft:       v.StockLeft,
 		PerUserLimit:    v.PerUserLimit,
@@ -194,6 +195,13 @@ func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
 	}
 	if in.Stock != nil {
 		v.StockTotal, v.StockLeft = *in.Stock, *in.Stock
+	}
+	if in.Currency != nil {
+		// Absent is the configured currency; sent, it must be one.
+		v.Currency = *in.Currency
+		if v.Currency == "" {
+			f.Addf("/currency", "currency must be an ISO 4217 code in capitals, such as CNY, USD or JPY")
+		}
 	}
 	if in.PerUserLimit != nil {
 		v.PerUserLimit = *in.PerUserLimit

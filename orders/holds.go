@@ -146,13 +146,14 @@ func (h *Holds) Enter(ctx context.Context, v seckill.Voucher, userID int64) (Hol
 		return Hold{}, fmt.Errorf("orders: hold: %w", err)
 	}
 	amount := HoldAmount(v)
-	in, err := h.auth.Authorize(ctx, payment.CreateRequest{AmountCents: amount, Currency: h.currency,
+	currency := payment.NormalizeCurrency(v.CurrencyOr(h.currency))
+	in, err := h.auth.Authorize(ctx, payment.CreateRequest{AmountCents: amount, Currency: currency,
 		IdempotencyKey: "seckill-hold-" + strconv.FormatInt(v.ID, 10) + "-" + strconv.FormatInt(userID, 10)})
 	if err != nil {
 		return Hold{}, fmt.Errorf("orders: hold: %w: %w", apperr.ErrUnavailable, err)
 	}
 	got, _, err := h.record.InsertHold(ctx, Hold{VoucherID: v.ID, UserID: userID, PaymentID: in.ID, Provider: h.provider,
-		AmountCents: amount, Currency: h.currency, ClientSecret: in.ClientSecret, State: HoldHeld})
+		AmountCents: amount, Currency: currency, ClientSecret: in.ClientSecret, State: HoldHeld})
 	if err != nil {
 		return Hold{}, fmt.Errorf("orders: hold: %w", err)
 	}

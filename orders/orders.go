@@ -76,6 +76,10 @@ type Order struct {
 	// Payment is the order's current payment through a provider, nil
 	// before one is asked for.
 	Payment *Payment
+	// Currency is its voucher's currency, read only with a payment to
+	// start (PaymentRecord.PaymentOf); "" for a voucher recorded before
+	// vouchers carried one, which is charged in the configured currency.
+	Currency string
 }
 
 // Payment is an order's payment through a provider (gateway/openapi.yaml's

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/orders/payment"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
 // DefaultCurrency is the currency of payments when none is configured.
-const DefaultCurrency = "CNY"
+const DefaultCurrency = seckill.DefaultCurrency
 
 // queryGiveUp is how long past its deadline an order whose provider cannot
 // be asked is kept waiting: then it is cancelled all the same, and money
@@ -47,10 +48,16 @@ func (l *Lifecycle) ProviderName() string {
 	return l.pay.provider.Name()
 }
 
-// CurrencyOf is the currency an order is paid in: the one configured, for
-// every voucher. It is the one place to read a voucher's own currency from
-// once vouchers carry one.
-func (l *Lifecycle) CurrencyOf(Order) string { return l.pay.currency }
+// CurrencyOf is the currency an order is paid in: its voucher's, or the
+// configured one for a voucher recorded before vouchers carried one (it
+// was always sold in that). AmountCents is in its minor unit, as the
+// voucher's price is.
+func (l *Lifecycle) CurrencyOf(o Order) string {
+	if o.Currency != "" {
+		return payment.NormalizeCurrency(o.Currency)
+	}
+	return l.pay.currency
+}
 
 // StartPayment asks the provider for a payment of the user's created order,
 // or returns its pending payment (created false) when it has one: a

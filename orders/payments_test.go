@@ -416,3 +416,27 @@ func count(list []orders.Status, s orders.Status) int {
 	}
 	return n
 }
+
+// A voucher's own currency is what its orders are charged in (at Stripe's
+// mock, through the SDK): a JPY voucher's payment is in JPY while the
+// instance's default is CNY, its JPY event pays the order, and an event in
+// the default currency is refused as money that is not the payment's.
+func TestPaymentInVoucherCurrency(t *testing.T) {
+	t.Parallel()
+	e := newPayEnv(t, 3, time.Minute, stack.StripeMock(t))
+	_, err := e.pool.Exec(e.ctx, `UPDATE vouchers SET currency = 'JPY' WHERE id = $1`, e.v.ID)
+	require.NoError(t, err)
+	r := e.buy(t, 1, 1)[0]
+	p, created, err := e.life.StartPayment(e.ctx, r.UserID, r.OrderID)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, "JPY", p.Currency)
+	require.Equal(t, "JPY", e.order(t, r.OrderID).Payment.Currency)
+
+	wrong := stripetest.PaymentIntent(p.ID, p.OrderID, p.AmountCents, "CNY", "succeeded")
+	_, err = e.deliver(t, stripetest.Sign(stripetest.Event("evt_cny", "payment_intent.succeeded", wrong), stripetest.Secret, time.Now()))
+	require.ErrorIs(t, err, orders.ErrPaymentMismatch)
+	_, err = e.deliver(t, e.succeeded(p))
+	require.NoError(t, err)
+	require.Equal(t, orders.StatusPaid, e.order(t, r.OrderID).Status)
+}

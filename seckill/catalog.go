@@ -101,6 +101,8 @@ type Catalog struct {
 	announce Announcer
 	now      func() time.Time
 	log      *slog.Logger
+	// currency is a voucher's when its record names none.
+	currency string
 
 	recordEvery time.Duration
 	stockEvery  time.Duration
@@ -158,6 +160,10 @@ type CatalogConfig struct {
 	LookupGap time.Duration
 	// Log gets the record's outages (slog.Default() when nil).
 	Log *slog.Logger
+	// Currency is the configured currency (SECKILL_CURRENCY;
+	// DefaultCurrency when empty): a new voucher's when its operator names
+	// none, and the one of vouchers recorded before vouchers carried one.
+	Currency string
 }
 
 // Defaults of the catalog's refreshes.
@@ -184,8 +190,13 @@ func NewCatalog(cfg CatalogConfig) *Catalog {
 	if log == nil {
 		log = slog.Default()
 	}
+	currency := cfg.Currency
+	if currency == "" {
+		currency = DefaultCurrency
+	}
 	return &Catalog{
-		store: cfg.Store, stock: cfg.Stock, draws: cfg.Draws, announce: cfg.Announcer, now: time.Now, log: log,
+		currency: currency,
+		store:    cfg.Store, stock: cfg.Stock, draws: cfg.Draws, announce: cfg.Announcer, now: time.Now, log: log,
 		recordEvery: positive(cfg.RecordEvery, DefaultRecordEvery),
 		stockEvery:  positive(cfg.StockEvery, DefaultStockEvery),
 		lookupGap:   positive(cfg.LookupGap, DefaultLookupGap),
@@ -276,6 +287,9 @@ func (c *Catalog) RecordReads() int64 { return c.records.Load() }
 func (c *Catalog) Create(ctx context.Context, v Voucher, act *Action) (Voucher, error) {
 	v.StockLeft = v.StockTotal
 	v.Paused = false
+	// The configured currency is written down with the voucher, so a
+	// later change of the setting moves no price.
+	v.Currency = v.CurrencyOr(c.currency)
 	if err := v.Validate(); err != nil {
 		return Voucher{}, err
 	}
@@ -308,6 +322,7 @@ func (c *Catalog) Create(ctx context.Context, v Voucher, act *Action) (Voucher, 
 	// changes nothing: the voucher exists, and the loop reads again.
 	_ = c.reload(ctx, created)
 	stored.State = stored.StateAt(c.now())
+	stored.Currency = stored.CurrencyOr(c.currency)
 	return stored, nil
 }
 
@@ -402,6 +417,7 @@ func (c *Catalog) afterChange(ctx context.Context, stored Voucher) Voucher {
 	c.log.WarnContext(ctx, "voucher changed, but this instance could not read it again: answered with the record's copy; the catalog catches up at its next refresh",
 		"voucher_id", stored.ID, "err", err)
 	stored.State = stored.StateAt(c.now())
+	stored.Currency = stored.CurrencyOr(c.currency)
 	return stored
 }
 

@@ -89,6 +89,9 @@ func (c *Catalog) readRecord(ctx context.Context) error {
 		}
 		return err
 	}
+	for i := range rows {
+		rows[i].Currency = rows[i].CurrencyOr(c.currency)
+	}
 	left, lerr := c.stock.StockLeft(ctx, seckillIDs(rows, time.Time{})...)
 	c.mu.Lock()
 	defer c.mu.Unlock()

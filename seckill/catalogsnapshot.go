@@ -12,6 +12,7 @@ import (
 // field but CreatedAt, times compared as instants).
 func (a Voucher) Same(b Voucher) bool {
 	return a.ID == b.ID && a.Title == b.Title && a.Kind == b.Kind && a.PriceCents == b.PriceCents &&
+		a.Currency == b.Currency &&
 		a.StockTotal == b.StockTotal && a.StockLeft == b.StockLeft && a.PerUserLimit == b.PerUserLimit &&
 		a.BeginAt.Equal(b.BeginAt) && a.EndAt.Equal(b.EndAt) && a.CaptchaRequired == b.CaptchaRequired &&
 		a.ProofOfWork == b.ProofOfWork &&

@@ -79,10 +79,15 @@ func (v Voucher) Challenge() string {
 // Voucher is something on sale. StockLeft is the live figure: Redis for
 // seckill vouchers, PostgreSQL for the others.
 type Voucher struct {
-	ID              int64
-	Title           string
-	Kind            Kind
-	PriceCents      int64
+	ID         int64
+	Title      string
+	Kind       Kind
+	PriceCents int64
+	// Currency is the ISO 4217 code PriceCents is counted in (its minor
+	// unit) and payments are charged in; "" in a record made before
+	// vouchers carried one, which the catalog reads as the configured
+	// currency.
+	Currency        string
 	StockTotal      int64
 	StockLeft       int64
 	PerUserLimit    int64
@@ -303,6 +308,9 @@ func (v Voucher) Validate() error {
 	}
 	if v.PriceCents < 0 || v.PriceCents > MaxPriceCents {
 		f.Addf("/price_cents", "price_cents must be 0 to %d", int64(MaxPriceCents))
+	}
+	if v.Currency != "" && !ValidCurrency(v.Currency) {
+		f.Addf("/currency", "currency must be an ISO 4217 code in capitals, such as CNY, USD or JPY")
 	}
 	if v.StockTotal < 1 || v.StockTotal > MaxStock {
 		f.Addf("/stock", "stock must be 1 to %d", MaxStock)

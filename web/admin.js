@@ -8,7 +8,7 @@
  *   #admin-token #token-apply #token-forget #token-state
  *   #breaker-auto #breaker-open #breaker-closed (radios)  #breaker-apply
  *   #breaker-mode #breaker-state                      what the API reports
- *   #v-title #v-kind #v-price #v-stock #v-limit #v-begin #v-end #v-captcha #v-pow #v-create #v-soon
+ *   #v-title #v-kind #v-price #v-currency #v-stock #v-limit #v-begin #v-end #v-captcha #v-pow #v-create #v-soon
  *   #v-room #v-room-rate #v-room-prequeue                 the waiting room of a new voucher
  *   #v-room-mode (line|draw) #v-room-draw-pass            its order, and a draw winner's pass
  *   #v-room-adaptive #v-room-p99 #v-room-min #v-room-max  adaptive admission and its bounds
@@ -170,11 +170,26 @@
 
   // ---- Vouchers -----------------------------------------------------------
 
-  // cents parses a decimal price exactly (no floating point): "12.5" -> 1250.
-  function cents(text) {
-    const m = /^\s*(\d{1,9})(?:[.,](\d{1,2}))?\s*$/.exec(text);
-    if (!m) return NaN;
-    return Number(m[1]) * 100 + Number((m[2] || '0').padEnd(2, '0'));
+  // minorDigits is how many decimals a currency's minor unit has (ISO 4217),
+  // the unit price_cents counts in: 0 for JPY, 3 for KWD, 2 for most.
+  function minorDigits(code) {
+    if (/^(BIF|CLP|DJF|GNF|ISK|JPY|KMF|KRW|PYG|RWF|UGX|VND|VUV|XAF|XOF|XPF)$/.test(code)) return 0;
+    if (/^(BHD|IQD|JOD|KWD|LYD|OMR|TND)$/.test(code)) return 3;
+    return 2;
+  }
+
+  // money shows an amount in a currency's minor unit as its decimal price.
+  function money(minor, code) {
+    const d = minorDigits(code);
+    return `${(minor / 10 ** d).toFixed(d)} ${code || ''}`.trim();
+  }
+
+  // cents parses a decimal price exactly (no floating point) into the
+  // currency's minor unit: "12.5" -> 1250 in CNY, "1200" -> 1200 in JPY.
+  function cents(text, digits = 2) {
+    const m = /^\s*(\d{1,9})(?:[.,](\d{1,3}))?\s*$/.exec(text);
+    if (!m || (m[2] || '').length > digits) return NaN;
+    return Number(m[1]) * 10 ** digits + Number((m[2] || '').padEnd(digits, '0') || '0');
   }
 
   // localInput formats a time for a datetime-local field.
@@ -194,7 +209,8 @@
     ev.preventDefault();
     if (!token) { say('Enter the admin token first.', 'warn'); $('#admin-token').focus(); return; }
     const title = $('#v-title').value.trim();
-    const price = cents($('#v-price').value);
+    const currency = $('#v-currency').value.trim().toUpperCase();
+    const price = cents($('#v-price').value, minorDigits(currency));
     const stock = Number($('#v-stock').value);
     const limit = Number($('#v-limit').value);
     const begin = new Date($('#v-begin').value);
@@ -202,6 +218,7 @@
     const problems = [];
     if (!title) problems.push(['#v-title', 'a title']);
     if (!Number.isFinite(price)) problems.push(['#v-price', 'a price such as 9.99']);
+    if (currency && !/^[A-Z]{3}$/.test(currency)) problems.push(['#v-currency', 'a currency code of three letters, such as CNY, or none']);
     if (!Number.isInteger(stock) || stock < 1) problems.push(['#v-stock', 'a stock of at least 1']);
     if (!Number.isInteger(limit) || limit < 1) problems.push(['#v-limit', 'a per-shopper limit of at least 1']);
     const room = $('#v-room').checked;
@@ -236,6 +253,7 @@
         title,
         kind: $('#v-kind').value,
         price_cents: price,
+        ...(currency ? { currency } : {}),
         stock,
         per_user_limit: limit,
         begin_at: begin.toISOString(),
@@ -464,7 +482,7 @@
         const title = tr.querySelector('td[data-field="title"]');
         title.firstChild.textContent = v.title;
         const wr = v.waiting_room;
-        title.lastChild.textContent = `${v.kind} · ${(v.price_cents / 100).toFixed(2)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${v.challenge === 'pow' ? ' · device check' : ''}${roomText(wr)}${entryText(v.entry)}`;
+        title.lastChild.textContent = `${v.kind} · ${money(v.price_cents, v.currency)} · limit ${v.per_user_limit}${v.captcha_required ? ' · captcha' : ''}${v.challenge === 'pow' ? ' · device check' : ''}${roomText(wr)}${entryText(v.entry)}`;
         setCell(tr, 'sale', saleText(v));
         showPause(tr.querySelector('td[data-field="pause"] button'), v);
         const s = stats[i];

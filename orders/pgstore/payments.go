@@ -37,6 +37,10 @@ func (s *Store) PaymentOf(ctx context.Context, userID, orderID int64) (_ orders.
 	if o.UserID != userID {
 		return orders.Order{}, nil, fmt.Errorf("pgstore: order %d: %w", orderID, apperr.ErrNotFound)
 	}
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(currency, '') FROM vouchers WHERE id = $1`, o.VoucherID).
+		Scan(&o.Currency); err != nil {
+		return orders.Order{}, nil, fmt.Errorf("pgstore: currency of order %d: %w", orderID, err)
+	}
 	p, err := scanPayment(s.pool.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments
 		WHERE order_id = $1 AND status = 'pending'`, orderID))
 	if errors.Is(err, pgx.ErrNoRows) {

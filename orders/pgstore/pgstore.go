@@ -193,7 +193,8 @@ const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, p
 	begin_at, end_at, captcha_required, created_at, paused, shards,
 	room_admit_per_second, room_prequeue_seconds,
 	room_target_p99_ms, room_min_per_second, room_max_per_second,
-	room_mode, room_draw_pass_seconds, entry_token_required, entry_allowlist, challenge_pow, room_draw_hold`
+	room_mode, room_draw_pass_seconds, entry_token_required, entry_allowlist, challenge_pow, room_draw_hold,
+	coalesce(currency, '')`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
@@ -205,7 +206,8 @@ func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var entry seckill.EntryRule
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
 		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
-		&admit, &prequeue, &target, &minRate, &maxRate, &mode, &drawPass, &entry.TokenRequired, &entry.Allowlist, &v.ProofOfWork, &drawHold)
+		&admit, &prequeue, &target, &minRate, &maxRate, &mode, &drawPass, &entry.TokenRequired, &entry.Allowlist, &v.ProofOfWork, &drawHold,
+		&v.Currency)
 	if entry.TokenRequired || entry.Allowlist {
 		v.Entry = &entry
 	}
@@ -296,13 +298,14 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher, act *secki
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
 			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds,
 			room_target_p99_ms, room_min_per_second, room_max_per_second, room_mode, room_draw_pass_seconds,
-			entry_token_required, entry_allowlist, challenge_pow, room_draw_hold)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+			entry_token_required, entry_allowlist, challenge_pow, room_draw_hold, currency)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		RETURNING `+voucherColumns,
 		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
 		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), target, minRate, maxRate,
 		roomMode(v.WaitingRoom), roomDrawPass(v.WaitingRoom), v.Entry != nil && v.Entry.TokenRequired,
-		v.Entry != nil && v.Entry.Allowlist, v.ProofOfWork, v.WaitingRoom.IsDraw() && v.WaitingRoom.DrawHold))
+		v.Entry != nil && v.Entry.Allowlist, v.ProofOfWork, v.WaitingRoom.IsDraw() && v.WaitingRoom.DrawHold,
+		nonEmptyText(v.Currency)))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}
@@ -527,4 +530,13 @@ func (s *Store) ActiveSeckillVoucherIDs(ctx context.Context, since time.Time) (_
 		return nil, fmt.Errorf("pgstore: active vouchers: %w", err)
 	}
 	return ids, nil
+}
+
+// nonEmptyText is s, or NULL for "" (a voucher's currency left to the
+// configured one).
+func nonEmptyText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

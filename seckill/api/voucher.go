@@ -5,10 +5,13 @@ import "time"
 // Voucher is something on sale (the `Voucher` object), in the catalog, in
 // an operator's answers and in voucher frames.
 type Voucher struct {
-	ID              string    `json:"id"`
-	Title           string    `json:"title"`
-	Kind            string    `json:"kind"`
-	PriceCents      int64     `json:"price_cents"`
+	ID         string `json:"id"`
+	Title      string `json:"title"`
+	Kind       string `json:"kind"`
+	PriceCents int64  `json:"price_cents"`
+	// Currency is the ISO 4217 code price_cents is counted in (its minor
+	// unit: yen for JPY) and payments are charged in.
+	Currency        string    `json:"currency"`
 	StockTotal      int64     `json:"stock_total"`
 	StockLeft       int64     `json:"stock_left"`
 	PerUserLimit    int64     `json:"per_user_limit"`
@@ -120,9 +123,11 @@ type Adaptive struct {
 // NewVoucher is the operator's new voucher, the body of POST
 // /api/v1/admin/vouchers (the `NewVoucher` object).
 type NewVoucher struct {
-	Title           *string `json:"title"`
-	Kind            *string `json:"kind"`
-	PriceCents      *int64  `json:"price_cents"`
+	Title      *string `json:"title"`
+	Kind       *string `json:"kind"`
+	PriceCents *int64  `json:"price_cents"`
+	// Currency, absent, is the configured one (SECKILL_CURRENCY).
+	Currency        *string `json:"currency"`
 	Stock           *int64  `json:"stock"`
 	PerUserLimit    *int64  `json:"per_user_limit"`
 	BeginAt         *string `json:"begin_at"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/seckill/orders/kafkaq"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/eligibility"
 )
 
@@ -42,7 +43,7 @@ type Config struct {
 	TokenTTL          time.Duration `env:"SECKILL_TOKEN_TTL" default:"24h" help:"lifetime of a shopper token"`
 	PayTimeout        time.Duration `env:"SECKILL_PAY_TIMEOUT" default:"15m" help:"time to pay an order before it is cancelled and its stock goes back on sale"`
 	PaymentProvider   string        `env:"SECKILL_PAYMENT_PROVIDER" default:"demo" help:"who takes the money: demo (POST /orders/{id}/pay marks an order paid, no money moves) or stripe (orders are paid through Stripe's PaymentIntents: POST /orders/{id}/payments and Stripe's webhook; the pay route answers 409)"`
-	Currency          string        `env:"SECKILL_CURRENCY" default:"CNY" help:"ISO 4217 currency of every payment (amounts are in its smallest unit)"`
+	Currency          string        `env:"SECKILL_CURRENCY" default:"CNY" help:"ISO 4217 currency of a voucher whose operator names none (and of vouchers recorded before vouchers carried one); a voucher's price and payments are in its currency's smallest unit"`
 	StripeSecretKey   string        `env:"SECKILL_STRIPE_SECRET_KEY" secret:"true" help:"Stripe's API key (sk_...) when SECKILL_PAYMENT_PROVIDER=stripe; dev mode with SECKILL_DEV_PAYMENTS=stripe-mock sets one its mock server takes"`
 	StripeWebhook     string        `env:"SECKILL_STRIPE_WEBHOOK_SECRET" secret:"true" help:"signing secret (whsec_...) of Stripe's webhook deliveries to POST /api/v1/payments/webhooks/stripe, checked with 300 s tolerance; generated and printed in dev mode with SECKILL_DEV_PAYMENTS=stripe-mock when unset"`
 	StripeAPIBase     string        `env:"SECKILL_STRIPE_API_BASE" help:"where the Stripe SDK sends its requests instead of Stripe's API (http://host:port of Stripe's mock server); set by dev mode with SECKILL_DEV_PAYMENTS=stripe-mock"`
@@ -224,7 +225,7 @@ func (c Config) validate() error {
 	case c.PaymentProvider != paymentDemo && c.PaymentProvider != paymentStripe:
 		return fmt.Errorf("config: SECKILL_PAYMENT_PROVIDER must be demo or stripe, got %q", c.PaymentProvider)
 	case !isCurrency(c.Currency):
-		return fmt.Errorf("config: SECKILL_CURRENCY must be an ISO 4217 code of three capital letters (CNY, USD), got %q", c.Currency)
+		return fmt.Errorf("config: SECKILL_CURRENCY must be an active ISO 4217 code in capitals (CNY, USD, JPY), got %q", c.Currency)
 	case c.DevPayments != "" && c.DevPayments != devPaymentsStripeMock:
 		return fmt.Errorf("config: SECKILL_DEV_PAYMENTS must be stripe-mock or unset, got %q", c.DevPayments)
 	case c.PayTimeout <= 0:
@@ -356,17 +357,7 @@ const (
 	devPaymentsStripeMock = "stripe-mock"
 )
 
-func isCurrency(c string) bool {
-	if len(c) != 3 {
-		return false
-	}
-	for _, r := range c {
-		if r < 'A' || r > 'Z' {
-			return false
-		}
-	}
-	return true
-}
+func isCurrency(c string) bool { return seckill.ValidCurrency(c) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -149,7 +149,7 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Record: s.store, Grace: cfg.StateGrace, Log: s.log,
 		Beacon: beacon.New(beacon.Config{URLs: cfg.DrandURLs, ChainHash: cfg.DrandChainHash})})
 	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock, Draws: s.draws,
-		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log})
+		Announcer: redisstock.NewAnnouncer(s.rdb), Log: s.log, Currency: cfg.Currency})
 
 	if cfg.HasRole(RoleGateway) {
 		if err := s.buildGateway(ctx); err != nil {

@@ -954,8 +954,16 @@ export interface components {
             title: string;
             /** @enum {string} */
             kind: "seckill" | "limit" | "common";
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description in the minor unit of currency (ISO 4217's exponent: fen for CNY, cents for USD, yen for JPY, fils for KWD)
+             */
             price_cents: number;
+            /**
+             * @description ISO 4217 code the price is in and payments are charged in: the operator's, else SECKILL_CURRENCY (CNY if unset)
+             * @example CNY
+             */
+            currency: string;
             /** Format: int64 */
             stock_total: number;
             /**
@@ -1185,8 +1193,18 @@ export interface components {
             title: string;
             /** @enum {string} */
             kind: "seckill" | "limit" | "common";
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description in the minor unit of currency (yen for JPY)
+             */
             price_cents: number;
+            /**
+             * @description An active ISO 4217 code, in capitals; absent, the instance's SECKILL_CURRENCY (CNY if
+             *     unset), written down with the voucher. Any other value is 400 invalid_input naming
+             *     /currency. It cannot be changed afterwards: orders are priced in it.
+             * @enum {string}
+             */
+            currency?: "AED" | "AFN" | "ALL" | "AMD" | "AOA" | "ARS" | "AUD" | "AWG" | "AZN" | "BAM" | "BBD" | "BDT" | "BGN" | "BHD" | "BIF" | "BMD" | "BND" | "BOB" | "BRL" | "BSD" | "BTN" | "BWP" | "BYN" | "BZD" | "CAD" | "CDF" | "CHF" | "CLP" | "CNY" | "COP" | "CRC" | "CUP" | "CVE" | "CZK" | "DJF" | "DKK" | "DOP" | "DZD" | "EGP" | "ERN" | "ETB" | "EUR" | "FJD" | "FKP" | "GBP" | "GEL" | "GHS" | "GIP" | "GMD" | "GNF" | "GTQ" | "GYD" | "HKD" | "HNL" | "HTG" | "HUF" | "IDR" | "ILS" | "INR" | "IQD" | "IRR" | "ISK" | "JMD" | "JOD" | "JPY" | "KES" | "KGS" | "KHR" | "KMF" | "KPW" | "KRW" | "KWD" | "KYD" | "KZT" | "LAK" | "LBP" | "LKR" | "LRD" | "LSL" | "LYD" | "MAD" | "MDL" | "MGA" | "MKD" | "MMK" | "MNT" | "MOP" | "MRU" | "MUR" | "MVR" | "MWK" | "MXN" | "MYR" | "MZN" | "NAD" | "NGN" | "NIO" | "NOK" | "NPR" | "NZD" | "OMR" | "PAB" | "PEN" | "PGK" | "PHP" | "PKR" | "PLN" | "PYG" | "QAR" | "RON" | "RSD" | "RUB" | "RWF" | "SAR" | "SBD" | "SCR" | "SDG" | "SEK" | "SGD" | "SHP" | "SLE" | "SOS" | "SRD" | "SSP" | "STN" | "SVC" | "SYP" | "SZL" | "THB" | "TJS" | "TMT" | "TND" | "TOP" | "TRY" | "TTD" | "TWD" | "TZS" | "UAH" | "UGX" | "USD" | "UYU" | "UZS" | "VED" | "VES" | "VND" | "VUV" | "WST" | "XAF" | "XCD" | "XOF" | "XPF" | "YER" | "ZAR" | "ZMW" | "ZWG";
             /** Format: int64 */
             stock: number;
             /** Format: int64 */

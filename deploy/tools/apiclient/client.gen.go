@@ -149,6 +149,483 @@ func (e NewVoucherChallenge) Valid() bool {
 	}
 }
 
+// Defines values for NewVoucherCurrency.
+const (
+	AED NewVoucherCurrency = "AED"
+	AFN NewVoucherCurrency = "AFN"
+	ALL NewVoucherCurrency = "ALL"
+	AMD NewVoucherCurrency = "AMD"
+	AOA NewVoucherCurrency = "AOA"
+	ARS NewVoucherCurrency = "ARS"
+	AUD NewVoucherCurrency = "AUD"
+	AWG NewVoucherCurrency = "AWG"
+	AZN NewVoucherCurrency = "AZN"
+	BAM NewVoucherCurrency = "BAM"
+	BBD NewVoucherCurrency = "BBD"
+	BDT NewVoucherCurrency = "BDT"
+	BGN NewVoucherCurrency = "BGN"
+	BHD NewVoucherCurrency = "BHD"
+	BIF NewVoucherCurrency = "BIF"
+	BMD NewVoucherCurrency = "BMD"
+	BND NewVoucherCurrency = "BND"
+	BOB NewVoucherCurrency = "BOB"
+	BRL NewVoucherCurrency = "BRL"
+	BSD NewVoucherCurrency = "BSD"
+	BTN NewVoucherCurrency = "BTN"
+	BWP NewVoucherCurrency = "BWP"
+	BYN NewVoucherCurrency = "BYN"
+	BZD NewVoucherCurrency = "BZD"
+	CAD NewVoucherCurrency = "CAD"
+	CDF NewVoucherCurrency = "CDF"
+	CHF NewVoucherCurrency = "CHF"
+	CLP NewVoucherCurrency = "CLP"
+	CNY NewVoucherCurrency = "CNY"
+	COP NewVoucherCurrency = "COP"
+	CRC NewVoucherCurrency = "CRC"
+	CUP NewVoucherCurrency = "CUP"
+	CVE NewVoucherCurrency = "CVE"
+	CZK NewVoucherCurrency = "CZK"
+	DJF NewVoucherCurrency = "DJF"
+	DKK NewVoucherCurrency = "DKK"
+	DOP NewVoucherCurrency = "DOP"
+	DZD NewVoucherCurrency = "DZD"
+	EGP NewVoucherCurrency = "EGP"
+	ERN NewVoucherCurrency = "ERN"
+	ETB NewVoucherCurrency = "ETB"
+	EUR NewVoucherCurrency = "EUR"
+	FJD NewVoucherCurrency = "FJD"
+	FKP NewVoucherCurrency = "FKP"
+	GBP NewVoucherCurrency = "GBP"
+	GEL NewVoucherCurrency = "GEL"
+	GHS NewVoucherCurrency = "GHS"
+	GIP NewVoucherCurrency = "GIP"
+	GMD NewVoucherCurrency = "GMD"
+	GNF NewVoucherCurrency = "GNF"
+	GTQ NewVoucherCurrency = "GTQ"
+	GYD NewVoucherCurrency = "GYD"
+	HKD NewVoucherCurrency = "HKD"
+	HNL NewVoucherCurrency = "HNL"
+	HTG NewVoucherCurrency = "HTG"
+	HUF NewVoucherCurrency = "HUF"
+	IDR NewVoucherCurrency = "IDR"
+	ILS NewVoucherCurrency = "ILS"
+	INR NewVoucherCurrency = "INR"
+	IQD NewVoucherCurrency = "IQD"
+	IRR NewVoucherCurrency = "IRR"
+	ISK NewVoucherCurrency = "ISK"
+	JMD NewVoucherCurrency = "JMD"
+	JOD NewVoucherCurrency = "JOD"
+	JPY NewVoucherCurrency = "JPY"
+	KES NewVoucherCurrency = "KES"
+	KGS NewVoucherCurrency = "KGS"
+	KHR NewVoucherCurrency = "KHR"
+	KMF NewVoucherCurrency = "KMF"
+	KPW NewVoucherCurrency = "KPW"
+	KRW NewVoucherCurrency = "KRW"
+	KWD NewVoucherCurrency = "KWD"
+	KYD NewVoucherCurrency = "KYD"
+	KZT NewVoucherCurrency = "KZT"
+	LAK NewVoucherCurrency = "LAK"
+	LBP NewVoucherCurrency = "LBP"
+	LKR NewVoucherCurrency = "LKR"
+	LRD NewVoucherCurrency = "LRD"
+	LSL NewVoucherCurrency = "LSL"
+	LYD NewVoucherCurrency = "LYD"
+	MAD NewVoucherCurrency = "MAD"
+	MDL NewVoucherCurrency = "MDL"
+	MGA NewVoucherCurrency = "MGA"
+	MKD NewVoucherCurrency = "MKD"
+	MMK NewVoucherCurrency = "MMK"
+	MNT NewVoucherCurrency = "MNT"
+	MOP NewVoucherCurrency = "MOP"
+	MRU NewVoucherCurrency = "MRU"
+	MUR NewVoucherCurrency = "MUR"
+	MVR NewVoucherCurrency = "MVR"
+	MWK NewVoucherCurrency = "MWK"
+	MXN NewVoucherCurrency = "MXN"
+	MYR NewVoucherCurrency = "MYR"
+	MZN NewVoucherCurrency = "MZN"
+	NAD NewVoucherCurrency = "NAD"
+	NGN NewVoucherCurrency = "NGN"
+	NIO NewVoucherCurrency = "NIO"
+	NOK NewVoucherCurrency = "NOK"
+	NPR NewVoucherCurrency = "NPR"
+	NZD NewVoucherCurrency = "NZD"
+	OMR NewVoucherCurrency = "OMR"
+	PAB NewVoucherCurrency = "PAB"
+	PEN NewVoucherCurrency = "PEN"
+	PGK NewVoucherCurrency = "PGK"
+	PHP NewVoucherCurrency = "PHP"
+	PKR NewVoucherCurrency = "PKR"
+	PLN NewVoucherCurrency = "PLN"
+	PYG NewVoucherCurrency = "PYG"
+	QAR NewVoucherCurrency = "QAR"
+	RON NewVoucherCurrency = "RON"
+	RSD NewVoucherCurrency = "RSD"
+	RUB NewVoucherCurrency = "RUB"
+	RWF NewVoucherCurrency = "RWF"
+	SAR NewVoucherCurrency = "SAR"
+	SBD NewVoucherCurrency = "SBD"
+	SCR NewVoucherCurrency = "SCR"
+	SDG NewVoucherCurrency = "SDG"
+	SEK NewVoucherCurrency = "SEK"
+	SGD NewVoucherCurrency = "SGD"
+	SHP NewVoucherCurrency = "SHP"
+	SLE NewVoucherCurrency = "SLE"
+	SOS NewVoucherCurrency = "SOS"
+	SRD NewVoucherCurrency = "SRD"
+	SSP NewVoucherCurrency = "SSP"
+	STN NewVoucherCurrency = "STN"
+	SVC NewVoucherCurrency = "SVC"
+	SYP NewVoucherCurrency = "SYP"
+	SZL NewVoucherCurrency = "SZL"
+	THB NewVoucherCurrency = "THB"
+	TJS NewVoucherCurrency = "TJS"
+	TMT NewVoucherCurrency = "TMT"
+	TND NewVoucherCurrency = "TND"
+	TOP NewVoucherCurrency = "TOP"
+	TRY NewVoucherCurrency = "TRY"
+	TTD NewVoucherCurrency = "TTD"
+	TWD NewVoucherCurrency = "TWD"
+	TZS NewVoucherCurrency = "TZS"
+	UAH NewVoucherCurrency = "UAH"
+	UGX NewVoucherCurrency = "UGX"
+	USD NewVoucherCurrency = "USD"
+	UYU NewVoucherCurrency = "UYU"
+	UZS NewVoucherCurrency = "UZS"
+	VED NewVoucherCurrency = "VED"
+	VES NewVoucherCurrency = "VES"
+	VND NewVoucherCurrency = "VND"
+	VUV NewVoucherCurrency = "VUV"
+	WST NewVoucherCurrency = "WST"
+	XAF NewVoucherCurrency = "XAF"
+	XCD NewVoucherCurrency = "XCD"
+	XOF NewVoucherCurrency = "XOF"
+	XPF NewVoucherCurrency = "XPF"
+	YER NewVoucherCurrency = "YER"
+	ZAR NewVoucherCurrency = "ZAR"
+	ZMW NewVoucherCurrency = "ZMW"
+	ZWG NewVoucherCurrency = "ZWG"
+)
+
+// Valid indicates whether the value is a known member of the NewVoucherCurrency enum.
+func (e NewVoucherCurrency) Valid() bool {
+	switch e {
+	case AED:
+		return true
+	case AFN:
+		return true
+	case ALL:
+		return true
+	case AMD:
+		return true
+	case AOA:
+		return true
+	case ARS:
+		return true
+	case AUD:
+		return true
+	case AWG:
+		return true
+	case AZN:
+		return true
+	case BAM:
+		return true
+	case BBD:
+		return true
+	case BDT:
+		return true
+	case BGN:
+		return true
+	case BHD:
+		return true
+	case BIF:
+		return true
+	case BMD:
+		return true
+	case BND:
+		return true
+	case BOB:
+		return true
+	case BRL:
+		return true
+	case BSD:
+		return true
+	case BTN:
+		return true
+	case BWP:
+		return true
+	case BYN:
+		return true
+	case BZD:
+		return true
+	case CAD:
+		return true
+	case CDF:
+		return true
+	case CHF:
+		return true
+	case CLP:
+		return true
+	case CNY:
+		return true
+	case COP:
+		return true
+	case CRC:
+		return true
+	case CUP:
+		return true
+	case CVE:
+		return true
+	case CZK:
+		return true
+	case DJF:
+		return true
+	case DKK:
+		return true
+	case DOP:
+		return true
+	case DZD:
+		return true
+	case EGP:
+		return true
+	case ERN:
+		return true
+	case ETB:
+		return true
+	case EUR:
+		return true
+	case FJD:
+		return true
+	case FKP:
+		return true
+	case GBP:
+		return true
+	case GEL:
+		return true
+	case GHS:
+		return true
+	case GIP:
+		return true
+	case GMD:
+		return true
+	case GNF:
+		return true
+	case GTQ:
+		return true
+	case GYD:
+		return true
+	case HKD:
+		return true
+	case HNL:
+		return true
+	case HTG:
+		return true
+	case HUF:
+		return true
+	case IDR:
+		return true
+	case ILS:
+		return true
+	case INR:
+		return true
+	case IQD:
+		return true
+	case IRR:
+		return true
+	case ISK:
+		return true
+	case JMD:
+		return true
+	case JOD:
+		return true
+	case JPY:
+		return true
+	case KES:
+		return true
+	case KGS:
+		return true
+	case KHR:
+		return true
+	case KMF:
+		return true
+	case KPW:
+		return true
+	case KRW:
+		return true
+	case KWD:
+		return true
+	case KYD:
+		return true
+	case KZT:
+		return true
+	case LAK:
+		return true
+	case LBP:
+		return true
+	case LKR:
+		return true
+	case LRD:
+		return true
+	case LSL:
+		return true
+	case LYD:
+		return true
+	case MAD:
+		return true
+	case MDL:
+		return true
+	case MGA:
+		return true
+	case MKD:
+		return true
+	case MMK:
+		return true
+	case MNT:
+		return true
+	case MOP:
+		return true
+	case MRU:
+		return true
+	case MUR:
+		return true
+	case MVR:
+		return true
+	case MWK:
+		return true
+	case MXN:
+		return true
+	case MYR:
+		return true
+	case MZN:
+		return true
+	case NAD:
+		return true
+	case NGN:
+		return true
+	case NIO:
+		return true
+	case NOK:
+		return true
+	case NPR:
+		return true
+	case NZD:
+		return true
+	case OMR:
+		return true
+	case PAB:
+		return true
+	case PEN:
+		return true
+	case PGK:
+		return true
+	case PHP:
+		return true
+	case PKR:
+		return true
+	case PLN:
+		return true
+	case PYG:
+		return true
+	case QAR:
+		return true
+	case RON:
+		return true
+	case RSD:
+		return true
+	case RUB:
+		return true
+	case RWF:
+		return true
+	case SAR:
+		return true
+	case SBD:
+		return true
+	case SCR:
+		return true
+	case SDG:
+		return true
+	case SEK:
+		return true
+	case SGD:
+		return true
+	case SHP:
+		return true
+	case SLE:
+		return true
+	case SOS:
+		return true
+	case SRD:
+		return true
+	case SSP:
+		return true
+	case STN:
+		return true
+	case SVC:
+		return true
+	case SYP:
+		return true
+	case SZL:
+		return true
+	case THB:
+		return true
+	case TJS:
+		return true
+	case TMT:
+		return true
+	case TND:
+		return true
+	case TOP:
+		return true
+	case TRY:
+		return true
+	case TTD:
+		return true
+	case TWD:
+		return true
+	case TZS:
+		return true
+	case UAH:
+		return true
+	case UGX:
+		return true
+	case USD:
+		return true
+	case UYU:
+		return true
+	case UZS:
+		return true
+	case VED:
+		return true
+	case VES:
+		return true
+	case VND:
+		return true
+	case VUV:
+		return true
+	case WST:
+		return true
+	case XAF:
+		return true
+	case XCD:
+		return true
+	case XOF:
+		return true
+	case XPF:
+		return true
+	case YER:
+		return true
+	case ZAR:
+		return true
+	case ZMW:
+		return true
+	case ZWG:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NewVoucherKind.
 const (
 	NewVoucherKindCommon  NewVoucherKind = "common"
@@ -606,6 +1083,11 @@ type NewVoucher struct {
 	// Challenge captcha is the same as captcha_required true; pow asks buyers for a proof of work (GET /api/v1/challenges); captcha_required true with none or pow is refused
 	Challenge *NewVoucherChallenge `json:"challenge,omitempty"`
 
+	// Currency An active ISO 4217 code, in capitals; absent, the instance's SECKILL_CURRENCY (CNY if
+	// unset), written down with the voucher. Any other value is 400 invalid_input naming
+	// /currency. It cannot be changed afterwards: orders are priced in it.
+	Currency *NewVoucherCurrency `json:"currency,omitempty"`
+
 	// EndAt after begin_at; a year from 2000 to 9999 in UTC
 	EndAt time.Time `json:"end_at"`
 
@@ -613,7 +1095,9 @@ type NewVoucher struct {
 	Entry        *Entry         `json:"entry,omitempty"`
 	Kind         NewVoucherKind `json:"kind"`
 	PerUserLimit int64          `json:"per_user_limit"`
-	PriceCents   int64          `json:"price_cents"`
+
+	// PriceCents in the minor unit of currency (yen for JPY)
+	PriceCents int64 `json:"price_cents"`
 
 	// Shards seckill only; spreads the stock over this many Redis buckets so one hot voucher uses several Redis masters
 	Shards *int   `json:"shards,omitempty"`
@@ -626,6 +1110,11 @@ type NewVoucher struct {
 
 // NewVoucherChallenge captcha is the same as captcha_required true; pow asks buyers for a proof of work (GET /api/v1/challenges); captcha_required true with none or pow is refused
 type NewVoucherChallenge string
+
+// NewVoucherCurrency An active ISO 4217 code, in capitals; absent, the instance's SECKILL_CURRENCY (CNY if
+// unset), written down with the voucher. Any other value is 400 invalid_input naming
+// /currency. It cannot be changed afterwards: orders are priced in it.
+type NewVoucherCurrency string
 
 // NewVoucherKind defines model for NewVoucher.Kind.
 type NewVoucherKind string
@@ -703,6 +1192,11 @@ type Voucher struct {
 	// Challenge what buying takes; captcha is the same as captcha_required
 	Challenge VoucherChallenge `json:"challenge"`
 
+	// Currency ISO 4217 code the price is in and payments are charged in: the operator's, else SECKILL_CURRENCY (CNY if unset)
+	//
+	// Example: CNY
+	Currency string `json:"currency"`
+
 	// Draw the voucher's draw, null unless waiting_room.mode is draw
 	Draw  *Draw     `json:"draw"`
 	EndAt time.Time `json:"end_at"`
@@ -714,7 +1208,9 @@ type Voucher struct {
 	Id           string      `json:"id"`
 	Kind         VoucherKind `json:"kind"`
 	PerUserLimit int64       `json:"per_user_limit"`
-	PriceCents   int64       `json:"price_cents"`
+
+	// PriceCents in the minor unit of currency (ISO 4217's exponent: fen for CNY, cents for USD, yen for JPY, fils for KWD)
+	PriceCents int64 `json:"price_cents"`
 
 	// Shards how many Redis buckets hold the stock (1 unless the operator spread a hot voucher)
 	Shards int `json:"shards"`
