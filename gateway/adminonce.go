@@ -98,9 +98,9 @@ func (s *Server) replay(c *fiber.Ctx, operator, key string, sum [sha256.Size]byt
 		return false, err
 	}
 	if string(kc.Action.Request) != string(sum[:]) {
-		return true, apperr.Public(apperr.ErrConflict, fmt.Sprintf(
+		return true, apperr.Publicf(apperr.ErrConflict,
 			"this Idempotency-Key was used for another request (trail entry %d, %s); a key names one change: send a new key for a new change",
-			kc.Action.ID, kc.Action.Kind))
+			kc.Action.ID, kc.Action.Kind)
 	}
 	// A change just made on another gateway keeps its answer a moment
 	// after its commit: wait for it rather than refuse the retry.
@@ -113,9 +113,9 @@ func (s *Server) replay(c *fiber.Ctx, operator, key string, sum [sha256.Size]byt
 		}
 	}
 	if !kc.Answered {
-		return true, apperr.Public(apperr.ErrConflict, fmt.Sprintf(
+		return true, apperr.Publicf(apperr.ErrConflict,
 			"the change of this Idempotency-Key was made (trail entry %d) but its answer was not kept; read what it changed (%s) to see it",
-			kc.Action.ID, kc.Action.Target))
+			kc.Action.ID, kc.Action.Target)
 	}
 	s.log.LogAttrs(c.UserContext(), slog.LevelInfo, "operator's change replayed, not made again",
 		slog.String("operator", operator), slog.Int64("trail_id", kc.Action.ID), slog.String("request_id", requestIDOf(c)))

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"time"
@@ -57,7 +56,7 @@ func (s *Server) answerOversizedBodies() {
 func (s *Server) answerTooLarge(rctx *fasthttp.RequestCtx) {
 	c := s.app.AcquireCtx(rctx)
 	defer s.app.ReleaseCtx(c)
-	s.answerUnrouted(c, apperr.Public(apperr.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit)))
+	s.answerUnrouted(c, apperr.Publicf(apperr.ErrTooLarge, "the request body is over the limit of %d bytes", s.cfg.BodyLimit))
 	rctx.Response.SetConnectionClose()
 
 	conn := rctx.Conn()

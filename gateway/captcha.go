@@ -78,7 +78,7 @@ func (s *Server) newChallenge(c *fiber.Ctx) error {
 	if !v.ProofOfWork {
 		// The request is well formed; the voucher is not sold so (409,
 		// like a pay of an order that is not payable).
-		return apperr.Public(apperr.ErrConflict, fmt.Sprintf("voucher %d takes no proof of work (its challenge is %s): buy it without one", vid, v.Challenge()))
+		return apperr.Publicf(apperr.ErrConflict, "voucher %d takes no proof of work (its challenge is %s): buy it without one", vid, v.Challenge())
 	}
 	if l := s.deps.Gates.CaptchaIssue; l != nil {
 		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {

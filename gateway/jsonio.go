@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"reflect"
@@ -47,8 +46,7 @@ func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		field, reason := describeJSONError(err)
-		return apperr.InvalidField(field, "%s", reason)
+		return describeJSONError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("the body must hold exactly one JSON object")
@@ -164,20 +162,21 @@ func foldFieldName(name string) string {
 	return strings.ToLower(strings.ToUpper(name))
 }
 
-// describeJSONError says which field was wrong (a JSON pointer, "" for the
-// body as a whole) and what was wrong with it in the caller's words, never
-// the decoder's internals.
-func describeJSONError(err error) (field, reason string) {
+// describeJSONError is ErrInvalidInput saying which field was wrong (a
+// JSON pointer, "" for the body as a whole) and what was wrong with it in
+// the caller's words, never the decoder's internals.
+func describeJSONError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
-		return "", "the body is not valid JSON"
+		return apperr.InvalidField("", "the body is not valid JSON")
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return "", "the body must be a JSON object"
+			return apperr.InvalidField("", "the body must be a JSON object")
 		}
-		return jsonPointer(strings.Split(typ.Field, ".")...), fmt.Sprintf("field %q must be %s", truncate(typ.Field, 64), jsonKind(typ.Type))
+		return apperr.InvalidField(jsonPointer(strings.Split(typ.Field, ".")...), "field %q must be %s",
+			truncate(typ.Field, 64), jsonKind(typ.Type))
 	}
 	// encoding/json reports an unknown field (DisallowUnknownFields) with a
 	// plain error, no type to match, so its text is the only place the
@@ -185,11 +184,11 @@ func describeJSONError(err error) (field, reason string) {
 	// generic sentence below.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		if unq, qerr := strconv.Unquote(name); qerr == nil {
-			return jsonPointer(unq), "unknown field " + truncate(name, 66)
+			return apperr.InvalidField(jsonPointer(unq), "unknown field %s", truncate(name, 66))
 		}
-		return "", "unknown field " + truncate(name, 66)
+		return apperr.InvalidField("", "unknown field %s", truncate(name, 66))
 	}
-	return "", "the body has a value of the wrong type or an unknown field"
+	return apperr.InvalidField("", "the body has a value of the wrong type or an unknown field")
 }
 
 // jsonPointer is the RFC 6901 pointer to the field at path in the body.

@@ -139,8 +139,8 @@ func (s *Server) requireAdmin(c *fiber.Ctx) error {
 		need = seckill.ScopeRead
 	}
 	if !op.Scope.Allows(need) {
-		return apperr.Public(apperr.ErrForbidden, fmt.Sprintf(
-			"operator %q has a %s token: changes need a write token (seckill operators add NAME --scope write)", op.Name, op.Scope))
+		return apperr.Publicf(apperr.ErrForbidden,
+			"operator %q has a %s token: changes need a write token (seckill operators add NAME --scope write)", op.Name, op.Scope)
 	}
 	c.Locals(operatorKey{}, op)
 	return c.Next()

@@ -52,7 +52,7 @@ func (s *Server) readLimit() int {
 // Config.BodyLimit that the server read because the webhook takes larger.
 func (s *Server) capBodies(c *fiber.Ctx) error {
 	if len(c.Request().Body()) > s.cfg.BodyLimit && c.Path() != stripeWebhookPath {
-		return apperr.Public(apperr.ErrTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", s.cfg.BodyLimit))
+		return apperr.Publicf(apperr.ErrTooLarge, "the request body is over the limit of %d bytes", s.cfg.BodyLimit)
 	}
 	return c.Next()
 }

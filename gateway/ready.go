@@ -142,7 +142,7 @@ func (r *Readiness) answer(ctx context.Context) (api.Ready, error) {
 		return api.Ready{}, apperr.Public(apperr.ErrUnavailable, "not ready: the readiness probe did not finish in time")
 	}
 	if len(failed) > 0 {
-		return api.Ready{}, apperr.Public(apperr.ErrUnavailable, "not ready: "+strings.Join(failed, ", ")+" unreachable")
+		return api.Ready{}, apperr.Publicf(apperr.ErrUnavailable, "not ready: %s unreachable", strings.Join(failed, ", "))
 	}
 	checks := make(map[string]string, len(r.checks))
 	for _, ch := range r.checks {

@@ -1,7 +1,6 @@
 package seckill
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -54,8 +53,8 @@ func (c Change) Apply(v Voucher, now time.Time) (Voucher, error) {
 		return Voucher{}, err
 	}
 	if !now.Before(v.EndAt) {
-		return Voucher{}, apperr.Public(apperr.ErrConflict, fmt.Sprintf("voucher %d: its sale ended at %s; an ended sale cannot be changed",
-			v.ID, v.EndAt.UTC().Format(time.RFC3339)))
+		return Voucher{}, apperr.Publicf(apperr.ErrConflict, "voucher %d: its sale ended at %s; an ended sale cannot be changed",
+			v.ID, v.EndAt.UTC().Format(time.RFC3339))
 	}
 	if c.AddStock > 0 {
 		if v.StockTotal+c.AddStock > MaxStock {

@@ -172,8 +172,7 @@ func (s *Store) AddOperator(ctx context.Context, op seckill.Operator, act seckil
 		stored, err := scanOperator(tx.QueryRow(ctx, `INSERT INTO operators (name, scope, token_sha256)
 			VALUES ($1, $2, $3) RETURNING `+operatorColumns, op.Name, string(op.Scope), op.TokenSHA256[:]))
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeUniqueViolation {
-			return seckill.Operator{}, apperr.Public(apperr.ErrConflict,
-				fmt.Sprintf("operator %q exists: revoke it first to give the name a new token", op.Name))
+			return seckill.Operator{}, apperr.Publicf(apperr.ErrConflict, "operator %q exists: revoke it first to give the name a new token", op.Name)
 		}
 		if err != nil {
 			return seckill.Operator{}, fmt.Errorf("pgstore: add operator %q: %w", op.Name, err)
@@ -202,7 +201,7 @@ func (s *Store) RevokeOperator(ctx context.Context, name string, act seckill.Act
 		op, err := scanOperator(tx.QueryRow(ctx, `UPDATE operators SET revoked_at = now()
 			WHERE name = $1 AND revoked_at IS NULL RETURNING `+operatorColumns, name))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return seckill.Operator{}, apperr.Public(apperr.ErrNotFound, fmt.Sprintf("no operator %q has a live token", name))
+			return seckill.Operator{}, apperr.Publicf(apperr.ErrNotFound, "no operator %q has a live token", name)
 		}
 		if err != nil {
 			return seckill.Operator{}, fmt.Errorf("pgstore: revoke operator %q: %w", name, err)

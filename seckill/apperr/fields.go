@@ -16,6 +16,18 @@ import (
 type FieldError struct {
 	Field  string
 	Reason string
+	// Format and Args are what Reason was made from, kept for its
+	// translation (see PublicError.Format); empty Format: Reason itself.
+	Format string
+	Args   []any
+}
+
+// ReasonIn is the reason in the language p speaks.
+func (f FieldError) ReasonIn(p Printer) string {
+	if f.Format == "" {
+		return p(f.Reason)
+	}
+	return p(f.Format, f.Args...)
 }
 
 // Fields gathers every bad field of one request, so a caller learns of all
@@ -25,7 +37,7 @@ type Fields []FieldError
 // Addf records a bad field with a sentence, formatted as by fmt.Sprintf,
 // that the caller may read.
 func (f *Fields) Addf(field, format string, args ...any) {
-	*f = append(*f, FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	*f = append(*f, FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Format: format, Args: args})
 }
 
 // Err is nil when no field was bad, else ErrInvalidInput carrying every bad

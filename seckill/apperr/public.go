@@ -2,6 +2,7 @@ package apperr
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -17,17 +18,53 @@ type PublicError struct {
 	Cause   error  // optional: what went wrong underneath, for logs and errors.Is
 	// Fields names each bad field of an ErrInvalidInput (see Fields).
 	Fields []FieldError
+	// Format and Args are what Message was made from (fmt.Sprintf), kept
+	// so the gateway can say it in the caller's language: Format is the
+	// English sentence its translations are found by. An empty Format
+	// means Message itself, with no arguments.
+	Format string
+	Args   []any
 }
 
 // Public returns an error of kind whose message the caller may read.
+// message is a constant English sentence: it is also the key of its
+// translations (gateway/i18n), so a sentence built at run time goes
+// through Publicf instead.
 func Public(kind error, message string) error {
 	return &PublicError{Kind: kind, Message: message}
+}
+
+// Publicf returns an error of kind with a sentence, formatted as by
+// fmt.Sprintf, that the caller may read; format and args are kept for its
+// translation.
+func Publicf(kind error, format string, args ...any) error {
+	return &PublicError{Kind: kind, Message: fmt.Sprintf(format, args...), Format: format, Args: args}
 }
 
 // Invalidf returns ErrInvalidInput with a sentence, formatted as by
 // fmt.Sprintf, that the caller may read.
 func Invalidf(format string, args ...any) error {
-	return &PublicError{Kind: ErrInvalidInput, Message: fmt.Sprintf(format, args...)}
+	return Publicf(ErrInvalidInput, format, args...)
+}
+
+// Printer says a format with its arguments in some language, as
+// fmt.Sprintf says it in English (gateway/i18n implements it).
+type Printer func(format string, args ...any) string
+
+// MessageIn is the sentence in the language p speaks: every bad field's
+// reason, each said by p, when the error names fields; else the message.
+func (e *PublicError) MessageIn(p Printer, sep string) string {
+	if len(e.Fields) > 0 {
+		reasons := make([]string, len(e.Fields))
+		for i, f := range e.Fields {
+			reasons[i] = f.ReasonIn(p)
+		}
+		return strings.Join(reasons, sep)
+	}
+	if e.Format == "" {
+		return p(e.Message)
+	}
+	return p(e.Format, e.Args...)
 }
 
 // Error reads "kind: message[: cause]", as fmt.Errorf("%w: ...") would.

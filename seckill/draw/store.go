@@ -162,11 +162,11 @@ func (s *Store) Enter(ctx context.Context, l waitroom.Line, userID int64) (Entry
 	}
 	switch code {
 	case codeNotOpen:
-		return EntryStatus{}, apperr.Public(seckill.ErrNotStarted,
-			"entries to this draw open at "+l.Opens().UTC().Format(time.RFC3339)+"; enter then")
+		return EntryStatus{}, apperr.Publicf(seckill.ErrNotStarted,
+			"entries to this draw open at %s; enter then", l.Opens().UTC().Format(time.RFC3339))
 	case codeClosed:
-		return EntryStatus{}, apperr.Public(seckill.ErrEnded,
-			"entries to this draw closed at "+l.BeginAt.UTC().Format(time.RFC3339)+", when they froze")
+		return EntryStatus{}, apperr.Publicf(seckill.ErrEnded,
+			"entries to this draw closed at %s, when they froze", l.BeginAt.UTC().Format(time.RFC3339))
 	case codeUnmarked:
 		return EntryStatus{}, ErrVoid
 	}

@@ -163,7 +163,7 @@ func NewVerifier(keys Keys, now func() time.Time) *Verifier {
 // refuse is a not_eligible refusal whose message says what is wrong and
 // what to do.
 func refuse(format string, args ...any) error {
-	return apperr.Public(seckill.ErrNotEligible, fmt.Sprintf(format, args...))
+	return apperr.Publicf(seckill.ErrNotEligible, format, args...)
 }
 
 // Verify checks token for userID's entry of voucherID: the signature by a

@@ -121,9 +121,9 @@ func (s *Store) Check(ctx context.Context, userID int64) error {
 		return nil
 	}
 	until := time.UnixMilli(int64(newest[len(newest)-1].Score)).Add(s.window).UTC()
-	return apperr.WithRetryAt(apperr.Public(seckill.ErrUnpaidLimit, fmt.Sprintf(
+	return apperr.WithRetryAt(apperr.Publicf(seckill.ErrUnpaidLimit,
 		"%d of your holds expired unpaid or were cancelled recently; you may buy again at %s",
-		len(newest), until.Format(time.RFC3339))), until.Truncate(time.Second)) // the message's moment
+		len(newest), until.Format(time.RFC3339)), until.Truncate(time.Second)) // the message's moment
 }
 
 // Count is a shopper's strikes within the window, for operators.

@@ -341,8 +341,8 @@ func (r *Room) runIn(ctx context.Context, mode string, l Line, userID int64, lan
 	case codeNotIn:
 		return Status{}, apperr.Public(apperr.ErrNotFound, "you are not in this voucher's line; join it first")
 	case codeNotOpen:
-		return Status{}, apperr.Public(seckill.ErrNotStarted,
-			"the line opens at "+l.Opens().UTC().Format(time.RFC3339)+"; join then")
+		return Status{}, apperr.Publicf(seckill.ErrNotStarted,
+			"the line opens at %s; join then", l.Opens().UTC().Format(time.RFC3339))
 	case codeWaiting:
 		st.State = StateWaiting
 		st.Position = rank - head + 1
