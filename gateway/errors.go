@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/i18n"
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/seckill"
@@ -90,25 +91,24 @@ func (e apiError) body() api.ErrorBody {
 // plain says whether the body is only a code and a message.
 func (e apiError) plain() bool { return len(e.fields) == 0 && e.retryAt == nil }
 
-// classify maps any error to its answer.
-func classify(err error) apiError {
+// classify maps any error to its answer, its sentences said in lang (the
+// code never changes with it).
+func classify(err error, lang i18n.Lang) apiError {
 	row, ok := lookup(err)
 	if !ok {
 		row = internalRow
 	}
-	e := apiError{row: row, message: row.message}
+	e := apiError{row: row, message: lang.Sprintf(row.message)}
 	if ok {
 		// Only errors of a known kind may speak for themselves: an unknown
 		// error's text is never shown.
-		var pm interface{ PublicMessage() string }
-		if errors.As(err, &pm) {
-			if m := pm.PublicMessage(); m != "" {
-				e.message = m
-			}
+		var pe *apperr.PublicError
+		if errors.As(err, &pe) && pe.Message != "" {
+			e.message = pe.MessageIn(lang.Sprintf, lang.Separator())
 		}
 	}
 	if row.code == "invalid_input" {
-		e.fields = invalidFields(err, e.message)
+		e.fields = invalidFields(err, e.message, lang)
 	}
 	var ra interface{ RetryAt() time.Time }
 	if ok && errors.As(err, &ra) {
@@ -129,14 +129,14 @@ func classify(err error) apiError {
 // error names, or, for one that names none (a body that is not JSON), the
 // body as a whole with the message as the reason, so a client may always
 // read the list.
-func invalidFields(err error, message string) []api.FieldError {
+func invalidFields(err error, message string, lang i18n.Lang) []api.FieldError {
 	named := apperr.FieldsOf(err)
 	if len(named) == 0 {
 		return []api.FieldError{{Field: "", Reason: message}}
 	}
 	out := make([]api.FieldError, len(named))
 	for i, f := range named {
-		out[i] = api.FieldError{Field: f.Field, Reason: f.Reason}
+		out[i] = api.FieldError{Field: f.Field, Reason: f.ReasonIn(lang.Sprintf)}
 	}
 	return out
 }
@@ -189,7 +189,12 @@ func retryAfterSeconds(d time.Duration) string {
 // writeError renders err as the API's error body. Errors the table does not
 // know are logged with the request id; their text never reaches the client.
 func (s *Server) writeError(c *fiber.Ctx, err error) {
-	e := classify(err)
+	lang := i18n.Negotiate(c.Get(fiber.HeaderAcceptLanguage))
+	e := classify(err, lang)
+	// The body's sentences follow Accept-Language; a cache keeps one
+	// answer per language.
+	c.Set(fiber.HeaderContentLanguage, string(lang))
+	c.Vary(fiber.HeaderAcceptLanguage)
 	c.Locals(errorCodeKey{}, e.row.code)
 	rid := requestIDOf(c)
 	switch {

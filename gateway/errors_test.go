@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pipe "github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/gateway/i18n"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -52,7 +53,7 @@ func TestClassifyEverySentinel(t *testing.T) {
 			fmt.Errorf("redisstock: reserve voucher 7: %w", row.sentinel),
 			fmt.Errorf("outer: %w", fmt.Errorf("inner: %w", row.sentinel)),
 		} {
-			e := classify(err)
+			e := classify(err, i18n.English)
 			require.Equal(t, row.status, e.row.status, err.Error())
 			require.Equal(t, row.code, e.row.code, err.Error())
 			require.NotContains(t, e.message, "redisstock", "the wrapping text is not shown")
@@ -63,7 +64,7 @@ func TestClassifyEverySentinel(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, "this voucher is sold out", classify(seckill.ErrSoldOut).message, "the contract's own example")
+	require.Equal(t, "this voucher is sold out", classify(seckill.ErrSoldOut, i18n.English).message, "the contract's own example")
 }
 
 func TestClassifyUnknownIsInternalAndSilent(t *testing.T) {
@@ -74,7 +75,7 @@ func TestClassifyUnknownIsInternalAndSilent(t *testing.T) {
 		fmt.Errorf("pgstore: %w", pgErr),
 		&leaky{},
 	} {
-		e := classify(err)
+		e := classify(err, i18n.English)
 		require.Equal(t, 500, e.row.status)
 		require.Equal(t, "internal", e.row.code)
 		require.Equal(t, internalRow.message, e.message, "an unknown error never speaks for itself")
@@ -89,12 +90,12 @@ func (*leaky) PublicMessage() string { return "secret" }
 
 func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	t.Parallel()
-	e := classify(apperr.WithRetryAfter(fmt.Errorf("limit: %w", apperr.ErrRateLimited), 2500*time.Millisecond))
+	e := classify(apperr.WithRetryAfter(fmt.Errorf("limit: %w", apperr.ErrRateLimited), 2500*time.Millisecond), i18n.English)
 	require.Equal(t, 429, e.row.status)
 	require.Equal(t, "3", retryAfterSeconds(e.retryAfter), "rounded up")
 	require.Equal(t, "1", retryAfterSeconds(10*time.Millisecond), "never 0")
 
-	e = classify(fmt.Errorf("buy: %w", apperr.Invalidf("quantity must be 1 to %d", 100)))
+	e = classify(fmt.Errorf("buy: %w", apperr.Invalidf("quantity must be 1 to %d", 100)), i18n.English)
 	require.Equal(t, "quantity must be 1 to 100", e.message)
 	require.Equal(t, []api.FieldError{{Field: "", Reason: "quantity must be 1 to 100"}}, e.fields,
 		"an invalid_input that names no field names the body as a whole")
@@ -102,7 +103,7 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	var f apperr.Fields
 	f.Addf("/title", "title must be 1 to 200 characters")
 	f.Addf("/waiting_room/admit_per_second", "waiting_room.admit_per_second is required")
-	e = classify(fmt.Errorf("admin: %w", f.Err()))
+	e = classify(fmt.Errorf("admin: %w", f.Err()), i18n.English)
 	require.Equal(t, "invalid_input", e.row.code)
 	require.Equal(t, "title must be 1 to 200 characters; waiting_room.admit_per_second is required", e.message)
 	require.Equal(t, []api.FieldError{{Field: "/title", Reason: "title must be 1 to 200 characters"},
@@ -110,13 +111,13 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 	require.Nil(t, e.retryAt)
 
 	until := time.Date(2031, 2, 3, 4, 5, 6, 0, time.FixedZone("x", 3600))
-	e = classify(fmt.Errorf("buy: %w", apperr.WithRetryAt(apperr.Public(seckill.ErrUnpaidLimit, "later"), until)))
+	e = classify(fmt.Errorf("buy: %w", apperr.WithRetryAt(apperr.Public(seckill.ErrUnpaidLimit, "later"), until)), i18n.English)
 	require.Equal(t, "unpaid_limit", e.row.code)
 	require.NotNil(t, e.retryAt)
 	require.Equal(t, "2031-02-03T03:05:06Z", e.retryAt.Format(time.RFC3339), "in UTC")
 	require.Empty(t, e.fields)
 
-	e = classify(fmt.Errorf("buyer: %w", context.DeadlineExceeded))
+	e = classify(fmt.Errorf("buyer: %w", context.DeadlineExceeded), i18n.English)
 	require.Equal(t, 503, e.row.status)
 	require.Equal(t, "unavailable", e.row.code)
 
@@ -125,7 +126,7 @@ func TestClassifyRetryAfterAndMessages(t *testing.T) {
 		404: "not_found", 405: "method_not_allowed", 413: "too_large", 431: "too_large",
 		400: "invalid_input", 408: "unavailable", 429: "rate_limited", 503: "unavailable", 502: "internal",
 	} {
-		e := classify(fiber.NewError(status, "Cannot GET /<script>"))
+		e := classify(fiber.NewError(status, "Cannot GET /<script>"), i18n.English)
 		require.Equal(t, code, e.row.code, status)
 		require.NotContains(t, e.message, "script")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/gateway/i18n"
 )
 
 // Names of the gateway's metric families (the Grafana dashboard in deploy/
@@ -164,7 +165,7 @@ func (m *metrics) timeSale(path string, took time.Duration, err error) {
 	o.Observe(took.Seconds())
 	// A buyer who went away cancels the call; that says nothing of the
 	// back end.
-	if err != nil && !errors.Is(err, context.Canceled) && classify(err).row.status >= fiber.StatusInternalServerError {
+	if err != nil && !errors.Is(err, context.Canceled) && classify(err, i18n.English).row.status >= fiber.StatusInternalServerError {
 		m.sellFailed[path].Inc()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/flashsale/seckill/gateway/i18n"
 	"github.com/flashsale/seckill/seckill/api"
 )
 
@@ -27,7 +28,7 @@ func OpsHandler(checks []Check, metrics http.Handler, log *slog.Logger) http.Han
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		body, err := ready.answer(r.Context())
 		if err != nil {
-			e := classify(err)
+			e := classify(err, i18n.English)
 			if e.retryAfter > 0 {
 				w.Header().Set("Retry-After", retryAfterSeconds(e.retryAfter))
 			}
