@@ -171,7 +171,7 @@ func (h *Holds) Capture(ctx context.Context, o Order) (_ Order, ok bool, _ error
 	if o.AmountCents > hold.AmountCents {
 		return o, false, fmt.Errorf("orders: capture hold %s: order %d costs %d, over the %d held", hold.PaymentID, o.ID, o.AmountCents, hold.AmountCents)
 	}
-	if _, err := h.auth.Capture(ctx, hold.PaymentID, o.AmountCents, "seckill-capture-"+hold.PaymentID); err != nil {
+	if _, err := h.auth.Capture(ctx, hold.PaymentID, o.AmountCents, hold.Currency, "seckill-capture-"+hold.PaymentID); err != nil {
 		// The claim stays: a later call takes it over with the same key.
 		return o, false, fmt.Errorf("orders: capture hold %s: %w", hold.PaymentID, err)
 	}

@@ -60,6 +60,19 @@ func TestVoucherCurrency(t *testing.T) {
 		require.Equal(t, "/currency", fields[0].Field, bad)
 	}
 
+	// Card payments take a three-decimal price rounded to ten, and whole
+	// ariary.
+	for currency, price := range map[string]int64{"KWD": 1234, "MGA": 150} {
+		v.Currency, v.PriceCents = currency, price
+		_, err := catalog.Create(ctx, v, nil)
+		fields := apperr.FieldsOf(err)
+		require.Len(t, fields, 1, currency)
+		require.Equal(t, "/price_cents", fields[0].Field, currency)
+		v.PriceCents = price - price%100
+		_, err = catalog.Create(ctx, v, nil)
+		require.NoError(t, err, currency)
+	}
+
 	require.Equal(t, 0, seckill.CurrencyExponent("JPY"))
 	require.Equal(t, 2, seckill.CurrencyExponent("CNY"))
 	require.Equal(t, 3, seckill.CurrencyExponent("KWD"))

@@ -309,8 +309,16 @@ func (v Voucher) Validate() error {
 	if v.PriceCents < 0 || v.PriceCents > MaxPriceCents {
 		f.Addf("/price_cents", "price_cents must be 0 to %d", int64(MaxPriceCents))
 	}
-	if v.Currency != "" && !ValidCurrency(v.Currency) {
+	switch {
+	case v.Currency != "" && !ValidCurrency(v.Currency):
 		f.Addf("/currency", "currency must be an ISO 4217 code in capitals, such as CNY, USD or JPY")
+	case CurrencyExponent(v.Currency) == 3 && v.PriceCents%10 != 0:
+		// Card networks take three-decimal currencies rounded to ten.
+		f.Addf("/price_cents", "price_cents in %s must be a multiple of 10: card payments round its third decimal to zero", v.Currency)
+	case v.Currency == "MGA" && v.PriceCents%100 != 0:
+		// ISO gives the ariary two decimals nobody pays in; card payments
+		// take whole ariary.
+		f.Addf("/price_cents", "price_cents in MGA must be a multiple of 100: card payments take whole ariary")
 	}
 	if v.StockTotal < 1 || v.StockTotal > MaxStock {
 		f.Addf("/stock", "stock must be 1 to %d", MaxStock)

@@ -384,6 +384,10 @@ func chinese(format string) (string, bool) {
 		return "列表", true
 	case "a JSON object":
 		return "JSON 对象", true
+	case "price_cents in %s must be a multiple of 10: card payments round its third decimal to zero":
+		return "%s 的 price_cents 必须是 10 的倍数：银行卡支付会将第三位小数取整为零", true
+	case "price_cents in MGA must be a multiple of 100: card payments take whole ariary":
+		return "MGA 的 price_cents 必须是 100 的倍数：银行卡支付只接受整数阿里亚里", true
 	}
 	return "", false
 }

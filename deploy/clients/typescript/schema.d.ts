@@ -1195,7 +1195,7 @@ export interface components {
             kind: "seckill" | "limit" | "common";
             /**
              * Format: int64
-             * @description in the minor unit of currency (yen for JPY)
+             * @description in the minor unit of currency (yen for JPY); a multiple of 10 in a three-decimal currency (KWD, BHD, ...) and of 100 in MGA, as card payments take them, else 400 invalid_input naming /price_cents
              */
             price_cents: number;
             /**

@@ -1096,7 +1096,7 @@ type NewVoucher struct {
 	Kind         NewVoucherKind `json:"kind"`
 	PerUserLimit int64          `json:"per_user_limit"`
 
-	// PriceCents in the minor unit of currency (yen for JPY)
+	// PriceCents in the minor unit of currency (yen for JPY); a multiple of 10 in a three-decimal currency (KWD, BHD, ...) and of 100 in MGA, as card payments take them, else 400 invalid_input naming /price_cents
 	PriceCents int64 `json:"price_cents"`
 
 	// Shards seckill only; spreads the stock over this many Redis buckets so one hot voucher uses several Redis masters

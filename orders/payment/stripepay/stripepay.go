@@ -89,8 +89,12 @@ func (s *Stripe) Authorize(ctx context.Context, req payment.CreateRequest) (paym
 }
 
 // Capture implements payment.Authorizer.
-func (s *Stripe) Capture(ctx context.Context, id string, amountCents int64, idempotencyKey string) (payment.Intent, error) {
-	params := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(amountCents)}
+func (s *Stripe) Capture(ctx context.Context, id string, amountCents int64, currency, idempotencyKey string) (payment.Intent, error) {
+	amount, err := toStripe(amountCents, payment.NormalizeCurrency(currency))
+	if err != nil {
+		return payment.Intent{}, err
+	}
+	params := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(amount)}
 	if idempotencyKey != "" {
 		params.SetIdempotencyKey(idempotencyKey)
 	}
@@ -114,8 +118,12 @@ func (s *Stripe) Release(ctx context.Context, id, idempotencyKey string) error {
 }
 
 func (s *Stripe) create(ctx context.Context, req payment.CreateRequest, hold bool) (payment.Intent, error) {
+	amount, err := toStripe(req.AmountCents, payment.NormalizeCurrency(req.Currency))
+	if err != nil {
+		return payment.Intent{}, err
+	}
 	params := &stripe.PaymentIntentCreateParams{
-		Amount:   stripe.Int64(req.AmountCents),
+		Amount:   stripe.Int64(amount),
 		Currency: stripe.String(lowerCurrency(req.Currency)),
 		Metadata: map[string]string{metadataOrderID: strconv.FormatInt(req.OrderID, 10)},
 	}
@@ -184,7 +192,7 @@ func (s *Stripe) Verify(payload []byte, signature string) (payment.Event, error)
 		if ev.Type == "payment_intent.succeeded" && pi.AmountReceived > 0 {
 			// A captured hold received less than it held: the money moved
 			// is what was received.
-			out.AmountCents = pi.AmountReceived
+			out.AmountCents = fromStripe(pi.AmountReceived, in.Currency)
 		}
 	case "charge.refunded":
 		var ch stripe.Charge
@@ -198,7 +206,8 @@ func (s *Stripe) Verify(payload []byte, signature string) (payment.Event, error)
 			return out, nil // a partial refund is not the full refund the order waits for
 		}
 		out.Kind = payment.EventRefunded
-		out.PaymentID, out.AmountCents, out.Currency = ch.PaymentIntent.ID, ch.AmountRefunded, payment.NormalizeCurrency(string(ch.Currency))
+		out.Currency = payment.NormalizeCurrency(string(ch.Currency))
+		out.PaymentID, out.AmountCents = ch.PaymentIntent.ID, fromStripe(ch.AmountRefunded, out.Currency)
 		out.OrderID = orderIDOf(ch.Metadata)
 	}
 	if out.Kind != payment.EventOther && out.PaymentID == "" {
@@ -208,12 +217,13 @@ func (s *Stripe) Verify(payload []byte, signature string) (payment.Event, error)
 }
 
 func intentOf(pi *stripe.PaymentIntent) payment.Intent {
+	currency := payment.NormalizeCurrency(string(pi.Currency))
 	return payment.Intent{
 		ID:           pi.ID,
 		OrderID:      orderIDOf(pi.Metadata),
 		Status:       statusOf(pi.Status),
-		AmountCents:  pi.Amount,
-		Currency:     payment.NormalizeCurrency(string(pi.Currency)),
+		AmountCents:  fromStripe(pi.Amount, currency),
+		Currency:     currency,
 		ClientSecret: pi.ClientSecret,
 	}
 }

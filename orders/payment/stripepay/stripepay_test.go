@@ -71,7 +71,7 @@ func TestPaymentIntents(t *testing.T) {
 
 	hold, err := s.Authorize(ctx, payment.CreateRequest{OrderID: 78, AmountCents: 500, Currency: "CNY"})
 	require.NoError(t, err)
-	_, err = s.Capture(ctx, hold.ID, hold.AmountCents, "capture-"+hold.ID)
+	_, err = s.Capture(ctx, hold.ID, hold.AmountCents, hold.Currency, "capture-"+hold.ID)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(ctx, hold.ID, "release-"+hold.ID))
 
@@ -129,4 +129,21 @@ func TestVerify(t *testing.T) {
 	// A success that names no intent cannot be acted on.
 	_, err = verify(sign(stripetest.Event("evt_6", "payment_intent.succeeded", map[string]any{"object": "payment_intent", "amount": 1})))
 	require.ErrorIs(t, err, payment.ErrInvalidEvent)
+}
+
+// TestVerifyInISOUnits: an ISK event's amount, in Stripe's hundredths of
+// a krona, is read back in whole krona (ISO's unit, the record's); a JPY
+// one is yen either way.
+func TestVerifyInISOUnits(t *testing.T) {
+	s := newStripe(t)
+	for _, c := range []struct {
+		currency     string
+		stripe, want int64
+	}{{"isk", 50000, 500}, {"jpy", 1200, 1200}} {
+		d := stripetest.Sign(stripetest.Event("evt_"+c.currency, "payment_intent.succeeded",
+			stripetest.PaymentIntent("pi_"+c.currency, 9, c.stripe, c.currency, "succeeded")), stripetest.Secret, time.Now())
+		ev, err := s.Verify(d.Body, d.Signature)
+		require.NoError(t, err)
+		require.Equal(t, c.want, ev.AmountCents, c.currency)
+	}
 }
