@@ -84,7 +84,8 @@ func (e *PublicError) Unwrap() []error {
 	return []error{e.Kind}
 }
 
-// PublicMessage is the sentence the gateway shows the caller.
+// PublicMessage is the sentence in English, its source language (the
+// gateway says it in the caller's through MessageIn).
 func (e *PublicError) PublicMessage() string { return e.Message }
 
 // retryAfterError carries how long a client should wait.
