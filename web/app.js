@@ -6,6 +6,9 @@
  * contract: keep them stable.
  *
  *   #message                    the status line (aria-live); data-kind = info|ok|warn|error
+ *   #lang                       the language switch (en|zh-CN); the choice is kept in
+ *                               localStorage, sets <html lang>, and goes to the API as
+ *                               Accept-Language on every request
  *   #username #password         log-in form fields
  *   #login #register            buttons (register logs in right after)
  *   #login-captcha              shown once a login needs a captcha (its username had many
@@ -15,9 +18,15 @@
  *   #auth                       the log-in card (hidden once logged in)
  *   #account-bar #whoami #logout  shown once logged in
  *   #server-clock               server time, from the Date header of API answers
- *   #vouchers                   the voucher list
+ *   #vouchers                   the voucher list: live (and paused) sales first, then
+ *                               upcoming, then sold out and ended, each group newest first
  *     [data-voucher-id="<id>"]  one card (data-testid="voucher"); data-state =
- *                               upcoming|live|soldout|ended
+ *                               upcoming|live|paused|soldout|ended; data-notice = busy while
+ *                               the shop asked to wait (503), else absent
+ *       .price                  the price, by Intl in the page's language and the voucher's currency
+ *       .card-notice            the card's own status line (aria-live): a refusal of this
+ *                               card's buy or join and what to do next; data-kind as #message
+ *       .card-retry             the time left before Buy comes back after a 429 or 503
  *       .stock-left .stock-total  live stock figures
  *       .countdown              "Opens in …" / "Ends in …"
  *       .qty                    quantity input (id qty-<voucher id>)
@@ -37,7 +46,8 @@
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
  *   #orders                     the order list, newest first
  *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the API's status
- *       .status                 the API's status word (reserved|created|paid|cancelled|failed|refunded)
+ *       .status                 the status in the page's language (in English the API's
+ *                               word: reserved|created|paid|cancelled|failed|refunded)
  *       .deadline               time left to pay (server clock)
  *       .pay .cancel            buttons, shown while the order is "created"
  *   #ws-state                   socket state; data-state = offline|connecting|live|reconnecting
@@ -55,25 +65,430 @@
 (() => {
   const API = '/api/v1';
   const SESSION_KEY = 'seckill.session';
-  const CURRENCY = 'USD';
   // Status words of the API, ranked: a status never moves back down, whatever
   // order the socket, the snapshot and REST answers arrive in.
   // refunded comes after paid or cancelled (the money went back), so a late
   // "cancelled" never hides it.
   const RANK = { reserved: 0, created: 1, paid: 2, cancelled: 2, failed: 2, refunded: 3 };
-  const STATUS_HINT = {
-    reserved: 'Confirming your order…',
-    created: '',
-    paid: 'Paid. Enjoy!',
-    cancelled: 'Cancelled, stock returned.',
-    failed: 'Could not be completed, nothing was charged.',
-    refunded: 'Refunded: the money went back to you.',
-  };
 
   const $ = (sel, root = document) => root.querySelector(sel);
   // setText skips writes that change nothing: the clock ticks four times a
   // second and most of the page stays the same.
   const setText = (el, text) => { if (el.textContent !== text) el.textContent = text; };
+
+  // ---- Language -------------------------------------------------------------
+  // Every sentence of the page, in English and in Simplified Chinese. A value
+  // is a string or a function of the figures it names; the static markup of
+  // index.html names its sentences with data-i18n attributes (see
+  // translateStatic). English is the fallback for a key a language lacks.
+
+  const LANG_KEY = 'seckill.lang';
+  const LANGS = ['en', 'zh-CN'];
+
+  /** @typedef {string | ((...a: any[]) => string)} Msg */
+  /** @type {Record<string, Record<string, Msg>>} */
+  const MESSAGES = {
+    en: {
+      pageTitle: 'Flash Sale',
+      skip: 'Skip to the vouchers',
+      brand: 'Flash Sale',
+      clockTitle: 'Countdowns follow the server’s clock, not this device’s',
+      serverTime: 'Server time',
+      signedInAs: 'Signed in as',
+      logout: 'Log out',
+      langLabel: 'Language',
+      authTitle: 'Log in to buy',
+      authHint: 'New here? Pick a username and a password, then press “Create account”.',
+      username: 'Username',
+      password: 'Password',
+      login: 'Log in',
+      register: 'Create account',
+      loginWhy: 'Many wrong passwords were tried for this username: type the characters in the picture to log in.',
+      registerWhy: 'Creating an account takes a captcha: type the characters in the picture, then press Create account.',
+      captchaAlt: 'Captcha picture: type the characters you see',
+      captchaAudio: 'Captcha read aloud: type the digits you hear',
+      captchaChars: 'Characters in the picture',
+      captchaDigits: 'Digits you hear',
+      captchaLoading: 'Loading the picture…',
+      captchaPicFail: 'The picture could not be loaded. Press “New picture”.',
+      newPicture: 'New picture',
+      showPicture: 'Show a picture',
+      listenInstead: 'Listen instead',
+      listenNew: 'Listen to a new one',
+      ordersTitle: 'My orders',
+      ordersEmpty: 'No orders yet. Pick a voucher below.',
+      vouchersTitle: 'On sale',
+      vouchersLoading: 'Loading the vouchers…',
+      vouchersLoadFail: 'Couldn’t load the vouchers. Trying again…',
+      nothingOnSale: 'Nothing on sale right now. Check back soon.',
+      vouchersLive: 'Live',
+      updatedAt: (time) => `Updated ${time}`,
+      footer: 'Prices and times come from the server. Order status updates live; there is no need to reload.',
+      wsOffline: 'Offline',
+      wsConnecting: 'Connecting…',
+      wsLive: 'Live',
+      wsReconnecting: (s) => `Reconnecting in ${s} s`,
+      yourPlace: 'Your place',
+      peopleAhead: 'People ahead',
+      estWait: 'Estimated wait',
+      lineProgress: 'Progress in the line',
+      quantity: 'Quantity',
+      joinLine: 'Join the line',
+      joining: 'Joining…',
+      enterDraw: 'Enter the draw',
+      entering: 'Entering…',
+      buy: 'Buy',
+      buying: 'Buying…',
+      waitSecs: (s) => `Wait ${s} s`,
+      reservedDone: 'Reserved ✓',
+      notOpen: 'Not open yet',
+      soldOut: 'Sold out',
+      pausedBtn: 'Paused',
+      saleEnded: 'Sale ended',
+      logInToBuy: 'Log in to buy',
+      pay: 'Pay',
+      cancel: 'Cancel',
+      kind_seckill: 'Flash sale',
+      kind_limit: 'Limited',
+      kind_common: 'Regular',
+      stockText: '{left} of {total} left',
+      stockAria: (left, total) => `${left} of ${total} left`,
+      limitEach: (n) => `· up to ${n} each`,
+      opensIn: (d) => `Opens in ${d}`,
+      liveEnds: (d) => `On sale · ends in ${d}`,
+      pausedText: 'Paused by the shop · back soon',
+      endedAt: (when) => `Ended ${when}`,
+      days: (d, rest) => `${d}d ${rest}`,
+      retryIn: (s) => `You can try again in ${s} s.`,
+      retryNow: 'You can try again now.',
+      tryingAgain: 'Trying again now…',
+      // Orders.
+      status_reserved: 'reserved',
+      status_created: 'created',
+      status_paid: 'paid',
+      status_cancelled: 'cancelled',
+      status_failed: 'failed',
+      status_refunded: 'refunded',
+      hint_reserved: 'Confirming your order…',
+      hint_paid: 'Paid. Enjoy!',
+      hint_cancelled: 'Cancelled, stock returned.',
+      hint_failed: 'Could not be completed, nothing was charged.',
+      hint_refunded: 'Refunded: the money went back to you.',
+      news_created: (ref) => `Order ${ref} is confirmed. Please pay before the timer runs out.`,
+      news_paid: (ref) => `Order ${ref} is paid.`,
+      news_cancelled: (ref) => `Order ${ref} was cancelled.`,
+      news_failed: (ref) => `Order ${ref} could not be completed; the stock was returned.`,
+      news_refunded: (ref) => `Order ${ref} was refunded; the money went back to you.`,
+      orderRef: (ref) => `Order ${ref}`,
+      orderQty: (n) => `${n} ×`,
+      voucherN: (id) => `Voucher ${id}`,
+      payOrder: (ref) => `Pay order ${ref}`,
+      cancelOrder: (ref) => `Cancel order ${ref}`,
+      waitingPayment: 'Waiting for payment',
+      payRunOut: 'Time to pay has run out',
+      payWithin: (d) => `Pay within ${d}`,
+      paidThanks: (ref) => `Order ${ref} is paid. Thank you!`,
+      cancelledBack: (ref) => `Order ${ref} is cancelled; the stock went back on sale.`,
+      // Session.
+      sessionEnded: 'Your session has ended. Please log in again.',
+      loggedOut: 'You are logged out.',
+      needCreds: 'Please enter a username and a password.',
+      welcomeBack: (name) => `Welcome back, ${name}.`,
+      accountCreated: (name) => `Account created. Welcome, ${name}!`,
+      captchaLoadFail: (why) => `The captcha could not be loaded. ${why}`,
+      loginCaptchaAsk: 'Many wrong passwords were tried for this username. Type the characters in the picture, then log in again.',
+      // A voucher's card.
+      typeCaptchaFirst: 'Please type the characters from the captcha picture first.',
+      logInFirstJoin: 'Please log in first, then join the line.',
+      logInFirstBuy: 'Please log in first, then press Buy again.',
+      inLine: 'You’re in the line. This page shows your place live; your turn to buy comes without a reload.',
+      chooseQty: (max) => `Please choose a quantity from 1 to ${max}.`,
+      gotIt: (ref) => `Got it! Order ${ref} is reserved and being confirmed.`,
+      yourTurn: (title) => `It’s your turn to buy “${title}”!`,
+      powChecking: (s) => `Checking this device for the sale… ${s} s`,
+      tooManyWait: (s) => `Too many tries. Please wait ${s} s and press Buy again.`,
+      networkBuy: 'Can’t reach the shop right now. Press Buy again to retry: it won’t buy twice.',
+      // The waiting room.
+      roomLogIn: 'This sale has a waiting room. Log in, then join the line.',
+      roomOpensIn: (d) => `This sale has a waiting room. The line opens in ${d}.`,
+      roomJoin: 'This sale has a waiting room: join the line for your turn to buy.',
+      roomDrawn: 'You’re in the line. Places are drawn at random when the sale opens.',
+      roomNumber: (n) => `You’re number ${n} in line.`,
+      anyMoment: 'any moment',
+      roomSoldOut: 'Sold out — you keep your place; units may come back.',
+      whenUnitsBack: 'when units come back',
+      roomTurn: (d) => `It’s your turn! Buy within ${d}.`,
+      roomUsed: 'You used your turn.',
+      roomExpired: 'Your turn passed: the pass was not used in time.',
+      roomClosed: 'The line is closed: the sale is over.',
+      drawLogIn: 'This sale is a draw. Log in, then enter it.',
+      drawOpensIn: (d) => `This sale is a draw. Entries open in ${d}.`,
+      drawEnter: (d) => `This sale is a draw: enter before it opens, in ${d}. Arriving first gives no advantage.`,
+      drawClosed: 'Entries to this draw are closed.',
+      drawEntered: (d) => `You’re in the draw. It is made when the sale opens, in ${d}.`,
+      drawMaking: 'You’re in the draw. It is being made…',
+      drawWon: (d) => `You won the draw! Buy within ${d}.`,
+      drawUsed: 'You won the draw and used your turn.',
+      drawVoid: 'This draw is void: its entries were lost before it was made, so nobody won it. The shop will announce a new one.',
+      drawWaitlisted: (n) => `You’re number ${n} on the waitlist: units a winner does not buy come to you in draw order.`,
+      drawOver: 'The draw is over for you: the sale ended, or the turn you won passed.',
+      drawVoidShort: 'This draw is void: its entries were lost before it was made, so nobody won it.',
+      drawEntry: (id) => ` Your entry is ${id}…;`,
+      drawTicket: (ticket, cutoff) => ` Your ticket ${ticket}…, the cut-off ${cutoff}… (the lowest tickets win).`,
+      drawBeacon: (round, time) => ` The draw takes its luck from drand round ${round}, due at ${time}: nobody can know it before then.`,
+      drawCommitment: (c) => ` Commitment: ${c}…`,
+      // Refusals (the API's error codes).
+      err_network: 'Can’t reach the shop right now. Check your connection and try again.',
+      err_invalid_input: (detail) => `That didn’t look right${detail ? `: ${detail}` : ''}.`,
+      err_captcha_invalid: 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.',
+      err_challenge_invalid: 'This device’s check expired before the buy reached the shop. Please press Buy again.',
+      err_pow_failed: 'This browser couldn’t run the shop’s device check. Please try again, or use another browser.',
+      err_not_eligible: (detail) => `This sale takes entries only from shoppers its merchant invited${detail ? `: ${detail}` : '.'}`,
+      err_login: 'Wrong username or password.',
+      err_unauthenticated: 'Your session has ended. Please log in again.',
+      err_forbidden: 'Your account isn’t allowed to do that.',
+      err_order_not_found: 'That order wasn’t found.',
+      err_not_found: 'That voucher isn’t on sale any more.',
+      err_sold_out: 'Sorry — this voucher is sold out.',
+      err_limit_exceeded: 'You already have as many of this voucher as one shopper may buy.',
+      err_not_started: 'This sale hasn’t opened yet. The countdown shows when it does.',
+      err_ended: 'This sale has ended.',
+      err_conflict_pay: 'This order can’t be paid any more — it was cancelled or its time to pay ran out.',
+      err_conflict_cancel: 'This order can’t be cancelled any more.',
+      err_conflict: 'That can’t be done in the order’s current state.',
+      err_username_taken: 'That username is taken. Please pick another one.',
+      err_too_large: 'That request was too large.',
+      err_rate_limited: (s) => `Too many tries — trying again in ${s} s.`,
+      err_unavailable: (s) => `The shop is very busy right now — please try again in ${s} s.`,
+      err_sale_paused: 'The shop paused this sale for a moment. The page shows when it reopens.',
+      err_not_admitted: 'This sale has a waiting room: your turn to buy comes when the line lets you in.',
+      err_unpaid_limit: (when) => `Too many of your holds ran out unpaid or were cancelled recently — you can buy again from ${when}.`,
+      later: 'later',
+      err_internal: 'Something went wrong on our side. Please try again.',
+    },
+    'zh-CN': {
+      pageTitle: '限时秒杀',
+      skip: '跳到商品列表',
+      brand: '限时秒杀',
+      clockTitle: '倒计时以服务器时间为准，而非本设备的时间',
+      serverTime: '服务器时间',
+      signedInAs: '当前账号',
+      logout: '退出登录',
+      langLabel: '语言',
+      authTitle: '登录后购买',
+      authHint: '第一次来？设置用户名和密码，然后点击“注册账号”。',
+      username: '用户名',
+      password: '密码',
+      login: '登录',
+      register: '注册账号',
+      loginWhy: '该用户名的密码错误次数过多：请输入图中的字符后登录。',
+      registerWhy: '注册账号需要验证码：请输入图中的字符，然后点击“注册账号”。',
+      captchaAlt: '验证码图片：请输入您看到的字符',
+      captchaAudio: '语音验证码：请输入您听到的数字',
+      captchaChars: '图中的字符',
+      captchaDigits: '听到的数字',
+      captchaLoading: '正在加载图片…',
+      captchaPicFail: '图片加载失败，请点击“换一张”。',
+      newPicture: '换一张',
+      showPicture: '改看图片',
+      listenInstead: '改听语音',
+      listenNew: '再听一段',
+      ordersTitle: '我的订单',
+      ordersEmpty: '还没有订单。请在下方挑选商品。',
+      vouchersTitle: '在售商品',
+      vouchersLoading: '正在加载商品…',
+      vouchersLoadFail: '商品加载失败，正在重试…',
+      nothingOnSale: '目前没有在售商品，请稍后再来。',
+      vouchersLive: '实时更新',
+      updatedAt: (time) => `更新于 ${time}`,
+      footer: '价格和时间均以服务器为准。订单状态实时更新，无需刷新页面。',
+      wsOffline: '离线',
+      wsConnecting: '正在连接…',
+      wsLive: '实时',
+      wsReconnecting: (s) => `${s} 秒后重新连接`,
+      yourPlace: '您的位置',
+      peopleAhead: '前面人数',
+      estWait: '预计等待',
+      lineProgress: '排队进度',
+      quantity: '数量',
+      joinLine: '加入排队',
+      joining: '正在加入…',
+      enterDraw: '参加抽签',
+      entering: '正在报名…',
+      buy: '立即购买',
+      buying: '正在购买…',
+      waitSecs: (s) => `请等待 ${s} 秒`,
+      reservedDone: '已抢到 ✓',
+      notOpen: '尚未开售',
+      soldOut: '已售罄',
+      pausedBtn: '已暂停',
+      saleEnded: '已结束',
+      logInToBuy: '登录后购买',
+      pay: '支付',
+      cancel: '取消',
+      kind_seckill: '秒杀',
+      kind_limit: '限量',
+      kind_common: '普通',
+      stockText: '剩余 {left} 件 / 共 {total} 件',
+      stockAria: (left, total) => `剩余 ${left} 件，共 ${total} 件`,
+      limitEach: (n) => `· 每人限购 ${n} 件`,
+      opensIn: (d) => `距开售 ${d}`,
+      liveEnds: (d) => `热卖中 · 距结束 ${d}`,
+      pausedText: '商家已暂停销售 · 稍后恢复',
+      endedAt: (when) => `已于 ${when} 结束`,
+      days: (d, rest) => `${d} 天 ${rest}`,
+      retryIn: (s) => `${s} 秒后可以重试。`,
+      retryNow: '现在可以重试了。',
+      tryingAgain: '正在重试…',
+      status_reserved: '确认中',
+      status_created: '待支付',
+      status_paid: '已支付',
+      status_cancelled: '已取消',
+      status_failed: '未成功',
+      status_refunded: '已退款',
+      hint_reserved: '正在确认您的订单…',
+      hint_paid: '已支付，祝您购物愉快！',
+      hint_cancelled: '已取消，库存已退回。',
+      hint_failed: '订单未能完成，没有扣款。',
+      hint_refunded: '已退款：款项已退回给您。',
+      news_created: (ref) => `订单 ${ref} 已确认，请在倒计时结束前完成支付。`,
+      news_paid: (ref) => `订单 ${ref} 已支付。`,
+      news_cancelled: (ref) => `订单 ${ref} 已取消。`,
+      news_failed: (ref) => `订单 ${ref} 未能完成，库存已退回。`,
+      news_refunded: (ref) => `订单 ${ref} 已退款，款项已退回给您。`,
+      orderRef: (ref) => `订单 ${ref}`,
+      orderQty: (n) => `${n} 件`,
+      voucherN: (id) => `商品 ${id}`,
+      payOrder: (ref) => `支付订单 ${ref}`,
+      cancelOrder: (ref) => `取消订单 ${ref}`,
+      waitingPayment: '等待支付',
+      payRunOut: '支付时间已过',
+      payWithin: (d) => `请在 ${d} 内支付`,
+      paidThanks: (ref) => `订单 ${ref} 支付成功，谢谢！`,
+      cancelledBack: (ref) => `订单 ${ref} 已取消，库存已重新上架。`,
+      sessionEnded: '登录已过期，请重新登录。',
+      loggedOut: '您已退出登录。',
+      needCreds: '请输入用户名和密码。',
+      welcomeBack: (name) => `欢迎回来，${name}。`,
+      accountCreated: (name) => `注册成功，欢迎你，${name}！`,
+      captchaLoadFail: (why) => `验证码加载失败。${why}`,
+      loginCaptchaAsk: '该用户名的密码错误次数过多。请输入图中的字符，然后重新登录。',
+      typeCaptchaFirst: '请先输入验证码图片中的字符。',
+      logInFirstJoin: '请先登录，再加入排队。',
+      logInFirstBuy: '请先登录，再点击购买。',
+      inLine: '您已加入排队。本页面会实时显示您的位置，轮到您时无需刷新即可购买。',
+      chooseQty: (max) => `请选择 1 到 ${max} 之间的数量。`,
+      gotIt: (ref) => `抢到了！订单 ${ref} 已预留，正在确认。`,
+      yourTurn: (title) => `轮到您购买“${title}”了！`,
+      powChecking: (s) => `正在为本次抢购验证设备… ${s} 秒`,
+      tooManyWait: (s) => `尝试次数过多，请等待 ${s} 秒后再点击购买。`,
+      networkBuy: '暂时无法连接商城。请再次点击购买重试，不会重复下单。',
+      roomLogIn: '本场抢购设有排队室。请先登录，再加入排队。',
+      roomOpensIn: (d) => `本场抢购设有排队室，${d} 后开始排队。`,
+      roomJoin: '本场抢购设有排队室：加入排队，等待轮到您购买。',
+      roomDrawn: '您已加入排队。开售时将随机排定顺序。',
+      roomNumber: (n) => `您排在第 ${n} 位。`,
+      anyMoment: '马上',
+      roomSoldOut: '已售罄，您的位置会保留；可能还会有退回的库存。',
+      whenUnitsBack: '有库存退回时',
+      roomTurn: (d) => `轮到您了！请在 ${d} 内购买。`,
+      roomUsed: '您已用掉本次购买机会。',
+      roomExpired: '您的购买机会已过期：通行证未在时限内使用。',
+      roomClosed: '排队已结束：本场抢购已结束。',
+      drawLogIn: '本场为抽签销售。请先登录，再参加抽签。',
+      drawOpensIn: (d) => `本场为抽签销售，${d} 后开始报名。`,
+      drawEnter: (d) => `本场为抽签销售：请在开售前报名，还剩 ${d}。报名先后不影响结果。`,
+      drawClosed: '本次抽签已停止报名。',
+      drawEntered: (d) => `您已参加抽签，将于开售时开奖，还剩 ${d}。`,
+      drawMaking: '您已参加抽签，正在开奖…',
+      drawWon: (d) => `恭喜中签！请在 ${d} 内购买。`,
+      drawUsed: '您已中签并完成购买。',
+      drawVoid: '本次抽签无效：开奖前报名数据丢失，因此无人中签。商家将另行公布新的抽签。',
+      drawWaitlisted: (n) => `您在候补名单第 ${n} 位：中签者未购买的名额将按抽签顺序递补给您。`,
+      drawOver: '抽签对您而言已结束：销售已结束，或您中签后的购买时限已过。',
+      drawVoidShort: '本次抽签无效：开奖前报名数据丢失，因此无人中签。',
+      drawEntry: (id) => ` 您的报名编号为 ${id}…；`,
+      drawTicket: (ticket, cutoff) => ` 您的签号 ${ticket}…，中签线 ${cutoff}…（签号最小者中签）。`,
+      drawBeacon: (round, time) => ` 本次抽签的随机数取自 drand 第 ${round} 轮，将于 ${time} 公布：此前任何人都无法得知。`,
+      drawCommitment: (c) => ` 承诺值：${c}…`,
+      err_network: '暂时无法连接商城，请检查网络后重试。',
+      err_invalid_input: (detail) => `输入有误${detail ? `：${detail}` : ''}。`,
+      err_captcha_invalid: '验证码不正确（或已过期）。已换一张新图片，请重新输入。',
+      err_challenge_invalid: '购买请求送达前，本设备的验证已过期。请再次点击购买。',
+      err_pow_failed: '此浏览器无法完成商城的设备验证。请重试，或换一个浏览器。',
+      err_not_eligible: (detail) => `本场抢购仅接受商家邀请的顾客报名${detail ? `：${detail}` : '。'}`,
+      err_login: '用户名或密码错误。',
+      err_unauthenticated: '登录已过期，请重新登录。',
+      err_forbidden: '您的账号无权执行此操作。',
+      err_order_not_found: '找不到该订单。',
+      err_not_found: '该商品已下架。',
+      err_sold_out: '抱歉，该商品已售罄。',
+      err_limit_exceeded: '您购买的数量已达到每人限购上限。',
+      err_not_started: '本场抢购尚未开始，请留意倒计时。',
+      err_ended: '本场抢购已结束。',
+      err_conflict_pay: '该订单已无法支付：订单已取消，或支付时间已过。',
+      err_conflict_cancel: '该订单已无法取消。',
+      err_conflict: '订单当前的状态不允许此操作。',
+      err_username_taken: '该用户名已被占用，请换一个。',
+      err_too_large: '请求内容过大。',
+      err_rate_limited: (s) => `尝试次数过多，${s} 秒后自动重试。`,
+      err_unavailable: (s) => `当前访问人数过多，请 ${s} 秒后再试。`,
+      err_sale_paused: '商家暂时暂停了本场销售，恢复时页面会自动更新。',
+      err_not_admitted: '本场抢购设有排队室：排到您时才能购买。',
+      err_unpaid_limit: (when) => `您近期有过多订单未支付或被取消，${when}后才能再次购买。`,
+      later: '稍后',
+      err_internal: '系统出了点问题，请重试。',
+    },
+  };
+
+  // pickLang is the language chosen on the page before, else the first of
+  // the browser's languages the page speaks (navigator.languages follows the
+  // browser's Accept-Language), else English. Any Chinese reads the
+  // Simplified table: closer to a zh-TW reader than English is.
+  function pickLang() {
+    try {
+      const kept = localStorage.getItem(LANG_KEY);
+      if (kept && LANGS.includes(kept)) return kept;
+    } catch (e) { /* storage blocked: ask the browser */ }
+    const asked = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || ''];
+    for (const tag of asked) {
+      const l = String(tag).toLowerCase();
+      if (l === 'zh' || l.startsWith('zh-')) return 'zh-CN';
+      if (l === 'en' || l.startsWith('en-')) return 'en';
+    }
+    return 'en';
+  }
+
+  let lang = pickLang();
+
+  /**
+   * t is the sentence key names in the page's language, with its figures.
+   * @param {string} key
+   * @param {...any} args
+   * @returns {string}
+   */
+  function t(key, ...args) {
+    const m = MESSAGES[lang][key] ?? MESSAGES.en[key];
+    if (typeof m === 'function') return m(...args);
+    return m === undefined ? key : m;
+  }
+
+  // translateStatic puts the sentences named by data-i18n (the text) and
+  // data-i18n-title, -alt and -aria-label (those attributes) into the markup
+  // under root.
+  function translateStatic(root) {
+    for (const el of root.querySelectorAll('[data-i18n]')) setText(el, t(el.dataset.i18n));
+    for (const attr of ['title', 'alt', 'aria-label']) {
+      for (const el of root.querySelectorAll(`[data-i18n-${attr}]`)) el.setAttribute(attr, t(el.getAttribute(`data-i18n-${attr}`)));
+    }
+  }
+
+  // setKeyed shows one sentence and names it on the element, so a change of
+  // language translates it where it stands.
+  function setKeyed(el, key) {
+    el.dataset.i18n = key;
+    setText(el, t(key));
+  }
 
   // ---- State ------------------------------------------------------------
 
@@ -84,6 +499,9 @@
     orders: new Map(), // id -> order (API object)
     orderEls: new Map(), // id -> <li>
     vouchersLoadedOnce: false,
+    vouchersReadAt: 0, // server ms of the last catalog read
+    /** @type {Element | null} */
+    hovered: null, // the card under the mouse
   };
 
   // ---- Server clock -------------------------------------------------------
@@ -138,10 +556,34 @@
 
   // ---- Formatting ---------------------------------------------------------
 
-  const money = new Intl.NumberFormat(undefined, { style: 'currency', currency: CURRENCY });
-  const fmtMoney = (cents) => money.format(Number(cents) / 100);
-  const fmtTime = (ms) => new Date(ms).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
-  const fmtDateTime = (ms) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+  // Formatters are built once per language (and currency): the clock
+  // formats several times a second.
+  const formats = new Map();
+  function format(key, make) {
+    const k = `${lang}|${key}`;
+    let f = formats.get(k);
+    if (!f) {
+      f = make();
+      formats.set(k, f);
+    }
+    return f;
+  }
+
+  // fmtMoney shows an amount of the currency's minor units (cents: the
+  // API's price_cents) in the voucher's currency, CNY when it names none.
+  function fmtMoney(cents, currency) {
+    const code = /^[A-Z]{3}$/.test(currency || '') ? currency : 'CNY';
+    /** @type {Intl.NumberFormat} */
+    const f = format(`money|${code}`, () => new Intl.NumberFormat(lang, { style: 'currency', currency: code }));
+    return f.format(Number(cents) / 10 ** f.resolvedOptions().minimumFractionDigits);
+  }
+
+  /** @type {(n: number) => string} */
+  const fmtNum = (n) => format('num', () => new Intl.NumberFormat(lang)).format(n);
+  /** @type {(ms: number) => string} */
+  const fmtTime = (ms) => format('time', () => new Intl.DateTimeFormat(lang, { hour: '2-digit', minute: '2-digit', second: '2-digit' })).format(ms);
+  /** @type {(ms: number) => string} */
+  const fmtDateTime = (ms) => format('datetime', () => new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'short' })).format(ms);
 
   function fmtDuration(ms) {
     const total = Math.max(0, Math.ceil(ms / 1000));
@@ -150,7 +592,7 @@
     const m = Math.floor((total % 3600) / 60);
     const s = total % 60;
     const two = (n) => String(n).padStart(2, '0');
-    if (d > 0) return `${d}d ${two(h)}:${two(m)}:${two(s)}`;
+    if (d > 0) return t('days', fmtNum(d), `${two(h)}:${two(m)}:${two(s)}`);
     if (h > 0) return `${h}:${two(m)}:${two(s)}`;
     return `${two(m)}:${two(s)}`;
   }
@@ -160,8 +602,11 @@
 
   // ---- Status line --------------------------------------------------------
 
-  function say(text, kind = 'info') {
+  // say writes the status line. quiet keeps a screen reader from reading it
+  // aloud: the card it concerns already says it in its own live region.
+  function say(text, kind = 'info', quiet = false) {
     const el = $('#message');
+    el.setAttribute('aria-live', quiet ? 'off' : 'polite');
     el.dataset.kind = kind;
     el.textContent = text;
   }
@@ -247,7 +692,8 @@
    */
   async function api(method, path, { body, headers = {}, auth = true, onResponse = null } = {}) {
     /** @type {Record<string, string>} */
-    const h = { Accept: 'application/json', ...headers };
+    // The API answers its messages in the page's language.
+    const h = { Accept: 'application/json', 'Accept-Language': lang, ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
     if (auth && state.session) h.Authorization = `Bearer ${state.session.token}`;
     const sentAt = Date.now();
@@ -286,43 +732,24 @@
    * @returns {string}
    */
   function sentence(err, what) {
-    const wait = err.retryAfter || 1;
+    const wait = fmtNum(err.retryAfter || 1);
     switch (err.code) {
-      case 'network': return 'Can’t reach the shop right now. Check your connection and try again.';
-      case 'invalid_input': return `That didn’t look right${err.message ? `: ${err.message}` : ''}.`;
-      case 'captcha_invalid': return 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.';
-      case 'challenge_invalid':
-        return what === 'register'
-          ? 'The captcha answer wasn’t right (or it expired). Here’s a new picture — please try again.'
-          : 'This device’s check expired before the buy reached the shop. Please press Buy again.';
-      case 'pow_failed': return 'This browser couldn’t run the shop’s device check. Please try again, or use another browser.';
-      case 'not_eligible':
-        return `This sale takes entries only from shoppers its merchant invited${err.message ? `: ${err.message}` : '.'}`;
-      case 'unauthenticated':
-        return what === 'login' ? 'Wrong username or password.' : 'Your session has ended. Please log in again.';
-      case 'forbidden': return 'Your account isn’t allowed to do that.';
-      case 'not_found':
-        return what === 'order' ? 'That order wasn’t found.' : 'That voucher isn’t on sale any more.';
-      case 'sold_out': return 'Sorry — this voucher is sold out.';
-      case 'limit_exceeded': return 'You already have as many of this voucher as one shopper may buy.';
-      case 'not_started': return 'This sale hasn’t opened yet. The countdown shows when it does.';
-      case 'ended': return 'This sale has ended.';
+      case 'invalid_input': return t('err_invalid_input', err.message);
+      case 'challenge_invalid': return t(what === 'register' || what === 'captcha' ? 'err_captcha_invalid' : 'err_challenge_invalid');
+      case 'not_eligible': return t('err_not_eligible', err.message);
+      case 'unauthenticated': return t(what === 'login' ? 'err_login' : 'err_unauthenticated');
+      case 'not_found': return t(what === 'order' ? 'err_order_not_found' : 'err_not_found');
       case 'conflict':
-        if (what === 'pay') return 'This order can’t be paid any more — it was cancelled or its time to pay ran out.';
-        if (what === 'cancel') return 'This order can’t be cancelled any more.';
-        return 'That can’t be done in the order’s current state.';
-      case 'username_taken': return 'That username is taken. Please pick another one.';
-      case 'too_large': return 'That request was too large.';
-      case 'rate_limited': return `Too many tries — trying again in ${wait} s.`;
-      case 'unavailable': return `The shop is very busy right now — please try again in ${wait} s.`;
-      case 'sale_paused': return 'The shop paused this sale for a moment. The page shows when it reopens.';
-      case 'not_admitted': return 'This sale has a waiting room: your turn to buy comes when the line lets you in.';
-      case 'unpaid_limit': {
+        if (what === 'pay') return t('err_conflict_pay');
+        if (what === 'cancel') return t('err_conflict_cancel');
+        return t('err_conflict');
+      case 'rate_limited': return t('err_rate_limited', wait);
+      case 'unavailable': return t('err_unavailable', wait);
+      case 'unpaid_limit':
         // error.retry_at is when the refusal ends (gateway/openapi.yaml).
-        const when = err.retry_at ? new Date(err.retry_at).toLocaleString() : 'later';
-        return `Too many of your holds ran out unpaid or were cancelled recently — you can buy again from ${when}.`;
-      }
-      default: return 'Something went wrong on our side. Please try again.';
+        return t('err_unpaid_limit', err.retry_at ? fmtDateTime(Date.parse(err.retry_at)) : t('later'));
+      default:
+        return MESSAGES.en[`err_${err.code}`] === undefined ? t('err_internal') : t(`err_${err.code}`);
     }
   }
 
@@ -387,7 +814,7 @@
     const username = $('#username').value.trim();
     const password = $('#password').value;
     if (!username || !password) {
-      say('Please enter a username and a password.', 'warn');
+      say(t('needCreds'), 'warn');
       (username ? $('#password') : $('#username')).focus();
       return null;
     }
@@ -403,12 +830,12 @@
   // loginCaptcha is the captcha a login needs once its username had too
   // many failed logins: the server then answers captcha_invalid until a
   // login carries a solved one. Each one serves one try, right or wrong.
-  const LOGIN_WHY = 'Many wrong passwords were tried for this username: type the characters in the picture to log in.';
-  const REGISTER_WHY = 'Creating an account takes a captcha: type the characters in the picture, then press Create account.';
+  const LOGIN_WHY = 'loginWhy';
+  const REGISTER_WHY = 'registerWhy';
   const loginCaptcha = {
     id: '',
     async load(why = LOGIN_WHY) {
-      $('#login-captcha-why').textContent = why;
+      setKeyed($('#login-captcha-why'), why);
       $('#login-captcha').hidden = false;
       $('#login-captcha-answer').value = '';
       this.id = '';
@@ -419,7 +846,7 @@
         img.src = res.image;
         img.hidden = false;
       } catch (err) {
-        say(`The captcha could not be loaded. ${sentence(err, 'captcha')}`, 'error');
+        say(t('captchaLoadFail', sentence(err, 'captcha')), 'error');
       }
     },
     hide() {
@@ -451,7 +878,7 @@
       expiresAt: Number.isNaN(expiresAt) ? 0 : expiresAt,
     });
     $('#password').value = '';
-    if (!quiet) say(`Welcome back, ${creds.username}.`, 'ok');
+    if (!quiet) say(t('welcomeBack', creds.username), 'ok');
   }
 
   async function withButton(button, work) {
@@ -478,7 +905,7 @@
         if (err.code === 'captcha_invalid') {
           say(withCaptcha
             ? sentence(err, 'login')
-            : 'Many wrong passwords were tried for this username. Type the characters in the picture, then log in again.', 'warn');
+            : t('loginCaptchaAsk'), 'warn');
           $('#login-captcha-answer').focus();
           return;
         }
@@ -499,7 +926,7 @@
         // A captcha shown was spent by this try; one asked for is shown.
         if (loginCaptcha.id || err.code === 'challenge_invalid') loginCaptcha.load(REGISTER_WHY);
         if (err.code === 'challenge_invalid') {
-          say(withCaptcha ? sentence(err, 'register') : REGISTER_WHY, 'warn');
+          say(withCaptcha ? sentence(err, 'register') : t(REGISTER_WHY), 'warn');
           $('#login-captcha-answer').focus();
           return;
         }
@@ -510,7 +937,7 @@
       loginCaptcha.hide();
       try {
         await login(creds, true);
-        say(`Account created. Welcome, ${creds.username}!`, 'ok');
+        say(t('accountCreated', creds.username), 'ok');
       } catch (err) {
         say(sentence(err, 'login'), 'error');
         $('#username').focus();
@@ -519,6 +946,10 @@
   }
 
   // ---- Vouchers -------------------------------------------------------------
+
+  // GROUP ranks the phases for the list: what can be bought now first, then
+  // what opens next, then what is over.
+  const GROUP = { live: 0, paused: 0, upcoming: 1, soldout: 2, ended: 2 };
 
   function phaseOf(v, now) {
     if (now >= Date.parse(v.end_at)) return 'ended';
@@ -542,6 +973,13 @@
       answer.id = `captcha-${v.id}`;
       $('.captcha-label', el).htmlFor = answer.id;
       this.buyButton = $('.buy', el);
+      const note = $('.card-notice', el);
+      note.id = `notice-${v.id}`;
+      // The button's description is the card's latest word on it.
+      this.buyButton.setAttribute('aria-describedby', note.id);
+      $('.join', el).setAttribute('aria-describedby', note.id);
+      this.group = -1; // GROUP of the phase last drawn; the list sorts by it
+      this.waitShown = false; // a Retry-After countdown is on show
       this.qty = qty;
       this.answer = answer;
       this.intent = null; // {key, qty, tries}
@@ -574,19 +1012,52 @@
       const v = this.voucher;
       const el = this.el;
       $('.title', el).textContent = v.title;
-      $('.kind', el).textContent = v.kind === 'seckill' ? 'Flash sale' : v.kind === 'limit' ? 'Limited' : 'Regular';
+      setText($('.kind', el), t(`kind_${v.kind === 'seckill' || v.kind === 'limit' ? v.kind : 'common'}`));
       $('.kind', el).dataset.kind = v.kind;
-      $('.price', el).textContent = fmtMoney(v.price_cents);
-      $('.stock-left', el).textContent = v.stock_left;
-      $('.stock-total', el).textContent = v.stock_total;
+      // currency: the voucher's ISO 4217 code (gateway/openapi.yaml).
+      setText($('.price', el), fmtMoney(v.price_cents, v.currency));
+      this.renderStock();
       const bar = $('.stock-bar', el);
       bar.max = Math.max(1, v.stock_total);
       bar.value = Math.max(0, v.stock_left);
-      bar.setAttribute('aria-label', `${v.stock_left} of ${v.stock_total} left`);
-      $('.limit', el).textContent = v.per_user_limit ? `· up to ${v.per_user_limit} each` : '';
+      bar.setAttribute('aria-label', t('stockAria', fmtNum(v.stock_left), fmtNum(v.stock_total)));
+      setText($('.limit', el), v.per_user_limit ? t('limitEach', fmtNum(v.per_user_limit)) : '');
       this.qty.max = String(Math.max(1, Math.min(v.per_user_limit || 100, 100)));
       if (v.stock_left > 0) this.soldOut = false; // stock came back (a cancel or a timeout)
       this.update();
+    }
+
+    // renderStock writes "5 of 10 left" in the language's word order,
+    // keeping the figures in their own elements (.stock-left, .stock-total).
+    renderStock() {
+      const v = this.voucher;
+      const box = $('.stock-figures', this.el);
+      const left = $('.stock-left', box);
+      const total = $('.stock-total', box);
+      setText(left, fmtNum(v.stock_left));
+      setText(total, fmtNum(v.stock_total));
+      if (box.dataset.lang === lang) return;
+      box.dataset.lang = lang;
+      const parts = t('stockText').split(/(\{left\}|\{total\})/);
+      box.replaceChildren(...parts.map((x) => (x === '{left}' ? left : x === '{total}' ? total : x)).filter((x) => x !== ''));
+    }
+
+    // notice says something about this card in the card itself (its own live
+    // region, beside the button it is about), and on the status line, which
+    // stays quiet: a screen reader hears it once.
+    notice(text, kind = 'info') {
+      const el = $('.card-notice', this.el);
+      el.dataset.kind = kind;
+      el.textContent = text;
+      say(text, kind, true);
+      if (el.getBoundingClientRect().bottom > window.innerHeight) el.scrollIntoView({ block: 'nearest' });
+    }
+
+    // clearNotice removes the card's word once it no longer holds.
+    clearNotice() {
+      const el = $('.card-notice', this.el);
+      el.textContent = '';
+      el.dataset.kind = '';
     }
 
     // update refreshes what depends on the clock: phase, countdown, button.
@@ -596,27 +1067,32 @@
       const now = serverNow();
       let phase = phaseOf(v, now);
       if (phase === 'live' && (this.soldOut || v.stock_left <= 0)) phase = 'soldout';
-      this.el.dataset.state = phase;
+      if (this.el.dataset.state !== phase) this.el.dataset.state = phase;
+      if (GROUP[phase] !== this.group) {
+        this.group = GROUP[phase];
+        sortSoon();
+      }
       const cd = $('.countdown', this.el);
       cd.dataset.phase = phase;
-      if (phase === 'upcoming') setText(cd, `Opens in ${fmtDuration(Date.parse(v.begin_at) - now)}`);
-      else if (phase === 'live') setText(cd, `On sale · ends in ${fmtDuration(Date.parse(v.end_at) - now)}`);
-      else if (phase === 'soldout') setText(cd, 'Sold out');
-      else if (phase === 'paused') setText(cd, 'Paused by the shop · back soon');
-      else setText(cd, `Ended ${fmtDateTime(Date.parse(v.end_at))}`);
+      if (phase === 'upcoming') setText(cd, t('opensIn', fmtDuration(Date.parse(v.begin_at) - now)));
+      else if (phase === 'live') setText(cd, t('liveEnds', fmtDuration(Date.parse(v.end_at) - now)));
+      else if (phase === 'soldout') setText(cd, t('soldOut'));
+      else if (phase === 'paused') setText(cd, t('pausedText'));
+      else setText(cd, t('endedAt', fmtDateTime(Date.parse(v.end_at))));
 
       const b = this.buyButton;
       const wait = Math.ceil((this.waitUntil - Date.now()) / 1000);
-      let label = 'Buy';
+      let label = t('buy');
       let disabled = false;
-      if (this.inflight) { label = 'Buying…'; disabled = true; }
-      else if (wait > 0) { label = `Wait ${wait} s`; disabled = true; }
-      else if (Date.now() < this.doneUntil) { label = 'Reserved ✓'; disabled = true; }
-      else if (phase === 'upcoming') { label = 'Not open yet'; disabled = true; }
-      else if (phase === 'soldout') { label = 'Sold out'; disabled = true; }
-      else if (phase === 'paused') { label = 'Paused'; disabled = true; }
-      else if (phase === 'ended') { label = 'Sale ended'; disabled = true; }
-      else if (!state.session) { label = 'Log in to buy'; }
+      if (this.inflight) { label = t('buying'); disabled = true; }
+      else if (wait > 0) { label = t('waitSecs', fmtNum(wait)); disabled = true; }
+      else if (Date.now() < this.doneUntil) { label = t('reservedDone'); disabled = true; }
+      else if (phase === 'upcoming') { label = t('notOpen'); disabled = true; }
+      else if (phase === 'soldout') { label = t('soldOut'); disabled = true; }
+      else if (phase === 'paused') { label = t('pausedBtn'); disabled = true; }
+      else if (phase === 'ended') { label = t('saleEnded'); disabled = true; }
+      else if (!state.session) { label = t('logInToBuy'); }
+      this.updateWait(wait);
       const room = this.updateQueue(phase, now);
       if (room.hideBuy !== b.hidden) b.hidden = room.hideBuy;
       setText(b, label);
@@ -632,7 +1108,7 @@
 
       if (this.retryAfterWait && wait <= 0 && !this.inflight) {
         this.retryAfterWait = false;
-        say('Trying again now…', 'info');
+        this.notice(t('tryingAgain'), 'info');
         this.buy();
       }
 
@@ -654,6 +1130,23 @@
           this.loadCaptcha(false);
         }
       }
+    }
+
+    // updateWait shows the seconds left of a Retry-After under the card's
+    // word (the button counts them down too), and says when Buy is back.
+    updateWait(wait) {
+      const line = $('.card-retry', this.el);
+      if (wait > 0) {
+        this.waitShown = true;
+        setText(line, t('retryIn', fmtNum(wait)));
+        if (line.hidden) line.hidden = false;
+        return;
+      }
+      if (!this.waitShown) return;
+      this.waitShown = false;
+      line.hidden = true;
+      delete this.el.dataset.notice;
+      if (!this.retryAfterWait) this.notice(t('retryNow'), 'info');
     }
 
     // updateQueue draws the waiting room of a voucher that has one: the
@@ -689,49 +1182,47 @@
       switch (st) {
         case 'none':
           showJoin = true;
-          if (!state.session) setText(headline, 'This sale has a waiting room. Log in, then join the line.');
-          else if (now < opens) setText(headline, `This sale has a waiting room. The line opens in ${fmtDuration(opens - now)}.`);
-          else setText(headline, 'This sale has a waiting room: join the line for your turn to buy.');
+          if (!state.session) setText(headline, t('roomLogIn'));
+          else if (now < opens) setText(headline, t('roomOpensIn', fmtDuration(opens - now)));
+          else setText(headline, t('roomJoin'));
           bar.value = 0;
           break;
         case 'waiting': {
           const drawn = now < Date.parse(v.begin_at);
-          setText(headline, drawn
-            ? 'You’re in the line. Places are drawn at random when the sale opens.'
-            : `You’re number ${q.position} in line.`);
-          setText($('.queue-position', box), String(q.position));
-          setText($('.queue-ahead', box), String(q.ahead));
+          setText(headline, drawn ? t('roomDrawn') : t('roomNumber', fmtNum(q.position)));
+          setText($('.queue-position', box), fmtNum(q.position));
+          setText($('.queue-ahead', box), fmtNum(q.ahead));
           // The estimate counts down between pushes.
           const eta = Math.max(0, q.eta_seconds * 1000 - (Date.now() - this.queueAt));
-          setText($('.queue-eta', box), eta > 0 ? fmtDuration(eta) : 'any moment');
+          setText($('.queue-eta', box), eta > 0 ? fmtDuration(eta) : t('anyMoment'));
           bar.max = Math.max(1, this.queueStart);
           bar.value = Math.max(0, this.queueStart - q.position);
           break;
         }
         case 'sold_out':
-          setText(headline, 'Sold out — you keep your place; units may come back.');
-          setText($('.queue-position', box), String(q.position));
-          setText($('.queue-ahead', box), String(q.ahead));
-          setText($('.queue-eta', box), 'when units come back');
+          setText(headline, t('roomSoldOut'));
+          setText($('.queue-position', box), fmtNum(q.position));
+          setText($('.queue-ahead', box), fmtNum(q.ahead));
+          setText($('.queue-eta', box), t('whenUnitsBack'));
           break;
         case 'admitted':
-          setText(headline, `It’s your turn! Buy within ${fmtDuration(Date.parse(q.pass_expires_at) - now)}.`);
+          setText(headline, t('roomTurn', fmtDuration(Date.parse(q.pass_expires_at) - now)));
           bar.max = 1;
           bar.value = 1;
           break;
         case 'used':
-          setText(headline, 'You used your turn.');
+          setText(headline, t('roomUsed'));
           bar.max = 1;
           bar.value = 1;
           break;
         case 'expired':
-          setText(headline, 'Your turn passed: the pass was not used in time.');
+          setText(headline, t('roomExpired'));
           break;
         default:
-          setText(headline, 'The line is closed: the sale is over.');
+          setText(headline, t('roomClosed'));
       }
       if (join.hidden === showJoin) join.hidden = !showJoin;
-      setText(join, this.joining ? 'Joining…' : 'Join the line');
+      setText(join, t(this.joining ? 'joining' : 'joinLine'));
       join.disabled = this.joining || !joinable || !state.session;
       return { hideBuy: st !== 'admitted', wantCaptcha: st === 'none' || st === 'admitted', joinable };
     }
@@ -753,45 +1244,43 @@
       switch (st) {
         case 'none':
           showJoin = true;
-          if (!state.session) text = 'This sale is a draw. Log in, then enter it.';
-          else if (now < opens) text = `This sale is a draw. Entries open in ${fmtDuration(opens - now)}.`;
-          else if (now < begin) text = `This sale is a draw: enter before it opens, in ${fmtDuration(begin - now)}. Arriving first gives no advantage.`;
-          else text = 'Entries to this draw are closed.';
+          if (!state.session) text = t('drawLogIn');
+          else if (now < opens) text = t('drawOpensIn', fmtDuration(opens - now));
+          else if (now < begin) text = t('drawEnter', fmtDuration(begin - now));
+          else text = t('drawClosed');
           bar.value = 0;
           break;
         case 'entered':
-          text = now < begin
-            ? `You’re in the draw. It is made when the sale opens, in ${fmtDuration(begin - now)}.`
-            : 'You’re in the draw. It is being made…';
+          text = now < begin ? t('drawEntered', fmtDuration(begin - now)) : t('drawMaking');
           break;
         case 'admitted':
-          text = `You won the draw! Buy within ${fmtDuration(Date.parse(q.pass_expires_at) - now)}.`;
+          text = t('drawWon', fmtDuration(Date.parse(q.pass_expires_at) - now));
           bar.max = 1;
           bar.value = 1;
           break;
         case 'used':
-          text = 'You won the draw and used your turn.';
+          text = t('drawUsed');
           break;
         case 'void':
-          text = 'This draw is void: its entries were lost before it was made, so nobody won it. The shop will announce a new one.';
+          text = t('drawVoid');
           break;
         case 'waitlisted':
-          text = `You’re number ${q.position} on the waitlist: units a winner does not buy come to you in draw order.`;
-          setText($('.queue-position', box), String(q.position));
-          setText($('.queue-ahead', box), String(q.ahead));
-          setText($('.queue-eta', box), 'when units come back');
+          text = t('drawWaitlisted', fmtNum(q.position));
+          setText($('.queue-position', box), fmtNum(q.position));
+          setText($('.queue-ahead', box), fmtNum(q.ahead));
+          setText($('.queue-eta', box), t('whenUnitsBack'));
           break;
         default:
-          text = 'The draw is over for you: the sale ended, or the turn you won passed.';
+          text = t('drawOver');
       }
-      if (d.void && st === 'none') text = 'This draw is void: its entries were lost before it was made, so nobody won it.';
-      if (q && q.entry_id && st !== 'void') text += ` Your entry is ${q.entry_id.slice(0, 12)}…;`;
-      if (q && q.ticket && d.cutoff) text += ` Your ticket ${q.ticket.slice(0, 12)}…, the cut-off ${d.cutoff.slice(0, 12)}… (the lowest tickets win).`;
-      else if (d.beacon && !d.beacon.signature && !d.void) text += ` The draw takes its luck from drand round ${d.beacon.round}, due at ${new Date(d.beacon.round_at).toLocaleTimeString()}: nobody can know it before then.`;
-      else if (d.commitment && !d.seed) text += ` Commitment: ${d.commitment.slice(0, 16)}…`;
+      if (d.void && st === 'none') text = t('drawVoidShort');
+      if (q && q.entry_id && st !== 'void') text += t('drawEntry', q.entry_id.slice(0, 12));
+      if (q && q.ticket && d.cutoff) text += t('drawTicket', q.ticket.slice(0, 12), d.cutoff.slice(0, 12));
+      else if (d.beacon && !d.beacon.signature && !d.void) text += t('drawBeacon', d.beacon.round, fmtTime(Date.parse(d.beacon.round_at)));
+      else if (d.commitment && !d.seed) text += t('drawCommitment', d.commitment.slice(0, 16));
       setText(headline, text);
       if (join.hidden === showJoin) join.hidden = !showJoin;
-      setText(join, this.joining ? 'Entering…' : 'Enter the draw');
+      setText(join, t(this.joining ? 'entering' : 'enterDraw'));
       join.disabled = this.joining || !joinable || !state.session;
       return { hideBuy: st !== 'admitted', wantCaptcha: st === 'none' || st === 'admitted', joinable };
     }
@@ -802,7 +1291,7 @@
         this.queueStart = q.position;
       }
       if (q && (q.state === 'admitted' || q.state === 'won') && q.pass && (!this.queue || this.queue.pass !== q.pass)) {
-        say(`It’s your turn to buy “${this.voucher ? this.voucher.title : ''}”!`, 'ok');
+        this.notice(t('yourTurn', this.voucher ? this.voucher.title : ''), 'ok');
       }
       this.queue = q;
       this.queueAt = Date.now();
@@ -816,7 +1305,7 @@
       if (!this.voucher || !this.voucher.captcha_required) return true;
       const answer = this.answer.value.trim();
       if (!this.captcha.id || !answer) {
-        say('Please type the characters from the captcha picture first.', 'warn');
+        this.notice(t('typeCaptchaFirst'), 'warn');
         this.answer.focus();
         return false;
       }
@@ -829,7 +1318,7 @@
       const v = this.voucher;
       if (!v || this.joining) return;
       if (!state.session) {
-        say('Please log in first, then join the line.', 'warn');
+        this.notice(t('logInFirstJoin'), 'warn');
         $('#username').focus();
         return;
       }
@@ -842,10 +1331,11 @@
         // token it signed (?entry_token=...); the join carries it.
         const headers = entryToken() ? { 'Seckill-Entry-Token': entryToken() } : {};
         this.setQueue(await api('POST', `/vouchers/${encodeURIComponent(v.id)}/queue`, { body, headers }));
-        say('You’re in the line. This page shows your place live; your turn to buy comes without a reload.', 'ok');
+        this.notice(t('inLine'), 'ok');
       } catch (err) {
         if (err.code === 'unauthenticated') endSession(sentence(err));
-        else say(sentence(err, 'join'), err.code === 'captcha_invalid' ? 'warn' : 'error');
+        else this.notice(sentence(err, 'join'), err.code === 'captcha_invalid' ? 'warn' : 'error');
+        if (err.code === 'captcha_invalid') this.answer.focus();
       } finally {
         this.joining = false;
         if (v.captcha_required) this.loadCaptcha(false);
@@ -892,33 +1382,40 @@
         else img.src = res.image;
         img.hidden = audio;
         player.hidden = !audio;
-        setText($('.captcha-label', this.el), audio ? 'Digits you hear' : 'Characters in the picture');
-        setText($('.captcha-refresh', this.el), audio ? 'Show a picture' : 'New picture');
-        setText($('.captcha-listen', this.el), audio ? 'Listen to a new one' : 'Listen instead');
+        this.captchaLabels();
         $('.captcha-wait', this.el).hidden = true;
         this.answer.value = '';
         if (byUser) this.answer.focus();
       } catch (err) {
         c.failedAt = Date.now();
-        $('.captcha-wait', this.el).textContent = 'The picture could not be loaded. Press “New picture”.';
-        if (byUser) say(`The captcha could not be loaded. ${sentence(err, 'captcha')}`, 'error');
+        setKeyed($('.captcha-wait', this.el), 'captchaPicFail');
+        if (byUser) this.notice(t('captchaLoadFail', sentence(err, 'captcha')), 'error');
       } finally {
         c.loading = false;
       }
+    }
+
+    // captchaLabels names the captcha's field and buttons for what it shows
+    // (a picture or a recording); the keys follow a change of language.
+    captchaLabels() {
+      const audio = this.captcha.kind === 'audio';
+      setKeyed($('.captcha-label', this.el), audio ? 'captchaDigits' : 'captchaChars');
+      setKeyed($('.captcha-refresh', this.el), audio ? 'showPicture' : 'newPicture');
+      setKeyed($('.captcha-listen', this.el), audio ? 'listenNew' : 'listenInstead');
     }
 
     async buy() {
       const v = this.voucher;
       if (!v || this.inflight || Date.now() < this.waitUntil || Date.now() < this.doneUntil) return;
       if (!state.session) {
-        say('Please log in first, then press Buy again.', 'warn');
+        this.notice(t('logInFirstBuy'), 'warn');
         $('#username').focus();
         return;
       }
       const qty = Number(this.qty.value);
       const max = Number(this.qty.max);
       if (!Number.isInteger(qty) || qty < 1 || qty > max) {
-        say(`Please choose a quantity from 1 to ${max}.`, 'warn');
+        this.notice(t('chooseQty', fmtNum(max)), 'warn');
         this.qty.focus();
         return;
       }
@@ -929,7 +1426,7 @@
       const headers = {};
       if (v.waiting_room) {
         if (!this.queue || !this.queue.pass) {
-          say(sentence({ code: 'not_admitted' }), 'warn');
+          this.notice(sentence({ code: 'not_admitted' }), 'warn');
           return;
         }
         headers['Seckill-Pass'] = this.queue.pass;
@@ -970,7 +1467,7 @@
           pay_deadline: null,
           payment: null,
         }, false);
-        say(`Got it! Order ${shortRef(res.order_id)} is reserved and being confirmed.`, 'ok');
+        this.notice(t('gotIt', shortRef(res.order_id)), 'ok');
         fetchOrder(String(res.order_id));
         scheduleVouchers(300);
       } catch (err) {
@@ -1011,7 +1508,7 @@
             if (m.progress) {
               // Only slow devices see this: a fast one is done within a second.
               status.hidden = false;
-              setText(status, `Checking this device for the sale… ${Math.round(m.ms / 1000)} s`);
+              setText(status, t('powChecking', fmtNum(Math.round(m.ms / 1000))));
               return;
             }
             w.terminate();
@@ -1030,42 +1527,53 @@
       return pow.promise;
     }
 
+    // buyFailed shows a refusal at the card: what happened and what to do
+    // next. A Retry-After (429, 503) greys the button out and counts down
+    // beside it until it comes back.
     buyFailed(err) {
+      const warn = (text) => this.notice(text, 'warn');
       switch (err.code) {
         case 'rate_limited': {
           const wait = err.retryAfter || 1;
           this.waitUntil = Date.now() + wait * 1000;
           // Waited out, then retried with the same key, a few times at most.
           this.retryAfterWait = this.intent && this.intent.tries < 5;
-          say(this.retryAfterWait ? sentence(err) : `Too many tries. Please wait ${wait} s and press Buy again.`, 'warn');
+          warn(this.retryAfterWait ? sentence(err) : t('tooManyWait', fmtNum(wait)));
           return;
         }
         case 'unavailable':
+          // The shop is busy: the card says so until the wait is over.
           this.waitUntil = Date.now() + (err.retryAfter || 2) * 1000;
-          say(sentence(err), 'warn');
+          this.el.dataset.notice = 'busy';
+          warn(sentence({ ...err, retryAfter: err.retryAfter || 2 }));
           return;
         case 'sale_paused': {
           // The socket brings the end of the pause; keep the intent, so
           // pressing Buy again then cannot buy twice.
           const v = this.voucher;
           if (v) state.vouchers.set(v.id, { ...v, state: 'paused' });
-          say(sentence(err), 'warn');
+          warn(sentence(err));
           this.update();
           return;
         }
         case 'network':
-          say('Can’t reach the shop right now. Press Buy again to retry: it won’t buy twice.', 'error');
+          this.notice(t('networkBuy'), 'error');
           return;
         case 'sold_out':
           this.soldOut = true;
           this.intent = null;
-          say(sentence(err), 'warn');
+          warn(sentence(err));
           scheduleVouchers(300);
           return;
         case 'captcha_invalid':
-          say(sentence(err), 'warn');
-          this.answer.value = '';
-          this.answer.focus();
+        case 'challenge_invalid':
+          // The answer is spent: the field is emptied for the new picture
+          // (or the device check runs again) and takes the focus.
+          warn(sentence(err, this.voucher && this.voucher.captcha_required ? 'captcha' : 'buy'));
+          if (this.voucher && this.voucher.captcha_required) {
+            this.answer.value = '';
+            this.answer.focus();
+          }
           return;
         case 'unauthenticated':
           endSession(sentence(err));
@@ -1074,22 +1582,22 @@
         case 'ended':
         case 'not_found':
           this.intent = null;
-          say(sentence(err), 'warn');
+          warn(sentence(err));
           scheduleVouchers(0);
           return;
         case 'limit_exceeded':
         case 'unpaid_limit':
           this.intent = null;
-          say(sentence(err), 'warn');
+          warn(sentence(err));
           return;
         case 'not_admitted':
           this.intent = null;
-          say(sentence(err), 'warn');
+          warn(sentence(err));
           this.readQueue();
           return;
         default:
           this.intent = null;
-          say(sentence(err, 'buy'), 'error');
+          this.notice(sentence(err, 'buy'), 'error');
       }
     }
   }
@@ -1123,16 +1631,23 @@
   // again, every 30 s (a crowd of open pages must not poll the shop).
   const FALLBACK_REFRESH = 30000;
 
+  // showUpdated says whether the list is live or as of when it was read.
+  function showUpdated() {
+    const at = state.vouchersReadAt;
+    setText($('#vouchers-updated'), socket.isLive() ? t('vouchersLive') : at ? t('updatedAt', fmtTime(at)) : '');
+  }
+
   async function refreshVouchers() {
     clearTimeout(vouchersTimer);
     let next = FALLBACK_REFRESH;
     try {
       // The plain address: its page is built once per change of the catalog.
       applyVouchers(/** @type {Voucher[]} */ (await apiList('/vouchers', { auth: false })));
-      $('#vouchers-updated').textContent = socket.isLive() ? 'Live' : `Updated ${fmtTime(serverNow())}`;
+      state.vouchersReadAt = serverNow();
+      showUpdated();
     } catch (err) {
       if (!state.vouchersLoadedOnce) {
-        $('#vouchers-empty').textContent = 'Couldn’t load the vouchers. Trying again…';
+        setKeyed($('#vouchers-empty'), 'vouchersLoadFail');
         $('#vouchers').setAttribute('aria-busy', 'false');
         next = 5000;
       }
@@ -1141,7 +1656,7 @@
   }
 
   // applyVoucher takes one voucher pushed on the socket: its live stock and
-  // state, or a voucher new to the page (placed first: newest first).
+  // state, or a voucher new to the page (placed in its group: sortCards).
   function applyVoucher(raw) {
     if (!raw || raw.id === undefined) return;
     const v = { ...raw, id: String(raw.id) };
@@ -1156,8 +1671,7 @@
       if (!state.vouchersLoadedOnce) return; // the list on its way has it
       card = newCard(v);
       state.cards.set(v.id, card);
-      const grid = $('#vouchers');
-      grid.insertBefore(card.el, grid.firstElementChild);
+      $('#vouchers').append(card.el);
       $('#vouchers-empty').hidden = true;
     }
     card.render();
@@ -1169,7 +1683,6 @@
     const grid = $('#vouchers');
     grid.setAttribute('aria-busy', 'false');
     const seen = new Set();
-    let prev = null;
     for (const raw of list) {
       const v = { ...raw, id: String(raw.id) };
       seen.add(v.id);
@@ -1179,12 +1692,8 @@
         card = newCard(v);
         state.cards.set(v.id, card);
       }
+      if (!card.el.parentElement) grid.append(card.el);
       card.render();
-      // Keep the server's order without re-inserting nodes that are in place
-      // (re-inserting would drop focus from a field being typed in).
-      const want = prev ? prev.nextElementSibling : grid.firstElementChild;
-      if (want !== card.el) grid.insertBefore(card.el, want);
-      prev = card.el;
     }
     for (const [id, card] of state.cards) {
       if (!seen.has(id)) {
@@ -1193,11 +1702,63 @@
         state.vouchers.delete(id);
       }
     }
+    sortCards();
     const empty = $('#vouchers-empty');
-    empty.textContent = 'Nothing on sale right now. Check back soon.';
+    setKeyed(empty, 'nothingOnSale');
     empty.hidden = list.length > 0;
     if (!empty.hidden && empty.parentElement !== grid) grid.append(empty);
     for (const o of state.orders.values()) renderOrder(o); // titles may have arrived
+  }
+
+  // sortCards orders the cards by GROUP (live, upcoming, over), newest
+  // first within a group as the catalog is. A card under the focus or the
+  // mouse is never moved: the others move around it, and the page scrolls
+  // by what it would have shifted, so it stays under the pointer (moving a
+  // node would also drop the focus inside it).
+  function sortCards() {
+    const grid = $('#vouchers');
+    const want = [...state.cards.values()]
+      .sort((a, b) => (a.group - b.group) || compareIds(b.id, a.id))
+      .map((c) => c.el);
+    const have = [...grid.children].filter((el) => el instanceof HTMLElement && el.dataset.voucherId);
+    if (have.length === want.length && have.every((el, i) => el === want[i])) return;
+    const active = document.activeElement;
+    let anchor = active && active !== document.body && grid.contains(active) ? active.closest('[data-voucher-id]') : null;
+    if (!anchor && state.hovered && want.includes(state.hovered)) anchor = state.hovered;
+    const at = anchor ? want.indexOf(anchor) : -1;
+    if (at < 0) {
+      let prev = null;
+      for (const el of want) {
+        const next = prev ? prev.nextElementSibling : grid.firstElementChild;
+        if (next !== el) grid.insertBefore(el, next);
+        prev = el;
+      }
+      return;
+    }
+    const top = anchor.getBoundingClientRect().top;
+    let after = anchor;
+    for (let i = at - 1; i >= 0; i--) {
+      if (after.previousElementSibling !== want[i]) grid.insertBefore(want[i], after);
+      after = want[i];
+    }
+    let before = anchor;
+    for (let i = at + 1; i < want.length; i++) {
+      if (before.nextElementSibling !== want[i]) before.after(want[i]);
+      before = want[i];
+    }
+    const shift = anchor.getBoundingClientRect().top - top;
+    if (shift) window.scrollBy(0, shift);
+  }
+
+  // sortSoon sorts once after the cards of this turn have drawn their phase.
+  let sortQueued = false;
+  function sortSoon() {
+    if (sortQueued) return;
+    sortQueued = true;
+    queueMicrotask(() => {
+      sortQueued = false;
+      if (state.vouchersLoadedOnce) sortCards();
+    });
   }
 
   // ---- Orders -------------------------------------------------------------
@@ -1226,14 +1787,7 @@
     renderOrder(o);
     updateOrdersEmpty();
     if (announce && old && old.status !== o.status) {
-      const ref = shortRef(o.order_id);
-      const news = {
-        created: `Order ${ref} is confirmed. Please pay before the timer runs out.`,
-        paid: `Order ${ref} is paid.`,
-        cancelled: `Order ${ref} was cancelled.`,
-        failed: `Order ${ref} could not be completed; the stock was returned.`,
-        refunded: `Order ${ref} was refunded; the money went back to you.`,
-      }[o.status];
+      const news = ['created', 'paid', 'cancelled', 'failed', 'refunded'].includes(o.status) ? t(`news_${o.status}`, shortRef(o.order_id)) : '';
       if (news) say(news, o.status === 'failed' || o.status === 'cancelled' ? 'warn' : 'ok');
       if (o.status === 'failed' || o.status === 'cancelled') scheduleVouchers(300); // stock came back
     }
@@ -1256,44 +1810,46 @@
       list.insertBefore(li, before);
     }
     const v = state.vouchers.get(o.voucher_id);
-    $('.order-title', li).textContent = v ? v.title : `Voucher ${o.voucher_id}`;
-    $('.order-qty', li).textContent = `${o.quantity} ×`;
-    $('.order-amount', li).textContent = fmtMoney(o.amount_cents);
-    $('.order-ref', li).textContent = `Order ${shortRef(o.order_id)}`;
+    setText($('.order-title', li), v ? v.title : t('voucherN', o.voucher_id));
+    setText($('.order-qty', li), t('orderQty', fmtNum(o.quantity)));
+    // An order is charged in its voucher's currency (or its payment's).
+    const currency = (v && v.currency) || (o.payment && o.payment.currency) || '';
+    setText($('.order-amount', li), fmtMoney(o.amount_cents, currency.toUpperCase()));
+    setText($('.order-ref', li), t('orderRef', shortRef(o.order_id)));
     $('.order-ref', li).title = o.order_id;
     li.dataset.status = o.status;
     const st = $('.status', li);
-    st.textContent = o.status;
+    setText(st, t(`status_${o.status}`));
     st.dataset.status = o.status;
     const payable = o.status === 'created';
     $('.pay', li).hidden = !payable;
     $('.cancel', li).hidden = !payable;
-    $('.pay', li).setAttribute('aria-label', `Pay order ${shortRef(o.order_id)}`);
-    $('.cancel', li).setAttribute('aria-label', `Cancel order ${shortRef(o.order_id)}`);
+    $('.pay', li).setAttribute('aria-label', t('payOrder', shortRef(o.order_id)));
+    $('.cancel', li).setAttribute('aria-label', t('cancelOrder', shortRef(o.order_id)));
     updateDeadline(o, li);
   }
 
   function updateDeadline(o, li) {
     const el = $('.deadline', li);
     if (o.status !== 'created') {
-      setText(el, STATUS_HINT[o.status] || '');
+      setText(el, o.status === 'created' || MESSAGES.en[`hint_${o.status}`] === undefined ? '' : t(`hint_${o.status}`));
       el.dataset.urgent = 'false';
       return;
     }
     const deadline = o.pay_deadline ? Date.parse(o.pay_deadline) : NaN;
     if (Number.isNaN(deadline)) {
-      setText(el, 'Waiting for payment');
+      setText(el, t('waitingPayment'));
       return;
     }
     const left = deadline - serverNow();
     const pay = $('.pay', li);
     if (left <= 0) {
-      setText(el, 'Time to pay has run out');
+      setText(el, t('payRunOut'));
       el.dataset.urgent = 'true';
       if (!pay.disabled) pay.disabled = true;
       return;
     }
-    setText(el, `Pay within ${fmtDuration(left)}`);
+    setText(el, t('payWithin', fmtDuration(left)));
     el.dataset.urgent = String(left < 60000);
     if (pay.disabled && !pay.hasAttribute('aria-busy')) pay.disabled = false;
   }
@@ -1324,7 +1880,7 @@
       try {
         const o = await api('POST', `/orders/${encodeURIComponent(id)}/${action}`);
         upsertOrder(o, false);
-        say(action === 'pay' ? `Order ${shortRef(id)} is paid. Thank you!` : `Order ${shortRef(id)} is cancelled; the stock went back on sale.`, 'ok');
+        say(t(action === 'pay' ? 'paidThanks' : 'cancelledBack', shortRef(id)), 'ok');
         if (action === 'cancel') scheduleVouchers(300);
       } catch (err) {
         if (err.code === 'unauthenticated') { endSession(sentence(err)); return; }
@@ -1351,17 +1907,25 @@
     PING_EVERY: 20000,
     DEAD_AFTER: 30000,
 
-    setState(s, text) {
+    shown: 'offline',
+    shownSecs: 0,
+
+    // setState shows the socket's state s (offline|connecting|live|
+    // reconnecting, the last in secs).
+    setState(s, secs = 0) {
+      this.shown = s;
+      this.shownSecs = secs;
       const el = $('#ws-state');
       el.dataset.state = s;
-      el.textContent = text;
+      const key = { offline: 'wsOffline', connecting: 'wsConnecting', live: 'wsLive' }[s];
+      setText(el, key ? t(key) : t('wsReconnecting', fmtNum(secs)));
     },
 
     connect() {
       clearTimeout(this.retryTimer);
       if (this.ws) return;
       if (state.session && state.session.expiresAt && serverNow() >= state.session.expiresAt) {
-        endSession('Your session has ended. Please log in again.');
+        endSession(t('sessionEnded'));
         return;
       }
       const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
@@ -1376,11 +1940,11 @@
         return;
       }
       this.ws = ws;
-      this.setState('connecting', 'Connecting…');
+      this.setState('connecting');
       ws.onopen = () => {
         this.openedAt = Date.now();
         this.lastHeard = Date.now();
-        this.setState('live', 'Live');
+        this.setState('live');
         this.startPings();
         if (state.session) refreshOrders();
         refreshVouchers(); // what changed while the socket was down
@@ -1427,7 +1991,7 @@
       // every shopper back in the same second.
       const ceiling = Math.min(30000, 500 * 2 ** Math.min(this.attempt - 1, 10));
       const delay = ceiling / 2 + Math.random() * (ceiling / 2);
-      this.setState('reconnecting', `Reconnecting in ${Math.ceil(delay / 1000)} s`);
+      this.setState('reconnecting', Math.ceil(delay / 1000));
       // The browser hides why a handshake failed; after a few failures ask
       // the API whether the token is still good.
       if (this.attempt >= 3 && state.session) refreshOrders();
@@ -1461,7 +2025,7 @@
         ws.onclose = null;
         ws.close(1000, 'logged out');
       }
-      this.setState('offline', 'Offline');
+      this.setState('offline');
     },
 
     // nudge reconnects at once when the network or the tab comes back.
@@ -1480,19 +2044,55 @@
     for (const card of state.cards.values()) card.update();
     for (const [id, li] of state.orderEls) updateDeadline(state.orders.get(id), li);
     if (state.session && state.session.expiresAt && serverNow() >= state.session.expiresAt) {
-      endSession('Your session has ended. Please log in again.');
+      endSession(t('sessionEnded'));
     }
   }
 
   // ---- Start --------------------------------------------------------------
 
+  // applyLang shows the page in the language chosen: <html lang>, the
+  // static text, and everything drawn from data, which is drawn again.
+  function applyLang() {
+    document.documentElement.lang = lang;
+    translateStatic(document);
+    for (const tpl of document.querySelectorAll('template')) translateStatic(tpl.content);
+    document.title = t('pageTitle');
+    const select = $('#lang');
+    if (select.value !== lang) select.value = lang;
+  }
+
+  // setLang switches the language and remembers it for the next visit.
+  function setLang(l) {
+    lang = LANGS.includes(l) ? l : 'en';
+    try { localStorage.setItem(LANG_KEY, lang); } catch (e) { /* storage blocked: this visit only */ }
+    applyLang();
+    socket.setState(socket.shown, socket.shownSecs);
+    showUpdated();
+    say('', 'info');
+    for (const card of state.cards.values()) {
+      card.captchaLabels();
+      card.clearNotice();
+      card.render();
+    }
+    for (const o of state.orders.values()) renderOrder(o);
+    tick();
+  }
+
   function start() {
+    applyLang();
+    $('#lang').addEventListener('change', (ev) => setLang(/** @type {HTMLSelectElement} */ (ev.currentTarget).value));
+    // The card under the mouse stays put when the list is sorted.
+    const grid = $('#vouchers');
+    grid.addEventListener('pointerover', (ev) => {
+      if (ev.pointerType === 'mouse' && ev.target instanceof Element) state.hovered = ev.target.closest('[data-voucher-id]');
+    });
+    grid.addEventListener('pointerleave', () => { state.hovered = null; });
     $('#auth-form').addEventListener('submit', onLogin);
     $('#register').addEventListener('click', onRegister);
     $('#login-captcha-refresh').addEventListener('click', () => loginCaptcha.load());
     $('#logout').addEventListener('click', () => {
       setSession(null);
-      say('You are logged out.', 'info');
+      say(t('loggedOut'), 'info');
       $('#username').focus();
     });
     window.addEventListener('online', () => { socket.nudge(); });
