@@ -46,13 +46,16 @@ func chromiumPath(t *testing.T) string {
 // frameRecorder runs before the page's own scripts: it keeps every message
 // the page's WebSockets receive in window.__wsFrames, so the test can tell a
 // status that came pushed on the socket from one the page read over REST,
-// and the id of every captcha the page fetched in window.__captchaIDs, so
-// the test can look its answer up where the gateway keeps it.
+// the id of every captcha the page fetched in window.__captchaIDs, so
+// the test can look its answer up where the gateway keeps it, and the
+// Accept-Language of every API request in window.__fetchLangs.
 const frameRecorder = `(() => {
   window.__wsFrames = [];
   window.__captchaIDs = [];
+  window.__fetchLangs = [];
   const nativeFetch = window.fetch;
   window.fetch = async (...args) => {
+    window.__fetchLangs.push(new Headers(args[1] && args[1].headers).get('Accept-Language') || '');
     const res = await nativeFetch(...args);
     if (/\/captcha(\?kind=audio)?$/.test(String(args[0])) && res.ok) {
       res.clone().json().then((b) => window.__captchaIDs.push(b.captcha_id), () => {});
@@ -98,6 +101,13 @@ func openBrowser(t *testing.T, base string) *browser {
 // site. It fails the test at the end if the page logged a JavaScript error.
 func openPage(t *testing.T, base, path string) *browser {
 	t.Helper()
+	return openPageWith(t, base, path)
+}
+
+// openPageWith is openPage with more flags for Chromium (a language, a
+// window size...).
+func openPageWith(t *testing.T, base, path string, extra ...chromedp.ExecAllocatorOption) *browser {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		// The flags a headless test browser wants (headless, no-first-run and
@@ -107,6 +117,7 @@ func openPage(t *testing.T, base, path string) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1100, 1000),
 	)
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() {
