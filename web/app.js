@@ -980,6 +980,7 @@
       $('.join', el).setAttribute('aria-describedby', note.id);
       this.group = -1; // GROUP of the phase last drawn; the list sorts by it
       this.waitShown = false; // a Retry-After countdown is on show
+      this.refocus = false; // the Buy button had the focus when it greyed out
       this.qty = qty;
       this.answer = answer;
       this.intent = null; // {key, qty, tries}
@@ -1050,7 +1051,11 @@
       el.dataset.kind = kind;
       el.textContent = text;
       say(text, kind, true);
-      if (el.getBoundingClientRect().bottom > window.innerHeight) el.scrollIntoView({ block: 'nearest' });
+      // Brought on screen only for a shopper acting on this card (the
+      // focus is in it, or was until its button greyed out): news pushed
+      // while they read elsewhere does not scroll the page away.
+      const acting = this.el.contains(document.activeElement) || this.refocus;
+      if (acting && el.getBoundingClientRect().bottom > window.innerHeight) el.scrollIntoView({ block: 'nearest' });
     }
 
     // clearNotice removes the card's word once it no longer holds.
