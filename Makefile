@@ -184,7 +184,8 @@ RACE_TIMEOUT ?= 10m
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
-# browser tests, prometheus for promtool, which tests the alert rules,
+# browser tests, with a Chinese font so screenshots of the page in Chinese
+# show its characters, prometheus for promtool, which tests the alert rules,
 # openssl for the merchant's entry-token example of seckill/eligibility). Both
 # use apt-get (as root, or through sudo); without either they print the exact
 # command to run and stop. Before installing postgresql they tell Debian not
@@ -202,7 +203,7 @@ RACE_TIMEOUT ?= 10m
 # machine that never runs real Kafka is spared some 200 MB.
 KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
-TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium prometheus iproute2 jq curl openssl nodejs npm
+TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium fonts-wqy-microhei prometheus iproute2 jq curl openssl nodejs npm
 
 deps: $(DRAND) $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock)
 	@$(call install_deps,$(RUN_DEPS))
@@ -264,6 +265,7 @@ define install_deps
 	if has redis-server; then command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server); fi; \
 	if has postgresql; then compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v postgres && command -v initdb; } >/dev/null 2>&1 || missing+=(postgresql); fi; \
 	if has chromium; then command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing+=(chromium); fi; \
+	if has fonts-wqy-microhei; then fc-list :lang=zh-cn 2>/dev/null | grep -q . || missing+=(fonts-wqy-microhei); fi; \
 	if has prometheus; then command -v promtool >/dev/null 2>&1 || missing+=(prometheus); fi; \
 	if has iproute2; then command -v ip >/dev/null 2>&1 || missing+=(iproute2); fi; \
 	for tool in jq curl openssl; do if has $$tool; then command -v $$tool >/dev/null 2>&1 || missing+=($$tool); fi; done; \

@@ -591,7 +591,8 @@
     const h = Math.floor((total % 86400) / 3600);
     const m = Math.floor((total % 3600) / 60);
     const s = total % 60;
-    const two = (n) => String(n).padStart(2, '0');
+    /** @type {(n: number) => string} */
+    const two = (n) => format('two', () => new Intl.NumberFormat(lang, { minimumIntegerDigits: 2, useGrouping: false })).format(n);
     if (d > 0) return t('days', fmtNum(d), `${two(h)}:${two(m)}:${two(s)}`);
     if (h > 0) return `${h}:${two(m)}:${two(s)}`;
     return `${two(m)}:${two(s)}`;
