@@ -47,12 +47,14 @@ func inViewport(sel string) string {
 }
 
 // TestBrowserLanguage: a browser set to Chinese gets the page in Chinese
-// (<html lang>, the static text, a card's words, the price in yuan by Intl,
-// Accept-Language on the API requests); the switch turns it to English,
-// which a reload keeps.
+// (<html lang>, the static text, a card's words, prices in yuan and in yen
+// by Intl, Accept-Language on the API requests); the switch turns it to
+// English, which a reload keeps.
 func TestBrowserLanguage(t *testing.T) {
 	ts := startSystem(t, nil)
 	tea := newVoucher(t, ts, "Oolong tea", 5, 1)
+	// Yen have no minor unit: price_cents 1999 is ¥1,999.
+	ramen := newVoucher(t, ts, "Ramen set", 5, 1, func(b map[string]any) { b["currency"] = "JPY" })
 	b := openPageWith(t, ts.base, "/", chromedp.Flag("lang", "zh-CN"), chromedp.Flag("accept-lang", "zh-CN"))
 	require.True(t, strings.HasPrefix(b.eval(`navigator.languages[0]`), "zh"), "the browser speaks Chinese")
 	b.waitJS("the tea's card", fmt.Sprintf(`document.querySelector('%s')?.dataset.state === 'live'`, card(tea)))
@@ -67,6 +69,9 @@ func TestBrowserLanguage(t *testing.T) {
 	price := b.eval(fmt.Sprintf(`document.querySelector('%s .price').textContent`, card(tea)))
 	require.Equal(t, "¥19.99", price, "1999 fen in yuan, as Chinese writes it")
 	require.Equal(t, b.eval(`new Intl.NumberFormat('zh-CN', {style: 'currency', currency: 'CNY'}).format(19.99)`), price)
+	yen := b.eval(fmt.Sprintf(`document.querySelector('%s .price').textContent`, card(ramen)))
+	require.Equal(t, b.eval(`new Intl.NumberFormat('zh-CN', {style: 'currency', currency: 'JPY'}).format(1999)`), yen)
+	require.Contains(t, yen, "1,999", "whole yen")
 	require.Equal(t, "zh-CN", b.eval(`[...new Set(window.__fetchLangs)].join()`), "every API request asks for Chinese")
 	b.screenshot("zh-CN")
 
@@ -76,6 +81,8 @@ func TestBrowserLanguage(t *testing.T) {
 	require.Equal(t, "5 of 5 left", b.eval(fmt.Sprintf(`document.querySelector('%s .stock-figures').textContent`, card(tea))))
 	require.Equal(t, b.eval(`new Intl.NumberFormat('en', {style: 'currency', currency: 'CNY'}).format(19.99)`),
 		b.eval(fmt.Sprintf(`document.querySelector('%s .price').textContent`, card(tea))))
+	require.Equal(t, b.eval(`new Intl.NumberFormat('en', {style: 'currency', currency: 'JPY'}).format(1999)`),
+		b.eval(fmt.Sprintf(`document.querySelector('%s .price').textContent`, card(ramen))))
 	require.Equal(t, "en", b.eval(`localStorage.getItem('seckill.lang')`))
 
 	b.do("reload", chromedp.Reload())
