@@ -7,7 +7,7 @@
 #                prometheus for promtool, maven and java for Apache Kafka,
 #                helm in bin/ from the Go module proxy, bin/jaeger: the
 #                trace store, built from the Go module proxy, stripe-mock
-#                into bin/)
+#                into bin/, axe-core from npm for the accessibility test)
 #   make build   bin/seckill, stamped with the commit git names (for
 #                `seckill version`), and the load tool bin/loadtest
 #                (deploy/tools/cmd/loadtest); make build-seckill: bin/seckill alone
@@ -180,7 +180,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: drand deps test-deps ts-client helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: drand deps test-deps ts-client webcheck helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -211,6 +211,7 @@ deps: $(DRAND) $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filte
 test-deps: $(DRAND) helm jaeger stripe-mock
 	@$(call install_deps,$(TEST_DEPS))
 	@$(MAKE) --no-print-directory ts-client
+	@$(MAKE) --no-print-directory webcheck
 
 # ts-client installs the TypeScript client's pinned packages (openapi-typescript,
 # openapi-fetch, typescript: deploy/clients/typescript/package-lock.json) from
@@ -220,6 +221,15 @@ ts-client:
 	@if [ ! -f $(TS_CLIENT)/node_modules/.package-lock.json ] || [ $(TS_CLIENT)/package-lock.json -nt $(TS_CLIENT)/node_modules/.package-lock.json ]; then \
 		echo "ts-client: npm ci in $(TS_CLIENT)"; npm ci --prefix $(TS_CLIENT) --no-audit --no-fund; \
 	else echo "ts-client: $(TS_CLIENT)/node_modules is current"; fi
+
+# webcheck installs the accessibility engine the browser tests inject into
+# the pages (axe-core, pinned in deploy/tools/webcheck/package-lock.json)
+# from npm, again whenever the lock file changes.
+WEBCHECK := deploy/tools/webcheck
+webcheck:
+	@if [ ! -f $(WEBCHECK)/node_modules/.package-lock.json ] || [ $(WEBCHECK)/package-lock.json -nt $(WEBCHECK)/node_modules/.package-lock.json ]; then \
+		echo "webcheck: npm ci in $(WEBCHECK)"; npm ci --prefix $(WEBCHECK) --no-audit --no-fund; \
+	else echo "webcheck: $(WEBCHECK)/node_modules is current"; fi
 
 # helm builds bin/helm at the version HELM pins, when it is missing or
 # another version (the module version the go command recorded in it: helm
