@@ -1,0 +1,160 @@
+package systemtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/gateway/edge"
+)
+
+// TestBrowserAccessibility: both pages pass axe-core's WCAG 2.2 AA rules
+// (no serious or critical violation) in every state a shopper or an operator
+// meets, each light and dark, on a phone and on a desktop, with a
+// screenshot of each. The states are set up through the API and shown in
+// one browser; where one screen shows several states at once, they are
+// checked together (the test asserts each is on the screen):
+//
+//	shop-signed-out   signed out; cards on sale, sold out, paused, with a line, a draw open for entries
+//	shop-error        a wrong password's error
+//	shop-signed-in    signed in, in a line, a captcha shown, an order
+//	shop-busy         a buy answered 503 (the operator forced the breaker open)
+//	shop-draw         a draw won and a draw lost (waitlisted)
+//	admin-signed-out  the operator page with no token
+//	admin-error       a wrong token's error
+//	admin-signed-in   the figures of every voucher above, and a sale report
+//	admin-busy        the breaker forced open
+func TestBrowserAccessibility(t *testing.T) {
+	axeJS := axeSource(t)
+	ts := startSystem(t, drandEnv(t))
+	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
+	name, password := newShopperName(), "correct horse battery"
+	user := ts.register(t, name, password)
+
+	plain := newVoucher(t, ts, "Desk lamp", 5, 2)
+	sold := newVoucher(t, ts, "Last pair of sneakers", 1, 1)
+	require.Equal(t, http.StatusAccepted, ts.buy(t, sold, ts.shopper(t, testUser()), 1, "").status)
+	paused := newVoucher(t, ts, "Paused headphones", 5, 1)
+	p := ts.do(t, http.MethodPut, "/api/v1/admin/vouchers/"+paused+"/state", ts.cfg.AdminToken, map[string]any{"state": "paused"}, nil)
+	require.Equal(t, http.StatusOK, p.status, "%s", p.raw)
+	newVoucher(t, ts, "Signed first edition", 5, 1, func(b map[string]any) { b["captcha_required"] = true })
+	// A line that moves one a second behind 60 others: the page's shopper
+	// stays in it for the whole test.
+	line := ts.createRoomVoucher(t, 100, 1, 1, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	for range 60 {
+		j := ts.do(t, http.MethodPost, "/api/v1/vouchers/"+line+"/queue", ts.shopper(t, testUser()), nil, nil)
+		require.Equal(t, http.StatusOK, j.status, "%s", j.raw)
+	}
+	// Draws made a few seconds from now: one the shopper alone enters (won),
+	// three where nine others enter too (the shopper loses at least one but
+	// for one time in a thousand).
+	begin := time.Now().Add(10 * time.Second)
+	won := ts.createDrawVoucher(t, 1, begin).body["id"].(string)
+	ts.enter(t, won, user)
+	var lost []string
+	for range 3 {
+		l := ts.createDrawVoucher(t, 1, begin).body["id"].(string)
+		ts.enter(t, l, user)
+		for range 9 {
+			ts.enter(t, l, ts.shopper(t, testUser()))
+		}
+		lost = append(lost, l)
+	}
+	ts.waitCatalogStock(t, sold, 0)
+
+	var problems []string
+	check := func(b *browser, state string) { problems = append(problems, b.checkA11y(state, axeJS)...) }
+
+	b := openBrowser(t, ts.base)
+	b.waitCard(plain)
+	b.waitJS("sold out, paused, a line and a draw are shown", fmt.Sprintf(`document.querySelector('%s').dataset.state === 'soldout' &&
+		document.querySelector('%s').dataset.state === 'paused' && !document.querySelector('%s .queue').hidden &&
+		!document.querySelector('%s .queue').hidden`, card(sold), card(paused), card(line), card(won)))
+	check(b, "shop-signed-out")
+
+	b.do("log in with a wrong password", chromedp.SendKeys(chromedp.ID("username"), name),
+		chromedp.SendKeys(chromedp.ID("password"), "wrong password"), chromedp.Click(chromedp.ID("login")))
+	b.waitJS("the error is shown", `document.querySelector('#message').dataset.kind === 'error'`)
+	check(b, "shop-error")
+
+	b.eval(`document.querySelector('#password').value = ''`)
+	b.do("log in", chromedp.SendKeys(chromedp.ID("password"), password), chromedp.Click(chromedp.ID("login")))
+	b.waitJS("logged in", `!document.querySelector('#account-bar').hidden`)
+	b.waitJS("Join the line is offered", fmt.Sprintf(`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, card(line), card(line)))
+	b.do("join the line", chromedp.Click(chromedp.CSS(card(line)+" .join")))
+	b.waitJS("in the line", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'waiting'`, card(line)))
+	order := b.buy(plain)
+	b.waitStatus(order, "created", 30*time.Second)
+	b.waitJS("a captcha is shown", `[...document.querySelectorAll('.captcha-img')].some((i) => !i.hidden && i.complete && i.naturalWidth > 0)`)
+	check(b, "shop-signed-in")
+
+	breaker := func(mode string) {
+		a := ts.do(t, http.MethodPut, "/api/v1/admin/breaker", ts.cfg.AdminToken, map[string]any{"mode": mode}, nil)
+		require.Equal(t, http.StatusOK, a.status, "%s", a.raw)
+	}
+	breaker("open")
+	b.waitJS("Buy is back", fmt.Sprintf(`!document.querySelector('%s .buy').disabled`, card(plain)))
+	// Every instance obeys within a second: press until the answer is 503.
+	b.waitJSFor("a buy is answered busy", fmt.Sprintf(`(() => {
+		if (document.querySelector('#message').textContent.includes('very busy')) return true;
+		const x = document.querySelector('%s .buy'); if (!x.disabled) x.click(); return false; })()`, card(plain)), 10*time.Second)
+	check(b, "shop-busy")
+	breaker("auto")
+
+	b.waitJSFor("a draw won", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'won'`, card(won)), time.Until(begin)+30*time.Second)
+	lostJS := make([]string, len(lost))
+	for i, l := range lost {
+		lostJS[i] = fmt.Sprintf(`document.querySelector('%s .queue').dataset.state`, card(l))
+	}
+	b.waitJSFor("every draw made", fmt.Sprintf(`[%s].every((s) => s === 'won' || s === 'waitlisted')`, strings.Join(lostJS, ",")), 30*time.Second)
+	require.Contains(t, b.eval(`[`+strings.Join(lostJS, ",")+`].join(' ')`), "waitlisted", "a draw lost (one time in a thousand the shopper wins all three)")
+	check(b, "shop-draw")
+
+	b.do("open the operator page", chromedp.Navigate(ts.base+"/admin"))
+	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null && document.querySelector('#server-clock').textContent !== '--:--:--'`)
+	check(b, "admin-signed-out")
+
+	b.do("enter a wrong token", chromedp.SendKeys(chromedp.ID("admin-token"), "not-the-token"), chromedp.Click(chromedp.ID("token-apply")))
+	b.waitJS("the error is shown", `document.querySelector('#message').dataset.kind === 'error'`)
+	check(b, "admin-error")
+
+	b.eval(`document.querySelector('#admin-token').value = ''`)
+	b.do("enter the admin token", chromedp.SendKeys(chromedp.ID("admin-token"), ts.cfg.AdminToken), chromedp.Click(chromedp.ID("token-apply")))
+	b.waitJS("every voucher's figures", `document.querySelectorAll('#stats tbody tr[data-voucher-id]').length === 9 &&
+		document.querySelector('#breaker-mode').textContent === 'auto'`)
+	b.do("show a sale report", chromedp.SendKeys(chromedp.ID("report-voucher"), plain), chromedp.Click(chromedp.ID("report-show")))
+	b.waitJS("the report is shown", fmt.Sprintf(`document.querySelector('#report').dataset.voucherId === %q`, plain))
+	check(b, "admin-signed-in")
+
+	breaker("open")
+	b.waitJS("the breaker shows open", `document.querySelector('#breaker-mode').textContent === 'open'`)
+	check(b, "admin-busy")
+	breaker("auto")
+
+	require.Empty(t, problems, "axe-core's serious and critical WCAG 2.2 AA violations:\n%s", strings.Join(problems, "\n"))
+}
+
+// register creates an account through the API and returns a token of its
+// user, as a log-in would.
+func (ts *testSystem) register(t *testing.T, username, password string) string {
+	t.Helper()
+	a := ts.do(t, http.MethodPost, "/api/v1/users", "", map[string]any{"username": username, "password": password}, nil)
+	require.Equal(t, http.StatusCreated, a.status, "%s", a.raw)
+	id, err := strconv.ParseInt(a.body["id"].(string), 10, 64)
+	require.NoError(t, err)
+	return ts.shopper(t, id)
+}
+
+// enter joins a voucher's line or draw as the token's shopper.
+func (ts *testSystem) enter(t *testing.T, voucherID, token string) {
+	t.Helper()
+	e := ts.do(t, http.MethodPost, "/api/v1/vouchers/"+voucherID+"/queue", token, nil, nil)
+	require.Equal(t, http.StatusOK, e.status, "%s", e.raw)
+}
