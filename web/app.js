@@ -33,7 +33,8 @@
  *       .captcha                shown when the voucher has captcha_required
  *         .captcha-img .captcha-answer .captcha-refresh   (answer id captcha-<voucher id>)
  *         .captcha-listen .captcha-audio                  the same captcha read aloud
- *       .pow-status             a pow voucher's check in progress (pow.js, a Web Worker)
+ *       .pow-status             a pow voucher's check in progress (pow.js, a Web Worker); a
+ *                               polite live region, empty (and out of sight) when idle
  *       .buy                    the Buy button (disabled while a request is in flight,
  *                               while waiting out a 429, when sold out or not on sale;
  *                               on a voucher with a waiting room, shown only once admitted)
@@ -205,6 +206,7 @@
       chooseQty: (max) => `Please choose a quantity from 1 to ${max}.`,
       gotIt: (ref) => `Got it! Order ${ref} is reserved and being confirmed.`,
       yourTurn: (title) => `It’s your turn to buy “${title}”!`,
+      drawLost: (title, place) => `The draw for “${title}” is made: you did not win${place ? `, and you’re number ${place} on its waitlist` : ''}.`,
       powChecking: (s) => `Checking this device for the sale… ${s} s`,
       tooManyWait: (s) => `Too many tries. Please wait ${s} s and press Buy again.`,
       networkBuy: 'Can’t reach the shop right now. Press Buy again to retry: it won’t buy twice.',
@@ -380,6 +382,7 @@
       chooseQty: (max) => `请选择 1 到 ${max} 之间的数量。`,
       gotIt: (ref) => `抢到了！订单 ${ref} 已预留，正在确认。`,
       yourTurn: (title) => `轮到您购买“${title}”了！`,
+      drawLost: (title, place) => `“${title}”已开奖：您未中签${place ? `，您在候补名单第 ${place} 位` : ''}。`,
       powChecking: (s) => `正在为本次抢购验证设备… ${s} 秒`,
       tooManyWait: (s) => `尝试次数过多，请等待 ${s} 秒后再点击购买。`,
       networkBuy: '暂时无法连接商城。请再次点击购买重试，不会重复下单。',
@@ -1299,6 +1302,9 @@
       if (q && (q.state === 'admitted' || q.state === 'won') && q.pass && (!this.queue || this.queue.pass !== q.pass)) {
         this.notice(t('yourTurn', this.voucher ? this.voucher.title : ''), 'ok');
       }
+      if (q && this.queue && this.queue.state === 'entered' && (q.state === 'waitlisted' || q.state === 'lost')) {
+        this.notice(t('drawLost', this.voucher ? this.voucher.title : '', q.state === 'waitlisted' ? q.position : 0), 'info');
+      }
       this.queue = q;
       this.queueAt = Date.now();
       this.update();
@@ -1474,7 +1480,9 @@
           payment: null,
         }, false);
         this.notice(t('gotIt', shortRef(res.order_id)), 'ok');
-        fetchOrder(String(res.order_id));
+        // Announced whichever comes first, this read or the socket's push:
+        // a shopper who cannot see the list hears the order confirmed.
+        fetchOrder(String(res.order_id), true);
         scheduleVouchers(300);
       } catch (err) {
         if (err.code === 'not_started') learnServerTime(Date.parse(v.begin_at), false, sentAt, Date.now());
@@ -1513,7 +1521,6 @@
             const m = ev.data || {};
             if (m.progress) {
               // Only slow devices see this: a fast one is done within a second.
-              status.hidden = false;
               setText(status, t('powChecking', fmtNum(Math.round(m.ms / 1000))));
               return;
             }
@@ -1524,11 +1531,11 @@
           w.onerror = (e) => { w.terminate(); reject(new ApiError(0, 'pow_failed', e.message || 'worker', 0)); };
           w.postMessage({ salt: ch.salt, bits: ch.difficulty_bits });
         });
-        status.hidden = true;
+        setText(status, '');
         this.el.dataset.pow = 'ready';
         return { challenge_id: ch.challenge_id, challenge_answer: nonce };
       })();
-      pow.promise.catch(() => { pow.failedAt = Date.now(); status.hidden = true; });
+      pow.promise.catch(() => { pow.failedAt = Date.now(); setText(status, ''); });
       delete this.el.dataset.pow;
       return pow.promise;
     }
@@ -1873,9 +1880,9 @@
     }
   }
 
-  async function fetchOrder(id) {
+  async function fetchOrder(id, announce = false) {
     try {
-      upsertOrder(await api('GET', `/orders/${encodeURIComponent(id)}`), false);
+      upsertOrder(await api('GET', `/orders/${encodeURIComponent(id)}`), announce);
     } catch (err) {
       if (err.code === 'unauthenticated') endSession(sentence(err));
     }
