@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/gateway/edge"
@@ -157,4 +158,115 @@ func (ts *testSystem) enter(t *testing.T, voucherID, token string) {
 	t.Helper()
 	e := ts.do(t, http.MethodPost, "/api/v1/vouchers/"+voucherID+"/queue", token, nil, nil)
 	require.Equal(t, http.StatusOK, e.status, "%s", e.raw)
+}
+
+// logInByKeys tabs to the log-in form and signs in with typed keys only,
+// then waits for the signed-in page.
+func (b *browser) logInByKeys(name, password string) {
+	b.t.Helper()
+	b.tabTo("#username", false, 10)
+	b.typeKeys(name)
+	b.tabTo("#password", false, 1)
+	b.typeKeys(password)
+	b.press(kb.Enter, false)
+	b.waitJS("logged in", `!document.querySelector('#account-bar').hidden && document.querySelector('#whoami').textContent === `+strconv.Quote(name))
+	b.waitJS("the order socket is live", `document.querySelector('#ws-state').dataset.state === 'live'`)
+}
+
+// captchaAnswer is the answer the gateway keeps for the n-th captcha the
+// page fetched (from 0).
+func (b *browser) captchaAnswer(ts *testSystem, n int) string {
+	b.t.Helper()
+	id, err := strconv.Unquote(b.eval(fmt.Sprintf(`JSON.stringify(window.__captchaIDs[%d])`, n)))
+	require.NoError(b.t, err)
+	answer, err := ts.rdb.Get(context.Background(), edge.CaptchaKeyPrefix+id).Result()
+	require.NoError(b.t, err, "the page shows the captcha the gateway keeps")
+	return answer
+}
+
+// TestBrowserKeyboardBuy: a shopper with a keyboard alone (Tab, Shift-Tab,
+// Enter, Space and typed characters; no click, no script run in the page)
+// logs in, types a voucher's captcha, buys it and pays for it, and every
+// press leaves the focus visible.
+func TestBrowserKeyboardBuy(t *testing.T) {
+	ts := startSystem(t, nil)
+	vid := newVoucher(t, ts, "Signed first edition", 5, 1, func(b map[string]any) { b["captcha_required"] = true })
+	name, password := newShopperName(), "correct horse battery"
+	ts.register(t, name, password)
+	b := openBrowser(t, ts.base)
+	b.waitCard(vid)
+
+	b.logInByKeys(name, password)
+	b.waitJS("the captcha picture", fmt.Sprintf(`window.__captchaIDs.length === 1 && !document.querySelector('%s .captcha-img').hidden`, card(vid)))
+	buy := card(vid) + " .buy"
+	b.tabTo(buy, false, 30)
+	b.tabTo("#captcha-"+vid, true, 5)
+	b.typeKeys(b.captchaAnswer(ts, 0))
+	b.tabTo(buy, false, 3)
+	b.press(" ", false)
+	b.waitJS("the new order is listed", `document.querySelectorAll('[data-order-id]').length === 1`)
+	order := b.eval(`document.querySelector('#orders [data-order-id]').dataset.orderId`)
+	b.waitStatus(order, "created", 30*time.Second)
+
+	b.tabTo(fmt.Sprintf(`[data-order-id="%s"] .pay`, order), true, 20)
+	b.press(kb.Enter, false)
+	b.waitStatus(order, "paid", 30*time.Second)
+	b.screenshot("keyboard-paid")
+}
+
+// TestBrowserBlindShopper: the path of a shopper who cannot see the
+// screen. Beside the captcha's picture, "Listen instead" is reached by
+// keyboard and named; pressed, it plays the captcha read aloud in a named
+// player and puts the focus in the answer box, labelled "Digits you hear".
+// The digits typed and Enter buy, and the page's polite status line
+// announces the order reserved, then confirmed. A proof-of-work voucher's
+// check has a polite live region in the accessibility tree while idle, so
+// its progress is heard when it comes.
+func TestBrowserBlindShopper(t *testing.T) {
+	ts := startSystem(t, nil)
+	pow := newVoucher(t, ts, "Limited sneakers", 5, 1, func(b map[string]any) { b["challenge"] = "pow" })
+	vid := newVoucher(t, ts, "Concert tickets", 5, 1, func(b map[string]any) { b["challenge"] = "captcha" })
+	name, password := newShopperName(), "correct horse battery"
+	ts.register(t, name, password)
+	b := openBrowser(t, ts.base)
+	b.waitCard(vid)
+	require.Equal(t, "status polite", b.eval(`(() => { const m = document.querySelector('#message');
+		return m.getAttribute('role') + ' ' + m.getAttribute('aria-live'); })()`), "the status line is a polite live region")
+
+	b.logInByKeys(name, password)
+	b.waitJS("the captcha picture", fmt.Sprintf(`window.__captchaIDs.length === 1 && !document.querySelector('%s .captcha-img').hidden`, card(vid)))
+	listen := card(vid) + " .captcha-listen"
+	b.tabTo(listen, false, 40)
+	require.Equal(t, "Listen instead", b.eval(`document.activeElement.textContent`))
+	require.Equal(t, "true", b.eval(fmt.Sprintf(`document.querySelector('%s').parentElement.contains(document.querySelector('%s .captcha-img'))`, listen, card(vid))),
+		"the audio captcha is offered beside the picture")
+	b.press(kb.Enter, false)
+	b.waitJS("the captcha read aloud, the focus in its answer", fmt.Sprintf(`window.__captchaIDs.length === 2 &&
+		!document.querySelector('%s .captcha-audio').hidden && document.activeElement.id === 'captcha-%s'`, card(vid), vid))
+	require.True(t, strings.HasPrefix(b.eval(fmt.Sprintf(`document.querySelector('%s .captcha-audio').src`, card(vid))), "data:audio/wav;base64,"))
+	require.NotEmpty(t, b.eval(fmt.Sprintf(`document.querySelector('%s .captcha-audio').getAttribute('aria-label')`, card(vid))), "the player is named")
+	require.Equal(t, "Digits you hear", b.eval(`document.activeElement.labels[0].textContent`), "the answer box is labelled")
+	require.Equal(t, "ok", b.eval(focusShown))
+
+	// What the status line says, in order, as a screen reader hears it.
+	b.eval(`(() => { const m = document.querySelector('#message'); window.__said = [];
+		new MutationObserver(() => window.__said.push(m.textContent)).observe(m, { childList: true, characterData: true, subtree: true }); })()`)
+	b.typeKeys(b.captchaAnswer(ts, 1))
+	b.press(kb.Enter, false)
+	b.waitJS("the new order is listed", `document.querySelectorAll('[data-order-id]').length === 1`)
+	order := b.eval(`document.querySelector('#orders [data-order-id]').dataset.orderId`)
+	b.waitStatus(order, "created", 30*time.Second)
+	ref := order[len(order)-6:]
+	b.waitJS("the order's progress is announced", fmt.Sprintf(`(() => {
+		const r = window.__said.findIndex((s) => s.includes('%s') && s.includes('is reserved'));
+		const c = window.__said.findIndex((s) => s.includes('%s') && s.includes('is confirmed'));
+		return r >= 0 && c > r; })()`, ref, ref))
+
+	status := card(pow) + " .pow-status"
+	require.Equal(t, "status polite", b.eval(fmt.Sprintf(`(() => { const s = document.querySelector('%s');
+		return s.getAttribute('role') + ' ' + s.getAttribute('aria-live'); })()`, status)))
+	require.Equal(t, "in the tree", b.eval(fmt.Sprintf(`(() => { const s = document.querySelector('%s');
+		return s.hidden || getComputedStyle(s).display === 'none' || getComputedStyle(s).visibility === 'hidden' ? 'left out' : 'in the tree'; })()`, status)),
+		"the device check's live region is there before it speaks")
+	b.screenshot("blind-bought")
 }
