@@ -882,6 +882,10 @@
       expiresAt: Number.isNaN(expiresAt) ? 0 : expiresAt,
     });
     $('#password').value = '';
+    // The form hid under the focus: the keyboard goes on from the sale, not
+    // from the top of the page.
+    const at = document.activeElement;
+    if (!at || at === document.body || $('#auth').contains(at)) $('#vouchers-title').focus();
     if (!quiet) say(t('welcomeBack', creds.username), 'ok');
   }
 

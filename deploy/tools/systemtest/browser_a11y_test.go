@@ -197,6 +197,8 @@ func TestBrowserKeyboardBuy(t *testing.T) {
 	b.waitCard(vid)
 
 	b.logInByKeys(name, password)
+	require.Equal(t, "vouchers-title", b.eval(`document.activeElement.id`), "the form hid: the focus goes on from the sale")
+	require.Equal(t, "ok", b.eval(focusShown))
 	b.waitJS("the captcha picture", fmt.Sprintf(`window.__captchaIDs.length === 1 && !document.querySelector('%s .captcha-img').hidden`, card(vid)))
 	buy := card(vid) + " .buy"
 	b.tabTo(buy, false, 30)
