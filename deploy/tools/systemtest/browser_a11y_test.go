@@ -220,8 +220,8 @@ func TestBrowserKeyboardBuy(t *testing.T) {
 // screen. Beside the captcha's picture, "Listen instead" is reached by
 // keyboard and named; pressed, it plays the captcha read aloud in a named
 // player and puts the focus in the answer box, labelled "Digits you hear".
-// The digits typed and Enter buy, and the page's polite status line
-// announces the order reserved, then confirmed. A proof-of-work voucher's
+// The digits typed and Enter buy, and the page's polite live regions
+// announce the order reserved, then confirmed. A proof-of-work voucher's
 // check has a polite live region in the accessibility tree while idle, so
 // its progress is heard when it comes.
 func TestBrowserBlindShopper(t *testing.T) {
@@ -250,9 +250,14 @@ func TestBrowserBlindShopper(t *testing.T) {
 	require.Equal(t, "Digits you hear", b.eval(`document.activeElement.labels[0].textContent`), "the answer box is labelled")
 	require.Equal(t, "ok", b.eval(focusShown))
 
-	// What the status line says, in order, as a screen reader hears it.
-	b.eval(`(() => { const m = document.querySelector('#message'); window.__said = [];
-		new MutationObserver(() => window.__said.push(m.textContent)).observe(m, { childList: true, characterData: true, subtree: true }); })()`)
+	// What the page's live regions say, in order, as a screen reader hears
+	// it: each change inside a region is the region's whole text.
+	b.eval(`(() => { window.__said = [];
+		new MutationObserver((records) => { for (const r of records) {
+			const node = r.target.nodeType === Node.ELEMENT_NODE ? r.target : r.target.parentElement;
+			const region = node && node.closest('[aria-live]');
+			if (region && region.textContent && window.__said[window.__said.length - 1] !== region.textContent) window.__said.push(region.textContent);
+		} }).observe(document.body, { childList: true, characterData: true, subtree: true }); })()`)
 	b.typeKeys(b.captchaAnswer(ts, 1))
 	b.press(kb.Enter, false)
 	b.waitJS("the new order is listed", `document.querySelectorAll('[data-order-id]').length === 1`)
