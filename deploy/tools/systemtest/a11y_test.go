@@ -125,11 +125,11 @@ func (b *browser) checkA11y(state, axeJS string) []string {
 const focusShown = `(() => {
   const el = document.activeElement;
   if (!el || el === document.body) return 'nothing focused';
-  if (!el.matches(':focus-visible')) return 'focus not visible: ' + el.outerHTML.slice(0, 120);
   const ring = (x) => { const cs = getComputedStyle(x);
     return (cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2) || cs.boxShadow !== 'none'; };
   if (ring(el) || (el.nextElementSibling && ring(el.nextElementSibling))) return 'ok';
-  return 'no focus ring: ' + el.outerHTML.slice(0, 120);
+  const cs = getComputedStyle(el);
+  return 'no focus ring (' + [el.matches(':focus'), el.matches(':focus-within'), el.matches(':focus-visible'), cs.outlineStyle, cs.outlineWidth, cs.boxShadow].join(' ') + '): ' + el.outerHTML.slice(0, 120);
 })()`
 
 // press sends one key (kb.Tab, kb.Enter, " ", ...), with Shift when shift,
@@ -164,4 +164,30 @@ func (b *browser) tabTo(css string, back bool, max int) {
 	}
 	b.fail("tab to "+css, fmt.Errorf("not reached in %d presses; the focus is on %s", max,
 		b.eval(`document.activeElement.outerHTML.slice(0, 120)`)))
+}
+
+// tabAround presses Tab until the focus comes back to the first element
+// it stopped on (by way of the browser's own controls past the page's end),
+// checking at each stop that the focus is seen; it answers how many
+// stops the page has.
+func (b *browser) tabAround() int {
+	b.t.Helper()
+	b.eval(`window.__firstStop = null`)
+	stops := 0
+	for range 300 {
+		b.press(kb.Tab, false)
+		switch b.eval(`(() => { const a = document.activeElement;
+			if (!a || a === document.body) return 'outside';
+			if (a === window.__firstStop) return 'around';
+			window.__firstStop = window.__firstStop || a; return 'on'; })()`) {
+		case "around":
+			return stops
+		case "outside":
+			continue
+		}
+		stops++
+		require.Equal(b.t, "ok", b.eval(focusShown), "stop %d", stops)
+	}
+	b.t.Fatal("Tab never came around the page in 300 presses")
+	return 0
 }

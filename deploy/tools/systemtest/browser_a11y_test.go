@@ -21,7 +21,8 @@ import (
 // meets, each light and dark, on a phone and on a desktop, with a
 // screenshot of each. The states are set up through the API and shown in
 // one browser; where one screen shows several states at once, they are
-// checked together (the test asserts each is on the screen):
+// checked together (the test asserts each is on the screen). Signed in,
+// Tab goes around each page and every stop shows the focus.
 //
 //	shop-signed-out   signed out; cards on sale, sold out, paused, with a line, a draw open for entries
 //	shop-error        a wrong password's error
@@ -95,6 +96,7 @@ func TestBrowserAccessibility(t *testing.T) {
 	b.waitStatus(order, "created", 30*time.Second)
 	b.waitJS("a captcha is shown", `[...document.querySelectorAll('.captcha-img')].some((i) => !i.hidden && i.complete && i.naturalWidth > 0)`)
 	check(b, "shop-signed-in")
+	require.Greater(t, b.tabAround(), 10, "every stop of the shopper page shows the focus")
 
 	breaker := func(mode string) {
 		a := ts.do(t, http.MethodPut, "/api/v1/admin/breaker", ts.cfg.AdminToken, map[string]any{"mode": mode}, nil)
@@ -133,6 +135,7 @@ func TestBrowserAccessibility(t *testing.T) {
 	b.do("show a sale report", chromedp.SendKeys(chromedp.ID("report-voucher"), plain), chromedp.Click(chromedp.ID("report-show")))
 	b.waitJS("the report is shown", fmt.Sprintf(`document.querySelector('#report').dataset.voucherId === %q`, plain))
 	check(b, "admin-signed-in")
+	require.Greater(t, b.tabAround(), 20, "every stop of the operator page shows the focus")
 
 	breaker("open")
 	b.waitJS("the breaker shows open", `document.querySelector('#breaker-mode').textContent === 'open'`)
