@@ -101,6 +101,10 @@ type Voucher struct {
 	// Paused is the operator's pause of this one voucher (PUT
 	// /api/v1/admin/vouchers/{id}/state). PostgreSQL is its record.
 	Paused bool
+	// GraceSeconds is how long a waiting room holds a turn its shopper
+	// missed (seckill/waitroom, "A missed turn is held"); 0 expires it at
+	// once. New vouchers get DefaultGraceSeconds unless told otherwise.
+	GraceSeconds int64
 	// State is what a shopper sees, as the catalog computed it when it
 	// last refreshed (see StateAt). Empty on a voucher that did not come
 	// from the catalog's memory.
@@ -206,6 +210,12 @@ type RoomMode string
 const (
 	RoomLine RoomMode = "line"
 	RoomDraw RoomMode = "draw"
+)
+
+// Bounds of a voucher's grace for a missed turn, in seconds.
+const (
+	DefaultGraceSeconds = 600
+	MaxGraceSeconds     = 3600
 )
 
 // Bounds of a draw's pass lifetime, in seconds.
@@ -344,6 +354,9 @@ func (v Voucher) Validate() error {
 	}
 	if r := v.WaitingRoom; r != nil {
 		r.validate(v.Kind, &f)
+	}
+	if v.GraceSeconds < 0 || v.GraceSeconds > MaxGraceSeconds {
+		f.Addf("/grace_seconds", "grace_seconds must be 0 to %d", MaxGraceSeconds)
 	}
 	return f.Err()
 }

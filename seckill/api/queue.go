@@ -13,8 +13,8 @@ type QueueJoin struct {
 // object), answered by the queue routes and pushed in queue frames.
 type Queue struct {
 	VoucherID string `json:"voucher_id"`
-	// State is waiting, admitted, expired, sold_out or closed; in a draw
-	// entered, won, waitlisted, lost or void.
+	// State is waiting, admitted, held, expired, sold_out or closed; in a
+	// draw entered, won, held, waitlisted, lost or void.
 	State string `json:"state"`
 	// Position counts from 1 while waiting; 0 otherwise.
 	Position   int64 `json:"position"`
@@ -24,6 +24,11 @@ type Queue struct {
 	// unused; null otherwise.
 	Pass          *string    `json:"pass"`
 	PassExpiresAt *time.Time `json:"pass_expires_at"`
+	// HeldUntil is set only while the state is held: a turn missed, held
+	// for its shopper until then (a read of the place within it gives a
+	// fresh pass when a unit is free; after it the place goes to the back
+	// of the line once); absent otherwise.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 	// Ticket is a draw entrant's own rank key once drawn; absent otherwise.
 	Ticket *string `json:"ticket,omitempty"`
 	// EntryID is a draw entrant's own opaque entry id; absent otherwise.

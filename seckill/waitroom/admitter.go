@@ -151,7 +151,7 @@ func (a *Admitter) Tick(ctx context.Context) {
 		if step.Closed {
 			a.closed[id] = true
 		}
-		if step.Admitted > 0 || step.Expired > 0 || step.Closed || step.SoldOutChanged {
+		if step.Admitted > 0 || step.Expired > 0 || step.Back > 0 || step.Requeued > 0 || step.Closed || step.SoldOutChanged {
 			a.room.announceStep(ctx, t.Line, step)
 		}
 	}

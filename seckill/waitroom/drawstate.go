@@ -20,12 +20,16 @@ const (
 	StateVoid State = "void"
 )
 
-// DrawState is the draw's name for s: admitted is won, waiting (sold out
-// or not) is waitlisted, and a pass expired or a sale closed is lost.
+// DrawState is the draw's name for s: admitted is won, held stays held,
+// waiting (sold out or not) is waitlisted, and a pass expired or a sale
+// closed is lost.
 func DrawState(s State) State {
 	switch {
 	case s == StateAdmitted:
 		return StateWon
+	case s == StateHeld:
+		// A win missed and held: the same word as a line's.
+		return StateHeld
 	case s.Waits():
 		return StateWaitlisted
 	default:

@@ -74,10 +74,13 @@ type wire struct {
 	N int64 `json:"n,omitempty"`
 	C bool  `json:"c,omitempty"`
 	O bool  `json:"o,omitempty"`
-	// Watch: U the user, K the rank, S the state, X the pass's expiry.
+	// Watch: U the user, K the rank, S the state, X the pass's expiry (or
+	// the end of a hold, state held).
 	U int64 `json:"u,omitempty"`
 	K int64 `json:"k,omitempty"`
 	S State `json:"s,omitempty"`
+	// Turn (turn.go): U the user, W the kind, X the pass's expiry.
+	W string `json:"w,omitempty"`
 }
 
 func (m *wire) setLine(l Line) {
@@ -93,12 +96,15 @@ func (m *wire) line() Line {
 // effort: the shopper already has the answer, and a lost announcement only
 // means no pushes until the page reads its place again.
 func (r *Room) announce(ctx context.Context, l Line, st Status) {
-	if !st.State.Waits() && (st.State != StateAdmitted || st.Pass == "") {
+	if !st.State.Waits() && st.State != StateHeld && (st.State != StateAdmitted || st.Pass == "") {
 		return
 	}
 	m := wire{T: "w", A: st.At.UnixMilli(), H: st.Head, U: st.UserID, K: st.Rank, S: st.State}
-	if st.State == StateAdmitted {
+	switch st.State {
+	case StateAdmitted:
 		m.X = st.PassExpiresAt.UnixMilli()
+	case StateHeld:
+		m.X = st.HeldUntil.UnixMilli()
 	}
 	m.setLine(l)
 	if !r.watched.fresh(m, time.Now()) {
@@ -276,6 +282,10 @@ type liveLine struct {
 	moved   int64
 	watches map[int64]*watch // by user
 	byRank  map[int64]*watch
+	// held are the watches whose turn is held: a step may give them a
+	// fresh pass or send them back in line, which no move tells by rank,
+	// so each move has them read again.
+	held map[int64]*watch
 }
 
 type watch struct {
@@ -292,6 +302,8 @@ type watch struct {
 	used       bool
 	sent       view
 	sentAt     time.Time
+	// recheck is set on a held watch by a move: read it again.
+	recheck bool
 }
 
 // view is what a frame tells; a frame goes out only when it changes.
@@ -389,7 +401,7 @@ func (f *Feed) Apply(payload string) {
 func (f *Feed) lineOf(m *wire) *liveLine {
 	l := f.lines[m.V]
 	if l == nil {
-		l = &liveLine{line: m.line(), watches: map[int64]*watch{}, byRank: map[int64]*watch{}}
+		l = &liveLine{line: m.line(), watches: map[int64]*watch{}, byRank: map[int64]*watch{}, held: map[int64]*watch{}}
 		f.lines[m.V] = l
 	}
 	if m.A > l.at {
@@ -437,6 +449,9 @@ func (f *Feed) move(m *wire) {
 			}
 		}
 	}
+	for _, w := range l.held {
+		w.recheck = true
+	}
 	if m.A > l.moved {
 		l.moved = m.A
 	}
@@ -459,6 +474,7 @@ func (f *Feed) watch(m *wire) {
 		delete(l.byRank, w.rank)
 	}
 	w.rank, w.state, w.exp, w.used = m.K, m.S, m.X, false
+	l.setHeld(w)
 	if m.S.Waits() {
 		w.state = StateWaiting
 		l.toldSoldOut(m.A, m.S == StateSoldOut)
@@ -475,6 +491,16 @@ func (f *Feed) watch(m *wire) {
 	}
 	f.m.watching.Set(float64(f.watchingLocked()))
 	l.dirty = true
+}
+
+// setHeld keeps w in l.held while its turn is held.
+func (l *liveLine) setHeld(w *watch) {
+	w.recheck = false
+	if w.state == StateHeld {
+		l.held[w.user] = w
+		return
+	}
+	delete(l.held, w.user)
 }
 
 // toldSoldOut takes the room's sold-out mark from a message of Redis time
@@ -504,6 +530,11 @@ func (l *liveLine) current(w *watch, nowMs int64) (v view, ok bool) {
 			return view{}, false // used in time, or expired?
 		}
 		return view{state: StateAdmitted, exp: w.exp}, true
+	case w.state == StateHeld:
+		if w.recheck || w.exp <= nowMs {
+			return view{}, false // a fresh pass, or back in line?
+		}
+		return view{state: StateHeld, exp: w.exp}, true
 	case w.state == StateWaiting:
 		if w.rank < l.head {
 			return view{}, false // admitted by a move this feed missed
@@ -532,6 +563,8 @@ func (f *Feed) status(l *liveLine, w *watch, v view, now time.Time) Status {
 		st.ETA = ETA(l.line, v.position, now)
 	case v.state == StateSoldOut:
 		st.Position, st.Ahead = v.position, v.position-1
+	case v.state == StateHeld:
+		st.HeldUntil = time.UnixMilli(v.exp)
 	case v.state == StateAdmitted && !v.used:
 		st.PassExpiresAt = time.UnixMilli(v.exp)
 		st.Pass = f.room.sig.sign(Pass{VoucherID: l.line.VoucherID, UserID: w.user, ExpiresAt: st.PassExpiresAt})
@@ -625,6 +658,7 @@ func (f *Feed) Flush(ctx context.Context) {
 
 func (l *liveLine) drop(w *watch) {
 	delete(l.watches, w.user)
+	delete(l.held, w.user)
 	if l.byRank[w.rank] == w {
 		delete(l.byRank, w.rank)
 	}
@@ -693,6 +727,10 @@ func (f *Feed) readStates(ctx context.Context, l Line, users []int64) {
 						ll.toldSoldOut(st.At.UnixMilli(), st.State == StateSoldOut)
 					}
 					w.exp = st.PassExpiresAt.UnixMilli()
+					if st.State == StateHeld {
+						w.exp = st.HeldUntil.UnixMilli()
+					}
+					ll.setHeld(w)
 					if st.State == StateAdmitted && w.admittedAt == 0 && !st.Used {
 						w.admittedAt = st.At.UnixMilli()
 					}

@@ -26,6 +26,10 @@ func QueueJSON(st Status) api.Queue {
 		p, exp := st.Pass, st.PassExpiresAt.UTC()
 		q.Pass, q.PassExpiresAt = &p, &exp
 	}
+	if st.State == StateHeld {
+		until := st.HeldUntil.UTC()
+		q.HeldUntil = &until
+	}
 	if st.Draw {
 		// A waitlist moves as units come back, which no rate tells.
 		q.State, q.ETASeconds = string(DrawState(st.State)), 0

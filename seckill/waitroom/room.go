@@ -6,9 +6,14 @@
 // Redis Cluster slot; the layout is this package's alone):
 //
 //	waitroom:{v42}:line     zset  userID -> place
-//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, soldout, expired, used, landed, gone
+//	                              "r:<userID>" -> 2^52 + arrival (a held place back in line, once)
+//	waitroom:{v42}:room     hash  head, t, at (last step), seq, closed, soldout, expired, used, landed, gone,
+//	                              held (passes missed and held), spare (units the last step left)
 //	waitroom:{v42}:passes   zset  userID -> pass expiry ms (admitted, pass unused and unexpired)
+//	                              "h:<userID>" -> 2^44 + end of the hold ms (a missed turn held)
+//	                              "b:<userID>" -> 2^45 + end of the hold ms (held, came back, awaits a unit)
 //	waitroom:{v42}:outcome  hash  userID -> "u" or "u:<Idempotency-Key>" pass used | "x" pass expired
+//	                              | "h" held | "g" a fresh pass after a hold | "r" back in line once
 //	waitroom:{v42}:claims   zset  "c:<userID>" -> 2^52 + deadline ms (a pass claimed, its buy not over)
 //	                              "<n>:<ms>" -> n (the n-th claim settled, kept a few seconds)
 //
@@ -76,6 +81,10 @@ type Line struct {
 	// take up to per_user_limit): the passes out are bounded by the stock
 	// left over it. 0 counts as 1.
 	UnitsPerPass int64
+	// Grace is how long a turn missed (a pass, a draw win, a returned
+	// unit, unused until it expired) is held for its shopper; 0 expires it
+	// at once. See the README's "A missed turn is held".
+	Grace time.Duration
 }
 
 // LineOf is v's line, or ok false when v has no waiting room.
@@ -84,7 +93,8 @@ func LineOf(v seckill.Voucher) (l Line, ok bool) {
 		return Line{}, false
 	}
 	l = Line{VoucherID: v.ID, BeginAt: v.BeginAt, EndAt: v.EndAt,
-		AdmitPerSecond: v.WaitingRoom.AdmitPerSecond, PrequeueSeconds: v.WaitingRoom.PrequeueSeconds}
+		AdmitPerSecond: v.WaitingRoom.AdmitPerSecond, PrequeueSeconds: v.WaitingRoom.PrequeueSeconds,
+		Grace: time.Duration(v.GraceSeconds) * time.Second}
 	if v.WaitingRoom.IsDraw() {
 		l.Draw, l.PassTTL, l.UnitsPerPass = true, v.WaitingRoom.DrawPass(), max(v.PerUserLimit, 1)
 	}
@@ -120,6 +130,11 @@ const (
 	// StateClosed is the sale over: its end passed, or every unit was paid
 	// for.
 	StateClosed State = "closed"
+	// StateHeld is a turn missed and held for the line's Grace (until
+	// HeldUntil): reading the place again within it gives a fresh pass
+	// when a unit is free, and after it the place goes to the back of the
+	// line once.
+	StateHeld State = "held"
 )
 
 // Waits reports whether s is a place still waiting for admission (waiting,
@@ -143,6 +158,8 @@ type Status struct {
 	PassExpiresAt time.Time
 	// Used is true once the pass was used to buy.
 	Used bool
+	// HeldUntil is the end of the hold while StateHeld.
+	HeldUntil time.Time
 	// Rank is the place's 0-based rank in the line; fixed once admission
 	// began, so position = Rank - head + 1 for any later head.
 	Rank int64
@@ -257,6 +274,7 @@ const (
 	codeUsed
 	codeLost
 	codeSoldOut
+	codeHeld
 )
 
 // Join puts userID in l's line, or leaves the place they have. A line not
@@ -328,12 +346,16 @@ func (r *Room) runIn(ctx context.Context, mode string, l Line, userID int64, lan
 	}
 	res, err := r.join.Run(ctx, r.rdb, r.keys(l.VoucherID), mode, userID,
 		placeIn(lane, r.sig.place(l.VoucherID, userID)), l.Opens().UnixMilli(), l.BeginAt.UnixMilli(),
-		l.EndAt.UnixMilli(), r.expireAt(l)).Int64Slice()
+		l.EndAt.UnixMilli(), r.expireAt(l), r.passTTLOf(l).Milliseconds()).Int64Slice()
 	if err != nil {
 		return Status{}, unavailable("queue "+mode, err)
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return Status{}, fmt.Errorf("waitroom: queue_join.lua answered %v", res)
+	}
+	if res[5] == 1 {
+		// A held shopper came back to a free unit: their turn came again.
+		r.announceTurns(ctx, l, TurnHeldPass, time.UnixMilli(res[3]), time.UnixMilli(res[4]), []int64{userID})
 	}
 	code, rank, head, exp, now := res[0], res[1], res[2], res[3], time.UnixMilli(res[4])
 	st := Status{VoucherID: l.VoucherID, UserID: userID, Rank: rank, Head: head, At: now, Draw: l.Draw}
@@ -362,6 +384,8 @@ func (r *Room) runIn(ctx context.Context, mode string, l Line, userID int64, lan
 		st.State, st.Used = StateAdmitted, true
 	case codeExpired:
 		st.State = StateExpired
+	case codeHeld:
+		st.State, st.HeldUntil = StateHeld, time.UnixMilli(exp)
 	case codeClosed:
 		st.State = StateClosed
 	case codeLost:
@@ -405,6 +429,12 @@ type Step struct {
 	// the step: the landed argument of the next Admit of a caller that
 	// reads the stock left after this step.
 	Landed int64
+	// Back is how many of Admitted were held shoppers who came back
+	// (admitted first, outside the rate); Requeued how many held places
+	// went to the back of the line, their hold over.
+	Back, Requeued int64
+	// Turns are the users this step gave a pass, each announced as a Turn.
+	Turns []int64
 }
 
 // Admit runs one admission step of l: expire passes unused in time, then
@@ -445,19 +475,64 @@ func (r *Room) step(ctx context.Context, l Line, passes, landed int64, closing b
 	if passes > 0 && l.UnitsPerPass > 1 {
 		passes = (passes + l.UnitsPerPass - 1) / l.UnitsPerPass
 	}
-	res, err := r.admit.Run(ctx, r.rdb, r.keys(l.VoucherID), l.BeginAt.UnixMilli(),
-		l.AdmitPerSecond, r.passTTLOf(l).Milliseconds(), passes, r.maxStep, cl, r.expireAt(l), landed).Int64Slice()
+	raw, err := r.admit.Run(ctx, r.rdb, r.keys(l.VoucherID), l.BeginAt.UnixMilli(),
+		l.AdmitPerSecond, r.passTTLOf(l).Milliseconds(), passes, r.maxStep, cl, r.expireAt(l), landed,
+		l.Grace.Milliseconds()).Slice()
 	if err != nil {
 		return Step{}, unavailable("admit", err)
 	}
-	if len(res) != 9 {
-		return Step{}, fmt.Errorf("waitroom: queue_admit.lua answered %v", res)
+	res, turns, err := admitAnswer(raw)
+	if err != nil {
+		return Step{}, err
 	}
 	if res[0] < 0 {
 		return Step{}, errLost(l.VoucherID)
 	}
-	return Step{Head: res[0], At: time.UnixMilli(res[1]), Waiting: res[2], Admitted: res[3],
-		Expired: res[4], Closed: res[5] == 1, SoldOut: res[6] == 1, SoldOutChanged: res[7] == 1, Landed: res[8]}, nil
+	s := Step{Head: res[0], At: time.UnixMilli(res[1]), Waiting: res[2], Admitted: res[3],
+		Expired: res[4], Closed: res[5] == 1, SoldOut: res[6] == 1, SoldOutChanged: res[7] == 1, Landed: res[8],
+		Back: res[10], Requeued: res[11], Turns: turns}
+	if len(turns) > 0 {
+		// The line's turns: a unit come back when the room was sold out
+		// until this step, or in a draw (whose winners were seated).
+		kind := TurnPass
+		if l.Draw || (s.SoldOutChanged && !s.SoldOut) {
+			kind = TurnReturnedUnit
+		}
+		if s.Back > 0 {
+			// One step admits the held who came back first, then the
+			// line: tell each its kind.
+			r.announceTurns(ctx, l, TurnHeldPass, time.UnixMilli(res[9]), s.At, turns[:s.Back])
+			turns = turns[s.Back:]
+		}
+		if len(turns) > 0 {
+			r.announceTurns(ctx, l, kind, time.UnixMilli(res[9]), s.At, turns)
+		}
+	}
+	return s, nil
+}
+
+// admitAnswer decodes queue_admit.lua's answer: twelve integers, then the
+// user ids (strings) given a pass.
+func admitAnswer(raw []any) (nums [12]int64, users []int64, err error) {
+	if len(raw) < len(nums) {
+		return nums, nil, fmt.Errorf("waitroom: queue_admit.lua answered %v", raw)
+	}
+	for i := range nums {
+		n, ok := raw[i].(int64)
+		if !ok {
+			return nums, nil, fmt.Errorf("waitroom: queue_admit.lua answered %v", raw)
+		}
+		nums[i] = n
+	}
+	for _, u := range raw[len(nums):] {
+		s, _ := u.(string)
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nums, nil, fmt.Errorf("waitroom: queue_admit.lua answered the user %v", u)
+		}
+		users = append(users, id)
+	}
+	return nums, users, nil
 }
 
 // Reopen opens l's room again after stock was added to a sale that had

@@ -69,6 +69,7 @@ func (r *Room) Seat(ctx context.Context, l Line, users []int64, winners int64) (
 		case 1:
 			if s.Winners > 0 {
 				r.announceStep(ctx, l, Step{Head: s.Winners, At: s.At, Waiting: s.Size - s.Winners, Admitted: s.Winners})
+				r.announceWins(ctx, l, users[:min(s.Winners, n)], s.At)
 			}
 			return s, nil
 		}
@@ -100,4 +101,18 @@ func (r *Room) Seated(ctx context.Context, voucherID int64) (s Seated, ok bool, 
 		return Seated{}, false, unavailable("read the draw", err)
 	}
 	return s, true, nil
+}
+
+// announceWins publishes a TurnDrawWin for each winner. Their passes share
+// the expiry the first slice fixed, read back from the first winner's.
+func (r *Room) announceWins(ctx context.Context, l Line, winners []int64, at time.Time) {
+	if len(winners) == 0 {
+		return
+	}
+	exp, err := r.rdb.ZScore(ctx, keysOf(l.VoucherID).passes, strconv.FormatInt(winners[0], 10)).Result()
+	until := at.Add(r.passTTLOf(l))
+	if err == nil {
+		until = time.UnixMilli(int64(exp))
+	}
+	r.announceTurns(ctx, l, TurnDrawWin, until, at, winners)
 }

@@ -1,0 +1,210 @@
+package waitroom_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+// turns collects every Turn published on the rooms' channel while a test
+// runs.
+type turns struct {
+	mu  sync.Mutex
+	got []waitroom.Turn
+}
+
+func listenTurns(t *testing.T, c *redis.Client) *turns {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ps := c.Subscribe(ctx, waitroom.Channel)
+	_, err := ps.Receive(ctx)
+	require.NoError(t, err)
+	tr := &turns{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range ps.Channel() {
+			if turn, ok := waitroom.ParseTurn(msg.Payload); ok {
+				tr.mu.Lock()
+				tr.got = append(tr.got, turn)
+				tr.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = ps.Close()
+		<-done
+	})
+	return tr
+}
+
+// of are the kinds of the turns of voucher v's user u, in order, once at
+// least want arrived (pub/sub delivers a moment after the publish).
+func (tr *turns) of(t *testing.T, v, u int64, want int) []waitroom.TurnKind {
+	t.Helper()
+	var kinds []waitroom.TurnKind
+	require.Eventually(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		kinds = kinds[:0]
+		for _, turn := range tr.got {
+			if turn.VoucherID == v && turn.UserID == u {
+				kinds = append(kinds, turn.Kind)
+			}
+		}
+		return len(kinds) >= want
+	}, 5*time.Second, 20*time.Millisecond)
+	return kinds
+}
+
+// stepper runs a room's admission steps as an Admitter does, carrying the
+// landed count from one step to the next.
+type stepper struct {
+	room   *waitroom.Room
+	line   waitroom.Line
+	landed int64
+}
+
+func (s *stepper) step(t *testing.T, bound int64) waitroom.Step {
+	t.Helper()
+	st, err := s.room.Admit(context.Background(), s.line, bound, s.landed)
+	require.NoError(t, err)
+	s.landed = st.Landed
+	return st
+}
+
+// clearRoom deletes voucher v's room, so a test run again starts afresh.
+func clearRoom(t *testing.T, c *redis.Client, v int64) {
+	t.Helper()
+	p := "waitroom:{v" + strconv.FormatInt(v, 10) + "}:"
+	require.NoError(t, c.Del(context.Background(), p+"line", p+"room", p+"passes", p+"outcome", p+"claims").Err())
+}
+
+// A missed pass is held for the grace: the shopper who reads the place
+// within it gets a fresh pass at once when the last step left a unit
+// spare, or is marked back and admitted first by the next step that has
+// one; who never comes back goes to the back of the line once when the
+// grace ends, and a pass missed after that expires for good. Every turn is
+// announced on the channel with its kind.
+func TestMissedTurnIsHeldThenBackInLineOnce(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	tr := listenTurns(t, c)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, WatchEvery: -1})
+	now := redisNow(t, c)
+	const v = 149001
+	clearRoom(t, c, v)
+	line := waitroom.Line{VoucherID: v, BeginAt: now.Add(-2 * time.Second), EndAt: now.Add(time.Hour),
+		AdmitPerSecond: 1000, PassTTL: 300 * time.Millisecond, Grace: 1500 * time.Millisecond}
+	s := &stepper{room: room, line: line}
+	for u := int64(1); u <= 5; u++ {
+		_, err := room.Join(ctx, line, u)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 3, s.step(t, 3).Admitted, "three units: three passes")
+
+	time.Sleep(350 * time.Millisecond) // the three passes expire unused
+	st := s.step(t, 3)
+	require.EqualValues(t, 3, st.Expired)
+	require.EqualValues(t, 2, st.Admitted, "held places reserve no unit: 4 and 5 take them")
+	for u := int64(1); u <= 3; u++ {
+		// A read that does not come back in time (user 3's) still says
+		// held; it is user 1 and 2's return below that takes the units.
+		held, err := c.ZScore(ctx, "waitroom:{v"+strconv.FormatInt(v, 10)+"}:passes", "h:"+strconv.FormatInt(u, 10)).Result()
+		require.NoError(t, err, "user %d held", u)
+		require.Greater(t, held, float64(1<<44))
+	}
+
+	// User 1 comes back: the step left one unit spare (3 units, 2 passes).
+	back, err := room.Status(ctx, line, 1)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, back.State)
+	require.NotEmpty(t, back.Pass)
+	_, err = room.Check(v, 1, back.Pass)
+	require.NoError(t, err, "the fresh pass is valid")
+
+	// User 2 comes back too: no unit spare, so held, and marked back.
+	held, err := room.Status(ctx, line, 2)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateHeld, held.State)
+	require.True(t, held.HeldUntil.After(redisNow(t, c)))
+	q := waitroom.QueueJSON(held)
+	require.Equal(t, "held", q.State)
+	require.NotNil(t, q.HeldUntil)
+	require.Nil(t, q.Pass)
+
+	// Three passes out over three units: the next step admits nobody; one
+	// more unit (stock added) goes to user 2 first, outside the rate.
+	st = s.step(t, 3)
+	require.Zero(t, st.Back)
+	st = s.step(t, 4)
+	require.EqualValues(t, 1, st.Back)
+	again, err := room.Status(ctx, line, 2)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateAdmitted, again.State)
+
+	// User 3 never came back: after the grace the place is at the back of
+	// the line (behind everyone; here nobody else waits).
+	require.Eventually(t, func() bool {
+		s.step(t, 0)
+		st, err := room.Status(ctx, line, 3)
+		require.NoError(t, err)
+		return st.State.Waits()
+	}, 5*time.Second, 100*time.Millisecond)
+	// User 1 missed the fresh pass too: back in line at once, no second
+	// hold.
+	one, err := room.Status(ctx, line, 1)
+	require.NoError(t, err)
+	require.True(t, one.State.Waits(), "user 1 after missing the fresh pass: %s", one.State)
+
+	// Their second turns come (the steps above had no unit: the room was
+	// sold out, so these are units come back), and missing them is the end.
+	st = s.step(t, 10)
+	require.GreaterOrEqual(t, st.Admitted, int64(2))
+	for _, u := range []int64{1, 3} {
+		st, err := room.Status(ctx, line, u)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, st.State, "user %d's second turn", u)
+	}
+	time.Sleep(350 * time.Millisecond)
+	s.step(t, 10)
+	for _, u := range []int64{1, 3} {
+		st, err := room.Status(ctx, line, u)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateExpired, st.State, "user %d missed the place back in line", u)
+	}
+
+	require.Equal(t, []waitroom.TurnKind{waitroom.TurnPass, waitroom.TurnHeldPass, waitroom.TurnReturnedUnit}, tr.of(t, v, 1, 3))
+	// User 2 missed the fresh pass as well, meanwhile: the same path.
+	require.Equal(t, []waitroom.TurnKind{waitroom.TurnPass, waitroom.TurnHeldPass, waitroom.TurnReturnedUnit}, tr.of(t, v, 2, 3))
+	require.Equal(t, []waitroom.TurnKind{waitroom.TurnPass, waitroom.TurnReturnedUnit}, tr.of(t, v, 3, 2))
+}
+
+// With no grace (grace_seconds 0) a missed pass expires at once, as it
+// always did.
+func TestNoGraceExpiresAtOnce(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret})
+	now := redisNow(t, c)
+	line := waitroom.Line{VoucherID: 149002, BeginAt: now.Add(-2 * time.Second), EndAt: now.Add(time.Hour),
+		AdmitPerSecond: 1000, PassTTL: 200 * time.Millisecond}
+	s := &stepper{room: room, line: line}
+	clearRoom(t, c, line.VoucherID)
+	_, err := room.Join(ctx, line, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, s.step(t, 1).Admitted)
+	time.Sleep(250 * time.Millisecond)
+	require.EqualValues(t, 1, s.step(t, 1).Expired)
+	st, err := room.Status(ctx, line, 1)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateExpired, st.State)
+}
