@@ -208,3 +208,147 @@ func TestNoGraceExpiresAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, waitroom.StateExpired, st.State)
 }
+
+// take is the test's stand-in for the reservation: one unit of the
+// counter, if one is left (1), else 0.
+var take = redis.NewScript(`local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n <= 0 then return 0 end
+redis.call('DECR', KEYS[1])
+return 1`)
+
+// Many shoppers, most of them missing their pass, against one room stepped
+// as the fleet steps it: a third buy at their first pass, a third let it
+// expire and come back (their reads of the place are the return), a third
+// are away for good. The units are never oversold, no shopper with a pass
+// finds no unit, nobody gets more than two turns of the line (the first and
+// the one back in line) or more than one fresh pass after a hold, the away
+// never get a fresh pass, and each of their missed places comes back to the
+// line once.
+func TestManyShoppersMostMissingTheirPass(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client(t)
+	tr := listenTurns(t, c)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, WatchEvery: -1})
+	const v, units, shoppers = 149010, 50, 120
+	clearRoom(t, c, v)
+	stockKey := "test:{v149010}:units"
+	require.NoError(t, c.Set(ctx, stockKey, units, time.Hour).Err())
+	now := redisNow(t, c)
+	line := waitroom.Line{VoucherID: v, BeginAt: now.Add(-2 * time.Second), EndAt: now.Add(time.Hour),
+		AdmitPerSecond: 400, PassTTL: 150 * time.Millisecond, Grace: 300 * time.Millisecond}
+	for u := int64(1); u <= shoppers; u++ {
+		_, err := room.Join(ctx, line, u)
+		require.NoError(t, err)
+	}
+
+	var stepErr error
+	stepping := make(chan struct{})
+	go func() { // the admitters of the fleet
+		defer close(stepping)
+		landed := int64(0)
+		for ctx.Err() == nil {
+			left, err := c.Get(ctx, stockKey).Int64()
+			if err == nil {
+				var st waitroom.Step
+				st, err = room.Admit(ctx, line, left, landed)
+				landed = st.Landed
+			}
+			if err != nil && ctx.Err() == nil {
+				stepErr = err
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	var mu sync.Mutex
+	var bought, noUnit int
+	var wg sync.WaitGroup
+	for u := int64(1); u <= shoppers; u++ {
+		if u%3 == 2 {
+			continue // away: never reads the place again
+		}
+		wg.Add(1)
+		go func(u int64) {
+			defer wg.Done()
+			skip := u%3 == 1 // lets the first pass expire, then comes back
+			for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(15 * time.Millisecond) {
+				st, err := room.Status(ctx, line, u)
+				if err != nil || st.State == waitroom.StateExpired || st.State == waitroom.StateClosed || st.Used {
+					return
+				}
+				if st.State != waitroom.StateAdmitted {
+					continue
+				}
+				if skip {
+					if st.PassExpiresAt.Before(time.Now()) {
+						skip = false
+					}
+					continue
+				}
+				p, err := room.Claim(ctx, v, u, st.Pass, "")
+				if err != nil {
+					continue
+				}
+				got, err := take.Run(ctx, c, []string{stockKey}).Int()
+				if err != nil {
+					return
+				}
+				_ = room.Spend(ctx, p)
+				mu.Lock()
+				if got == 1 {
+					bought++
+				} else {
+					noUnit++
+				}
+				mu.Unlock()
+				return
+			}
+		}(u)
+	}
+	wg.Wait()
+	time.Sleep(line.PassTTL + line.Grace + 200*time.Millisecond) // every hold of the away ends
+	cancel()
+	<-stepping
+	require.NoError(t, stepErr)
+
+	left, err := c.Get(context.Background(), stockKey).Int()
+	require.NoError(t, err)
+	t.Logf("%d shoppers, %d units: %d bought, %d left, %d with a pass found no unit", shoppers, units, bought, left, noUnit)
+	require.Equal(t, units, bought+left, "never oversold")
+	require.Zero(t, noUnit, "every pass had its unit")
+	require.Greater(t, bought, units/2)
+
+	p := "waitroom:{v" + strconv.FormatInt(v, 10) + "}:"
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	lineTurns, fresh := map[int64]int{}, map[int64]int{}
+	for _, turn := range tr.got {
+		if turn.VoucherID != v {
+			continue
+		}
+		if turn.Kind == waitroom.TurnHeldPass {
+			fresh[turn.UserID]++
+		} else {
+			lineTurns[turn.UserID]++
+		}
+	}
+	requeued := 0
+	for u := int64(1); u <= shoppers; u++ {
+		require.LessOrEqual(t, lineTurns[u], 2, "user %d: at most the first turn and one back in line", u)
+		require.LessOrEqual(t, fresh[u], 1, "user %d: one hold", u)
+		if u%3 != 2 || lineTurns[u] == 0 {
+			continue
+		}
+		require.Zero(t, fresh[u], "away user %d never came back", u)
+		// The away user's place came back to the line once: it waits
+		// there, or its second turn was missed too and it expired.
+		_, inLine := c.ZScore(context.Background(), p+"line", "r:"+strconv.FormatInt(u, 10)).Result()
+		o, _ := c.HGet(context.Background(), p+"outcome", strconv.FormatInt(u, 10)).Result()
+		require.True(t, inLine == nil, "away user %d's place is back in line (outcome %q)", u, o)
+		require.Contains(t, []string{"r", "x"}, o, "away user %d", u)
+		requeued++
+	}
+	require.Positive(t, requeued, "some away shoppers' places came back")
+}
