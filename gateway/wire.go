@@ -39,6 +39,7 @@ func voucherJSON(v seckill.Voucher) api.Voucher {
 		WaitingRoom:     waitingRoomOut(v.WaitingRoom),
 		Draw:            drawOut(v),
 		Entry:           entryOut(v.Entry),
+		GraceSeconds:    v.GraceSeconds,
 	}
 }
 
@@ -227,6 +228,10 @@ func newVoucherIn(in api.NewVoucher) (seckill.Voucher, error) {
 		v.Shards = *in.Shards
 	}
 	v.WaitingRoom = waitingRoomIn(in.WaitingRoom, &f)
+	v.GraceSeconds = seckill.DefaultGraceSeconds
+	if in.GraceSeconds != nil {
+		v.GraceSeconds = *in.GraceSeconds
+	}
 	if e := in.Entry; e != nil && (e.TokenRequired || e.Allowlist) {
 		v.Entry = &seckill.EntryRule{TokenRequired: e.TokenRequired, Allowlist: e.Allowlist}
 	}
@@ -307,6 +312,7 @@ func voucherChange(in api.VoucherChange) (seckill.Change, error) {
 		}
 		ch.EndAt = end
 	}
+	ch.GraceSeconds = in.GraceSeconds
 	if err := f.Err(); err != nil {
 		return ch, err
 	}

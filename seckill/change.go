@@ -15,6 +15,9 @@ type Change struct {
 	AdmitPerSecond int64
 	// EndAt is the sale's new end, later than the one it has.
 	EndAt time.Time
+	// GraceSeconds, when set, is the voucher's new grace for a missed
+	// turn (0 is a value: no grace).
+	GraceSeconds *int64
 	// By names who made the change (the fingerprint of the operator's
 	// token), recorded with it.
 	By string
@@ -33,8 +36,10 @@ type ChangeRecord struct {
 // names its field.
 func (c Change) Validate() error {
 	switch {
-	case c.AddStock == 0 && c.AdmitPerSecond == 0 && c.EndAt.IsZero():
-		return apperr.InvalidField("", "send at least one of add_stock, admit_per_second and end_at")
+	case c.AddStock == 0 && c.AdmitPerSecond == 0 && c.EndAt.IsZero() && c.GraceSeconds == nil:
+		return apperr.InvalidField("", "send at least one of add_stock, admit_per_second, end_at and grace_seconds")
+	case c.GraceSeconds != nil && (*c.GraceSeconds < 0 || *c.GraceSeconds > MaxGraceSeconds):
+		return apperr.InvalidField("/grace_seconds", "grace_seconds must be 0 to %d", MaxGraceSeconds)
 	case c.AddStock < 0 || c.AddStock > MaxStock:
 		return apperr.InvalidField("/add_stock", "add_stock must be 1 to %d", MaxStock)
 	case c.AdmitPerSecond < 0 || c.AdmitPerSecond > MaxAdmitPerSecond:
@@ -79,6 +84,9 @@ func (c Change) Apply(v Voucher, now time.Time) (Voucher, error) {
 			return Voucher{}, apperr.InvalidField("/end_at", "end_at must be later than the sale's end, %s", v.EndAt.UTC().Format(time.RFC3339))
 		}
 		v.EndAt = c.EndAt
+	}
+	if c.GraceSeconds != nil {
+		v.GraceSeconds = *c.GraceSeconds
 	}
 	return v, nil
 }

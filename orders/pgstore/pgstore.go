@@ -194,7 +194,7 @@ const voucherColumns = `id, title, kind, price_cents, stock_total, stock_left, p
 	room_admit_per_second, room_prequeue_seconds,
 	room_target_p99_ms, room_min_per_second, room_max_per_second,
 	room_mode, room_draw_pass_seconds, entry_token_required, entry_allowlist, challenge_pow, room_draw_hold,
-	coalesce(currency, '')`
+	coalesce(currency, ''), grace_seconds`
 
 func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	var v seckill.Voucher
@@ -207,7 +207,7 @@ func scanVoucher(row pgx.Row) (seckill.Voucher, error) {
 	err := row.Scan(&v.ID, &v.Title, &kind, &v.PriceCents, &v.StockTotal, &v.StockLeft,
 		&v.PerUserLimit, &v.BeginAt, &v.EndAt, &v.CaptchaRequired, &v.CreatedAt, &v.Paused, &v.Shards,
 		&admit, &prequeue, &target, &minRate, &maxRate, &mode, &drawPass, &entry.TokenRequired, &entry.Allowlist, &v.ProofOfWork, &drawHold,
-		&v.Currency)
+		&v.Currency, &v.GraceSeconds)
 	if entry.TokenRequired || entry.Allowlist {
 		v.Entry = &entry
 	}
@@ -298,14 +298,14 @@ func (s *Store) createVoucher(ctx context.Context, v seckill.Voucher, act *secki
 		INSERT INTO vouchers (title, kind, price_cents, stock_total, stock_left, per_user_limit,
 			begin_at, end_at, captcha_required, shards, room_admit_per_second, room_prequeue_seconds,
 			room_target_p99_ms, room_min_per_second, room_max_per_second, room_mode, room_draw_pass_seconds,
-			entry_token_required, entry_allowlist, challenge_pow, room_draw_hold, currency)
-		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+			entry_token_required, entry_allowlist, challenge_pow, room_draw_hold, currency, grace_seconds)
+		VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
 		RETURNING `+voucherColumns,
 		v.Title, string(v.Kind), v.PriceCents, v.StockTotal, v.PerUserLimit, v.BeginAt, v.EndAt, v.CaptchaRequired,
 		v.ShardCount(), roomAdmit(v.WaitingRoom), roomPrequeue(v.WaitingRoom), target, minRate, maxRate,
 		roomMode(v.WaitingRoom), roomDrawPass(v.WaitingRoom), v.Entry != nil && v.Entry.TokenRequired,
 		v.Entry != nil && v.Entry.Allowlist, v.ProofOfWork, v.WaitingRoom.IsDraw() && v.WaitingRoom.DrawHold,
-		nonEmptyText(v.Currency)))
+		nonEmptyText(v.Currency), v.GraceSeconds))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: create voucher: %w", err)
 	}
@@ -418,9 +418,9 @@ func (s *Store) changeVoucher(ctx context.Context, id int64, change seckill.Chan
 	}
 	after, err := scanVoucher(tx.QueryRow(ctx, `
 		UPDATE vouchers SET stock_total = stock_total + $2, stock_left = stock_left + $2,
-			end_at = $3, room_admit_per_second = $4
+			end_at = $3, room_admit_per_second = $4, grace_seconds = $5
 		WHERE id = $1 RETURNING `+voucherColumns,
-		id, change.AddStock, want.EndAt, roomAdmit(want.WaitingRoom)))
+		id, change.AddStock, want.EndAt, roomAdmit(want.WaitingRoom), want.GraceSeconds))
 	if err != nil {
 		return seckill.Voucher{}, fmt.Errorf("pgstore: change voucher %d: %w", id, err)
 	}

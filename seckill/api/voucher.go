@@ -33,6 +33,9 @@ type Voucher struct {
 	// Entry is who may join the voucher's line or draw, null when every
 	// shopper may.
 	Entry *Entry `json:"entry"`
+	// GraceSeconds is how long a waiting room holds a turn its shopper
+	// missed (0: a missed pass expires at once).
+	GraceSeconds int64 `json:"grace_seconds"`
 }
 
 // Entry is who may enter a voucher's line or draw (the `Entry` object):
@@ -141,6 +144,8 @@ type NewVoucher struct {
 	WaitingRoom *WaitingRoom `json:"waiting_room"`
 	// Entry, absent or null, takes every shopper.
 	Entry *Entry `json:"entry"`
+	// GraceSeconds defaults to 600; 0 is a value (no grace).
+	GraceSeconds *int64 `json:"grace_seconds"`
 }
 
 // VoucherState is the body of PUT /api/v1/admin/vouchers/{id}/state: the
@@ -192,6 +197,8 @@ type VoucherChange struct {
 	AddStock       *int64  `json:"add_stock"`
 	AdmitPerSecond *int64  `json:"admit_per_second"`
 	EndAt          *string `json:"end_at"`
+	// GraceSeconds, 0 to 3600, changes the grace for a missed turn.
+	GraceSeconds *int64 `json:"grace_seconds"`
 }
 
 // VoucherChangeRecord is one change made to a running sale, as the record

@@ -999,6 +999,11 @@ export interface components {
             draw: components["schemas"]["Draw"] | null;
             /** @description who may join the voucher's line or enter its draw; null when every shopper may */
             entry: components["schemas"]["Entry"] | null;
+            /**
+             * Format: int64
+             * @description with a waiting room, how long a turn its shopper missed (a pass, a draw win, a returned unit, unused until it expired) is held (Queue state held); 0 expires a missed pass at once
+             */
+            grace_seconds: number;
         };
         /**
          * @description Who may join a voucher's line or enter its draw: one person, one chance. Only for a
@@ -1236,6 +1241,12 @@ export interface components {
             waiting_room?: components["schemas"]["WaitingRoom"] | null;
             /** @description with a waiting_room only; who may join its line or enter its draw (absent or null, every shopper) */
             entry?: components["schemas"]["Entry"] | null;
+            /**
+             * Format: int64
+             * @description with a waiting room, how long a missed turn is held for its shopper (0, none)
+             * @default 600
+             */
+            grace_seconds: number;
         };
         BuyRequest: {
             /**
@@ -1261,10 +1272,10 @@ export interface components {
         Queue: {
             voucher_id: string;
             /**
-             * @description In a draw (waiting_room.mode draw): entered (before the draw), won (pass set while unused), waitlisted (position set: the place on the waitlist), lost (the sale is over, or the pass won expired unused) or void (the draw is void: its entries were lost before it was made; nobody wins it). In a line: waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for).
+             * @description In a draw (waiting_room.mode draw): entered (before the draw), won (pass set while unused), waitlisted (position set: the place on the waitlist), lost (the sale is over, or the pass won expired unused) or void (the draw is void: its entries were lost before it was made; nobody wins it). In a line: waiting in line; admitted (pass set while unused); expired (admitted, pass unused in time: the place went to the next; the time the voucher is paused does not count, and after a pause the place reads admitted with a new pass); sold_out (waiting while every unit is held or sold: the place is kept, and units that come back, an unpaid hold timing out, a cancel, a failed order or stock added, go to the line in order); closed (the sale is over: end_at passed, or every unit was paid for). In both: held (a pass, a draw win or a returned unit missed, held for the voucher's grace_seconds until held_until: a GET or POST of the queue within it answers admitted with a fresh pass when a unit is free, else held until the next unit, which goes to the held who came back first; after held_until the place goes to the back of the line once, waiting (waitlisted) again; a pass missed after a hold or after that expires).
              * @enum {string}
              */
-            state: "waiting" | "admitted" | "expired" | "sold_out" | "closed" | "entered" | "won" | "waitlisted" | "lost" | "void";
+            state: "waiting" | "admitted" | "held" | "expired" | "sold_out" | "closed" | "entered" | "won" | "waitlisted" | "lost" | "void";
             /**
              * Format: int64
              * @description counts from 1 while waiting or sold_out; 0 otherwise
@@ -1284,6 +1295,11 @@ export interface components {
             pass: string | null;
             /** Format: date-time */
             pass_expires_at: string | null;
+            /**
+             * Format: date-time
+             * @description while held, the end of the hold; absent otherwise
+             */
+            held_until?: string;
             /** @description in a draw, once drawn, the shopper's own ticket (rank key), to check against the voucher's draw.cutoff; null otherwise */
             ticket?: string | null;
             /** @description in a draw, the shopper's own opaque entry id (not the user id), listed in GET /api/v1/vouchers/{id}/draw/entries after the draw; absent otherwise */
@@ -3813,6 +3829,11 @@ export interface operations {
                      * @description later than the sale's end_at
                      */
                     end_at?: string;
+                    /**
+                     * Format: int64
+                     * @description the new grace for a missed turn (0, none); held places keep the end they had
+                     */
+                    grace_seconds?: number;
                 };
             };
         };

@@ -1092,7 +1092,10 @@ type NewVoucher struct {
 	EndAt time.Time `json:"end_at"`
 
 	// Entry with a waiting_room only; who may join its line or enter its draw (absent or null, every shopper)
-	Entry        *Entry         `json:"entry,omitempty"`
+	Entry *Entry `json:"entry,omitempty"`
+
+	// GraceSeconds with a waiting room, how long a missed turn is held for its shopper (0, none)
+	GraceSeconds *int64         `json:"grace_seconds,omitempty"`
 	Kind         NewVoucherKind `json:"kind"`
 	PerUserLimit int64          `json:"per_user_limit"`
 
@@ -1203,6 +1206,9 @@ type Voucher struct {
 
 	// Entry who may join the voucher's line or enter its draw; null when every shopper may
 	Entry *Entry `json:"entry"`
+
+	// GraceSeconds with a waiting room, how long a turn its shopper missed (a pass, a draw win, a returned unit, unused until it expired) is held (Queue state held); 0 expires a missed pass at once
+	GraceSeconds int64 `json:"grace_seconds"`
 
 	// Id Example: 42
 	Id           string      `json:"id"`
