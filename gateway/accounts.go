@@ -113,6 +113,31 @@ func (s *Server) loginCaptcha(c *fiber.Ctx, in api.Credentials) (solved bool, er
 	return true, nil
 }
 
+// errRegisterNeedsWork answers a registration without a solved proof of
+// work.
+var errRegisterNeedsWork = apperr.Public(apperr.ErrChallengeInvalid,
+	"registering takes a solved proof of work: get one (GET /api/v1/challenges?purpose=register) and send its "+
+		"challenge_id and challenge_answer with the username and password")
+
+// registerWork judges a registration's proof of work, spending the
+// challenge whatever the verdict.
+func (s *Server) registerWork(c *fiber.Ctx, in api.Credentials) error {
+	if s.deps.Challenges == nil {
+		return apperr.Public(apperr.ErrUnavailable, "registration takes a proof of work, and this server has no challenges")
+	}
+	if in.ChallengeID == "" || in.ChallengeAnswer == "" {
+		return errRegisterNeedsWork
+	}
+	if err := s.deps.Challenges.SpendRegister(c.UserContext(), in.ChallengeID, in.ChallengeAnswer); err != nil {
+		if errors.Is(err, apperr.ErrChallengeInvalid) {
+			return &apperr.PublicError{Kind: apperr.ErrChallengeInvalid, Cause: err,
+				Message: "the proof of work is wrong, expired or used: get a new challenge (GET /api/v1/challenges?purpose=register) and register with its answer"}
+		}
+		return err
+	}
+	return nil
+}
+
 // errRegisterNeedsChallenge answers a registration without a solved
 // challenge.
 var errRegisterNeedsChallenge = apperr.Public(apperr.ErrChallengeInvalid,
@@ -123,8 +148,11 @@ var errRegisterNeedsChallenge = apperr.Public(apperr.ErrChallengeInvalid,
 // the verdict; a missing, wrong, expired or used one is 400
 // challenge_invalid.
 func (s *Server) registerChallenge(c *fiber.Ctx, in api.Credentials) error {
-	if s.cfg.RegisterChallenge == RegisterNone {
+	switch s.cfg.RegisterChallenge {
+	case RegisterNone:
 		return nil
+	case RegisterPoW:
+		return s.registerWork(c, in)
 	}
 	if s.deps.Captchas == nil {
 		return apperr.Public(apperr.ErrUnavailable, "registration takes a captcha, and this server has none")

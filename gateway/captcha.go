@@ -61,6 +61,9 @@ func (s *Server) newCaptcha(c *fiber.Ctx) error {
 // recent asks.
 func (s *Server) newChallenge(c *fiber.Ctx) error {
 	raw := c.Query("voucher_id")
+	if args := c.Context().QueryArgs(); args.Has("purpose") {
+		return s.newRegisterChallenge(c, string(args.Peek("purpose")), raw)
+	}
 	if raw == "" {
 		return apperr.InvalidField("voucher_id", "voucher_id is required")
 	}
@@ -90,4 +93,38 @@ func (s *Server) newChallenge(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(ch)
+}
+
+// newRegisterChallenge is GET /api/v1/challenges?purpose=register: a proof
+// of work for POST /api/v1/users when SECKILL_REGISTER_CHALLENGE is pow,
+// behind the same per-IP budget as the vouchers' challenges.
+func (s *Server) newRegisterChallenge(c *fiber.Ctx, purpose, voucherID string) error {
+	switch {
+	case purpose != "register":
+		return apperr.InvalidField("purpose", "purpose must be register (or absent, with voucher_id)")
+	case voucherID != "":
+		return apperr.InvalidField("voucher_id", "a registration's challenge names no voucher: send purpose or voucher_id, not both")
+	case s.deps.Challenges == nil:
+		return fmt.Errorf("%w: challenges are not configured", apperr.ErrUnavailable)
+	case s.cfg.RegisterChallenge != RegisterPoW:
+		return apperr.Public(apperr.ErrConflict, fmt.Sprintf("registering takes no proof of work here (it takes %s): register without one", s.registerTakes()))
+	}
+	if l := s.deps.Gates.CaptchaIssue; l != nil {
+		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {
+			return err
+		}
+	}
+	ch, err := s.deps.Challenges.IssueRegister(c.UserContext(), s.clientKey(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(ch)
+}
+
+// registerTakes names what registering takes, for messages.
+func (s *Server) registerTakes() string {
+	if s.cfg.RegisterChallenge == "" {
+		return RegisterCaptcha
+	}
+	return s.cfg.RegisterChallenge
 }

@@ -126,6 +126,12 @@ type Challenges interface {
 	// Issue makes a challenge for the voucher, asked from the client
 	// address clientKey (the difficulty follows both's recent load).
 	Issue(ctx context.Context, voucherID int64, clientKey string) (api.Challenge, error)
+	// IssueRegister makes a challenge for registering an account.
+	IssueRegister(ctx context.Context, clientKey string) (api.Challenge, error)
+	// SpendRegister judges a registration's answer and spends the
+	// challenge, right or wrong: apperr.ErrChallengeInvalid when missing,
+	// wrong, expired, used or not a registration's.
+	SpendRegister(ctx context.Context, id, answer string) error
 }
 
 // BreakerAdmin is the fleet-wide ops switch of the circuit breaker behind

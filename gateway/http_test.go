@@ -335,7 +335,7 @@ func TestVouchers(t *testing.T) {
 			`"begin_at":"2030-01-01T08:00:00+08:00","end_at":"2030-01-02T00:00:00Z","captcha_required":true}`, admin...)
 	require.Equal(t, 201, resp.StatusCode, "%s", body)
 	require.JSONEq(t, `{"id":"2","title":"Noon deal","kind":"limit","price_cents":1999,"currency":"CNY","stock_total":50,"stock_left":50,`+
-		`"per_user_limit":2,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","captcha_required":true,"challenge":"captcha","state":"scheduled","shards":1,"waiting_room":null,"draw":null,"entry":null}`, string(body),
+		`"per_user_limit":2,"begin_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z","captcha_required":true,"challenge":"captcha","state":"scheduled","shards":1,"waiting_room":null,"draw":null,"entry":null,"grace_seconds":600}`, string(body),
 		"times come back in UTC")
 
 	resp, body = b.do(t, "GET", "/api/v1/vouchers/2", "")

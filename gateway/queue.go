@@ -134,7 +134,7 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	ctx, uid := c.UserContext(), userIDOf(c)
 	// A shopper already in line keeps the place: the captcha and the
 	// entry were judged when they joined.
-	if (v.CaptchaRequired && s.pipeline.HasCaptcha()) || hasEntryRule(v) {
+	if (v.CaptchaRequired && s.pipeline.HasCaptcha()) || v.ProofOfWork || hasEntryRule(v) {
 		st, err := s.deps.Room.Status(ctx, line, uid)
 		if err == nil {
 			return c.JSON(waitroom.QueueJSON(st))
@@ -160,15 +160,18 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	return c.JSON(waitroom.QueueJSON(st))
 }
 
-// joinCaptcha is the captcha of a join (or a draw's entry), as the buy asks
-// it.
+// joinCaptcha is the captcha or the proof of work of a join (or a draw's
+// entry), as the buy asks it: missing, wrong, expired or used is 400
+// (captcha_invalid, challenge_invalid).
 func (s *Server) joinCaptcha(c *fiber.Ctx, v seckill.Voucher, in api.QueueJoin) error {
 	a := &buy.Attempt{
-		Request:       seckill.BuyRequest{VoucherID: v.ID, UserID: userIDOf(c), Quantity: 1},
-		Voucher:       v,
-		ClientKey:     s.clientKey(c),
-		CaptchaID:     in.CaptchaID,
-		CaptchaAnswer: in.CaptchaAnswer,
+		Request:         seckill.BuyRequest{VoucherID: v.ID, UserID: userIDOf(c), Quantity: 1},
+		Voucher:         v,
+		ClientKey:       s.clientKey(c),
+		CaptchaID:       in.CaptchaID,
+		CaptchaAnswer:   in.CaptchaAnswer,
+		ChallengeID:     in.ChallengeID,
+		ChallengeAnswer: in.ChallengeAnswer,
 	}
 	return s.pipeline.Captcha(c.UserContext(), a)
 }
@@ -204,7 +207,7 @@ func (s *Server) enterDraw(c *fiber.Ctx, v seckill.Voucher, line waitroom.Line, 
 		return apperr.Public(apperr.ErrUnavailable, "the draws are not available on this server")
 	}
 	ctx, uid := c.UserContext(), userIDOf(c)
-	if (v.CaptchaRequired && s.pipeline.HasCaptcha()) || hasEntryRule(v) {
+	if (v.CaptchaRequired && s.pipeline.HasCaptcha()) || v.ProofOfWork || hasEntryRule(v) {
 		e, err := s.deps.Draws.Entered(ctx, line, uid)
 		if err != nil {
 			return err

@@ -76,13 +76,15 @@ type Config struct {
 	MaxConnsPerAddr int
 	// RegisterChallenge is what registering an account takes beside its
 	// address's budget: RegisterCaptcha (the zero value's meaning: a
-	// solved captcha of Deps.Captchas) or RegisterNone.
+	// solved captcha of Deps.Captchas), RegisterPoW (a solved proof of
+	// work of Deps.Challenges) or RegisterNone.
 	RegisterChallenge string
 }
 
 // The challenges of Config.RegisterChallenge.
 const (
 	RegisterCaptcha = "captcha"
+	RegisterPoW     = "pow"
 	RegisterNone    = "none"
 )
 

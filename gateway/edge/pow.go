@@ -117,6 +117,34 @@ func (c *Challenges) Issue(ctx context.Context, voucherID int64, clientKey strin
 	}, nil
 }
 
+// registerPurpose is the voucher id a registration's challenges are issued
+// and counted under: no voucher has it (ids start at 1), so a voucher's
+// answer never registers an account, nor the other way round, and the
+// sign-ups' recent load prices their own difficulty.
+const registerPurpose = 0
+
+// IssueRegister makes a challenge for registering an account
+// (SECKILL_REGISTER_CHALLENGE=pow), priced like a voucher's, by the
+// address's recent asks and by every address's sign-ups.
+func (c *Challenges) IssueRegister(ctx context.Context, clientKey string) (api.Challenge, error) {
+	return c.Issue(ctx, registerPurpose, clientKey)
+}
+
+// SpendRegister judges a registration's answer and spends its challenge,
+// right or wrong; a voucher's challenge is no registration's.
+func (c *Challenges) SpendRegister(ctx context.Context, id, answer string) error {
+	err := c.spend(ctx, registerPurpose, id, answer)
+	switch {
+	case errors.Is(err, apperr.ErrUnavailable):
+		c.m.reject(gateChallenge, "error")
+	case err != nil:
+		c.m.reject(gateChallenge, "invalid")
+	default:
+		c.m.allow(gateChallenge)
+	}
+	return err
+}
+
 // load counts this challenge and returns the sliding-window counts of the
 // address and of the voucher: this window's count plus the last window's,
 // weighted by how much of it still lies within one Window of now. One

@@ -86,7 +86,7 @@ type liveGateway struct {
 	reads  *countedStore // what the order reader asked PostgreSQL
 }
 
-func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
+func newLiveGateway(t *testing.T, cfg edge.Config, mutate ...func(*gateway.Config, *gateway.Deps)) *liveGateway {
 	t.Helper()
 	pool := stack.NewDatabase(t)
 	rdb := stack.Redis(t)
@@ -100,7 +100,8 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 	catalog := seckill.NewCatalog(seckill.CatalogConfig{Store: store, Stock: stock})
 	reader := orders.NewReader(orders.ReaderConfig{Record: reads, Stock: stock, Active: active.IDs})
 	hub := runHub(t, rdb)
-	srv, err := gateway.New(gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}, RegisterChallenge: gateway.RegisterNone}, gateway.Deps{
+	gcfg := gateway.Config{AdminToken: catalogAdmin, TrustedProxies: []string{"127.0.0.1"}, RegisterChallenge: gateway.RegisterNone}
+	deps := gateway.Deps{
 		Catalog:    catalog,
 		Buy:        nopPipeline(t, catalog, e.Steps(), reader),
 		Gates:      e.Gates(),
@@ -112,7 +113,11 @@ func newLiveGateway(t *testing.T, cfg edge.Config) *liveGateway {
 		Tokens:     tokens,
 		Logger:     quiet,
 		Live:       gateway.Live{Feed: hub},
-	})
+	}
+	for _, m := range mutate {
+		m(&gcfg, &deps)
+	}
+	srv, err := gateway.New(gcfg, deps)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -10,6 +10,10 @@ type Credentials struct {
 	Password      string `json:"password"`
 	CaptchaID     string `json:"captcha_id,omitempty"`
 	CaptchaAnswer string `json:"captcha_answer,omitempty"`
+	// ChallengeID and ChallengeAnswer are a solved proof of work (GET
+	// /api/v1/challenges?purpose=register) when registering takes one.
+	ChallengeID     string `json:"challenge_id,omitempty"`
+	ChallengeAnswer string `json:"challenge_answer,omitempty"`
 }
 
 // User is an account (the `User` object).

@@ -7,6 +7,11 @@ import "time"
 type QueueJoin struct {
 	CaptchaID     string `json:"captcha_id"`
 	CaptchaAnswer string `json:"captcha_answer"`
+	// ChallengeID and ChallengeAnswer are a solved proof of work (GET
+	// /api/v1/challenges?voucher_id=ID) when the voucher's challenge is
+	// pow: joining its line asks for one, as buying does.
+	ChallengeID     string `json:"challenge_id"`
+	ChallengeAnswer string `json:"challenge_answer"`
 }
 
 // Queue is a shopper's place in a voucher's waiting room (the `Queue`

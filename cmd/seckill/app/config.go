@@ -57,7 +57,7 @@ type Config struct {
 	HoardWindow       time.Duration `env:"SECKILL_HOARD_WINDOW" default:"24h" help:"how long an unpaid or cancelled hold counts against its shopper (SECKILL_HOARD_LIMIT)"`
 	RoomMaxLag        int64         `env:"SECKILL_ROOM_MAX_LAG" default:"1000" help:"the workers' consumer lag, in messages, above which (while not falling) adaptive waiting rooms slow down; below half of it they may speed up again (seckill/waitroom/README.md)"`
 	EntryTokenKeys    string        `env:"SECKILL_ENTRY_TOKEN_KEYS" help:"the merchants' public keys that sign entry tokens (seckill/eligibility/README.md): comma-separated kid=key pairs, each key the base64 of a raw 32-byte Ed25519 public key or of its DER form (openssl pkey -pubout -outform DER | base64 -w0); a voucher with entry.token_required takes entries only with a token signed by one of them; unset: every entry token is refused"`
-	RegisterChallenge string        `env:"SECKILL_REGISTER_CHALLENGE" default:"captcha" help:"what registering an account costs beside its address's budget: captcha (the default: a solved image captcha, captcha_id and captcha_answer in the body; missing or wrong is 400 challenge_invalid) or none (dev mode's default when unset, so that make run takes scripted sign-ups; the system tests set none too, but for their tests of the challenge; the load tool, chaos, fleet and netlab sign their shoppers' tokens and never register)"`
+	RegisterChallenge string        `env:"SECKILL_REGISTER_CHALLENGE" default:"captcha" help:"what registering an account costs beside its address's budget: captcha (the default: a solved image captcha, captcha_id and captcha_answer in the body; missing or wrong is 400 challenge_invalid), pow (a solved proof of work from GET /api/v1/challenges?purpose=register, challenge_id and challenge_answer in the body; missing or wrong is 400 challenge_invalid) or none (dev mode's default when unset, so that make run takes scripted sign-ups; the system tests set none too, but for their tests of the challenge; the load tool, chaos, fleet and netlab sign their shoppers' tokens and never register)"`
 	RegisterRate      int           `env:"SECKILL_REGISTER_RATE" default:"10" help:"registrations per minute allowed per client address (an IPv6 /56 is one), fleet-wide in Redis, after a burst of SECKILL_REGISTER_BURST; charged beside the budget registrations share with logins per address (20 a minute, burst 10)"`
 	RegisterBurst     int           `env:"SECKILL_REGISTER_BURST" default:"5" help:"registrations one client address may make at once before SECKILL_REGISTER_RATE holds"`
 	Roles             []string      `env:"SECKILL_ROLES" default:"gateway,worker,sweeper" help:"roles of this process: gateway, worker, sweeper"`
@@ -138,6 +138,7 @@ const (
 // The registration challenges SECKILL_REGISTER_CHALLENGE names.
 const (
 	registerCaptcha = "captcha"
+	registerPoW     = "pow"
 	registerNone    = "none"
 )
 
@@ -236,8 +237,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_STATE_GRACE must be at least 1m, got %s", c.StateGrace)
 	case c.SaleCountsKeep < time.Hour:
 		return fmt.Errorf("config: SECKILL_SALE_COUNTS_RETENTION must be at least 1h (a sale's report is read second by second for a while after it), got %s", c.SaleCountsKeep)
-	case c.RegisterChallenge != registerCaptcha && c.RegisterChallenge != registerNone:
-		return fmt.Errorf("config: SECKILL_REGISTER_CHALLENGE must be captcha or none, got %q; set it to captcha (the default) in production", c.RegisterChallenge)
+	case c.RegisterChallenge != registerCaptcha && c.RegisterChallenge != registerPoW && c.RegisterChallenge != registerNone:
+		return fmt.Errorf("config: SECKILL_REGISTER_CHALLENGE must be captcha, pow or none, got %q; set it to captcha (the default) or pow in production", c.RegisterChallenge)
 	case c.RegisterRate < 1 || c.RegisterBurst < 1:
 		return fmt.Errorf("config: SECKILL_REGISTER_RATE and SECKILL_REGISTER_BURST must be positive, got %d and %d", c.RegisterRate, c.RegisterBurst)
 	case c.RoomMaxLag < 1:

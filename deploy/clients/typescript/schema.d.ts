@@ -21,8 +21,11 @@ export interface paths {
          *     (production's default), a solved captcha: get one from GET /api/v1/captcha and send
          *     its captcha_id and captcha_answer with the username and password. A registration
          *     without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-         *     captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-         *     mode's default) the captcha fields are ignored.
+         *     captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+         *     proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+         *     its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+         *     400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+         *     (dev mode's default) the captcha and challenge fields are ignored.
          */
         post: operations["register"];
         delete?: never;
@@ -81,11 +84,17 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A proof of work to solve before buying a voucher whose challenge is pow; single use, expires after about 2 minutes.
+         * A proof of work to solve before buying (or joining the line of) a voucher whose challenge is pow, or before registering; single use, expires after about 2 minutes.
          * @description Find a nonce, a decimal string, such that SHA-256(salt + nonce) begins with
          *     difficulty_bits zero bits, and send challenge_id and the nonce as challenge_answer in
-         *     the buy's body. The difficulty rises by one bit with each doubling of the challenges
-         *     the client's address, and the voucher, asked for recently (README, Challenges).
+         *     the buy's body (or the queue join's: joining the line of a pow voucher takes one too).
+         *     The difficulty rises by one bit with each doubling of the challenges the client's
+         *     address, and the voucher, asked for recently (README, Challenges).
+         *
+         *     With purpose=register instead of voucher_id: a challenge for POST /api/v1/users when
+         *     the server's SECKILL_REGISTER_CHALLENGE is pow (409 conflict otherwise), priced by the
+         *     address's and every sign-up's recent asks; a voucher's challenge never registers, nor
+         *     a registration's buys. Exactly one of voucher_id and purpose.
          */
         get: operations["newChallenge"];
         put?: never;
@@ -244,7 +253,11 @@ export interface paths {
          *     as came back. The line closes (everyone left gets closed) only when the sale is over:
          *     end_at passed, or every unit was paid for. The place is then pushed on the socket
          *     (`queue` frames, /api/v1/ws).
-         *     A voucher with captcha_required requires a captcha to join. A voucher without a
+         *     A voucher with captcha_required requires a captcha to join; one whose challenge is pow
+         *     a solved proof of work (challenge_id and challenge_answer from GET
+         *     /api/v1/challenges?voucher_id=ID; missing, wrong, expired or used: 400
+         *     challenge_invalid, spent whatever the verdict), as buying does; a shopper already in
+         *     line keeps the place without one. A voucher without a
          *     waiting room is 404; a line not open yet (before begin_at - prequeue_seconds) is 409
          *     not_started. In a draw (waiting_room.mode draw) joining is an entry, one per account,
          *     taken in the prequeue_seconds before begin_at; a new entry from begin_at on is 409
@@ -935,6 +948,10 @@ export interface components {
             captcha_id?: string;
             /** @description the characters of the captcha_id's picture (see captcha_id) */
             captcha_answer?: string;
+            /** @description a registration: required with SECKILL_REGISTER_CHALLENGE=pow (GET /api/v1/challenges?purpose=register) */
+            challenge_id?: string;
+            /** @description the nonce solving challenge_id (see challenge_id) */
+            challenge_answer?: string;
         };
         User: {
             /** @example 17 */
@@ -1268,6 +1285,10 @@ export interface components {
             captcha_id?: string;
             /** @description required when the voucher has captcha_required */
             captcha_answer?: string;
+            /** @description required when the voucher's challenge is pow (GET /api/v1/challenges?voucher_id=ID); missing, wrong or used is 400 challenge_invalid */
+            challenge_id?: string;
+            /** @description the nonce (empty is no answer), required when the voucher's challenge is pow */
+            challenge_answer?: string;
         };
         Queue: {
             voucher_id: string;
@@ -2137,9 +2158,14 @@ export interface operations {
     };
     newChallenge: {
         parameters: {
-            query: {
-                /** @example 42 */
-                voucher_id: string;
+            query?: {
+                /**
+                 * @description the voucher to buy or join; required unless purpose is given
+                 * @example 42
+                 */
+                voucher_id?: string;
+                /** @description register, for a registration's challenge (without voucher_id) */
+                purpose?: "register";
             };
             header?: never;
             path?: never;
@@ -2163,7 +2189,7 @@ export interface operations {
             400: components["responses"]["InvalidInput"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
-            /** @description conflict (the voucher takes no proof of work; buy it without one). */
+            /** @description conflict (the voucher takes no proof of work, buy it without one; or, with purpose=register, registering takes none here). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];

@@ -972,6 +972,12 @@ type Credentials struct {
 	// CaptchaId a login: required once the username has too many failed logins; a registration: required with SECKILL_REGISTER_CHALLENGE=captcha (production's default)
 	CaptchaId *string `json:"captcha_id,omitempty"`
 
+	// ChallengeAnswer the nonce solving challenge_id (see challenge_id)
+	ChallengeAnswer *string `json:"challenge_answer,omitempty"`
+
+	// ChallengeId a registration: required with SECKILL_REGISTER_CHALLENGE=pow (GET /api/v1/challenges?purpose=register)
+	ChallengeId *string `json:"challenge_id,omitempty"`
+
 	// Password 8 to 72 characters
 	Password string `json:"password"`
 	Username string `json:"username"`
@@ -1551,8 +1557,11 @@ type ClientInterface interface {
 	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 	// its captcha_id and captcha_answer with the username and password. A registration
 	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-	// mode's default) the captcha fields are ignored.
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+	// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+	// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+	// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+	// (dev mode's default) the captcha and challenge fields are ignored.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1567,8 +1576,11 @@ type ClientInterface interface {
 	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 	// its captcha_id and captcha_answer with the username and password. A registration
 	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-	// mode's default) the captcha fields are ignored.
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+	// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+	// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+	// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+	// (dev mode's default) the captcha and challenge fields are ignored.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1868,8 +1880,11 @@ func (c *Client) Login(ctx context.Context, body LoginJSONRequestBody, reqEditor
 // (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 // its captcha_id and captcha_answer with the username and password. A registration
 // without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-// mode's default) the captcha fields are ignored.
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+// (dev mode's default) the captcha and challenge fields are ignored.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1894,8 +1909,11 @@ func (c *Client) RegisterWithBody(ctx context.Context, contentType string, body 
 // (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 // its captcha_id and captcha_answer with the username and password. A registration
 // without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-// mode's default) the captcha fields are ignored.
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+// (dev mode's default) the captcha and challenge fields are ignored.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2746,8 +2764,11 @@ type ClientWithResponsesInterface interface {
 	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 	// its captcha_id and captcha_answer with the username and password. A registration
 	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-	// mode's default) the captcha fields are ignored.
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+	// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+	// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+	// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+	// (dev mode's default) the captcha and challenge fields are ignored.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2762,8 +2783,11 @@ type ClientWithResponsesInterface interface {
 	// (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 	// its captcha_id and captcha_answer with the username and password. A registration
 	// without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-	// mode's default) the captcha fields are ignored.
+	// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+	// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+	// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+	// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+	// (dev mode's default) the captcha and challenge fields are ignored.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5330,8 +5354,11 @@ func (c *ClientWithResponses) LoginWithResponse(ctx context.Context, body LoginJ
 // (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 // its captcha_id and captcha_answer with the username and password. A registration
 // without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-// mode's default) the captcha fields are ignored.
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+// (dev mode's default) the captcha and challenge fields are ignored.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5352,8 +5379,11 @@ func (c *ClientWithResponses) RegisterWithBodyWithResponse(ctx context.Context, 
 // (production's default), a solved captcha: get one from GET /api/v1/captcha and send
 // its captcha_id and captcha_answer with the username and password. A registration
 // without one, or with a wrong, expired or used one, is 400 challenge_invalid (the
-// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none (dev
-// mode's default) the captcha fields are ignored.
+// captcha is spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=pow, a solved
+// proof of work instead: get one from GET /api/v1/challenges?purpose=register and send
+// its challenge_id and the nonce as challenge_answer; missing, wrong, expired or used is
+// 400 challenge_invalid (spent whatever the verdict). With SECKILL_REGISTER_CHALLENGE=none
+// (dev mode's default) the captcha and challenge fields are ignored.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
