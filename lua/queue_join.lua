@@ -10,7 +10,8 @@
 -- KEYS[6] (optional, with KEYS[7]) journal  list  changes not yet copied to PostgreSQL ('j:<user>:<place>', 'a:<expiry ms>:<u1>,<u2>...')
 -- KEYS[7] (optional) the voucher's stock meta: while it is missing (Redis lost its data, a repair
 --         is under way) the room is being restored and every script answers 'lost'.
--- ARGV[1] 'join' or 'read', ARGV[2] userID, ARGV[3] the user's random pre-queue place (integer
+-- ARGV[1] 'join', 'read' (the shopper's own) or 'peek' (a server's look: never a return from a
+-- hold), ARGV[2] userID, ARGV[3] the user's random pre-queue place (integer
 -- below 2^52), ARGV[4] opens_ms (begin - prequeue), ARGV[5] begin_ms, ARGV[6] end_ms,
 -- ARGV[7] expire_at_ms (when the room's keys go), ARGV[8] the pass lifetime ms (for a held
 -- shopper's fresh pass).
@@ -66,6 +67,8 @@ if o == 'h' then
   local untilMs = tonumber(score) - band
   local spare = tonumber(redis.call('HGET', KEYS[2], 'spare') or '0')
   local last = tonumber(redis.call('HGET', KEYS[2], 'at') or '0')
+  -- Only the shopper's own join or read is a return; a server's peek leaves the hold as it is.
+  if ARGV[1] == 'peek' then return {9, rank, head, untilMs, now, 0} end
   if now < untilMs and spare > 0 and now - last <= 1000 and redis.call('HGET', KEYS[2], 'soldout') ~= '1' then
     local exp = now + tonumber(ARGV[8])
     redis.call('HINCRBY', KEYS[2], 'spare', -1)

@@ -702,7 +702,9 @@ func (f *Feed) readRanks(ctx context.Context, l Line, users []int64) {
 // most the rate times the pass's lifetime, of this instance's sockets.
 func (f *Feed) readStates(ctx context.Context, l Line, users []int64) {
 	for _, u := range users {
-		st, err := f.room.run(ctx, "read", l, u)
+		// A peek: the feed's look at a held place is not the shopper
+		// coming back (queue_join.lua).
+		st, err := f.room.run(ctx, "peek", l, u)
 		if err != nil && !errors.Is(err, apperr.ErrNotFound) {
 			if errors.Is(err, context.Canceled) {
 				return

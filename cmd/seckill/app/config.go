@@ -55,6 +55,7 @@ type Config struct {
 	SaleCountsKeep    time.Duration `env:"SECKILL_SALE_COUNTS_RETENTION" default:"720h" help:"how long after a sale's end the sale report keeps its per-second counts; the sweeper then rolls counts older than this (attempts long after the end included) into one per figure and hour, so PostgreSQL's sale_counts holds a few rows an hour for a sale long over and its report draws hours (at least 1h)"`
 	HoardLimit        int           `env:"SECKILL_HOARD_LIMIT" default:"3" help:"holds a shopper may let expire unpaid or cancel within SECKILL_HOARD_WINDOW; one more and their new holds are refused with 403 unpaid_limit until the oldest leaves the window (0: nobody is refused; paying clears nothing; 'seckill hoard' shows and clears a shopper's count)"`
 	HoardWindow       time.Duration `env:"SECKILL_HOARD_WINDOW" default:"24h" help:"how long an unpaid or cancelled hold counts against its shopper (SECKILL_HOARD_LIMIT)"`
+	RoomPassTTL       time.Duration `env:"SECKILL_ROOM_PASS_TTL" default:"2m" help:"how long a waiting room's admission pass is valid (a line's; a draw winner's is the voucher's draw_pass_seconds); a pass unused in time is then held for the voucher's grace_seconds (seckill/waitroom/README.md)"`
 	RoomMaxLag        int64         `env:"SECKILL_ROOM_MAX_LAG" default:"1000" help:"the workers' consumer lag, in messages, above which (while not falling) adaptive waiting rooms slow down; below half of it they may speed up again (seckill/waitroom/README.md)"`
 	EntryTokenKeys    string        `env:"SECKILL_ENTRY_TOKEN_KEYS" help:"the merchants' public keys that sign entry tokens (seckill/eligibility/README.md): comma-separated kid=key pairs, each key the base64 of a raw 32-byte Ed25519 public key or of its DER form (openssl pkey -pubout -outform DER | base64 -w0); a voucher with entry.token_required takes entries only with a token signed by one of them; unset: every entry token is refused"`
 	RegisterChallenge string        `env:"SECKILL_REGISTER_CHALLENGE" default:"captcha" help:"what registering an account costs beside its address's budget: captcha (the default: a solved image captcha, captcha_id and captcha_answer in the body; missing or wrong is 400 challenge_invalid), pow (a solved proof of work from GET /api/v1/challenges?purpose=register, challenge_id and challenge_answer in the body; missing or wrong is 400 challenge_invalid) or none (dev mode's default when unset, so that make run takes scripted sign-ups; the system tests set none too, but for their tests of the challenge; the load tool, chaos, fleet and netlab sign their shoppers' tokens and never register)"`
@@ -241,6 +242,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_REGISTER_CHALLENGE must be captcha, pow or none, got %q; set it to captcha (the default) or pow in production", c.RegisterChallenge)
 	case c.RegisterRate < 1 || c.RegisterBurst < 1:
 		return fmt.Errorf("config: SECKILL_REGISTER_RATE and SECKILL_REGISTER_BURST must be positive, got %d and %d", c.RegisterRate, c.RegisterBurst)
+	case c.RoomPassTTL < time.Second:
+		return fmt.Errorf("config: SECKILL_ROOM_PASS_TTL must be at least 1s (a shopper needs the time to buy), got %s", c.RoomPassTTL)
 	case c.RoomMaxLag < 1:
 		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
 	case c.RedisWaitReplicas < 0:

@@ -18,7 +18,7 @@ import (
 // through a Redis data loss: a room answers "being restored" while its
 // voucher's stock is missing.
 func (s *System) newRoom() *waitroom.Room {
-	return waitroom.New(waitroom.Config{Redis: s.rdb, Secret: roomSecret(s.cfg.JWTSecret), Grace: s.cfg.StateGrace,
+	return waitroom.New(waitroom.Config{Redis: s.rdb, Secret: roomSecret(s.cfg.JWTSecret), Grace: s.cfg.StateGrace, PassTTL: s.cfg.RoomPassTTL,
 		Recovery: redisstock.OnSaleKey})
 }
 
