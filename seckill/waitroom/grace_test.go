@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -351,4 +352,105 @@ func TestManyShoppersMostMissingTheirPass(t *testing.T) {
 		requeued++
 	}
 	require.Positive(t, requeued, "some away shoppers' places came back")
+}
+
+// A draw's winners are announced as draw_win turns when the draw is
+// seated; a win missed is held like a line's pass (the draw's word for it
+// is held too), and the waitlisted next in order take the unit as a
+// returned_unit turn.
+func TestDrawWinMissedIsHeld(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	tr := listenTurns(t, c)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, WatchEvery: -1})
+	const v = 149020
+	clearRoom(t, c, v)
+	now := redisNow(t, c)
+	line := waitroom.Line{VoucherID: v, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 100,
+		Draw: true, PassTTL: 200 * time.Millisecond, Grace: time.Minute}
+	seated, err := room.Seat(ctx, line, []int64{11, 12, 13}, 2)
+	require.NoError(t, err)
+	require.True(t, seated.Now)
+	require.Equal(t, []waitroom.TurnKind{waitroom.TurnDrawWin}, tr.of(t, v, 11, 1))
+	require.Equal(t, []waitroom.TurnKind{waitroom.TurnDrawWin}, tr.of(t, v, 12, 1))
+
+	time.Sleep(250 * time.Millisecond)
+	s := &stepper{room: room, line: line}
+	st := s.step(t, 2)
+	require.EqualValues(t, 2, st.Expired)
+	require.EqualValues(t, 1, st.Admitted, "the waitlisted next takes a unit back")
+	require.Equal(t, []waitroom.TurnKind{waitroom.TurnReturnedUnit}, tr.of(t, v, 13, 1))
+
+	back, err := room.Status(ctx, line, 12)
+	require.NoError(t, err)
+	// A unit was spare after the step (two units, one pass out): back
+	// within the grace, the winner gets a fresh pass.
+	require.Equal(t, waitroom.StateAdmitted, back.State)
+	require.Equal(t, "won", waitroom.QueueJSON(back).State)
+	held, err := room.Status(ctx, line, 11)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateHeld, held.State, "no unit spare any more")
+	q := waitroom.QueueJSON(held)
+	require.Equal(t, "held", q.State)
+	require.NotNil(t, q.HeldUntil)
+}
+
+// The feed pushes a held turn to the shopper's socket (held, with
+// held_until, no pass) without taking it as a return, then the fresh pass
+// once the shopper's own read brought them back and the next step found a
+// unit for them.
+func TestFeedPushesTheHeldTurn(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, WatchEvery: -1})
+	const v = 149030
+	clearRoom(t, c, v)
+	now := redisNow(t, c)
+	// Passes outlive the feed's second between two frames, so the fresh
+	// one is pushed before it expires.
+	line := waitroom.Line{VoucherID: v, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 100,
+		PassTTL: 1500 * time.Millisecond, Grace: time.Minute}
+	var mu sync.Mutex
+	units := int64(1)
+	out := newSockets(31)
+	runFeed(t, room, out, func() waitroom.Target {
+		mu.Lock()
+		defer mu.Unlock()
+		return waitroom.Target{Line: line, Passes: units}
+	})
+	_, err := room.Join(ctx, line, 31)
+	require.NoError(t, err)
+	_, err = room.Join(ctx, line, 32) // waits behind, and takes the unit the miss frees
+	require.NoError(t, err)
+
+	var held api.Queue
+	require.Eventually(t, func() bool {
+		for _, g := range out.of(31) {
+			if g.q.State == "held" {
+				held = g.q
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "frames: %v", out.of(31))
+	require.NotNil(t, held.HeldUntil)
+	require.Nil(t, held.Pass)
+	// Only the feed looked at 31's place; the next in line took the unit.
+	require.Eventually(t, func() bool {
+		st, err := room.Status(ctx, line, 32)
+		require.NoError(t, err)
+		return st.State == waitroom.StateAdmitted && st.Pass != ""
+	}, 10*time.Second, 20*time.Millisecond)
+
+	back, err := room.Status(ctx, line, 31)
+	require.NoError(t, err)
+	require.Equal(t, waitroom.StateHeld, back.State, "no unit free: held, marked back")
+	mu.Lock()
+	units = 2 // a unit comes back
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		f := out.of(31)
+		last := f[len(f)-1].q
+		return last.State == "admitted" && last.Pass != nil
+	}, 10*time.Second, 20*time.Millisecond, "the fresh pass is pushed: %v", out.of(31))
 }
