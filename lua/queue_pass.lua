@@ -14,7 +14,8 @@
 -- (or lost: the room's restore rebuilds it); spend returns 1 settled now, 0 nothing in flight.
 -- A pass signed before a stop of the room (see queue_admit.lua) expires earlier than stored and
 -- still claims: one admission, one claim, whichever of its passes.
--- outcome holds 'u' (used) or 'u:<key>' (used by the buy of that key), 'x' (expired).
+-- outcome holds 'u' (used) or 'u:<key>' (used by the buy of that key), 'x' (expired), and the
+-- marks of a missed turn (queue_admit.lua's grace): 'h' held, 'g' a fresh pass, 'r' back in line.
 --
 -- The claims zset keeps a claimed pass counted against the room's bound until its reservation
 -- is in the stock (queue_admit.lua), so that the room never lets out more passes than units can
@@ -40,7 +41,8 @@ if ARGV[1] == 'claim' then
     local o = redis.call('HGET', KEYS[4], user)
     if o and ARGV[4] ~= '' and o == 'u:' .. ARGV[4] then return {1, 0} end
     if o and string.sub(o, 1, 1) == 'u' then return {2, 0} end
-    if o == 'x' then return {3, 0} end
+    -- A pass missed and held ('h'), or its place back in line ('r'): that pass expired.
+    if o == 'x' or o == 'h' or o == 'r' then return {3, 0} end
     return {4, 0}
   end
   stored = tonumber(stored)
