@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TurnKind is how a shopper's turn came (Turn.Kind).
@@ -61,10 +63,18 @@ func ParseTurn(payload string) (t Turn, ok bool) {
 // announceTurns publishes a Turn of kind for each of users, whose passes
 // expire at until; at is Redis's time when the turns came. Best effort, as
 // every message of Channel.
+//
+// One step may admit a thousand: the messages go in one pipeline, one
+// round trip, not one each.
 func (r *Room) announceTurns(ctx context.Context, l Line, kind TurnKind, until, at time.Time, users []int64) {
-	for _, u := range users {
-		m := wire{T: "t", A: at.UnixMilli(), U: u, W: string(kind), X: until.UnixMilli()}
-		m.setLine(l)
-		r.publish(ctx, &m)
-	}
+	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, u := range users {
+			m := wire{T: "t", A: at.UnixMilli(), U: u, W: string(kind), X: until.UnixMilli()}
+			m.setLine(l)
+			if b, err := json.Marshal(&m); err == nil {
+				p.Publish(ctx, Channel, b)
+			}
+		}
+		return nil
+	})
 }
