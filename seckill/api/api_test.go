@@ -33,7 +33,7 @@ func TestWireBytes(t *testing.T) {
 			`{"error":{"code":"sold_out","message":"this voucher is sold out"}}`},
 		{api.Purchase{OrderID: "7", Status: "reserved"}, `{"order_id":"7","status":"reserved"}`},
 		{api.Voucher{ID: "3", Title: "t", Kind: "seckill", BeginAt: at, EndAt: at, State: "on_sale", Shards: 1},
-			`{"id":"3","title":"t","kind":"seckill","price_cents":0,"stock_total":0,"stock_left":0,"per_user_limit":0,"begin_at":"2026-12-03T08:00:00Z","end_at":"2026-12-03T08:00:00Z","captcha_required":false,"challenge":"","state":"on_sale","shards":1,"waiting_room":null,"draw":null,"entry":null,"grace_seconds":0}`},
+			`{"id":"3","title":"t","kind":"seckill","price_cents":0,"currency":"","stock_total":0,"stock_left":0,"per_user_limit":0,"begin_at":"2026-12-03T08:00:00Z","end_at":"2026-12-03T08:00:00Z","captcha_required":false,"challenge":"","state":"on_sale","shards":1,"waiting_room":null,"draw":null,"entry":null,"grace_seconds":0}`},
 		{api.Stats{VoucherID: "3"},
 			`{"voucher_id":"3","stock_total":0,"stock_left":0,"reserved":0,"created":0,"paid":0,"cancelled":0,"failed":0}`},
 		{api.Breaker{Mode: "auto", State: "closed"}, `{"mode":"auto","state":"closed"}`},

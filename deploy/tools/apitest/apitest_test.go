@@ -19,7 +19,7 @@ func TestCheckFindsMismatches(t *testing.T) {
 	common := http.Header{"X-Request-Id": {"r1"}, "X-Server-Time": {"1767225600000"}}
 	json := common.Clone()
 	json.Set("Content-Type", "application/json")
-	voucher := `{"id":"12","title":"t","kind":"seckill","price_cents":1,"stock_total":1,"stock_left":1,
+	voucher := `{"id":"12","title":"t","kind":"seckill","price_cents":1,"currency":"CNY","stock_total":1,"stock_left":1,
 		"per_user_limit":1,"begin_at":"2026-01-01T00:00:00Z","end_at":"2026-01-02T00:00:00Z",
 		"captcha_required":false,"challenge":"none","state":"on_sale","shards":1,"waiting_room":null,"draw":null,"entry":null,"grace_seconds":600}`
 	require.NoError(t, s.Check(get, 200, json, []byte(voucher)))
