@@ -39,11 +39,14 @@
  *                               while waiting out a 429, when sold out or not on sale;
  *                               on a voucher with a waiting room, shown only once admitted)
  *       .queue                  the waiting room (vouchers with waiting_room); data-state =
- *                               none|waiting|sold_out|admitted|used|expired|closed, and
+ *                               none|waiting|sold_out|admitted|held|used|expired|closed, and
  *                               in a draw (waiting_room.mode "draw")
- *                               none|entered|won|used|expired|waitlisted|lost|void
+ *                               none|entered|won|held|used|expired|waitlisted|lost|void
+ *                               (held: a missed turn kept until held_until, in both)
  *         .queue-headline .queue-position .queue-ahead .queue-eta .queue-bar
  *       .join                   "Join the line" (shown until the shopper is in line)
+ *       .take                   "Take my turn", shown while a turn is held: reads the
+ *                               queue again, then buys with the fresh pass
  *   #orders-section             "My orders", shown once logged in; #orders-empty when none
  *   #orders                     the order list, newest first
  *     [data-order-id="<id>"]    one order (data-testid="order"); data-status = the API's status
@@ -221,6 +224,14 @@
       whenUnitsBack: 'when units come back',
       roomTurn: (d) => `It’s your turn! Buy within ${d}.`,
       roomUsed: 'You used your turn.',
+      roomHeld: (until, d) => `Your turn came while you were away; it is held until ${until} (${d} left).`,
+      heldNotice: (title, until) => `Your turn for “${title}” came while you were away; it is held until ${until}. Press “Take my turn” to buy.`,
+      takeTurn: 'Take my turn',
+      takingTurn: 'Taking your turn…',
+      heldNext: 'You’re back: the next unit that comes free is yours.',
+      joinChallengeInvalid: 'This device’s check expired before you joined. Please press Join again.',
+      regChecking: (s) => `Checking this device before creating the account… ${s} s`,
+      regCheckExpired: 'This device’s check expired before the account was made. Please press Create account again.',
       roomExpired: 'Your turn passed: the pass was not used in time.',
       roomClosed: 'The line is closed: the sale is over.',
       drawLogIn: 'This sale is a draw. Log in, then enter it.',
@@ -396,6 +407,14 @@
       whenUnitsBack: '有库存退回时',
       roomTurn: (d) => `轮到您了！请在 ${d} 内购买。`,
       roomUsed: '您已用掉本次购买机会。',
+      roomHeld: (until, d) => `您离开时轮到了您；该机会为您保留到 ${until}（剩余 ${d}）。`,
+      heldNotice: (title, until) => `您离开时轮到了您购买“${title}”；该机会保留到 ${until}。请点击“领取我的机会”购买。`,
+      takeTurn: '领取我的机会',
+      takingTurn: '正在领取您的机会…',
+      heldNext: '欢迎回来：下一件空出的商品归您。',
+      joinChallengeInvalid: '加入排队前，本设备的验证已过期。请再次点击加入。',
+      regChecking: (s) => `注册前正在验证本设备… ${s} 秒`,
+      regCheckExpired: '账号创建前，本设备的验证已过期。请再次点击“注册账号”。',
       roomExpired: '您的购买机会已过期：通行证未在时限内使用。',
       roomClosed: '排队已结束：本场抢购已结束。',
       drawLogIn: '本场为抽签销售。请先登录，再参加抽签。',
@@ -584,6 +603,7 @@
   /** @type {(n: number) => string} */
   const fmtNum = (n) => format('num', () => new Intl.NumberFormat(lang)).format(n);
   /** @type {(ms: number) => string} */
+  const fmtHM = (ms) => format('hm', () => new Intl.DateTimeFormat(lang, { hour: '2-digit', minute: '2-digit' })).format(ms);
   const fmtTime = (ms) => format('time', () => new Intl.DateTimeFormat(lang, { hour: '2-digit', minute: '2-digit', second: '2-digit' })).format(ms);
   /** @type {(ms: number) => string} */
   const fmtDateTime = (ms) => format('datetime', () => new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'short' })).format(ms);
@@ -739,7 +759,9 @@
     const wait = fmtNum(err.retryAfter || 1);
     switch (err.code) {
       case 'invalid_input': return t('err_invalid_input', err.message);
-      case 'challenge_invalid': return t(what === 'register' || what === 'captcha' ? 'err_captcha_invalid' : 'err_challenge_invalid');
+      case 'challenge_invalid':
+        if (what === 'join') return t('joinChallengeInvalid');
+        return t(what === 'register' || what === 'captcha' ? 'err_captcha_invalid' : 'err_challenge_invalid');
       case 'not_eligible': return t('err_not_eligible', err.message);
       case 'unauthenticated': return t(what === 'login' ? 'err_login' : 'err_unauthenticated');
       case 'not_found': return t(what === 'order' ? 'err_order_not_found' : 'err_not_found');
@@ -923,14 +945,58 @@
     });
   }
 
+  // registerPow says the shop took a registration's proof of work
+  // (SECKILL_REGISTER_CHALLENGE=pow): later sign-ups solve one first.
+  const registerPow = { on: false };
+
+  /**
+   * registerWork solves a registration's challenge (GET
+   * /api/v1/challenges?purpose=register, or ch when already asked for),
+   * its progress said on the status line.
+   * @param {{challenge_id: string, salt: string, difficulty_bits: number}} [ch]
+   */
+  async function registerWork(ch) {
+    const c = ch || await api('GET', '/challenges?purpose=register', { auth: false });
+    const nonce = await solveWork(c, (ms) => say(t('regChecking', fmtNum(Math.round(ms / 1000))), 'info'));
+    return { challenge_id: c.challenge_id, challenge_answer: nonce };
+  }
+
+  // register creates the account. A shop that takes a challenge answers a
+  // bare try 400 challenge_invalid; which kind it takes is then asked: a
+  // register challenge is given under pow, and is 409 conflict otherwise
+  // (a captcha, gateway/openapi.yaml), when the captcha path takes over.
+  async function register(creds) {
+    if (registerPow.on) {
+      await api('POST', '/users', { body: { ...creds, ...(await registerWork()) }, auth: false });
+      return;
+    }
+    try {
+      await api('POST', '/users', { body: loginCaptcha.with(creds), auth: false });
+    } catch (err) {
+      if (err.code !== 'challenge_invalid' || loginCaptcha.id) throw err;
+      let ch;
+      try {
+        ch = await api('GET', '/challenges?purpose=register', { auth: false });
+      } catch (e) {
+        throw e.code === 'conflict' ? err : e;
+      }
+      registerPow.on = true;
+      await api('POST', '/users', { body: { ...creds, ...(await registerWork(ch)) }, auth: false });
+    }
+  }
+
   function onRegister() {
     const creds = credentials();
     if (!creds) return;
     withButton($('#register'), async () => {
       const withCaptcha = Boolean(loginCaptcha.id);
       try {
-        await api('POST', '/users', { body: loginCaptcha.with(creds), auth: false });
+        await register(creds);
       } catch (err) {
+        if (registerPow.on && err.code === 'challenge_invalid') {
+          say(t('regCheckExpired'), 'warn');
+          return;
+        }
         // A captcha shown was spent by this try; one asked for is shown.
         if (loginCaptcha.id || err.code === 'challenge_invalid') loginCaptcha.load(REGISTER_WHY);
         if (err.code === 'challenge_invalid') {
@@ -1008,6 +1074,9 @@
       this.queueStart = 0;
       this.joining = false;
       this.joinButton.addEventListener('click', () => this.join());
+      this.takeButton = $('.take', el);
+      this.taking = false;
+      this.takeButton.addEventListener('click', () => this.takeTurn());
       $('.buy-form', el).addEventListener('submit', (ev) => { ev.preventDefault(); this.buy(); });
       $('.captcha-refresh', el).addEventListener('click', () => this.loadCaptcha(true));
       $('.captcha-listen', el).addEventListener('click', () => this.loadCaptcha(true, 'audio'));
@@ -1134,7 +1203,7 @@
       // A pow voucher's check is solved as soon as buying is near, so the
       // press finds it done.
       if (v.challenge === 'pow' && state.session &&
-        (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 60000))) {
+        (phase === 'live' || (phase === 'upcoming' && Date.parse(v.begin_at) - now < 60000) || (room.joinable && !this.queue))) {
         this.solvePow().catch(() => {});
       }
       if (wantCaptcha) {
@@ -1189,6 +1258,21 @@
       if (st === 'none' && over) st = 'closed';
       const headline = $('.queue-headline', box);
       const bar = $('.queue-bar', box);
+      const take = this.takeButton;
+      const held = st === 'held' && Date.parse(q.held_until) > now;
+      if (take.hidden === held) take.hidden = !held;
+      if (held) {
+        // A turn missed is held for the voucher's grace: reading the queue
+        // again takes it (seckill/waitroom/README.md).
+        box.dataset.state = 'held';
+        const until = Date.parse(q.held_until);
+        setText(headline, t('roomHeld', fmtHM(until), fmtDuration(until - now)));
+        setText(take, t(this.taking ? 'takingTurn' : 'takeTurn'));
+        take.disabled = this.taking;
+        if (!join.hidden) join.hidden = true;
+        return { hideBuy: true, wantCaptcha: true, joinable };
+      }
+      if (st === 'held') st = 'expired';
       if (v.waiting_room.mode === 'draw') return this.updateDraw(st, phase, now, headline, bar, box, join);
       box.dataset.state = st;
       let showJoin = false;
@@ -1306,6 +1390,9 @@
       if (q && (q.state === 'admitted' || q.state === 'won') && q.pass && (!this.queue || this.queue.pass !== q.pass)) {
         this.notice(t('yourTurn', this.voucher ? this.voucher.title : ''), 'ok');
       }
+      if (q && q.state === 'held' && q.held_until && (!this.queue || this.queue.state !== 'held')) {
+        this.notice(t('heldNotice', this.voucher ? this.voucher.title : '', fmtHM(Date.parse(q.held_until))), 'warn');
+      }
       if (q && this.queue && this.queue.state === 'entered' && (q.state === 'waitlisted' || q.state === 'lost')) {
         this.notice(t('drawLost', this.voucher ? this.voucher.title : '', q.state === 'waitlisted' ? q.position : 0), 'info');
       }
@@ -1340,9 +1427,17 @@
       }
       const body = {};
       if (!this.withCaptcha(body)) return;
+      const pow = v.challenge === 'pow';
       this.joining = true;
       this.update();
       try {
+        if (pow) {
+          // Joining a pow voucher's line takes a solved challenge, as a buy
+          // does (gateway/openapi.yaml); its progress shows at .pow-status.
+          if (this.pow && this.pow.failedAt) this.pow = null;
+          Object.assign(body, await this.solvePow());
+          this.pow = null; // spent by this join whatever the verdict
+        }
         // A merchant who invites its shoppers links here with the entry
         // token it signed (?entry_token=...); the join carries it.
         const headers = entryToken() ? { 'Seckill-Entry-Token': entryToken() } : {};
@@ -1350,7 +1445,7 @@
         this.notice(t('inLine'), 'ok');
       } catch (err) {
         if (err.code === 'unauthenticated') endSession(sentence(err));
-        else this.notice(sentence(err, 'join'), err.code === 'captcha_invalid' ? 'warn' : 'error');
+        else this.notice(sentence(err, 'join'), err.code === 'captcha_invalid' || err.code === 'challenge_invalid' ? 'warn' : 'error');
         if (err.code === 'captcha_invalid') this.answer.focus();
       } finally {
         this.joining = false;
@@ -1369,6 +1464,32 @@
       } catch (err) {
         if (err.code === 'not_found') this.setQueue(null);
       }
+    }
+
+    // takeTurn brings back a shopper whose turn is held: reading the queue
+    // again answers a fresh pass when a unit is free, which buys at once as
+    // any pass does; else the place stays held, first for the next unit.
+    async takeTurn() {
+      const v = this.voucher;
+      if (!v || this.taking) return;
+      this.taking = true;
+      this.update();
+      try {
+        this.setQueue(await api('GET', `/vouchers/${encodeURIComponent(v.id)}/queue`));
+      } catch (err) {
+        if (err.code === 'unauthenticated') endSession(sentence(err));
+        else this.notice(sentence(err), 'error');
+        return;
+      } finally {
+        this.taking = false;
+        this.update();
+      }
+      const q = this.queue;
+      if (q && q.pass) {
+        this.buy();
+        return;
+      }
+      if (q && q.state === 'held') this.notice(t('heldNext'), 'info');
     }
 
     // captchaFailedRecently keeps a failing captcha fetch from hammering.
@@ -1518,23 +1639,7 @@
       pow.promise = (async () => {
         const ch = await api('GET', `/challenges?voucher_id=${encodeURIComponent(v.id)}`, { auth: false });
         pow.expiresAt = Date.parse(ch.expires_at);
-        const nonce = await new Promise((resolve, reject) => {
-          let w;
-          try { w = new Worker('pow.js'); } catch (e) { reject(new ApiError(0, 'pow_failed', String(e), 0)); return; }
-          w.onmessage = (ev) => {
-            const m = ev.data || {};
-            if (m.progress) {
-              // Only slow devices see this: a fast one is done within a second.
-              setText(status, t('powChecking', fmtNum(Math.round(m.ms / 1000))));
-              return;
-            }
-            w.terminate();
-            if (m.error) reject(new ApiError(0, 'pow_failed', m.error, 0));
-            else resolve(m.nonce);
-          };
-          w.onerror = (e) => { w.terminate(); reject(new ApiError(0, 'pow_failed', e.message || 'worker', 0)); };
-          w.postMessage({ salt: ch.salt, bits: ch.difficulty_bits });
-        });
+        const nonce = await solveWork(ch, (ms) => setText(status, t('powChecking', fmtNum(Math.round(ms / 1000)))));
         setText(status, '');
         this.el.dataset.pow = 'ready';
         return { challenge_id: ch.challenge_id, challenge_answer: nonce };
@@ -1617,6 +1722,33 @@
           this.notice(sentence(err, 'buy'), 'error');
       }
     }
+  }
+
+  /**
+   * solveWork finds a challenge's nonce in a Web Worker (pow.js). progress
+   * hears the milliseconds spent about every second: only slow devices
+   * hear it, a fast one is done within a second.
+   * @param {{salt: string, difficulty_bits: number}} ch
+   * @param {(ms: number) => void} progress
+   * @returns {Promise<string>}
+   */
+  function solveWork(ch, progress) {
+    return new Promise((resolve, reject) => {
+      let w;
+      try { w = new Worker('pow.js'); } catch (e) { reject(new ApiError(0, 'pow_failed', String(e), 0)); return; }
+      w.onmessage = (ev) => {
+        const m = ev.data || {};
+        if (m.progress) {
+          progress(m.ms);
+          return;
+        }
+        w.terminate();
+        if (m.error) reject(new ApiError(0, 'pow_failed', m.error, 0));
+        else resolve(m.nonce);
+      };
+      w.onerror = (e) => { w.terminate(); reject(new ApiError(0, 'pow_failed', e.message || 'worker', 0)); };
+      w.postMessage({ salt: ch.salt, bits: ch.difficulty_bits });
+    });
   }
 
   function newCard(v) {
