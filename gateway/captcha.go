@@ -107,7 +107,7 @@ func (s *Server) newRegisterChallenge(c *fiber.Ctx, purpose, voucherID string) e
 	case s.deps.Challenges == nil:
 		return fmt.Errorf("%w: challenges are not configured", apperr.ErrUnavailable)
 	case s.cfg.RegisterChallenge != RegisterPoW:
-		return apperr.Public(apperr.ErrConflict, fmt.Sprintf("registering takes no proof of work here (it takes %s): register without one", s.registerTakes()))
+		return apperr.Publicf(apperr.ErrConflict, "registering takes no proof of work here (it takes %s): register without one", s.registerTakes())
 	}
 	if l := s.deps.Gates.CaptchaIssue; l != nil {
 		if err := l.Allow(c.UserContext(), s.clientKey(c)); err != nil {

@@ -244,8 +244,22 @@ func chinese(format string) (string, bool) {
 		return "用户 ID 无效", true
 	case "state must be %q or %q":
 		return "state 必须为 %q 或 %q", true
-	case "send at least one of add_stock, admit_per_second and end_at":
-		return "请至少提交 add_stock、admit_per_second 和 end_at 中的一项", true
+	case "send at least one of add_stock, admit_per_second, end_at and grace_seconds":
+		return "请至少提交 add_stock、admit_per_second、end_at 和 grace_seconds 中的一项", true
+	case "grace_seconds must be 0 to %d":
+		return "grace_seconds 必须为 0 到 %d", true
+	case "registering takes a solved proof of work: get one (GET /api/v1/challenges?purpose=register) and send its challenge_id and challenge_answer with the username and password":
+		return "注册需要完成工作量证明：请先获取挑战（GET /api/v1/challenges?purpose=register），再将 challenge_id 和 challenge_answer 与用户名、密码一起提交", true
+	case "registration takes a proof of work, and this server has no challenges":
+		return "注册需要工作量证明，但本服务器未提供挑战", true
+	case "the proof of work is wrong, expired or used: get a new challenge (GET /api/v1/challenges?purpose=register) and register with its answer":
+		return "工作量证明错误、已过期或已被使用：请获取新的挑战（GET /api/v1/challenges?purpose=register），并用其答案注册", true
+	case "purpose must be register (or absent, with voucher_id)":
+		return "purpose 必须为 register（或不填，同时提供 voucher_id）", true
+	case "a registration's challenge names no voucher: send purpose or voucher_id, not both":
+		return "注册用的挑战不对应任何优惠券：请只提交 purpose 或 voucher_id 之一，不要同时提交", true
+	case "registering takes no proof of work here (it takes %s): register without one":
+		return "本服务器注册无需工作量证明（需要的是%s）：请直接注册", true
 	case "end_at must be in the years %d to %d (UTC)":
 		return "end_at 必须在 %d 年到 %d 年之间（UTC）", true
 	case "voucher %d: its sale ended at %s; an ended sale cannot be changed":
