@@ -21,14 +21,19 @@ import (
 // meets, each light and dark, on a phone and on a desktop, with a
 // screenshot of each. The states are set up through the API and shown in
 // one browser; where one screen shows several states at once, they are
-// checked together (the test asserts each is on the screen). Signed in,
-// Tab goes around each page and every stop shows the focus.
+// checked together (the test asserts each is on the screen). Every state
+// of the shopper page is checked again in Chinese, in the same four views,
+// switched with the page's own language select; a switch clears the page's
+// messages, so a state made of one (an error, a busy answer) is made again
+// in Chinese before the check. Screenshots of the shopper page are named
+// with the language. Signed in, Tab goes around each page and every stop
+// shows the focus.
 //
 //	shop-signed-out   signed out; cards on sale, sold out, paused, with a line, a draw open for entries
 //	shop-error        a wrong password's error
 //	shop-signed-in    signed in, in a line, a captcha shown, an order
 //	shop-busy         a buy answered 503 (the operator forced the breaker open)
-//	shop-draw         a draw won and a draw lost (waitlisted)
+//	shop-draw         a draw won and draws lost (waitlisted)
 //	admin-signed-out  the operator page with no token
 //	admin-error       a wrong token's error
 //	admin-signed-in   the figures of every voucher above, and a sale report
@@ -73,18 +78,37 @@ func TestBrowserAccessibility(t *testing.T) {
 
 	var problems []string
 	check := func(b *browser, state string) { problems = append(problems, b.checkA11y(state, axeJS)...) }
-
 	b := openBrowser(t, ts.base)
-	b.waitCard(plain)
-	b.waitJS("sold out, paused, a line and a draw are shown", fmt.Sprintf(`document.querySelector('%s').dataset.state === 'soldout' &&
-		document.querySelector('%s').dataset.state === 'paused' && !document.querySelector('%s .queue').hidden &&
-		!document.querySelector('%s .queue').hidden`, card(sold), card(paused), card(line), card(won)))
-	check(b, "shop-signed-out")
+	// shop checks a state of the shopper page in English, then in Chinese:
+	// shown says the state is on the screen (waited for in each language),
+	// again makes anew what the switch cleared. The page is left in English.
+	shop := func(state, shown string, again func()) {
+		b.waitJS(state+" is shown", shown)
+		check(b, state+"-en")
+		b.setLang("zh-CN")
+		if again != nil {
+			again()
+		}
+		b.waitJS(state+" is shown in Chinese", shown)
+		check(b, state+"-zh-CN")
+		b.setLang("en")
+	}
 
-	b.do("log in with a wrong password", chromedp.SendKeys(chromedp.ID("username"), name),
-		chromedp.SendKeys(chromedp.ID("password"), "wrong password"), chromedp.Click(chromedp.ID("login")))
-	b.waitJS("the error is shown", `document.querySelector('#message').dataset.kind === 'error'`)
-	check(b, "shop-error")
+	b.waitCard(plain)
+	shop("shop-signed-out", fmt.Sprintf(`document.querySelector('%s').dataset.state === 'soldout' &&
+		document.querySelector('%s').dataset.state === 'paused' && !document.querySelector('%s .queue').hidden &&
+		!document.querySelector('%s .queue').hidden`, card(sold), card(paused), card(line), card(won)), nil)
+
+	wrongPassword := func() {
+		b.eval(`document.querySelector('#password').value = ''`)
+		b.do("log in with a wrong password", chromedp.SendKeys(chromedp.ID("password"), "wrong password"), chromedp.Click(chromedp.ID("login")))
+	}
+	b.do("type the username", chromedp.SendKeys(chromedp.ID("username"), name))
+	wrongPassword()
+	// The error of this attempt, in the page's language (the switch
+	// emptied the status line).
+	shop("shop-error", `(() => { const m = document.querySelector('#message');
+		return m.dataset.kind === 'error' && (document.documentElement.lang === 'en' || /\p{Script=Han}/u.test(m.textContent)); })()`, wrongPassword)
 
 	b.eval(`document.querySelector('#password').value = ''`)
 	b.do("log in", chromedp.SendKeys(chromedp.ID("password"), password), chromedp.Click(chromedp.ID("login")))
@@ -94,8 +118,9 @@ func TestBrowserAccessibility(t *testing.T) {
 	b.waitJS("in the line", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'waiting'`, card(line)))
 	order := b.buy(plain)
 	b.waitStatus(order, "created", 30*time.Second)
-	b.waitJS("a captcha is shown", `[...document.querySelectorAll('.captcha-img')].some((i) => !i.hidden && i.complete && i.naturalWidth > 0)`)
-	check(b, "shop-signed-in")
+	shop("shop-signed-in", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'waiting' &&
+		document.querySelector('[data-order-id="%s"]')?.dataset.status === 'created' &&
+		[...document.querySelectorAll('.captcha-img')].some((i) => !i.hidden && i.complete && i.naturalWidth > 0)`, card(line), order), nil)
 	require.Greater(t, b.tabAround(), 10, "every stop of the shopper page shows the focus")
 
 	breaker := func(mode string) {
@@ -104,11 +129,17 @@ func TestBrowserAccessibility(t *testing.T) {
 	}
 	breaker("open")
 	b.waitJS("Buy is back", fmt.Sprintf(`!document.querySelector('%s .buy').disabled`, card(plain)))
-	// Every instance obeys within a second: press until the answer is 503.
-	b.waitJSFor("a buy is answered busy", fmt.Sprintf(`(() => {
-		if (document.querySelector('#message').textContent.includes('very busy')) return true;
-		const x = document.querySelector('%s .buy'); if (!x.disabled) x.click(); return false; })()`, card(plain)), 10*time.Second)
-	check(b, "shop-busy")
+	// Every instance obeys within a second: press until the answer is 503,
+	// which the card marks busy with a notice in the page's language. A
+	// switch of language empties the notice; a busy card keeps its mark
+	// until its wait is over, so only a new 503 shows both.
+	busy := fmt.Sprintf(`(() => { const c = document.querySelector('%s'), n = c.querySelector('.card-notice');
+		if (c.dataset.notice === 'busy' && n.dataset.kind === 'warn' && n.textContent !== '' &&
+			(document.documentElement.lang === 'en' || /\p{Script=Han}/u.test(n.textContent))) return true;
+		const x = c.querySelector('.buy'); if (!x.disabled && !c.dataset.notice) x.click(); return false; })()`, card(plain))
+	pressUntilBusy := func() { b.waitJSFor("a buy is answered busy", busy, 10*time.Second) }
+	pressUntilBusy()
+	shop("shop-busy", busy, pressUntilBusy)
 	breaker("auto")
 
 	b.waitJSFor("a draw won", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'won'`, card(won)), time.Until(begin)+30*time.Second)
@@ -118,7 +149,7 @@ func TestBrowserAccessibility(t *testing.T) {
 	}
 	b.waitJSFor("every draw made", fmt.Sprintf(`[%s].every((s) => s === 'won' || s === 'waitlisted')`, strings.Join(lostJS, ",")), 30*time.Second)
 	require.Contains(t, b.eval(`[`+strings.Join(lostJS, ",")+`].join(' ')`), "waitlisted", "a draw lost (one time in a thousand the shopper wins all three)")
-	check(b, "shop-draw")
+	shop("shop-draw", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'won' && [%s].includes('waitlisted')`, card(won), strings.Join(lostJS, ",")), nil)
 
 	b.do("open the operator page", chromedp.Navigate(ts.base+"/admin"))
 	b.waitJS("the operator page is shown", `document.querySelector('#admin-token') !== null && document.querySelector('#server-clock').textContent !== '--:--:--'`)
@@ -143,6 +174,15 @@ func TestBrowserAccessibility(t *testing.T) {
 	breaker("auto")
 
 	require.Empty(t, problems, "axe-core's serious and critical WCAG 2.2 AA violations:\n%s", strings.Join(problems, "\n"))
+}
+
+// setLang switches the shopper page's language with its own select, as a
+// shopper's choice does, and waits until the page speaks it.
+func (b *browser) setLang(lang string) {
+	b.t.Helper()
+	b.eval(fmt.Sprintf(`(() => { const s = document.querySelector('#lang'); s.value = %q;
+		s.dispatchEvent(new Event('change', { bubbles: true })); return s.value; })()`, lang))
+	b.waitJS("the page in "+lang, fmt.Sprintf(`document.documentElement.lang === %q && document.querySelector('#lang').value === %q`, lang, lang))
 }
 
 // register creates an account through the API and returns a token of its
