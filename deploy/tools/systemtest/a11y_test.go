@@ -86,18 +86,22 @@ var axeRun = `(async () => {
       nodes: v.nodes.map((n) => ({ target: n.target.join(' '), summary: n.failureSummary })) })));
 })()`
 
-// checkA11y looks at the page's present state in every view: a screenshot
-// named state-scheme-size, and axe's serious and critical violations, each
-// a line of the answer (none: the state passes).
-func (b *browser) checkA11y(state, axeJS string) []string {
+// checkA11y looks at the page's present state in each of views (every view
+// when none is given): a screenshot named state-scheme-size, and axe's
+// serious and critical violations, each a line of the answer (none: the
+// state passes).
+func (b *browser) checkA11y(state, axeJS string, views ...a11yView) []string {
 	b.t.Helper()
 	if b.eval(`typeof window.axe`) != "object" {
 		b.eval(axeJS + ";'loaded'")
 	}
 	tags, err := json.Marshal(axeTags)
 	require.NoError(b.t, err)
+	if len(views) == 0 {
+		views = a11yViews
+	}
 	var problems []string
-	for _, v := range a11yViews {
+	for _, v := range views {
 		b.emulate(v)
 		name := fmt.Sprintf("%s-%s-%s", state, v.scheme, v.size)
 		b.screenshot(name)
