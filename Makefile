@@ -7,7 +7,8 @@
 #                prometheus for promtool, maven and java for Apache Kafka,
 #                helm in bin/ from the Go module proxy, bin/jaeger: the
 #                trace store, built from the Go module proxy, stripe-mock
-#                into bin/, axe-core from npm for the accessibility test)
+#                and mailpit into bin/, axe-core from npm for the
+#                accessibility test)
 #   make build   bin/seckill, stamped with the commit git names (for
 #                `seckill version`), and the load tool bin/loadtest
 #                (deploy/tools/cmd/loadtest); make build-seckill: bin/seckill alone
@@ -180,7 +181,7 @@ VULNDB ?= golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 RACE_PKGS ?= ./gateway ./gateway/edge ./notify/... ./orders/... ./seckill/...
 RACE_TIMEOUT ?= 10m
 
-.PHONY: drand deps test-deps ts-client webcheck helm jaeger stripe-mock kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
+.PHONY: drand deps test-deps ts-client webcheck helm jaeger stripe-mock mailpit kafka-jars build build-seckill run test vet lint vulncheck test-race fuzz bench chaos fleet netlab crowd capacity conformance clean
 
 # deps installs only what running needs and is missing (redis-server,
 # postgresql); test-deps adds what only the tests need (chromium for the
@@ -205,10 +206,10 @@ KAFKA_DEPS := maven default-jre-headless
 RUN_DEPS := redis-server postgresql $(if $(filter apache,$(SECKILL_DEV_KAFKA)),$(KAFKA_DEPS))
 TEST_DEPS := redis-server postgresql $(KAFKA_DEPS) chromium fonts-wqy-microhei prometheus iproute2 jq curl openssl nodejs npm
 
-deps: $(DRAND) $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock)
+deps: $(DRAND) $(if $(filter jaeger,$(SECKILL_DEV_TRACING)),jaeger) $(if $(filter stripe-mock,$(SECKILL_DEV_PAYMENTS)),stripe-mock) $(if $(filter mailpit,$(SECKILL_DEV_MAIL)),mailpit)
 	@$(call install_deps,$(RUN_DEPS))
 
-test-deps: $(DRAND) helm jaeger stripe-mock
+test-deps: $(DRAND) helm jaeger stripe-mock mailpit
 	@$(call install_deps,$(TEST_DEPS))
 	@$(MAKE) --no-print-directory ts-client
 	@$(MAKE) --no-print-directory webcheck
@@ -262,6 +263,16 @@ STRIPE_MOCK ?= github.com/stripe/stripe-mock@v0.203.0
 stripe-mock:
 	@if [ ! -x bin/stripe-mock ]; then echo "deps: go install $(STRIPE_MOCK) into bin/"; \
 		GOBIN=$(CURDIR)/bin $(GO) install $(STRIPE_MOCK); fi
+
+# mailpit is a mail catcher (a real SMTP server with an HTTP API, a Go
+# program through the Go module proxy), installed into bin/ where
+# deploy/devstack finds it: the reminder tests read the e-mail it got, and
+# `make run` with SECKILL_DEV_MAIL=mailpit sends the reminders to one.
+# Keep the version in step with devstack.MailpitModule.
+MAILPIT ?= github.com/axllent/mailpit@v1.33.1
+mailpit:
+	@if [ ! -x bin/mailpit ]; then echo "deps: go install $(MAILPIT) into bin/"; \
+		GOBIN=$(CURDIR)/bin $(GO) install $(MAILPIT); fi
 
 drand: $(DRAND)
 

@@ -128,7 +128,15 @@ func stripeMockReady(ctx context.Context, base string) error {
 
 // stripeMockBinary finds stripe-mock or installs it into the module's bin/.
 func stripeMockBinary(ctx context.Context) (string, error) {
-	if p, err := exec.LookPath("stripe-mock"); err == nil {
+	return goToolBinary(ctx, "stripe-mock", StripeMockModule)
+}
+
+// goToolBinary finds the Go program name (built from module, path@version)
+// on PATH, in GOBIN, in the module's bin/ or in GOPATH/bin; when none has
+// it, it is installed into the module's bin/ with `go install` (through the
+// Go module proxy, once).
+func goToolBinary(ctx context.Context, name, module string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	var dirs []string
@@ -143,24 +151,24 @@ func stripeMockBinary(ctx context.Context) (string, error) {
 		dirs = append(dirs, filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin"))
 	}
 	for _, d := range dirs {
-		p := filepath.Join(d, "stripe-mock")
+		p := filepath.Join(d, name)
 		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
 	if root == "" {
-		return "", fmt.Errorf("devstack: stripe-mock not found on PATH or in %s: run `make test-deps` (go install %s)",
-			strings.Join(dirs, ", "), StripeMockModule)
+		return "", fmt.Errorf("devstack: %s not found on PATH or in %s: run `make test-deps` (go install %s)",
+			name, strings.Join(dirs, ", "), module)
 	}
 	target := filepath.Join(root, "bin")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "install", StripeMockModule)
+	cmd := exec.CommandContext(ctx, "go", "install", module)
 	cmd.Env = append(os.Environ(), "GOBIN="+target)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("devstack: go install %s: %w: %s", StripeMockModule, err, out)
+		return "", fmt.Errorf("devstack: go install %s: %w: %s", module, err, out)
 	}
-	return filepath.Join(target, "stripe-mock"), nil
+	return filepath.Join(target, name), nil
 }
 
 func goEnv(ctx context.Context, name string) string {

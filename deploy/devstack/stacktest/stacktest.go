@@ -91,6 +91,10 @@ type Stack struct {
 	stripeErr error
 	paid      map[string]*devstack.StripeMock // by fixture, started by StripeMockPaid
 
+	mailMu  sync.Mutex
+	mail    *devstack.Mailpit // started by the first Mailpit call
+	mailErr error
+
 	drandMu  sync.Mutex
 	drand    *devstack.Drand // started by the first Drand call
 	drandErr error
@@ -122,6 +126,24 @@ func (s *Stack) StripeMockPaid(t testing.TB, amountCents int64, currency string)
 	}
 	s.paid[key] = m
 	return m
+}
+
+// Mailpit is the package's private mailpit (a real SMTP server that keeps
+// every message and lists them on GET APIURL/api/v1/messages), started by
+// the first call. Tests share it: tell your messages apart by recipient.
+func (s *Stack) Mailpit(t testing.TB) *devstack.Mailpit {
+	t.Helper()
+	s.mailMu.Lock()
+	defer s.mailMu.Unlock()
+	if s.mail == nil && s.mailErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		s.mail, s.mailErr = devstack.StartMailpit(ctx, devstack.MailpitOptions{Dir: filepath.Join(s.dir, "mailpit")})
+	}
+	if s.mailErr != nil {
+		t.Fatalf("stacktest: %v", s.mailErr)
+	}
+	return s.mail
 }
 
 // StripeMock is the package's private stripe-mock (Stripe's mock server),
@@ -426,6 +448,11 @@ func (s *Stack) Stop(ctx context.Context) error {
 	if s.RedisServer != nil {
 		errs = append(errs, s.RedisServer.Stop(ctx))
 	}
+	s.mailMu.Lock()
+	if s.mail != nil {
+		errs = append(errs, s.mail.Stop(ctx))
+	}
+	s.mailMu.Unlock()
 	s.stripeMu.Lock()
 	if s.stripe != nil {
 		errs = append(errs, s.stripe.Stop(ctx))
