@@ -6,6 +6,7 @@ toolchain go1.26.11
 
 require (
 	github.com/IBM/sarama v1.61.1
+	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/drand/drand/v2 v2.1.8
 	github.com/fasthttp/websocket v1.5.8
 	github.com/go-redis/redis_rate/v10 v10.0.1

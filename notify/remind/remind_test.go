@@ -1,0 +1,182 @@
+package remind_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/notify/remind"
+	"github.com/flashsale/seckill/seckill/testlog"
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+// mailpitMessage is one message as mailpit's API lists and shows it.
+type mailpitMessage struct {
+	ID      string
+	Subject string
+	To      []struct{ Address string }
+	Text    string
+}
+
+// mailTo is the first message mailpit got for addr, with its text; ok
+// false while there is none.
+func mailTo(t *testing.T, api, addr string) (mailpitMessage, bool) {
+	t.Helper()
+	var list struct{ Messages []mailpitMessage }
+	getJSON(t, api+"/api/v1/messages?limit=500", &list)
+	for _, m := range list.Messages {
+		for _, to := range m.To {
+			if to.Address == addr {
+				var full mailpitMessage
+				getJSON(t, api+"/api/v1/message/"+m.ID, &full)
+				return full, true
+			}
+		}
+	}
+	return mailpitMessage{}, false
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
+// counter reads one series of a counter family from reg (0 when absent).
+func counter(t *testing.T, reg *prometheus.Registry, family string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != family {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// A shopper admitted from a waiting room is reminded, once the delay is
+// over and the pass still unused: by e-mail through a real SMTP server,
+// and by Web Push to each browser (signed and encrypted as a push service
+// and a browser check). A subscription its push service calls gone is
+// deleted; a shopper who used the pass before the delay gets nothing.
+func TestTurnRemindsByMailAndPush(t *testing.T) {
+	ctx := context.Background()
+	store := remind.NewStore(stack.NewDatabase(t))
+	mail := stack.Mailpit(t)
+	keys, err := remind.GenerateVAPID("mailto:ops@shop.example")
+	require.NoError(t, err)
+	push := newPushService(t, keys.PublicKey)
+	mailer, err := remind.NewMailer(strings.Replace(mail.SMTPURL, "smtp://", "smtp://relay:secret@", 1), "shop@shop.example")
+	require.NoError(t, err)
+
+	rdb := stack.Redis(t)
+	secret := []byte("remind-test-room-secret-0123456789")
+	reg := prometheus.NewRegistry()
+	rem, err := remind.New(remind.Config{Store: store, Mailer: mailer,
+		Pusher: remind.NewPusher(keys, push.srv.Client()),
+		Check:  waitroom.New(waitroom.Config{Redis: rdb, Secret: secret}),
+		Title: func(_ context.Context, id int64) (string, error) {
+			return fmt.Sprintf("Spring sale %d", id), nil
+		},
+		PageURL: "https://shop.example/", Delay: time.Millisecond, Registerer: reg, Log: testlog.Logger(t, slog.LevelDebug)})
+	require.NoError(t, err)
+	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret, Turns: rem})
+
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	const buyer, early int64 = 501, 502
+	buyerAddr, earlyAddr := "buyer-"+tag+"@mail.example", "early-"+tag+"@mail.example"
+	require.NoError(t, store.SetEmail(ctx, buyer, buyerAddr, remind.LangEnglish))
+	require.NoError(t, store.SetEmail(ctx, early, earlyAddr, remind.LangChinese))
+	phone, phoneSub := push.subscribe(t, "/push/phone-"+tag)
+	require.NoError(t, store.SaveSubscription(ctx, buyer, phoneSub))
+	_, goneSub := push.subscribe(t, "/gone/laptop-"+tag)
+	require.NoError(t, store.SaveSubscription(ctx, buyer, goneSub))
+	earlyPhone, earlySub := push.subscribe(t, "/push/early-"+tag)
+	require.NoError(t, store.SaveSubscription(ctx, early, earlySub))
+
+	now := time.Now()
+	line := waitroom.Line{VoucherID: 880000 + time.Now().UnixNano()%10000, BeginAt: now.Add(-time.Second), EndAt: now.Add(time.Hour), AdmitPerSecond: 100}
+	for _, u := range []int64{buyer, early} {
+		_, err := room.Join(ctx, line, u)
+		require.NoError(t, err)
+	}
+	var admitted int64
+	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room,
+		Targets: func(context.Context) ([]waitroom.Target, error) { return []waitroom.Target{{Line: line, Passes: -1}}, nil },
+		OnStep:  func(_ int64, s waitroom.Step) { admitted += s.Admitted }})
+	adm.Tick(ctx)
+	require.EqualValues(t, 2, admitted)
+	// The step announced both turns; the early one buys before the
+	// reminders run.
+	st, err := room.Status(ctx, line, early)
+	require.NoError(t, err)
+	_, err = room.Claim(ctx, line.VoucherID, early, st.Pass, "remind-test-"+tag)
+	require.NoError(t, err)
+	bst, err := room.Status(ctx, line, buyer)
+	require.NoError(t, err)
+	until := bst.PassExpiresAt.UTC()
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rem.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	var got mailpitMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		got, ok = mailTo(t, mail.APIURL, buyerAddr)
+		return ok
+	}, 20*time.Second, 100*time.Millisecond, "no e-mail for the buyer")
+	title := fmt.Sprintf("Spring sale %d", line.VoucherID)
+	require.Contains(t, got.Subject, title)
+	require.Contains(t, got.Text, until.Format("2006-01-02 15:04:05 UTC"), "the deadline")
+	require.Contains(t, got.Text, fmt.Sprintf("https://shop.example/?voucher=%d", line.VoucherID))
+
+	require.Eventually(t, func() bool { return len(phone.messages()) == 1 }, 20*time.Second, 50*time.Millisecond)
+	var payload struct {
+		Title, Body, URL string
+		VoucherID        string    `json:"voucher_id"`
+		Until            time.Time `json:"until"`
+	}
+	require.NoError(t, json.Unmarshal(phone.messages()[0], &payload))
+	require.Equal(t, strconv.FormatInt(line.VoucherID, 10), payload.VoucherID)
+	require.True(t, until.Equal(payload.Until), "until %v, pushed %v", until, payload.Until)
+	require.Contains(t, payload.Title, title)
+	require.Empty(t, phone.refusals)
+
+	require.Eventually(t, func() bool {
+		c, err := store.Contacts(ctx, buyer)
+		require.NoError(t, err)
+		return len(c.Push) == 1 && c.Push[0].Endpoint == phoneSub.Endpoint
+	}, 20*time.Second, 50*time.Millisecond, "the gone subscription is deleted")
+	require.Eventually(t, func() bool {
+		return counter(t, reg, remind.MetricTurns, map[string]string{"outcome": "used"}) == 1
+	}, 20*time.Second, 50*time.Millisecond)
+	_, mailed := mailTo(t, mail.APIURL, earlyAddr)
+	require.False(t, mailed, "a shopper who used the turn is not reminded")
+	require.Empty(t, earlyPhone.messages())
+	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "email", "result": "sent"}))
+	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "gone"}))
+}
