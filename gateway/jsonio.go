@@ -56,10 +56,11 @@ func decodeJSON(c *fiber.Ctx, dst any, allowEmpty bool) error {
 
 // nullableField says whether a request field is one gateway/openapi.yaml
 // declares nullable: NewVoucher.waiting_room (null is no waiting room),
-// WaitingRoom.adaptive (null is a fixed rate) and NewVoucher.entry (null
-// takes every shopper).
+// WaitingRoom.adaptive (null is a fixed rate), NewVoucher.entry (null
+// takes every shopper) and PushSubscription.expirationTime (a browser's
+// PushSubscription.toJSON() sends null for none).
 func nullableField(name string) bool {
-	return name == "waiting_room" || name == "adaptive" || name == "entry"
+	return name == "waiting_room" || name == "adaptive" || name == "entry" || name == "expirationTime"
 }
 
 // refuseNullsAndRepeats refuses a JSON null where gateway/openapi.yaml does

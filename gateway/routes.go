@@ -66,6 +66,12 @@ func (s *Server) routes() error {
 	api.Post("/orders/:id/pay", s.requireShopper, s.perShopper, s.payOrder)
 	api.Post("/orders/:id/cancel", s.requireShopper, s.perShopper, s.cancelOrder)
 	api.Post("/orders/:id/payments", s.requireShopper, s.perShopper, s.startPayment)
+	// Reminders of a shopper's turn while their tab is closed.
+	getOnly("/push/key", s.perAddress, s.pushKey)
+	api.Post("/push/subscriptions", s.requireShopper, s.perShopper, s.savePushSubscription)
+	api.Delete("/push/subscriptions", s.requireShopper, s.perShopper, s.deletePushSubscription)
+	api.Put("/reminders/email", s.requireShopper, s.perShopper, s.setReminderEmail)
+	api.Delete("/reminders/email", s.requireShopper, s.perShopper, s.deleteReminderEmail)
 	// The provider's deliveries: no shopper's token, no per-address limit
 	// (its retries come from a few addresses); the signature is the check.
 	api.Post("/payments/webhooks/stripe", s.stripeWebhook)

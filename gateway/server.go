@@ -184,6 +184,12 @@ type Deps struct {
 	Holds DrawHolds
 	// Sales counts the buy attempts for the sale report. Nil: none.
 	Sales SaleRecorder
+	// Reminders keeps shoppers' push subscriptions and e-mail addresses
+	// (reminders.go). Nil: those routes answer 503.
+	Reminders Reminders
+	// PushKey is the VAPID public key pages subscribe with. "": Web Push
+	// is off, GET /api/v1/push/key and subscribing answer 503.
+	PushKey string
 	// Reports answers the sale report routes. Nil: they answer 503.
 	Reports SaleReports
 	// AdmitRates gives each line its rate in force, so the estimated wait

@@ -436,6 +436,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/push/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The VAPID public key a page subscribes to Web Push reminders with.
+         * @description Pass it (base64url) as applicationServerKey to PushManager.subscribe, then send the
+         *     subscription to POST /api/v1/push/subscriptions. 503 where Web Push reminders are off.
+         */
+        get: operations["pushKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/push/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remind the shopper in this browser, by Web Push, when their turn to buy comes.
+         * @description The body is the browser's PushSubscription.toJSON(). When the shopper's turn comes (a
+         *     waiting room's pass, a draw's win, a returned unit) and they have not bought with it a
+         *     short while later (SECKILL_REMIND_DELAY; their tab is then most likely closed), every
+         *     browser they subscribed is sent a notification: which sale, what to do, until when, in
+         *     the language of this request's Accept-Language (zh-CN or en). Subscribing the same
+         *     endpoint again replaces its keys; a shopper keeps at most 10 browsers (the oldest goes).
+         *     A subscription its push service calls gone is deleted. 503 where Web Push is off.
+         */
+        post: operations["savePushSubscription"];
+        /** Stop reminding the shopper in one browser. */
+        delete: operations["deletePushSubscription"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reminders/email": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Remind the shopper by e-mail when their turn to buy comes.
+         * @description Sets (or replaces) the shopper's address for reminders, e-mailed as the Web Push ones
+         *     are, in the language of this request's Accept-Language. The address is personal data:
+         *     kept apart, used for these reminders only, never logged, removed by DELETE. It is not
+         *     verified (verified is always false). 503 where e-mail reminders are off.
+         */
+        put: operations["setReminderEmail"];
+        post?: never;
+        /** Forget the shopper's address; no more e-mail reminders. */
+        delete: operations["deleteReminderEmail"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/ws": {
         parameters: {
             query?: never;
@@ -1397,6 +1469,38 @@ export interface components {
             status: "pending" | "succeeded" | "refunded" | "failed";
             /** @description what the page confirms the payment with at the provider (empty for the demo provider) */
             client_secret: string;
+        };
+        PushKey: {
+            /** @description the VAPID public key, base64url (an uncompressed P-256 point) */
+            public_key: string;
+        };
+        /** @description a browser's PushSubscription.toJSON() */
+        PushSubscription: {
+            /**
+             * Format: uri
+             * @description the push service's https URL
+             */
+            endpoint: string;
+            /** @description ignored */
+            expirationTime?: number | null;
+            keys: {
+                /** @description base64url of the browser's P-256 public key (65 bytes) */
+                p256dh: string;
+                /** @description base64url of the 16-byte authentication secret */
+                auth: string;
+            };
+        };
+        Subscribed: {
+            endpoint: string;
+        };
+        ReminderEmail: {
+            /** Format: email */
+            address: string;
+            /** @description always false: addresses are not verified */
+            verified?: boolean;
+        };
+        Removed: {
+            removed: boolean;
         };
         WebhookAnswer: {
             received: boolean;
@@ -3476,6 +3580,200 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pushKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushKey"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    savePushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PushSubscription"];
+            };
+        };
+        responses: {
+            /** @description Saved. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Subscribed"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deletePushSubscription: {
+        parameters: {
+            query: {
+                /** @description the subscription's endpoint */
+                endpoint: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed, or there was no such subscription of the shopper (removed false). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Removed"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setReminderEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "address": "ada@example.com"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReminderEmail"];
+            };
+        };
+        responses: {
+            /** @description The address kept. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReminderEmail"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteReminderEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Forgotten, or there was none (removed false). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-Server-Time": components["headers"]["ServerTime"];
+                    "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Removed"];
+                };
+            };
+            400: components["responses"]["InvalidInput"];
+            401: components["responses"]["Unauthenticated"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
