@@ -124,8 +124,10 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 	}
 	var admitted int64
 	adm := waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room,
-		Targets: func(context.Context) ([]waitroom.Target, error) { return []waitroom.Target{{Line: line, Passes: -1}}, nil },
-		OnStep:  func(_ int64, s waitroom.Step) { admitted += s.Admitted }})
+		Targets: func(context.Context) ([]waitroom.Target, error) {
+			return []waitroom.Target{{Line: line, Passes: -1}}, nil
+		},
+		OnStep: func(_ int64, s waitroom.Step) { admitted += s.Admitted }})
 	adm.Tick(ctx)
 	require.EqualValues(t, 2, admitted)
 	// The step announced both turns; the early one buys before the
