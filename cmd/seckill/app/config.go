@@ -111,6 +111,21 @@ type Config struct {
 	TraceSampleRatio float64       `env:"SECKILL_TRACE_SAMPLE_RATIO" default:"0.01" help:"share of new traces exported (0 to 1); a caller's sampled traceparent is always followed, and a trace with a failed span or a root slower than SECKILL_TRACE_SLOW is exported whatever the ratio (each process decides for its part)"`
 	TraceSlow        time.Duration `env:"SECKILL_TRACE_SLOW" default:"500ms" help:"a trace whose request, message or batch took this long is exported whatever SECKILL_TRACE_SAMPLE_RATIO says (0: none for being slow)"`
 	DevTracing       string        `env:"SECKILL_DEV_TRACING" help:"dev mode: jaeger starts a private Jaeger (bin/jaeger, built by make deps SECKILL_DEV_TRACING=jaeger) on loopback, exports every trace to it (ratio 1 unless SECKILL_TRACE_SAMPLE_RATIO is set) and logs its UI's address; unset: no tracing unless SECKILL_OTLP_ENDPOINT is set"`
+	// Reminders of a shopper's turn while their tab is closed
+	// (notify/remind/README.md): Web Push where VAPID keys are set, e-mail
+	// where an SMTP server is.
+	VAPIDPublicKey  string        `env:"SECKILL_VAPID_PUBLIC_KEY" help:"the VAPID public key of Web Push reminders (base64url of an uncompressed P-256 point; pages subscribe with it, so keep it for good); with SECKILL_VAPID_PRIVATE_KEY turns on push, else it is off; dev mode makes a pair once and keeps it in SECKILL_DATA_DIR/vapid.json"`
+	VAPIDPrivateKey string        `env:"SECKILL_VAPID_PRIVATE_KEY" secret:"true" help:"the VAPID private key (base64url of the 32-byte P-256 scalar) that signs every push"`
+	VAPIDSubject    string        `env:"SECKILL_VAPID_SUBJECT" default:"mailto:ops@localhost" help:"the contact push services may reach the operator at: mailto:address or an https: URL"`
+	SMTPURL         string        `env:"SECKILL_SMTP_URL" secret:"url" help:"SMTP server of e-mail reminders, smtp://user:password@host:port (STARTTLS when offered; credentials are sent only over TLS or to localhost); unset: no e-mail; dev mode with SECKILL_DEV_MAIL=mailpit sets it"`
+	MailFrom        string        `env:"SECKILL_MAIL_FROM" default:"seckill@localhost" help:"the From address of e-mail reminders"`
+	DevMail         string        `env:"SECKILL_DEV_MAIL" help:"dev mode: mailpit starts a private mailpit (bin/mailpit, built by make deps SECKILL_DEV_MAIL=mailpit) as the SMTP server and logs its web page, where every reminder can be read; unset: dev mode sends no e-mail unless SECKILL_SMTP_URL is set"`
+	PublicURL       string        `env:"SECKILL_PUBLIC_URL" help:"the shopper page's address as shoppers reach it (https://shop.example/), which reminders link to; unset: http:// and SECKILL_HTTP_ADDR"`
+	RemindDelay     time.Duration `env:"SECKILL_REMIND_DELAY" default:"20s" help:"how long after a turn came a reminder goes, if the pass is then still unused (a shopper with the page open has usually bought by then); keep it well under the pass's lifetime (1s to 1h)"`
+	RemindQueue     int           `env:"SECKILL_REMIND_QUEUE" default:"10000" help:"reminders one gateway holds at once (waiting for the delay, a worker or a retry); more are dropped and counted in seckill_remind_turns_total{outcome=\"dropped\"}"`
+	RemindWorkers   int           `env:"SECKILL_REMIND_WORKERS" default:"4" help:"reminders one gateway sends at once"`
+	RemindAttempts  int           `env:"SECKILL_REMIND_ATTEMPTS" default:"4" help:"times one reminder is tried before it is given up (never past the turn's end)"`
+	RemindBackoff   time.Duration `env:"SECKILL_REMIND_BACKOFF" default:"2s" help:"wait before a failed reminder's second try, doubled before each later one"`
 }
 
 // The log levels and formats newLogger knows; anything else is refused at
@@ -122,6 +137,9 @@ var (
 
 // devTracingJaeger is SECKILL_DEV_TRACING's one value.
 const devTracingJaeger = "jaeger"
+
+// devMailMailpit is SECKILL_DEV_MAIL's one value.
+const devMailMailpit = "mailpit"
 
 // Bounds of the workers' batches. A batch is one PostgreSQL transaction
 // whose row locks every other batch on the same voucher waits for, and the
@@ -228,6 +246,14 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_PAYMENT_PROVIDER must be demo or stripe, got %q", c.PaymentProvider)
 	case !isCurrency(c.Currency):
 		return fmt.Errorf("config: SECKILL_CURRENCY must be an active ISO 4217 code in capitals (CNY, USD, JPY), got %q", c.Currency)
+	case c.DevMail != "" && c.DevMail != devMailMailpit:
+		return fmt.Errorf("config: SECKILL_DEV_MAIL must be mailpit or unset, got %q", c.DevMail)
+	case (c.VAPIDPublicKey == "") != (c.VAPIDPrivateKey == ""):
+		return fmt.Errorf("config: set both SECKILL_VAPID_PUBLIC_KEY and SECKILL_VAPID_PRIVATE_KEY for Web Push reminders, or neither")
+	case c.RemindDelay < time.Second || c.RemindDelay > time.Hour:
+		return fmt.Errorf("config: SECKILL_REMIND_DELAY must be between 1s and 1h, got %s", c.RemindDelay)
+	case c.RemindQueue < 1 || c.RemindWorkers < 1 || c.RemindAttempts < 1 || c.RemindBackoff <= 0:
+		return fmt.Errorf("config: SECKILL_REMIND_QUEUE, _WORKERS and _ATTEMPTS must be at least 1 and SECKILL_REMIND_BACKOFF positive")
 	case c.DevPayments != "" && c.DevPayments != devPaymentsStripeMock:
 		return fmt.Errorf("config: SECKILL_DEV_PAYMENTS must be stripe-mock or unset, got %q", c.DevPayments)
 	case c.PayTimeout <= 0:

@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashsale/seckill/deploy/devstack"
 	"github.com/flashsale/seckill/migrations"
+	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
@@ -132,6 +133,23 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 		if cfg.StripeWebhook == "" {
 			cfg.StripeWebhook, generatedWebhook = "whsec_"+randomHex(24), true
 		}
+	}
+	if cfg.DevMail == devMailMailpit && cfg.SMTPURL == "" {
+		m, err := devstack.StartMailpit(ctx, devstack.MailpitOptions{Dir: filepath.Join(dataDir, "mailpit"), Log: log})
+		if err != nil {
+			return fmt.Errorf("dev mail (SECKILL_DEV_MAIL=mailpit): %w", err)
+		}
+		defer m.Stop(stopCtx)
+		cfg.SMTPURL = m.SMTPURL
+		log.Info("dev mail: every reminder goes to a private mailpit", "ui", m.APIURL, "smtp", m.SMTPURL)
+	}
+	if cfg.VAPIDPublicKey == "" {
+		// One key pair for good: a browser's subscription is bound to it.
+		keys, err := remind.DevVAPID(filepath.Join(dataDir, "vapid.json"), cfg.VAPIDSubject)
+		if err != nil {
+			return fmt.Errorf("dev push: %w", err)
+		}
+		cfg.VAPIDPublicKey, cfg.VAPIDPrivateKey = keys.PublicKey, keys.PrivateKey
 	}
 	if getenv("SECKILL_DRAND_URLS") == "" {
 		// A private beacon for the draws, started in the background: its

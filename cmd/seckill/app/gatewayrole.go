@@ -150,6 +150,9 @@ func (s *System) buildGateway(ctx context.Context) error {
 		Operators: s.store,
 		// Who may join a line or enter a draw: entry tokens, allowlists.
 		Eligibility: entries,
+		// Where shoppers want their turn told: push subscriptions, address.
+		Reminders: s.reminder.Store(),
+		PushKey:   s.reminder.PublicKey(),
 	})
 	return err
 }

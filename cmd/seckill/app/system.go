@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/seckill/gateway"
 	"github.com/flashsale/seckill/gateway/edge"
 	"github.com/flashsale/seckill/notify"
+	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/orders/payment"
 	"github.com/flashsale/seckill/orders/payment/stripepay"
@@ -75,7 +76,10 @@ type System struct {
 	// room, feed and admitter are the waiting rooms (seckill/waitroom):
 	// every gateway admits (the clock is in Redis, so the fleet together
 	// admits each room's rate) and pushes its own sockets' places.
-	room     *waitroom.Room
+	room *waitroom.Room
+	// reminder tells shoppers of their turn when their tab is closed
+	// (gateway role only; remind.go).
+	reminder *remind.Reminder
 	feed     *waitroom.Feed
 	admitter *waitroom.Admitter
 	// draws are the sales by draw (seckill/draw), read by the catalog;
@@ -146,6 +150,12 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 		return nil, err
 	}
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
+	if cfg.HasRole(RoleGateway) {
+		// Before the rooms: the gateway's rooms tell it the turns they give.
+		if s.reminder, err = s.buildReminder(); err != nil {
+			return nil, err
+		}
+	}
 	s.draws = draw.New(draw.Config{Redis: s.rdb, Room: s.newRoom(), Record: s.store, Grace: cfg.StateGrace, Log: s.log,
 		Beacon: beacon.New(beacon.Config{URLs: cfg.DrandURLs, ChainHash: cfg.DrandChainHash})})
 	s.catalog = seckill.NewCatalog(seckill.CatalogConfig{Store: s.store, Stock: s.stock, Draws: s.draws,
