@@ -43,6 +43,9 @@ type browser struct {
 	mu        sync.Mutex
 	delivered [][]byte
 	refusals  []string
+	// failFirst is how many deliveries answer 503 before one is taken.
+	failFirst int
+	tries     int
 }
 
 func (b *browser) subscription(endpoint string) remind.Subscription {
@@ -104,6 +107,14 @@ func (p *pushService) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
+	b.mu.Lock()
+	b.tries++
+	busy := b.tries <= b.failFirst
+	b.mu.Unlock()
+	if busy {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
 	err := p.checkVAPID(r)
 	var plain []byte
 	if err == nil {

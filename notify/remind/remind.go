@@ -130,13 +130,17 @@ func (r *Reminder) PublicKey() string {
 	return r.cfg.Pusher.PublicKey()
 }
 
+// Active reports whether the reminder can reach anyone (push or e-mail
+// configured): a room need not read who its steps admitted otherwise.
+func (r *Reminder) Active() bool { return r.cfg.Pusher != nil || r.cfg.Mailer != nil }
+
 // Store is where the shoppers' contacts are kept.
 func (r *Reminder) Store() *Store { return r.cfg.Store }
 
 // TurnCame queues t's reminder for Delay from now. It never blocks: with
 // the queue full the turn is dropped (and counted).
 func (r *Reminder) TurnCame(_ context.Context, t Turn) {
-	if r.cfg.Pusher == nil && r.cfg.Mailer == nil {
+	if !r.Active() {
 		return
 	}
 	if r.add(&job{due: r.now().Add(r.cfg.Delay), turn: t}) {

@@ -182,3 +182,32 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "email", "result": "sent"}))
 	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "gone"}))
 }
+
+// A push service that answers 503 twice gets the message on the third
+// try, after backoff; each retry is counted.
+func TestPushIsRetriedWithBackoff(t *testing.T) {
+	ctx := context.Background()
+	store := remind.NewStore(stack.NewDatabase(t))
+	keys, err := remind.GenerateVAPID("https://shop.example/contact")
+	require.NoError(t, err)
+	push := newPushService(t, keys.PublicKey)
+	phone, sub := push.subscribe(t, "/push/busy")
+	phone.failFirst = 2
+	require.NoError(t, store.SaveSubscription(ctx, 61, sub))
+	reg := prometheus.NewRegistry()
+	rem, err := remind.New(remind.Config{Store: store, Pusher: remind.NewPusher(keys, push.srv.Client()),
+		Delay: time.Millisecond, Backoff: 10 * time.Millisecond, Attempts: 4, Registerer: reg, Log: testlog.Logger(t, slog.LevelDebug)})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rem.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	rem.TurnCame(ctx, remind.Turn{VoucherID: 9, UserID: 61, Until: time.Now().Add(time.Minute)})
+	require.Eventually(t, func() bool { return len(phone.messages()) == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, 2, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "retried"}))
+	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "sent"}))
+	var payload struct{ Title string }
+	require.NoError(t, json.Unmarshal(phone.messages()[0], &payload))
+	require.Equal(t, "Your turn: #9", payload.Title, "no catalog: the sale is named by its number")
+}
