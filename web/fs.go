@@ -4,8 +4,10 @@
 //
 // The gateway serves FS at the site root: "/" is index.html, "/admin" is
 // admin.html, and the pages load their assets by relative name (app.js,
-// admin.js, report.js, style.css; app.js starts pow.js as a Web Worker), so
-// the same files also open from disk.
+// admin.js, report.js, style.css; app.js starts pow.js as a Web Worker;
+// remind.js registers the service worker sw.js, which must be served from
+// the root to control the whole page), so the same files also open from
+// disk.
 package web
 
 import (
@@ -13,7 +15,7 @@ import (
 	"io/fs"
 )
 
-//go:embed index.html admin.html app.js admin.js report.js pow.js style.css
+//go:embed index.html admin.html app.js admin.js report.js pow.js remind.js sw.js style.css
 var files embed.FS
 
 // Page names inside FS.

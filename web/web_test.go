@@ -24,6 +24,8 @@ func TestEmbedsThePages(t *testing.T) {
 	}
 	shop, admin := read(t, web.ShopperPage), read(t, web.AdminPage)
 	require.Contains(t, shop, `src="app.js"`)
+	require.Contains(t, shop, `src="remind.js"`)
+	require.NotEmpty(t, read(t, "sw.js"))
 	require.Contains(t, shop, `href="style.css"`)
 	require.Contains(t, admin, `src="admin.js"`)
 	require.Contains(t, admin, `src="report.js"`)
@@ -38,7 +40,7 @@ func TestNoExternalOrInlineAssets(t *testing.T) {
 	inlineScript := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]`)
 	handler := regexp.MustCompile(`(?i)\son[a-z]+\s*=`)
 	style := regexp.MustCompile(`(?i)\sstyle\s*=|<style`)
-	for _, name := range []string{web.ShopperPage, web.AdminPage, "app.js", "admin.js", "report.js", "style.css"} {
+	for _, name := range []string{web.ShopperPage, web.AdminPage, "app.js", "admin.js", "report.js", "remind.js", "sw.js", "style.css"} {
 		s := read(t, name)
 		require.NotRegexp(t, external, s, name)
 		if strings.HasSuffix(name, ".html") {
