@@ -43,7 +43,6 @@ type VAPID struct {
 type Pusher struct {
 	keys   VAPID
 	client *http.Client
-	ttl    time.Duration
 }
 
 // NewPusher returns a pusher with keys; client nil means a client with a
