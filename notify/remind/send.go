@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/mail"
 	"net/smtp"
 	"net/url"
 	"strings"
@@ -118,8 +119,10 @@ func NewMailer(smtpURL, from string) (*Mailer, error) {
 	if err != nil || u.Scheme != "smtp" || u.Host == "" {
 		return nil, errors.New("remind: the SMTP URL must look like smtp://user:password@host:port")
 	}
-	if err := ValidAddress(from); err != nil {
-		return nil, errors.New("remind: the From address is not an e-mail address")
+	// The sender may be a local name (seckill@localhost): only its form
+	// is checked, not a public domain.
+	if a, err := mail.ParseAddress(from); err != nil || a.Address != from {
+		return nil, errors.New("remind: the From address is not an e-mail address (name@host)")
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {

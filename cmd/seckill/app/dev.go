@@ -134,13 +134,14 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 			cfg.StripeWebhook, generatedWebhook = "whsec_"+randomHex(24), true
 		}
 	}
+	mailUI := ""
 	if cfg.DevMail == devMailMailpit && cfg.SMTPURL == "" {
 		m, err := devstack.StartMailpit(ctx, devstack.MailpitOptions{Dir: filepath.Join(dataDir, "mailpit"), Log: log})
 		if err != nil {
 			return fmt.Errorf("dev mail (SECKILL_DEV_MAIL=mailpit): %w", err)
 		}
 		defer m.Stop(stopCtx)
-		cfg.SMTPURL = m.SMTPURL
+		cfg.SMTPURL, mailUI = m.SMTPURL, m.APIURL
 		log.Info("dev mail: every reminder goes to a private mailpit", "ui", m.APIURL, "smtp", m.SMTPURL)
 	}
 	if cfg.VAPIDPublicKey == "" {
@@ -185,7 +186,7 @@ func runDev(ctx context.Context, getenv func(string) string, stdout, stderr io.W
 	var devEnv string
 	sys.onListen = func(addr, opsAddr string) {
 		d := devEndpoints{addr: addr, opsAddr: opsAddr, kafka: kafkaBanner, dataDir: dataDir, cfg: cfg,
-			generatedAdmin: generatedAdmin, generatedJWT: generatedJWT, generatedWebhook: generatedWebhook}
+			generatedAdmin: generatedAdmin, generatedJWT: generatedJWT, generatedWebhook: generatedWebhook, mailUI: mailUI}
 		var err error
 		if devEnv, err = d.writeDevEnv(); err != nil {
 			// The system runs all the same; only the load tool's

@@ -26,6 +26,8 @@ type devEndpoints struct {
 	generatedAdmin, generatedJWT bool
 	// generatedWebhook: dev mode made the Stripe webhook secret.
 	generatedWebhook bool
+	// mailUI is the web page of dev mode's mailpit ("" without one).
+	mailUI string
 }
 
 // writeDevEnv writes the devstack.EnvFile and returns its path.
@@ -85,6 +87,9 @@ func (d devEndpoints) writeBanner(w io.Writer, devEnv string) {
 	}
 	if d.generatedWebhook {
 		fmt.Fprintf(w, "Stripe webhook secret (generated for this run; set SECKILL_STRIPE_WEBHOOK_SECRET to choose one): %s\n", d.cfg.StripeWebhook)
+	}
+	if d.mailUI != "" {
+		fmt.Fprintf(w, "reminder e-mail: read it at %s (mailpit)\n", d.mailUI)
 	}
 	if devEnv != "" {
 		fmt.Fprintf(w, "load test: bin/loadtest sale -data-dir %s   (reads the URLs and secrets from %s)\n", d.dataDir, devEnv)
