@@ -113,3 +113,16 @@ func TestLangFollowsAcceptLanguage(t *testing.T) {
 		require.Equal(t, want, remind.Lang(header), header)
 	}
 }
+
+// The mailer takes an smtp:// URL and a From address of any host
+// (seckill@localhost is the default); anything else is refused at start.
+func TestMailerConfig(t *testing.T) {
+	_, err := remind.NewMailer("smtp://relay.example:587", "seckill@localhost")
+	require.NoError(t, err)
+	_, err = remind.NewMailer("smtp://user:pass@relay.example", "Shop <shop@example.com>")
+	require.Error(t, err, "a display name is not a bare address")
+	for _, bad := range []string{"", "relay.example:25", "http://relay.example", "smtp://"} {
+		_, err = remind.NewMailer(bad, "shop@example.com")
+		require.Error(t, err, bad)
+	}
+}
