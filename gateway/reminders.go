@@ -75,12 +75,9 @@ func (s *Server) deletePushSubscription(c *fiber.Ctx) error {
 // setReminderEmail is PUT /api/v1/reminders/email. The address is personal
 // data: it goes to the store and back to its owner, and nowhere else.
 func (s *Server) setReminderEmail(c *fiber.Ctx) error {
-	var in api.ReminderEmail
+	var in api.ReminderEmailSet
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
-	}
-	if in.Verified {
-		return apperr.InvalidField("/verified", "is set by the server (addresses are not verified); leave it out or false")
 	}
 	if err := remind.ValidAddress(in.Address); err != nil {
 		return err

@@ -26,7 +26,13 @@ type Subscribed struct {
 	Endpoint string `json:"endpoint"`
 }
 
-// ReminderEmail is the body and answer of PUT /api/v1/reminders/email (the
+// ReminderEmailSet is the body of PUT /api/v1/reminders/email (the
+// `ReminderEmailSet` object).
+type ReminderEmailSet struct {
+	Address string `json:"address"`
+}
+
+// ReminderEmail is the answer of PUT /api/v1/reminders/email (the
 // `ReminderEmail` object). Verified is always false: the address is not
 // verified.
 type ReminderEmail struct {

@@ -1484,7 +1484,7 @@ export interface components {
             /** @description ignored */
             expirationTime?: number | null;
             keys: {
-                /** @description base64url of the browser's P-256 public key (65 bytes) */
+                /** @description base64url of the browser's uncompressed P-256 public key (65 bytes, the first 0x04) */
                 p256dh: string;
                 /** @description base64url of the 16-byte authentication secret */
                 auth: string;
@@ -1493,11 +1493,18 @@ export interface components {
         Subscribed: {
             endpoint: string;
         };
+        ReminderEmailSet: {
+            /** Format: email */
+            address: string;
+        };
         ReminderEmail: {
             /** Format: email */
             address: string;
-            /** @description always false: addresses are not verified */
-            verified?: boolean;
+            /**
+             * @description always false: addresses are not verified
+             * @enum {boolean}
+             */
+            verified: false;
         };
         Removed: {
             removed: boolean;
@@ -3709,7 +3716,7 @@ export interface operations {
                  *       "address": "ada@example.com"
                  *     }
                  */
-                "application/json": components["schemas"]["ReminderEmail"];
+                "application/json": components["schemas"]["ReminderEmailSet"];
             };
         };
         responses: {
