@@ -3630,6 +3630,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "endpoint": "https://push.example/send/abc123",
+                 *       "expirationTime": null,
+                 *       "keys": {
+                 *         "p256dh": "BIFXJQCvsV92Gn62Gfu_8PNv-6-ugd4B7nIWuUn4rpSUu4YQGjzYQ2MzwbM1UYLxKPeNGhTPybmjc6p2lSN2osU",
+                 *         "auth": "GuHCkcCgmz6B2zNU8lGHzQ"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["PushSubscription"];
             };
         };
@@ -3665,7 +3675,10 @@ export interface operations {
     deletePushSubscription: {
         parameters: {
             query: {
-                /** @description the subscription's endpoint */
+                /**
+                 * @description the subscription's endpoint
+                 * @example https://push.example/send/abc123
+                 */
                 endpoint: string;
             };
             header?: never;
