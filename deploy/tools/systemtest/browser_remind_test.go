@@ -3,6 +3,7 @@ package systemtest
 import (
 	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // web/remind.js) in real Chromium: given a push as a push service would
 // deliver it (the DevTools protocol's ServiceWorker.deliverPushMessage),
 // it shows the turn's notification, which registration.getNotifications()
-// then lists with the sale's link.
+// then lists with the sale's link. Signed in, the page's reminder form
+// keeps and forgets the shopper's address.
 func TestBrowserServiceWorkerShowsTurn(t *testing.T) {
 	ts := startSystem(t, nil)
 	b := openBrowser(t, ts.base)
@@ -82,4 +84,23 @@ func TestBrowserServiceWorkerShowsTurn(t *testing.T) {
 	u, err := url.Parse(notes[0].URL)
 	require.NoError(t, err)
 	require.Equal(t, "77", u.Query().Get("voucher"))
+
+	// Signed in, the page offers the reminders; the address typed is
+	// kept for its shopper (and for nobody else), and forgotten again.
+	name := "remind" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	b.registerAndLogIn(name, "correct horse battery staple")
+	b.waitJS("the reminders are offered", `!document.querySelector('#remind-section').hidden`)
+	addr := name + "@mail.example"
+	b.do("save an address", chromedp.SendKeys(chromedp.ID("remind-email"), addr),
+		chromedp.Click(chromedp.CSS(`#remind-email-form button[type=submit]`)))
+	b.waitJS("the page says it is kept", `document.querySelector('#remind-status').textContent.includes('not verified')`)
+	var kept string
+	require.NoError(t, ts.pool.QueryRow(t.Context(),
+		`SELECT e.address FROM reminder_emails e JOIN users u ON u.id = e.user_id WHERE u.username = $1`, name).Scan(&kept))
+	require.Equal(t, addr, kept)
+	b.do("forget it", chromedp.Click(chromedp.ID("remind-email-off")))
+	b.waitJS("the page says it is forgotten", `document.querySelector('#remind-status').textContent.includes('forgotten')`)
+	var left int
+	require.NoError(t, ts.pool.QueryRow(t.Context(), `SELECT count(*) FROM reminder_emails WHERE address = $1`, addr).Scan(&left))
+	require.Zero(t, left)
 }
