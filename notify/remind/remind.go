@@ -258,9 +258,14 @@ func (r *Reminder) Run(ctx context.Context) error {
 	}
 }
 
-// do runs one job, bounded by the turn's end.
+// sendTimeout bounds one job: a push service or SMTP server that hangs
+// holds a worker no longer, and a stopping process waits for the jobs in
+// hand within its shutdown timeout.
+const sendTimeout = 10 * time.Second
+
+// do runs one job, bounded by sendTimeout.
 func (r *Reminder) do(ctx context.Context, j *job) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	if j.channel == "" {
 		r.fanOut(ctx, j.turn)
