@@ -91,3 +91,29 @@ func TestEveryTurnIsToldOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, unused, "nobody outside the line has a turn")
 }
+
+// A draw's winners are told their turn when the ranking is seated, with
+// the draw's own pass lifetime; the waitlisted are not, and seating again
+// (another instance, the same ranking) tells nobody twice.
+func TestDrawWinnersAreToldTheirTurn(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	sink := &turnLog{}
+	room := waitroom.New(waitroom.Config{Redis: c, Secret: secret, Turns: sink})
+	now := redisNow(t, c)
+	line := waitroom.Line{VoucherID: 140052, BeginAt: now, EndAt: now.Add(time.Hour), Draw: true, PassTTL: 10 * time.Minute}
+	ranking := []int64{31, 17, 58, 4, 99}
+	seated, err := room.Seat(ctx, line, ranking, 2)
+	require.NoError(t, err)
+	require.True(t, seated.Now)
+	_, err = waitroom.New(waitroom.Config{Redis: c, Secret: secret, Turns: sink}).Seat(ctx, line, ranking, 2)
+	require.NoError(t, err)
+
+	turns := sink.all()
+	require.Len(t, turns, 2)
+	require.ElementsMatch(t, []int64{31, 17}, []int64{turns[0].UserID, turns[1].UserID})
+	for _, tn := range turns {
+		require.Equal(t, line.VoucherID, tn.VoucherID)
+		require.WithinDuration(t, seated.At.Add(10*time.Minute), tn.Until, time.Second)
+	}
+}
