@@ -5,24 +5,49 @@
  * it reads the session app.js keeps (sessionStorage "seckill.session") and
  * shows #remind-section while someone is signed in (#account-bar shown).
  *
+ * It speaks the page's language (<html lang>, which app.js sets) and
+ * asks for the reminders in it.
+ *
  * Hooks: #remind-section, #remind-push, #remind-push-off, #remind-email,
- * #remind-email-form, #remind-email-off, #remind-status.
+ * #remind-email-form, #remind-email-save, #remind-email-off, #remind-status.
  */
 'use strict';
 (() => {
   const SESSION_KEY = 'seckill.session';
   const $ = (id) => document.getElementById(id);
-  const zh = (navigator.language || '').toLowerCase().startsWith('zh');
-  const words = zh ? {
-    on: '本浏览器将在轮到您时通知您。', off: '本浏览器不再通知您。', denied: '通知被浏览器拒绝：请在网站设置中允许通知。',
-    unsupported: '此浏览器不支持推送通知。', saved: '轮到您时我们会发送邮件（地址未经验证）。', removed: '已删除您的邮箱地址。',
-    failed: '操作失败，请稍后再试。',
-  } : {
-    on: 'This browser will notify you when your turn comes.', off: 'This browser will no longer notify you.',
-    denied: 'Notifications are blocked: allow them in the site settings.', unsupported: 'This browser cannot show push notifications.',
-    saved: 'We will e-mail you when your turn comes (the address is not verified).', removed: 'Your address is forgotten.',
-    failed: 'That did not work; try again in a moment.',
+  // The page's language (app.js sets <html lang>): the texts here, and the
+  // language the reminders are written in (sent as Accept-Language).
+  const WORDS = {
+    en: {
+      title: 'Remind me when my turn comes',
+      intro: 'If this page is closed when your turn to buy comes, we tell you, with the sale and the time your turn ends.',
+      push: 'Notify me in this browser', pushOff: 'Stop notifying this browser',
+      emailLabel: 'E-mail address for reminders', save: 'Save address', forget: 'Forget my address',
+      on: 'This browser will notify you when your turn comes.', off: 'This browser will no longer notify you.',
+      denied: 'Notifications are blocked: allow them in the site settings.', unsupported: 'This browser cannot show push notifications.',
+      saved: 'We will e-mail you when your turn comes (the address is not verified).', removed: 'Your address is forgotten.',
+      failed: 'That did not work; try again in a moment.',
+    },
+    zh: {
+      title: '轮到我时提醒我',
+      intro: '轮到您购买时如果此页面已关闭，我们会通知您活动名称和您的购买截止时间。',
+      push: '在此浏览器中通知我', pushOff: '停止在此浏览器中通知',
+      emailLabel: '接收提醒的邮箱地址', save: '保存地址', forget: '删除我的地址',
+      on: '轮到您时，本浏览器会通知您。', off: '本浏览器不再通知您。',
+      denied: '通知已被浏览器阻止：请在网站设置中允许通知。', unsupported: '此浏览器无法显示推送通知。',
+      saved: '轮到您时我们会发送邮件（地址未经验证）。', removed: '已删除您的邮箱地址。',
+      failed: '操作失败，请稍后再试。',
+    },
   };
+  const lang = () => ((document.documentElement.lang || '').toLowerCase().startsWith('zh') ? 'zh' : 'en');
+  const words = new Proxy({}, { get: (_, key) => WORDS[lang()][key] });
+
+  function translate() {
+    const texts = { 'remind-title': 'title', 'remind-intro': 'intro', 'remind-push': 'push', 'remind-push-off': 'pushOff',
+      'remind-email-save': 'save', 'remind-email-off': 'forget' };
+    for (const [id, key] of Object.entries(texts)) $(id).textContent = words[key];
+    document.querySelector('label[for="remind-email"]').textContent = words.emailLabel;
+  }
 
   function token() {
     try {
@@ -34,7 +59,7 @@
   function say(text) { $('remind-status').textContent = text; }
 
   async function api(method, path, body) {
-    const headers = { Authorization: `Bearer ${token()}` };
+    const headers = { Authorization: `Bearer ${token()}`, 'Accept-Language': lang() === 'zh' ? 'zh-CN' : 'en' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const res = await fetch(`/api/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     const data = await res.json().catch(() => ({}));
@@ -123,6 +148,8 @@
     $('remind-email-form').addEventListener('submit', emailSave);
     $('remind-email-off').addEventListener('click', emailOff);
     new MutationObserver(() => { follow(); }).observe($('account-bar'), { attributes: true, attributeFilter: ['hidden'] });
+    new MutationObserver(translate).observe(document.documentElement, { attributes: true, attributeFilter: ['lang'] });
+    translate();
     follow();
   }
 
