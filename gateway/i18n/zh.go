@@ -402,6 +402,18 @@ func chinese(format string) (string, bool) {
 		return "%s 的 price_cents 必须是 10 的倍数：银行卡支付会将第三位小数取整为零", true
 	case "price_cents in MGA must be a multiple of 100: card payments take whole ariary":
 		return "MGA 的 price_cents 必须是 100 的倍数：银行卡支付只接受整数阿里亚里", true
+	case "Web Push reminders are not offered here":
+		return "此处不提供 Web Push 提醒", true
+	case "the query needs the subscription's endpoint":
+		return "查询参数须包含订阅的 endpoint", true
+	case "must be the push service's https URL, at most %d characters":
+		return "必须是推送服务的 https 地址，最多 %d 个字符", true
+	case "must be the base64url of an uncompressed P-256 public key (65 bytes)":
+		return "必须是未压缩 P-256 公钥（65 字节）的 base64url 编码", true
+	case "must be the base64url of the 16-byte authentication secret":
+		return "必须是 16 字节认证密钥的 base64url 编码", true
+	case "must be an e-mail address such as name@example.com, at most %d characters":
+		return "必须是形如 name@example.com 的邮箱地址，最多 %d 个字符", true
 	}
 	return "", false
 }
