@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashsale/seckill/gateway/i18n"
 	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/seckill/api"
 	"github.com/flashsale/seckill/seckill/apperr"
@@ -49,7 +50,7 @@ func (s *Server) savePushSubscription(c *fiber.Ctx) error {
 		return errNoPush
 	}
 	sub := remind.Subscription{Endpoint: in.Endpoint, P256dh: in.Keys.P256dh, Auth: in.Keys.Auth,
-		Lang: remind.Lang(c.Get(fiber.HeaderAcceptLanguage))}
+		Lang: string(i18n.Negotiate(c.Get(fiber.HeaderAcceptLanguage)))}
 	if err := s.deps.Reminders.SaveSubscription(c.UserContext(), userIDOf(c), sub); err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func (s *Server) setReminderEmail(c *fiber.Ctx) error {
 	if s.deps.Reminders == nil {
 		return errNoReminders
 	}
-	if err := s.deps.Reminders.SetEmail(c.UserContext(), userIDOf(c), in.Address, remind.Lang(c.Get(fiber.HeaderAcceptLanguage))); err != nil {
+	if err := s.deps.Reminders.SetEmail(c.UserContext(), userIDOf(c), in.Address, string(i18n.Negotiate(c.Get(fiber.HeaderAcceptLanguage)))); err != nil {
 		return err
 	}
 	return c.JSON(api.ReminderEmail{Address: in.Address})

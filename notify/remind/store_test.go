@@ -100,20 +100,6 @@ func TestSubscriptionsStayBounded(t *testing.T) {
 	require.Equal(t, remind.LangChinese, c.EmailLang)
 }
 
-// The language comes from Accept-Language: the first zh or en tag.
-func TestLangFollowsAcceptLanguage(t *testing.T) {
-	for header, want := range map[string]string{
-		"zh-CN,zh;q=0.9,en;q=0.8": remind.LangChinese,
-		"zh":                      remind.LangChinese,
-		"en-GB,en;q=0.9":          remind.LangEnglish,
-		"fr-FR, zh-TW;q=0.5":      remind.LangChinese,
-		"":                        remind.LangEnglish,
-		"de":                      remind.LangEnglish,
-	} {
-		require.Equal(t, want, remind.Lang(header), header)
-	}
-}
-
 // The mailer takes an smtp:// URL and a From address of any host
 // (seckill@localhost is the default); anything else is refused at start.
 func TestMailerConfig(t *testing.T) {

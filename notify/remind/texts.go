@@ -1,11 +1,9 @@
 package remind
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
-// The languages of the reminders; an unknown one falls back to English.
+// The languages of the reminders, as the gateway negotiates them from the
+// saving request's Accept-Language; an unknown one falls back to English.
 const (
 	LangEnglish = "en"
 	LangChinese = "zh-CN"
@@ -37,21 +35,6 @@ func textOf(lang string) text {
 			action:  "Open the sale: %s",
 		}
 	}
-}
-
-// Lang picks the reminders' language from an Accept-Language header: the
-// first zh tag means Chinese, anything else English.
-func Lang(acceptLanguage string) string {
-	for _, part := range strings.Split(acceptLanguage, ",") {
-		tag := strings.ToLower(strings.TrimSpace(strings.SplitN(part, ";", 2)[0]))
-		switch {
-		case tag == "zh" || strings.HasPrefix(tag, "zh-"):
-			return LangChinese
-		case tag == "en" || strings.HasPrefix(tag, "en-"):
-			return LangEnglish
-		}
-	}
-	return LangEnglish
 }
 
 // Message is one reminder's words.
