@@ -3,8 +3,9 @@
 // open: by Web Push where their browser allowed it, by e-mail where they
 // gave an address (README.md in this folder).
 //
-// A turn is heard by the one instance whose admission step gave it
-// (waitroom.TurnSink); the Reminder queues it in memory, waits Delay, and
+// Every gateway hears every turn on the waiting room's channel
+// (waitroom.ParseTurn); one of them claims it in Redis and its Reminder
+// queues it in memory, waits Delay, and
 // reminds only if the pass is still unused then: a shopper whose tab is
 // open has the pass on their socket at once and has usually bought by
 // then. Sending happens here, on workers of a bounded queue, never on the
@@ -23,11 +24,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// Turn is a shopper's turn to buy, until Until.
+// Turn is a shopper's turn to buy, until ValidUntil, as the waiting room
+// publishes it on waitroom.Channel.
 type Turn = waitroom.Turn
 
 // TurnCheck tells whether a turn is still to be taken (*waitroom.Room
@@ -50,6 +53,10 @@ const (
 type Config struct {
 	// Store reads each shopper's subscriptions and address.
 	Store *Store
+	// Redis carries the rooms' turns (waitroom.Channel) and the claims
+	// that make one gateway of the fleet remind each; nil: only turns
+	// handed to TurnCame are reminded.
+	Redis redis.UniversalClient
 	// Pusher sends Web Push; nil: no push.
 	Pusher *Pusher
 	// Mailer sends e-mail; nil: no e-mail.
@@ -89,6 +96,8 @@ type Reminder struct {
 	mu    sync.Mutex
 	queue jobs
 	wake  chan struct{}
+	// ready is closed once the turns' channel is subscribed.
+	ready chan struct{}
 }
 
 // New returns a reminder of cfg; it sends nothing until Run.
@@ -119,7 +128,7 @@ func New(cfg Config) (*Reminder, error) {
 		return nil, err
 	}
 	return &Reminder{cfg: cfg, log: cfg.Log.With("component", "remind"), metrics: m, now: time.Now,
-		wake: make(chan struct{}, 1)}, nil
+		wake: make(chan struct{}, 1), ready: make(chan struct{})}, nil
 }
 
 // PublicKey is the VAPID public key pages subscribe with; "" without push.
@@ -220,6 +229,11 @@ func (r *Reminder) next() (*job, time.Duration) {
 // the workers have finished the messages in hand. What is still queued
 // then is lost: a reminder is a courtesy, the page shows the turn anyway.
 func (r *Reminder) Run(ctx context.Context) error {
+	if r.cfg.Redis != nil && r.Active() {
+		go r.listen(ctx)
+	} else {
+		close(r.ready)
+	}
 	work := make(chan *job)
 	var wg sync.WaitGroup
 	for range r.cfg.Workers {
@@ -292,7 +306,7 @@ func (r *Reminder) do(ctx context.Context, j *job) {
 		r.log.Warn("remind: reminder not sent", "channel", j.channel, "user_id", j.turn.UserID, "voucher_id", j.turn.VoucherID, "err", err)
 	default:
 		wait := r.cfg.Backoff << j.attempt
-		if r.now().Add(wait).After(j.turn.Until) {
+		if r.now().Add(wait).After(j.turn.ValidUntil) {
 			r.metrics.send(j.channel, "failed")
 			r.log.Warn("remind: reminder not sent before the turn ends", "channel", j.channel, "user_id", j.turn.UserID, "err", err)
 			return
@@ -311,7 +325,7 @@ func (r *Reminder) do(ctx context.Context, j *job) {
 // fanOut checks that t is still open and queues one message per way the
 // shopper can be reached.
 func (r *Reminder) fanOut(ctx context.Context, t Turn) {
-	if !r.now().Before(t.Until) {
+	if !r.now().Before(t.ValidUntil) {
 		r.metrics.turn("used")
 		return
 	}

@@ -93,16 +93,30 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 
 	rdb := stack.Redis(t)
 	secret := []byte("remind-test-room-secret-0123456789")
+	title := func(_ context.Context, id int64) (string, error) { return fmt.Sprintf("Spring sale %d", id), nil }
 	reg := prometheus.NewRegistry()
 	rem, err := remind.New(remind.Config{Store: store, Mailer: mailer,
 		Pusher: remind.NewPusher(keys, push.srv.Client()),
 		Check:  waitroom.New(waitroom.Config{Redis: rdb, Secret: secret}),
-		Title: func(_ context.Context, id int64) (string, error) {
-			return fmt.Sprintf("Spring sale %d", id), nil
-		},
-		PageURL: "https://shop.example/", Delay: time.Millisecond, Registerer: reg, Log: testlog.Logger(t, slog.LevelDebug)})
+		Title:  title,
+		// The delay leaves the early shopper the time to buy, as a
+		// shopper with the page open would.
+		PageURL: "https://shop.example/", Delay: 2 * time.Second, Redis: rdb, Registerer: reg, Log: testlog.Logger(t, slog.LevelDebug)})
 	require.NoError(t, err)
-	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret, Turns: rem})
+	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret})
+	// Two gateways hear every turn; each is reminded once.
+	reg2 := prometheus.NewRegistry()
+	other, err := remind.New(remind.Config{Store: store, Mailer: mailer, Pusher: remind.NewPusher(keys, push.srv.Client()),
+		Check: waitroom.New(waitroom.Config{Redis: rdb, Secret: secret}), Title: title, PageURL: "https://shop.example/",
+		Delay: 2 * time.Second, Redis: rdb, Registerer: reg2})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 2)
+	go func() { done <- rem.Run(runCtx) }()
+	go func() { done <- other.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done; <-done })
+	<-rem.Ready()
+	<-other.Ready()
 
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
 	const buyer, early int64 = 501, 502
@@ -130,8 +144,7 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 		OnStep: func(_ int64, s waitroom.Step) { admitted += s.Admitted }})
 	adm.Tick(ctx)
 	require.EqualValues(t, 2, admitted)
-	// The step announced both turns; the early one buys before the
-	// reminders run.
+	// The step announced both turns; the early one buys within the delay.
 	st, err := room.Status(ctx, line, early)
 	require.NoError(t, err)
 	_, err = room.Claim(ctx, line.VoucherID, early, st.Pass, "remind-test-"+tag)
@@ -140,19 +153,14 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 	require.NoError(t, err)
 	until := bst.PassExpiresAt.UTC()
 
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rem.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
-
 	var got mailpitMessage
 	require.Eventually(t, func() bool {
 		var ok bool
 		got, ok = mailTo(t, mail.APIURL, buyerAddr)
 		return ok
 	}, 20*time.Second, 100*time.Millisecond, "no e-mail for the buyer")
-	title := fmt.Sprintf("Spring sale %d", line.VoucherID)
-	require.Contains(t, got.Subject, title)
+	sale := fmt.Sprintf("Spring sale %d", line.VoucherID)
+	require.Contains(t, got.Subject, sale)
 	require.Contains(t, got.Text, until.Format("2006-01-02 15:04:05 UTC"), "the deadline")
 	require.Contains(t, got.Text, fmt.Sprintf("https://shop.example/?voucher=%d", line.VoucherID))
 
@@ -165,7 +173,7 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 	require.NoError(t, json.Unmarshal(phone.messages()[0], &payload))
 	require.Equal(t, strconv.FormatInt(line.VoucherID, 10), payload.VoucherID)
 	require.True(t, until.Equal(payload.Until), "until %v, pushed %v", until, payload.Until)
-	require.Contains(t, payload.Title, title)
+	require.Contains(t, payload.Title, sale)
 	require.Empty(t, phone.refusals)
 
 	require.Eventually(t, func() bool {
@@ -173,14 +181,18 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 		require.NoError(t, err)
 		return len(c.Push) == 1 && c.Push[0].Endpoint == phoneSub.Endpoint
 	}, 20*time.Second, 50*time.Millisecond, "the gone subscription is deleted")
+	both := func(family string, labels map[string]string) float64 {
+		return counter(t, reg, family, labels) + counter(t, reg2, family, labels)
+	}
 	require.Eventually(t, func() bool {
-		return counter(t, reg, remind.MetricTurns, map[string]string{"outcome": "used"}) == 1
+		return both(remind.MetricTurns, map[string]string{"outcome": "used"}) == 1
 	}, 20*time.Second, 50*time.Millisecond)
+	require.EqualValues(t, 2, both(remind.MetricTurns, map[string]string{"outcome": "queued"}), "each turn claimed by one gateway")
 	_, mailed := mailTo(t, mail.APIURL, earlyAddr)
 	require.False(t, mailed, "a shopper who used the turn is not reminded")
 	require.Empty(t, earlyPhone.messages())
-	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "email", "result": "sent"}))
-	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "gone"}))
+	require.EqualValues(t, 1, both(remind.MetricSends, map[string]string{"channel": "email", "result": "sent"}))
+	require.EqualValues(t, 1, both(remind.MetricSends, map[string]string{"channel": "push", "result": "gone"}))
 }
 
 // A push service that answers 503 twice gets the message on the third
@@ -203,10 +215,12 @@ func TestPushIsRetriedWithBackoff(t *testing.T) {
 	go func() { done <- rem.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	rem.TurnCame(ctx, remind.Turn{VoucherID: 9, UserID: 61, Until: time.Now().Add(time.Minute)})
+	rem.TurnCame(ctx, remind.Turn{VoucherID: 9, UserID: 61, ValidUntil: time.Now().Add(time.Minute)})
 	require.Eventually(t, func() bool { return len(phone.messages()) == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "sent"}) == 1
+	}, 20*time.Second, 20*time.Millisecond)
 	require.EqualValues(t, 2, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "retried"}))
-	require.EqualValues(t, 1, counter(t, reg, remind.MetricSends, map[string]string{"channel": "push", "result": "sent"}))
 	var payload struct{ Title string }
 	require.NoError(t, json.Unmarshal(phone.messages()[0], &payload))
 	require.Equal(t, "Your turn: #9", payload.Title, "no catalog: the sale is named by its number")

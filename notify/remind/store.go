@@ -34,7 +34,7 @@ type Contacts struct {
 }
 
 // Store keeps the shoppers' push subscriptions and e-mail addresses in
-// PostgreSQL (migrations/018_reminders.sql): this package owns both tables.
+// PostgreSQL (migrations/019_reminders.sql): this package owns both tables.
 // An address is personal data: nothing here logs it, and errors never
 // carry it.
 type Store struct{ pool *pgxpool.Pool }

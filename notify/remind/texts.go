@@ -48,7 +48,7 @@ type Message struct {
 // Times are shown in UTC, the only zone the server knows the shopper by.
 func message(lang, sale, pageURL string, t Turn) Message {
 	tx := textOf(lang)
-	until := t.Until.UTC().Format("2006-01-02 15:04:05 UTC")
+	until := t.ValidUntil.UTC().Format("2006-01-02 15:04:05 UTC")
 	return Message{
 		Subject: fmt.Sprintf(tx.subject, sale),
 		Title:   fmt.Sprintf(tx.title, sale),

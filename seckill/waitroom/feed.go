@@ -171,7 +171,6 @@ func (r *Room) announceStep(ctx context.Context, l Line, s Step) {
 	}
 	m.setLine(l)
 	r.publish(ctx, &m)
-	r.tellTurns(ctx, l, s)
 }
 
 func (r *Room) publish(ctx context.Context, m *wire) {

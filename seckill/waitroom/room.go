@@ -185,8 +185,6 @@ type Room struct {
 	watched           watchMemo
 	// onSale names the voucher's stock meta key, with Config.Recovery.
 	onSale func(voucherID int64) string
-	// turns hears who each step admitted (Config.Turns; nil: nobody).
-	turns TurnSink
 }
 
 // Defaults of Config.
@@ -232,10 +230,6 @@ type Config struct {
 	// Recovery(voucherID), the key of the voucher's stock meta in the
 	// room's hash slot, is missing (see recovery.go).
 	Recovery func(voucherID int64) string
-	// Turns, when set, hears every shopper admitted by this instance's
-	// steps and draws (turns.go): one Redis read per step that admitted
-	// anyone.
-	Turns TurnSink
 }
 
 // New returns the rooms of cfg.
@@ -262,7 +256,6 @@ func New(cfg Config) *Room {
 		maxStep:  DefaultMaxStep, now: time.Now,
 		watched: watchMemo{every: watch},
 		onSale:  cfg.Recovery,
-		turns:   cfg.Turns,
 	}
 }
 

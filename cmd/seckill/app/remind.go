@@ -2,7 +2,8 @@ package app
 
 // The reminders of a shopper's turn (notify/remind/README.md): Web Push
 // with the VAPID keys, e-mail through the SMTP server, each only when
-// configured; turns come from this gateway's waiting rooms (newRoom).
+// configured; every gateway hears the rooms' turns (waitroom.Channel) and
+// one of them claims each in Redis.
 
 import (
 	"context"
@@ -15,6 +16,7 @@ import (
 func (s *System) buildReminder() (*remind.Reminder, error) {
 	cfg := remind.Config{
 		Store: remind.NewStore(s.pool),
+		Redis: s.rdb,
 		// A room of its own, without turns, only to ask whether a pass
 		// is still unused.
 		Check: waitroom.New(waitroom.Config{Redis: s.rdb, Secret: roomSecret(s.cfg.JWTSecret)}),

@@ -229,8 +229,8 @@ func (s *System) logListening(ln, opsLn net.Listener) {
 // catalog's announcements and the catalog (read once before the catalog
 // routes answer), the gates (the ops switch read and this instance counted
 // in the fleet before the first buy), the notify hub and the room feed
-// (subscribed before the first socket), the reminders (before the admitter
-// that gives them turns), the admitter, the drawer, the mirror, the
+// (subscribed before the first socket), the reminders (subscribed to the rooms'
+// turns before the admitter gives any), the admitter, the drawer, the mirror, the
 // renewal of the order id node lease (renewed once before the first buy;
 // its loss stops the process, so no id is handed out twice), and the HTTP
 // server on ln.
@@ -242,7 +242,7 @@ func (s *System) gatewayParts(ln net.Listener) []part {
 		{name: "notify hub", run: s.hub.Run, ready: s.hub.Ready()},
 		{name: "waiting room feed", run: s.feed.Run, ready: s.feed.Ready()},
 		{name: "waiting room rates", run: s.adapter.Run},
-		{name: "reminders", run: s.reminder.Run},
+		{name: "reminders", run: s.reminder.Run, ready: s.reminder.Ready()},
 		{name: "waiting room admitter", run: s.admitter.Run},
 		{name: "draws", run: s.drawer.Run},
 		{name: "waiting room mirror", run: s.mirror.Run},

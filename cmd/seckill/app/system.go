@@ -151,7 +151,6 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 	}
 	s.sales = salereport.NewRecorder(salereport.RecorderConfig{Store: s.store, Log: s.log})
 	if cfg.HasRole(RoleGateway) {
-		// Before the rooms: the gateway's rooms tell it the turns they give.
 		if s.reminder, err = s.buildReminder(); err != nil {
 			return nil, err
 		}
