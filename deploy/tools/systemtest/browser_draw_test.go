@@ -25,7 +25,7 @@ func TestBrowserDraw(t *testing.T) {
 	c := card(vid)
 	b.registerAndLogIn(newShopperName(), "correct horse battery")
 	b.waitJS("Enter the draw is offered, Buy is not", fmt.Sprintf(
-		`!document.querySelector('%s .join').hidden && document.querySelector('%s .join').textContent === 'Enter the draw' &&
+		`document.querySelector('%s .join')?.hidden === false && document.querySelector('%s .join').textContent === 'Enter the draw' &&
 		 !document.querySelector('%s .join').disabled && document.querySelector('%s .buy').hidden`, c, c, c, c))
 	b.do("enter the draw", chromedp.Click(chromedp.CSS(c+" .join")))
 	b.waitJS("the page shows the entry and the round the draw waits for", fmt.Sprintf(

@@ -22,7 +22,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	vid := ts.createRoomVoucher(t, 20, 1, 1, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	b := openBrowser(t, ts.base)
 	c := card(vid)
-	b.waitJS("the card shows the waiting room", fmt.Sprintf(`!document.querySelector('%s .queue').hidden`, c))
+	b.waitJS("the card shows the waiting room", fmt.Sprintf(`document.querySelector('%s .queue')?.hidden === false`, c))
 	b.registerAndLogIn(newShopperName(), "correct horse battery")
 	// Five shoppers join before the page's: at one a second, the page sees
 	// its place move a few times before its turn.
@@ -31,7 +31,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 		require.Equal(t, http.StatusOK, j.status, "%s", j.raw)
 	}
 	b.waitJS("Join the line is offered, Buy is not", fmt.Sprintf(
-		`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled && document.querySelector('%s .buy').hidden`, c, c, c))
+		`document.querySelector('%s .join')?.hidden === false && !document.querySelector('%s .join').disabled && document.querySelector('%s .buy').hidden`, c, c, c))
 	b.screenshot("room-before-join")
 	b.do("join the line", chromedp.Click(chromedp.CSS(c+" .join")))
 	b.waitJS("the page shows its place", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'waiting'`, c))
@@ -114,7 +114,7 @@ func TestBrowserRoomSoldOut(t *testing.T) {
 	c := card(vid)
 	b.registerAndLogIn(newShopperName(), "correct horse battery")
 	b.waitJS("a sold-out line can still be joined", fmt.Sprintf(
-		`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, c, c))
+		`document.querySelector('%s .join')?.hidden === false && !document.querySelector('%s .join').disabled`, c, c))
 	b.do("join the line", chromedp.Click(chromedp.CSS(c+" .join")))
 	b.waitJS("the page keeps the place, sold out", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'sold_out' &&
 		document.querySelector('%s .queue-headline').textContent === 'Sold out — you keep your place; units may come back.' &&

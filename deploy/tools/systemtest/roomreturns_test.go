@@ -82,6 +82,7 @@ func testRoomReturnedUnitsGoToTheLine(t *testing.T, env map[string]string) {
 	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
 	a.waitCatalogStock(t, plain, 0)
 	a.waitCatalogStock(t, plain, 1) // the hold timed out
+	b.waitCatalogStock(t, plain, 1) // and the other gateway knows
 	next := b.buy(t, plain, b.shopper(t, testUser()), 1, "")
 	require.Equal(t, http.StatusAccepted, next.status, "%s", next.raw)
 	a.waitPersisted(t, plain, 2)
