@@ -45,7 +45,12 @@ type testSystem struct {
 
 // startSystem runs newSystem + run on a fresh database and topic, the way
 // `seckill serve` does, and stops it when the test ends. The topic is on the
-// package's three-node Apache Kafka (see newKafkaTopic).
+// package's three-node Apache Kafka (see newKafkaTopic). Unless env names
+// a Redis (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS), the system
+// gets a redis-server of its own: what is fleet-wide in Redis (the
+// breaker's ops switch, the count of gateways, the order events' channels,
+// the per-user limits) is then the test's alone, and no other test's
+// systems are in its fleet.
 func startSystem(t testing.TB, env map[string]string) *testSystem {
 	t.Helper()
 	brokers, topic := newKafkaTopic(t, 6)
@@ -53,13 +58,21 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	pool, err := pgxpool.New(t.Context(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	pgstoretest.SpreadVoucherIDs(t, pool) // the tests share one Redis
+	pgstoretest.SpreadVoucherIDs(t, pool) // some tests share a Redis
+
+	_, namedURL := env["SECKILL_REDIS_URL"]
+	_, namedCluster := env["SECKILL_REDIS_CLUSTER_ADDRS"]
+	redisURL := ""
+	if !namedURL && !namedCluster {
+		srv, _ := stacktest.PrivateRedis(t)
+		redisURL = srv.URL
+	}
 
 	addr := freeAddr(t)
 	vars := map[string]string{
 		"SECKILL_HTTP_ADDR":      addr,
 		"SECKILL_OPS_ADDR":       freeAddr(t),
-		"SECKILL_REDIS_URL":      stack.RedisURL,
+		"SECKILL_REDIS_URL":      redisURL,
 		"SECKILL_DATABASE_URL":   dbURL,
 		"SECKILL_KAFKA_BROKERS":  brokers,
 		"SECKILL_KAFKA_TOPIC":    topic,
@@ -112,7 +125,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		ops:    opsBase(cfg),
 		cfg:    cfg,
 		pool:   pool,
-		rdb:    stack.Client(t, stacktest.RedisShape{ClusterAddrs: cfg.RedisCluster}),
+		rdb:    redisOf(t, cfg),
 		tokens: tokens,
 		client: apiClient(t, "http://"+addr, 256),
 	}
@@ -121,6 +134,20 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	t.Cleanup(ts.client.CloseIdleConnections)
 	ts.waitReady(t)
 	return ts
+}
+
+// redisOf is a client of the Redis cfg's system runs on, closed when the
+// test ends.
+func redisOf(t testing.TB, cfg app.Config) redis.UniversalClient {
+	t.Helper()
+	if len(cfg.RedisCluster) > 0 {
+		return stack.Client(t, stacktest.RedisShape{ClusterAddrs: cfg.RedisCluster})
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 // apiClient is the client of the tests for the API at base: every answer it
@@ -453,12 +480,14 @@ func (ts *testSystem) checkInvariants(t *testing.T, voucherID string, limit int)
 	return sold
 }
 
-// shapeEnv is the configuration that runs the system on shape.
+// shapeEnv is the configuration that runs the system on shape: the plain
+// shape on a redis-server of the system's own (startSystem's default), the
+// cluster on the package's Redis Cluster.
 func shapeEnv(shape stacktest.RedisShape) map[string]string {
 	if len(shape.ClusterAddrs) > 0 {
 		return map[string]string{"SECKILL_REDIS_URL": "", "SECKILL_REDIS_CLUSTER_ADDRS": strings.Join(shape.ClusterAddrs, ",")}
 	}
-	return map[string]string{"SECKILL_REDIS_URL": shape.URL}
+	return map[string]string{}
 }
 
 // onEveryShape runs test once on one plain redis-server and once on a
