@@ -28,6 +28,7 @@ import (
 // Redis of its own, so the pauses disturb no other test and no other
 // test's processes are in its fleet's health.
 func TestAdaptiveRoomListensToTheBackEndNotTheCrowd(t *testing.T) {
+	// This test is serial (main_test.go): the rate follows the buy route's p99, which other tests' load would move.
 	srv, rdb := stacktest.PrivateRedis(t)
 	ts := startSystem(t, map[string]string{"SECKILL_REDIS_URL": "redis://" + srv.Addr + "/0"})
 	now := time.Now()

@@ -24,6 +24,7 @@ import (
 // Redis database of its own, so no other test's processes are in its
 // fleet's health.
 func TestAdaptiveRoomFollowsTheWorkersLag(t *testing.T) {
+	t.Parallel()
 	opts, err := redis.ParseURL(stack.RedisURL)
 	require.NoError(t, err)
 	ts := startSystem(t, map[string]string{

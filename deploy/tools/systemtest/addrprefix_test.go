@@ -15,6 +15,7 @@ import (
 // they share one budget, so nearly all of them are refused. 20 addresses of
 // 20 different /56s each have a budget of their own and none is refused.
 func TestIPv6LimitIsPerSlash56(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{
 		"SECKILL_TRUSTED_PROXIES": "127.0.0.1", // the test client plays the load balancer
 	})

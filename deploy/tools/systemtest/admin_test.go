@@ -16,6 +16,7 @@ import (
 // value, so {"add_stock":1,"add_stock":5} added 5 units where a reader of
 // the request saw 1. In PostgreSQL and Redis alike.
 func TestAdminRefusesARepeatedField(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	for _, body := range []string{`{"add_stock":1,"add_stock":5}`, `{"add_stock":1,"ADD_STOCK":5}`} {
@@ -52,6 +53,7 @@ func (ts *testSystem) stockTotal(t *testing.T, voucherID string) int64 {
 // the same key with another request is 409 conflict. PATCH added the stock
 // again on every retry before.
 func TestAdminChangesOnceByKey(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, nil)
 	b := a.startPeer(t, gatewayOnly)
 	vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))

@@ -18,6 +18,7 @@ import (
 // sale's door for the fleet, all in the page; the token is never stored by
 // the browser.
 func TestBrowserOperatorPage(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
 	b := openOperatorPage(t, ts)

@@ -19,6 +19,7 @@ import (
 // an answer asks for one and sends nothing; a wrong answer says so and shows
 // a new picture; the right answer buys.
 func TestBrowserCaptchaBuy(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := newVoucher(t, ts, "Signed first edition", 5, 1, func(b map[string]any) { b["captcha_required"] = true })
 	b := openBrowser(t, ts.base)
@@ -58,6 +59,7 @@ func TestBrowserCaptchaBuy(t *testing.T) {
 // under the password, says why, and the owner who types its characters
 // gets in.
 func TestBrowserLoginCaptcha(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{"SECKILL_TRUSTED_PROXIES": "127.0.0.1"})
 	name, password := newShopperName(), "correct horse battery"
 	a := ts.do(t, http.MethodPost, "/api/v1/users", "", map[string]any{"username": name, "password": password}, fromAnywhere())
@@ -107,6 +109,7 @@ func TestBrowserLoginCaptcha(t *testing.T) {
 // from loopback, whose per-address budgets are fleet-wide in Redis, and the
 // package's other tests spend loopback's too.
 func TestBrowserRegisterCaptcha(t *testing.T) {
+	t.Parallel()
 	srv, rdb := stacktest.PrivateRedis(t)
 	ts := startSystem(t, map[string]string{"SECKILL_REGISTER_CHALLENGE": "captcha", "SECKILL_REDIS_URL": "redis://" + srv.Addr + "/0"})
 	name, password := newShopperName(), "correct horse battery"

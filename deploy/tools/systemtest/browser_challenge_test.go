@@ -18,6 +18,7 @@ import (
 // the proof of work in its Web Worker while the card is on sale, with
 // nothing for the shopper to do, and Buy spends it.
 func TestBrowserPowBuy(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := newVoucher(t, ts, "Limited sneakers", 5, 2, func(b map[string]any) { b["challenge"] = "pow" })
 	b := openBrowser(t, ts.base)
@@ -45,6 +46,7 @@ func TestBrowserPowBuy(t *testing.T) {
 // same kind of captcha read aloud, in a labelled audio player; the digits
 // heard buy.
 func TestBrowserAudioCaptchaBuy(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := newVoucher(t, ts, "Concert tickets", 5, 1, func(b map[string]any) { b["challenge"] = "captcha" })
 	b := openBrowser(t, ts.base)

@@ -18,6 +18,7 @@ import (
 // without a reload, with the shopper's ticket and the cut-off, and the Buy
 // button to a winner.
 func TestBrowserDraw(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, drandEnv(t))
 	begin := time.Now().Add(12 * time.Second)
 	vid := ts.createDrawVoucher(t, 3, begin).body["id"].(string)
@@ -51,6 +52,7 @@ func TestBrowserDraw(t *testing.T) {
 // draw's entries cannot be downloaded before the draw (the page says why),
 // and once it is made they download as the CSV the API serves.
 func TestBrowserOperatorDraw(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, drandEnv(t))
 	b := openOperatorPage(t, ts)
 

@@ -34,6 +34,7 @@ func figure(field string) string {
 // the figures the API answers and its charts as inline SVG, one series per
 // answer the sale gave.
 func TestBrowserSaleReport(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	now := time.Now()
 	vid := ts.createVoucher(t, 5, 1, now.Add(-time.Second), now.Add(time.Hour))

@@ -18,6 +18,7 @@ import (
 // order. The operator page creates a voucher with a waiting room and shows
 // the line's figures.
 func TestBrowserWaitingRoom(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createRoomVoucher(t, 20, 1, 1, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	b := openBrowser(t, ts.base)
@@ -103,6 +104,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 // unit goes to the line and the page's shopper is admitted, pushed, and
 // buys it.
 func TestBrowserRoomSoldOut(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createRoomVoucher(t, 1, 1, 100, 0, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	holder := ts.shopper(t, testUser())

@@ -331,6 +331,7 @@ func newShopperName() string { return "shopper_" + strconv.FormatInt(rand.Int64N
 // TestBrowserBuyPayAndSoldOut: register, log in, buy, see created arrive
 // without a reload, pay, see paid; then the sold-out message.
 func TestBrowserBuyPayAndSoldOut(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	concert := newVoucher(t, ts, "Front-row concert ticket", 5, 1)
 	b := openBrowser(t, ts.base)
@@ -378,6 +379,7 @@ func TestBrowserBuyPayAndSoldOut(t *testing.T) {
 // shopper, a second buy shows the rate-limited message, and the page
 // retries by itself once Retry-After has passed.
 func TestBrowserTimeoutAndRateLimit(t *testing.T) {
+	// This test is serial (main_test.go): the page's click must come before the 1/s limit refills.
 	ts := startSystem(t, map[string]string{
 		"SECKILL_PAY_TIMEOUT": "4s",
 		"SECKILL_USER_RATE":   "1",
@@ -416,6 +418,7 @@ func TestBrowserTimeoutAndRateLimit(t *testing.T) {
 // stock move and an operator's pause come and go, pushed on the socket,
 // without a reload and without the page polling the catalog.
 func TestBrowserLiveStockAndPause(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	lamps := newVoucher(t, ts, "Desk lamp", 5, 3)
 	b := openBrowser(t, ts.base)

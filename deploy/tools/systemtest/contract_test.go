@@ -19,6 +19,7 @@ import (
 // while it is still reserved: even for a voucher created after the
 // instance last listed the vouchers that can hold stock.
 func TestJustGivenOrderIsFoundAtOnce(t *testing.T) {
+	t.Parallel()
 	// Gateways only: nothing persists the orders, so they stay reserved
 	// and only Redis knows them.
 	ts := startSystem(t, map[string]string{"SECKILL_ROLES": "gateway"})
@@ -48,6 +49,7 @@ func TestJustGivenOrderIsFoundAtOnce(t *testing.T) {
 // Paying a paid order and cancelling a cancelled one are retries of a call
 // whose answer was lost: 200 with the order as it is, and nothing moves.
 func TestPayAndCancelAreRetriable(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 5, 5, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	alice := ts.shopper(t, testUser())
@@ -91,6 +93,7 @@ func TestPayAndCancelAreRetriable(t *testing.T) {
 
 // A replayed Idempotency-Key answers with the order's current status.
 func TestReplayAnswersCurrentStatus(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 10, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	replay := func(token, key, oid, status string) {
@@ -137,6 +140,7 @@ func TestReplayAnswersCurrentStatus(t *testing.T) {
 // every kind of voucher: the first attempt burned it, and the replay sells
 // nothing.
 func TestCaptchaReplayForEveryKind(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	for _, kind := range []string{"seckill", "limit", "common"} {
 		t.Run(kind, func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 // the reconciler records it failed and gives its stock back. Operators list
 // the letter and replay it with `seckill deadletters`.
 func TestPoisonMessageIsDeadLetteredAndItsHoldEnds(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	ctx := context.Background()
 	vid := ts.createVoucher(t, 5, 5, time.Now().Add(-time.Second), time.Now().Add(time.Hour))

@@ -35,6 +35,7 @@ func drandEnv(t *testing.T) map[string]string {
 // against the cut-off; a shopper's socket on the other gateway is pushed
 // the result; the operator's export lists every entry.
 func TestDrawEndToEnd(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, drandEnv(t))
 	b := a.startPeer(t, gatewayOnly)
 	begin := time.Now().Add(4 * time.Second)
@@ -215,6 +216,7 @@ func (ts *testSystem) rawGet(t *testing.T, path, token string) string {
 // (PATCH end_at); the draw's entries key follows it, as the stock's and the
 // room's keys do, so the entries outlive the old end.
 func TestPatchEndMovesTheDrawKeys(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, drandEnv(t))
 	begin := time.Now().Add(time.Hour)
 	created := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
@@ -246,6 +248,7 @@ func TestPatchEndMovesTheDrawKeys(t *testing.T) {
 // an entrant's queue reads void, a newcomer is not entered (the answer is
 // void too), and nothing is drawn at begin_at.
 func TestLostEntriesMakeADrawVoid(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, drandEnv(t))
 	begin := time.Now().Add(5 * time.Second)
 	vid := ts.createDrawVoucher(t, 2, begin).body["id"].(string)

@@ -55,6 +55,7 @@ func (ts *testSystem) untilHolds(t *testing.T, vid string, want map[string]int) 
 // and releases the other
 // winner's once the passes expired. A hold voucher on a line room is 400.
 func TestDrawHoldsChargeOnlyWinners(t *testing.T) {
+	t.Parallel()
 	env := drandEnv(t)
 	env["SECKILL_PAYMENT_PROVIDER"] = "stripe"
 	env["SECKILL_STRIPE_API_BASE"] = stack.StripeMock(t).URL

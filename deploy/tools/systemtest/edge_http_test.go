@@ -20,6 +20,7 @@ import (
 // The edge gates through the real gateway, over HTTP, on the real services.
 
 func TestUserRateLimitOverHTTP(t *testing.T) {
+	// This test is serial (main_test.go): six buys must come faster than the 2/s limit refills.
 	ts := startSystem(t, map[string]string{"SECKILL_USER_RATE": "2", "SECKILL_USER_BURST": "2"})
 	vid := ts.createVoucher(t, 1000, 100, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	greedy, other := ts.shopper(t, 71), ts.shopper(t, 72)
@@ -62,6 +63,7 @@ func (ts *testSystem) captcha(t *testing.T, header map[string]string) (id, answe
 }
 
 func TestCaptchaOverHTTP(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
 		"title": "captcha voucher", "kind": "seckill", "price_cents": 100, "stock": 10, "per_user_limit": 5,
@@ -101,6 +103,7 @@ func TestCaptchaOverHTTP(t *testing.T) {
 }
 
 func TestBreakerOpsSwitchAcrossInstances(t *testing.T) {
+	// This test is serial (main_test.go): every instance must obey within a second.
 	ts := startSystem(t, nil)
 	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
 	b := ts.startPeer(t, gatewayOnly)
@@ -150,6 +153,7 @@ func TestBreakerOpsSwitchAcrossInstances(t *testing.T) {
 // on counts, never on timings: the proof does not depend on how fast this
 // machine floods.
 func TestFairEdgeUnderAFloodingAccount(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{
 		"SECKILL_GLOBAL_RATE":     "2000",
 		"SECKILL_GLOBAL_BURST":    "200",

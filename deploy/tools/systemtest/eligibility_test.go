@@ -76,6 +76,7 @@ func (ts *testSystem) join(t *testing.T, voucherID string, userID int64, entryTo
 // real HTTP, on the real Redis and PostgreSQL (the voucher's rule is
 // stored and read back by the catalog).
 func TestEntryTokensOnePersonOneChance(t *testing.T) {
+	t.Parallel()
 	m, keys := newEntryMerchant(t)
 	// The draw commits to a round of the package's beacon when it is made,
 	// and takes entries only then.
@@ -162,6 +163,7 @@ func TestEntryTokensOnePersonOneChance(t *testing.T) {
 // the operator's (a shopper is 403 forbidden), counted, and a voucher
 // without an allowlist refuses one (409).
 func TestAllowlistEntries(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.roomVoucher(t, "line", map[string]any{"token_required": false, "allowlist": true})
 
@@ -203,6 +205,7 @@ func TestAllowlistEntries(t *testing.T) {
 // (/?entry_token=...), the same page joins. The operator page offers the
 // rule when it creates a voucher, and its list says so.
 func TestBrowserInvitedLine(t *testing.T) {
+	t.Parallel()
 	m, keys := newEntryMerchant(t)
 	ts := startSystem(t, map[string]string{"SECKILL_ENTRY_TOKEN_KEYS": keys})
 	vid := newVoucher(t, ts, "Invited drop", 5, 1, func(b map[string]any) {

@@ -14,6 +14,7 @@ import (
 // stack, for every row the buying foundation can produce, and checks that
 // the refused requests changed nothing.
 func TestErrorRowsOverRealServices(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	now := time.Now()
 	onSale := ts.createVoucher(t, 4, 2, now.Add(-time.Second), now.Add(time.Hour))

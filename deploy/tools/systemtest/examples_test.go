@@ -30,6 +30,7 @@ func loadSpecDoc(t *testing.T) *openapi3.T {
 // request body's, each parameter's, and each error answer's, every one of
 // which has an example (a client author reads them as the truth).
 func TestSpecExamplesMatchTheirSchemas(t *testing.T) {
+	t.Parallel()
 	doc := loadSpecDoc(t)
 	errorsSeen := 0
 	check := func(where string, schema *openapi3.SchemaRef, example any) {
@@ -77,6 +78,7 @@ func TestSpecExamplesMatchTheirSchemas(t *testing.T) {
 // 5xx, and a body and headers its schema admits (the validating client of
 // the tests checks every answer, apitest.Transport).
 func TestSpecExamplesAgainstTheServer(t *testing.T) {
+	t.Parallel()
 	doc := loadSpecDoc(t)
 	// Web Push on, so that its key is answered (without keys it is 503).
 	vapid, err := remind.GenerateVAPID("mailto:ops@shop.example")

@@ -31,6 +31,7 @@ import (
 // PostgreSQL agree. It logs what the shoppers saw, per voucher: the one on
 // the killed master and one on another master.
 func TestRedisMasterFailover(t *testing.T) {
+	t.Parallel()
 	dir, err := devstack.TempDir("seckill-failover-*")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })

@@ -81,6 +81,7 @@ func metricSum(t *testing.T, addr, name string) float64 {
 // the dependencies are ready again. The process used to exit with
 // `accept4: too many open files`.
 func TestDescriptorExhaustionKeepsTheProcess(t *testing.T) {
+	t.Parallel()
 	p, opsAddr := startProcess(t)
 	ctx := t.Context()
 	log, err := os.ReadFile(p.LogPath)

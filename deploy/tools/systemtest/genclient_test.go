@@ -28,6 +28,7 @@ func bearer(token string) apiclient.RequestEditorFn {
 // team's would. Each answer is also checked by the tests' validating client
 // underneath.
 func TestGeneratedClientJourney(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	ctx := t.Context()
 	c, err := apiclient.NewClientWithResponses(ts.base, apiclient.WithHTTPClient(ts.client))
@@ -124,6 +125,7 @@ func TestGeneratedClientJourney(t *testing.T) {
 // (deploy/tools/apitest): the document itself, a method a path does not serve, a
 // body over the limit, an unknown path and the probes.
 func TestRareAnswersMatchTheSpec(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	big := map[string]any{"username": "someone", "password": strings.Repeat("x", 8<<10)}
 	for _, c := range []struct {

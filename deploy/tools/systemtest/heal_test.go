@@ -37,6 +37,7 @@ func startSystemOnRedisDB(t *testing.T, db int) (*testSystem, *redis.Client) {
 // Retry-After, never 404; afterwards nothing is oversold, every per-user
 // limit held and Redis agrees with PostgreSQL.
 func TestHealAfterRedisDataLost(t *testing.T) {
+	t.Parallel()
 	ts, rdb := startSystemOnRedisDB(t, 11)
 
 	const total, shoppers = 150, 400

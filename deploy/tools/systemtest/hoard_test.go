@@ -20,6 +20,7 @@ import (
 // it, and the shopper buys again; three more holds let expire refuse them
 // again.
 func TestHoardingCostsTheHoarder(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{
 		"SECKILL_PAY_TIMEOUT": "2s", "SECKILL_HOARD_LIMIT": "3", "SECKILL_HOARD_WINDOW": "1h",
 	})

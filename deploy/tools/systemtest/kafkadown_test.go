@@ -24,6 +24,7 @@ import (
 // back: selling resumes by itself, the retried key is accepted and created,
 // and nothing is oversold (seckill/RULES.md's invariants).
 func TestTwoKafkaNodesDown(t *testing.T) {
+	// This test is serial (main_test.go): it stops the Apache Kafka nodes every test's system writes to.
 	ts := startSystem(t, nil)
 	k := stack.ApacheKafka(t, 3)
 	t.Cleanup(func() {

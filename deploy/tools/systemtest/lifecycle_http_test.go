@@ -30,6 +30,7 @@ func (ts *testSystem) stockLeft(t *testing.T, voucherID string) float64 {
 }
 
 func TestPayAndCancelOverHTTP(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 5, 2, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	alice, bob := ts.shopper(t, 31), ts.shopper(t, 32)
@@ -74,6 +75,7 @@ func TestPayAndCancelOverHTTP(t *testing.T) {
 }
 
 func TestPaymentTimeoutCancelsAndRestocks(t *testing.T) {
+	// This test is serial (main_test.go): the cancellation must come within seconds of the deadline.
 	ts := startSystem(t, map[string]string{"SECKILL_PAY_TIMEOUT": "2s"})
 	vid := ts.createVoucher(t, 2, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	token := ts.shopper(t, 41)
@@ -101,6 +103,7 @@ func TestPaymentTimeoutCancelsAndRestocks(t *testing.T) {
 // through the same route: each answer is 202 created at once, and exactly the
 // stock is sold.
 func TestSyncKindsOverHTTP(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	for _, kind := range []string{"limit", "common"} {
 		t.Run(kind, func(t *testing.T) {

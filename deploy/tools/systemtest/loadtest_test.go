@@ -20,6 +20,7 @@ import (
 // catch a dishonest system is proven against a gateway double in
 // deploy/tools/loadtest.)
 func TestLoadtestAgainstTheRealSystem(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -74,6 +75,7 @@ func TestLoadtestAgainstTheRealSystem(t *testing.T) {
 // second, and wait out each 429 for its Retry-After, as a client of
 // gateway/openapi.yaml does, instead of reporting a broken invariant.
 func TestLoadtestReadsWaitOutRetryAfter(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{"SECKILL_SHOPPER_RATE": "1", "SECKILL_SHOPPER_BURST": "1"})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -140,6 +142,7 @@ func sellWith(t *testing.T, ctx context.Context, cfg loadtest.Config) loadtest.R
 // their own. The bot must spend only its own budgets, so at least 95 % of
 // the honest shoppers get an answer that is not 429.
 func TestCrowdAgainstTheRealSystem(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{
 		"SECKILL_GLOBAL_RATE": "2000", "SECKILL_GLOBAL_BURST": "200",
 		"SECKILL_USER_RATE": "5", "SECKILL_USER_BURST": "3",
@@ -238,6 +241,7 @@ func sum[K comparable](m map[K]int) int {
 // forged, stolen and reused passes buy nothing; every check must pass.
 // seckill/waitroom/README.md gives the run with 100,000 shoppers.
 func TestLoadtestRoom(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

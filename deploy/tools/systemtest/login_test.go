@@ -18,6 +18,7 @@ import (
 // "Logins per username"): the owner with the right password and a captcha
 // gets in, and guesses stay refused, each needing a captcha of its own.
 func TestLoginOwnerGetsInPastGuesses(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{"SECKILL_TRUSTED_PROXIES": "127.0.0.1", "SECKILL_ROLES": "gateway"})
 	name := fmt.Sprintf("owner_%d", rand.Int64N(1<<40))
 	const right, wrong = "correct-horse-battery", "wrong-horse-battery"

@@ -16,6 +16,7 @@ import (
 // in seckill_buy_outcomes_total by its code, as every other buy does, so
 // that the outcomes add up to the buying route's requests.
 func TestRefusalsAreLabelledAndCounted(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 10, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	shopper := ts.shopper(t, 9_300_001)

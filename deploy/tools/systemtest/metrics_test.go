@@ -22,6 +22,7 @@ const buyRoute = "/api/v1/vouchers/:id/orders"
 // key family is there, with exactly the values this test caused (the
 // registry is the process's own, so nothing else counts in it).
 func TestMetricsCountWhatHappened(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 100, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 
@@ -87,6 +88,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 
 // TestPprofIsForOperators: the profiles answer the admin token only.
 func TestPprofIsForOperators(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	const path = "/api/v1/admin/debug/pprof/heap?debug=1"
 	require.Equal(t, http.StatusUnauthorized, ts.do(t, http.MethodGet, path, "", nil, nil).status)
@@ -169,6 +171,7 @@ func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, lab
 // tell a stopped loop from an idle one; a process without the sweeper role
 // reads 0.
 func TestLoopsReportTheirLastPass(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	begin := float64(time.Now().Add(-time.Second).Unix())
 	for _, name := range []string{"seckill_sweeper_last_success_timestamp_seconds", "seckill_reconciler_last_success_timestamp_seconds"} {

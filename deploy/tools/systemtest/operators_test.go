@@ -32,6 +32,7 @@ func (ts *testSystem) operatorsCLI(t *testing.T, user string, args ...string) st
 // the change, SECKILL_ADMIN_TOKEN's as root's. Before, every change was
 // "sha256:" of the one shared token, and most were in no trail at all.
 func TestAdminTrailNamesOperators(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	alice := strings.TrimSpace(ts.operatorsCLI(t, "ops-lead", "add", "alice", "--scope", "write"))
 	bob := strings.TrimSpace(ts.operatorsCLI(t, "ops-lead", "add", "--scope", "read", "bob"))

@@ -14,6 +14,7 @@ import (
 // ops listener (SECKILL_OPS_ADDR) serves them, and its probes, to anyone
 // who can reach it, as Prometheus scrapes.
 func TestMetricsAreOnTheOpsListener(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	require.NotEqual(t, ts.base, ts.ops, "a gateway has an ops listener of its own")
 

@@ -61,6 +61,7 @@ func succeededEvent(evID, piID, orderID string, amount int64) stripetest.Deliver
 // report, on the operator page too, counts payments, refunds and late
 // payments.
 func TestPaymentsThroughStripe(t *testing.T) {
+	// This test is serial (main_test.go): the on-time payers must pay, and the late one be read unpaid, within its 8 s pay timeout.
 	ts := startStripeSystem(t, "8s") // long enough for the on-time payers on a busy machine
 	const stock, onTime, late = 12, 8, 3
 	vid := ts.createVoucher(t, stock, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))

@@ -15,6 +15,7 @@ import (
 // challenge_invalid and hold nothing); one address asking for challenges
 // past its free share (SECKILL_POW_ADDRESS_FREE) is given harder ones.
 func TestPowChallengeOverRealServices(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{
 		"SECKILL_TRUSTED_PROXIES": "127.0.0.1", "SECKILL_POW_BASE_BITS": "10", "SECKILL_POW_ADDRESS_FREE": "4",
 		"SECKILL_POW_WINDOW": "1h",

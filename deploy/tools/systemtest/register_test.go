@@ -17,6 +17,7 @@ import (
 // is 400 challenge_invalid and makes no account; a solved one makes it;
 // and one address makes SECKILL_REGISTER_BURST accounts at once, then 429.
 func TestRegisterTakesAChallenge(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{"SECKILL_REGISTER_CHALLENGE": "captcha",
 		"SECKILL_REGISTER_BURST": "3", "SECKILL_REGISTER_RATE": "1", "SECKILL_TRUSTED_PROXIES": "127.0.0.1"})
 	// Addresses of this run's own: the budgets are fleet-wide in Redis,

@@ -17,6 +17,7 @@ import (
 // and nothing is oversold. While the room is lost it answers 503, never
 // "not in this voucher's line".
 func TestRoomSurvivesRedisDataLoss(t *testing.T) {
+	t.Parallel()
 	ts, rdb := startSystemOnRedisDB(t, 12)
 	ctx := context.Background()
 

@@ -55,6 +55,7 @@ func (ts *testSystem) buyWithPass(t *testing.T, voucherID, token, pass, key stri
 // keep their places; once every unit is paid for the room closes for
 // everyone left, and the operator's stats count it all.
 func TestWaitingRoomEndToEnd(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, nil)
 	b := a.startPeer(t, gatewayOnly)
 	const stock, waiting = 3, 8

@@ -70,6 +70,7 @@ func (ts *testSystem) userOrders(t *testing.T, voucherID string, userID int64) m
 // whose buy is known not to have happened, buys once more: one sale on one
 // pass, never two.
 func TestRoomPassOfAFencedBuyIsGivenBack(t *testing.T) {
+	// This test is serial (main_test.go): it hooks the in-process broker's produce requests.
 	ts, vid, uid, tok, pass := startRoomShopper(t)
 
 	held, release := stack.HoldProduce(t, ts.cfg.KafkaTopic)
@@ -102,6 +103,7 @@ func TestRoomPassOfAFencedBuyIsGivenBack(t *testing.T) {
 // refused it 403. A key that made no order is still refused, and nothing is
 // sold twice.
 func TestRoomReplayNeedsNoPass(t *testing.T) {
+	t.Parallel()
 	ts, vid, uid, tok, pass := startRoomShopper(t)
 
 	bought := ts.buyWithPass(t, vid, tok, pass, "k1")

@@ -59,6 +59,7 @@ func inState(state waitroom.State) func(answer) bool {
 // share the work (joins, reads and buys alternate), on a voucher of one
 // Redis bucket and on one of three, on both Redis shapes.
 func TestRoomReturnedUnitsGoToTheLine(t *testing.T) {
+	t.Parallel()
 	onEveryShape(t, testRoomReturnedUnitsGoToTheLine)
 }
 
@@ -72,21 +73,25 @@ func testRoomReturnedUnitsGoToTheLine(t *testing.T, env map[string]string) {
 	gws := []*testSystem{a, b.testSystem}
 	for _, shards := range []int{1, 3} {
 		t.Run("shards="+strconv.Itoa(shards), func(t *testing.T) {
+			t.Parallel() // each waits for its holds to time out: together
 			testRoomReturnedUnits(t, gws, shards)
 		})
 	}
 
 	// Without a room, a returned unit is simply on sale again.
-	plain := a.createVoucher(t, 1, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
-	first := a.buy(t, plain, a.shopper(t, testUser()), 1, "")
-	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
-	a.waitCatalogStock(t, plain, 0)
-	a.waitCatalogStock(t, plain, 1) // the hold timed out
-	b.waitCatalogStock(t, plain, 1) // and the other gateway knows
-	next := b.buy(t, plain, b.shopper(t, testUser()), 1, "")
-	require.Equal(t, http.StatusAccepted, next.status, "%s", next.raw)
-	a.waitPersisted(t, plain, 2)
-	a.checkInvariants(t, plain, 1)
+	t.Run("no room", func(t *testing.T) {
+		t.Parallel()
+		plain := a.createVoucher(t, 1, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+		first := a.buy(t, plain, a.shopper(t, testUser()), 1, "")
+		require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
+		a.waitCatalogStock(t, plain, 0)
+		a.waitCatalogStock(t, plain, 1) // the hold timed out
+		b.waitCatalogStock(t, plain, 1) // and the other gateway knows
+		next := b.buy(t, plain, b.shopper(t, testUser()), 1, "")
+		require.Equal(t, http.StatusAccepted, next.status, "%s", next.raw)
+		a.waitPersisted(t, plain, 2)
+		a.checkInvariants(t, plain, 1)
+	})
 }
 
 func testRoomReturnedUnits(t *testing.T, gws []*testSystem, shards int) {

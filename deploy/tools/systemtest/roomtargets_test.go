@@ -23,6 +23,7 @@ import (
 // admitted shopper can buy. A later step, with the passes still unused,
 // admits nobody more.
 func TestRoomAdmitsNoMoreThanTheStockLeft(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, stack.NewDatabaseURL(t))
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 // plus the test's, and PostgreSQL's orders; the export lists exactly
 // PostgreSQL's orders.
 func TestSaleReportAfterASale(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -197,6 +198,7 @@ func mustID(t *testing.T, id string) int64 {
 // every attempt once, the room's own admissions, a line that was there and
 // a time in line.
 func TestSaleReportOfAWaitingRoomOnTwoGateways(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, nil)
 	b := a.startPeer(t, gatewayOnly)
 	const stock, shoppers = 6, 10
@@ -274,6 +276,7 @@ func TestSaleReportOfAWaitingRoomOnTwoGateways(t *testing.T) {
 // report's accepted is the orders made, and the retries are replayed
 // attempts beside them.
 func TestSaleReportCountsReplaysApart(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	for _, kind := range []string{"seckill", "limit", "common"} {
 		t.Run(kind, func(t *testing.T) {
@@ -325,6 +328,7 @@ func TestSaleReportCountsReplaysApart(t *testing.T) {
 // hundred kilobytes, not one element for each of the year's 31 million
 // seconds.
 func TestSaleReportOfAYear(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := ts.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	buy := ts.buy(t, vid, ts.shopper(t, testUser()), 1, "")

@@ -13,7 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestShardedVoucherSale(t *testing.T) { onEveryShape(t, testShardedVoucherSale) }
+func TestShardedVoucherSale(t *testing.T) {
+	t.Parallel()
+	onEveryShape(t, testShardedVoucherSale)
+}
 
 // testShardedVoucherSale sells a voucher of shards: 8 to a crowd whose users
 // crowd two of its buckets (so most buys need stock moved in), each buy sent

@@ -143,6 +143,7 @@ func (ts *testSystem) patchVoucher(t *testing.T, voucherID string, change map[st
 // and its Redis state's expiry, and the crowd buys past the old end. Bad
 // values are 400 naming the field, an ended sale 409. On both Redis shapes.
 func TestSteerRunningSale(t *testing.T) {
+	t.Parallel()
 	onEveryShape(t, testSteerRunningSale)
 }
 
@@ -258,6 +259,7 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 	})
 
 	t.Run("a later end, mid-crowd", func(t *testing.T) {
+		t.Parallel() // it waits for an end; the others are done by then
 		// Far enough that the change lands before it on a loaded machine.
 		oldEnd := time.Now().Add(10 * time.Second).Truncate(time.Second)
 		c := a.do(t, http.MethodPost, "/api/v1/admin/vouchers", a.cfg.AdminToken, map[string]any{
@@ -311,6 +313,7 @@ func testSteerRunningSale(t *testing.T, env map[string]string) {
 	})
 
 	t.Run("bad values and an ended sale", func(t *testing.T) {
+		t.Parallel() // it waits for an end; the others are done by then
 		end := time.Now().Add(6 * time.Second).Truncate(time.Second)
 		vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), end)
 		for body, field := range map[string]string{

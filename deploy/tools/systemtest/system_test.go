@@ -49,8 +49,8 @@ type testSystem struct {
 // a Redis (SECKILL_REDIS_URL or SECKILL_REDIS_CLUSTER_ADDRS), the system
 // gets a redis-server of its own: what is fleet-wide in Redis (the
 // breaker's ops switch, the count of gateways, the order events' channels,
-// the per-user limits) is then the test's alone, and no other test's
-// systems are in its fleet.
+// the per-user limits) is then the test's alone, and it may run in
+// parallel with others (see main_test.go).
 func startSystem(t testing.TB, env map[string]string) *testSystem {
 	t.Helper()
 	brokers, topic := newKafkaTopic(t, 6)
@@ -491,14 +491,19 @@ func shapeEnv(shape stacktest.RedisShape) map[string]string {
 }
 
 // onEveryShape runs test once on one plain redis-server and once on a
-// Redis Cluster of three masters.
+// Redis Cluster of three masters, the two side by side: each on a system
+// and vouchers of its own.
 func onEveryShape(t *testing.T, test func(t *testing.T, env map[string]string)) {
 	for _, shape := range stack.RedisShapes(t) {
-		t.Run(shape.Name, func(t *testing.T) { test(t, shapeEnv(shape)) })
+		t.Run(shape.Name, func(t *testing.T) {
+			t.Parallel()
+			test(t, shapeEnv(shape))
+		})
 	}
 }
 
 func TestThousandBuyersOfAHundredItems(t *testing.T) {
+	t.Parallel()
 	onEveryShape(t, testThousandBuyersOfAHundredItems)
 }
 
@@ -552,7 +557,10 @@ func testThousandBuyersOfAHundredItems(t *testing.T, env map[string]string) {
 	require.EqualValues(t, 0, drift["pending"])
 }
 
-func TestReplaysAndQuantities(t *testing.T) { onEveryShape(t, testReplaysAndQuantities) }
+func TestReplaysAndQuantities(t *testing.T) {
+	t.Parallel()
+	onEveryShape(t, testReplaysAndQuantities)
+}
 
 func testReplaysAndQuantities(t *testing.T, env map[string]string) {
 	ts := startSystem(t, env)

@@ -24,6 +24,7 @@ import (
 // info, recomputes entries_hash, every ticket and the winners. Its result
 // agrees with what the shoppers were told.
 func TestThirdPartyChecksADraw(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("thirdparty/*.go")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

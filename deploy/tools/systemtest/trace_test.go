@@ -64,6 +64,7 @@ func (s jaegerSpan) tag(key string) string {
 // and the worker's batch transaction in a trace of its own, linked to the
 // order's. It prints the span tree.
 func TestTraceOfOneBuy(t *testing.T) {
+	t.Parallel()
 	j := stack.Jaeger(t)
 	ts := startSystem(t, map[string]string{
 		"SECKILL_OTLP_ENDPOINT":      j.OTLPEndpoint,
@@ -247,6 +248,7 @@ func spanTree(spans []jaegerSpan) string {
 // code, durations read as durations, and the last line, once everything
 // stopped, is "stopped" with the uptime.
 func TestDevModeTracesToJaeger(t *testing.T) {
+	t.Parallel()
 	d := startDev(t, map[string]string{"SECKILL_DEV_TRACING": "jaeger", "SECKILL_LOG_LEVEL": "info", "SECKILL_LOG_FORMAT": "json"})
 	var ui string
 	for _, l := range d.stderr.JSONLines(t) {

@@ -24,6 +24,7 @@ const tsClientDir = "../../clients/typescript"
 // vouchers, join a line and buy with its pass, pay, buy again and cancel,
 // page through the orders. Then the system itself is asked what happened.
 func TestTypeScriptClientJourney(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	require.NoError(t, err, "node is needed: `make test-deps` installs it")
 	_, err = os.Stat(filepath.Join(tsClientDir, "node_modules", "openapi-fetch"))

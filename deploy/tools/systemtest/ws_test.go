@@ -257,6 +257,7 @@ func testUser() int64 { return 8_000_000_000 + rand.Int64N(1_000_000_000) }
 // socket receives none of it; a reconnect gets the snapshot; refusals
 // happen before the upgrade.
 func TestWSAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, nil)
 	b := a.startPeer(t, gatewayOnly)
 	vid := a.createVoucher(t, 10, 5, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
@@ -330,6 +331,7 @@ func TestWSAcrossInstances(t *testing.T) {
 // another instance than the one that changed the orders: a crowd of shoppers
 // buys and pays a few hundred orders.
 func TestWSPushDelay(t *testing.T) {
+	// This test is serial (main_test.go): it judges the p99 of the push delay.
 	const shoppers, each = 20, 10
 	const n = shoppers * each
 	a := startSystem(t, nil)
@@ -472,6 +474,7 @@ func btoi(b bool) int {
 // buffers and the hub's are full, and gets everything written before the
 // close; a healthy client of the same instance keeps receiving.
 func TestWSSlowClientDropped(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, map[string]string{"SECKILL_ROLES": "gateway"})
 	slowUser, okUser := testUser(), testUser()
 
@@ -543,6 +546,7 @@ func TestWSSlowClientDropped(t *testing.T) {
 // changes published in the gap are lost, so every open socket is sent the
 // snapshot again, without the client reconnecting.
 func TestWSResyncAfterRedisBlip(t *testing.T) {
+	t.Parallel()
 	a := startSystem(t, nil)
 	vid := a.createVoucher(t, 5, 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	user := testUser()
@@ -596,6 +600,7 @@ func (c *wsClient) nextVoucher(t *testing.T, voucherID string, ok func(v map[str
 // operator's pause on A, all pushed; B's buying path obeys the pause within
 // a second.
 func TestWSPublicVoucherPushAcrossInstances(t *testing.T) {
+	// This test is serial (main_test.go): B must obey the pause within two seconds.
 	a := startSystem(t, nil)
 	b := a.startPeer(t, gatewayOnly)
 	conn, resp, err := b.dialWS(t, "", nil)
@@ -639,6 +644,7 @@ func TestWSPublicVoucherPushAcrossInstances(t *testing.T) {
 // does, stays open. The pace is the client's own pauses, never a measured
 // speed: a busy machine only makes them longer.
 func TestWSFloodedSocketIsClosed(t *testing.T) {
+	t.Parallel()
 	// The burst is that of the pongs a socket's writer may owe (4), so each
 	// ping of it gets its own pong and the calm client knows when the
 	// server has read them all.
@@ -732,6 +738,7 @@ func mustDialWS(t *testing.T, ts *testSystem) *websocket.Conn {
 // shopper's REST routes are refused too; a socket without a token and
 // another shopper's are not charged.
 func TestWSSignedInHandshakeMeetsTheShopperBudget(t *testing.T) {
+	t.Parallel()
 	const burst = 3
 	ts := startSystem(t, map[string]string{"SECKILL_SHOPPER_RATE": "1", "SECKILL_SHOPPER_BURST": strconv.Itoa(burst),
 		"SECKILL_ROLES": "gateway"})
