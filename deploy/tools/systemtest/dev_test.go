@@ -27,7 +27,7 @@ import (
 // Redis: one redis-server, and `SECKILL_DEV_REDIS_SHARDS=3 make run`'s
 // private Redis Cluster of three masters.
 func TestDevMode(t *testing.T) {
-	t.Parallel()
+	// This test is serial (main_test.go): `seckill dev` sets sarama's and go-redis's package loggers, which every system of this process reads.
 	for _, shards := range []string{"1", "3"} {
 		t.Run("shards="+shards, func(t *testing.T) { testDevMode(t, map[string]string{"SECKILL_DEV_REDIS_SHARDS": shards}) })
 	}
@@ -37,7 +37,7 @@ func TestDevMode(t *testing.T) {
 // SECKILL_DEV_KAFKA_BROKERS=3 make run`: the same sale on three real Apache
 // Kafka brokers, their data under the data folder.
 func TestDevModeOnApacheKafka(t *testing.T) {
-	t.Parallel()
+	// This test is serial (main_test.go): `seckill dev` sets sarama's and go-redis's package loggers, which every system of this process reads.
 	testDevMode(t, map[string]string{"SECKILL_DEV_KAFKA": "apache", "SECKILL_DEV_KAFKA_BROKERS": "3"})
 }
 
@@ -199,7 +199,7 @@ func testDevMode(t *testing.T, extra map[string]string) {
 // own reads; each shopper names an address of its own in X-Forwarded-For,
 // which dev mode believes from loopback (README, CONFIG.md).
 func TestBannerLoadTestMeasuresTheSale(t *testing.T) {
-	t.Parallel()
+	// This test is serial (main_test.go): `seckill dev` sets sarama's and go-redis's package loggers, which every system of this process reads.
 	d := startDev(t, nil)
 	defer d.stop(t)
 	line := regexp.MustCompile(`(?m)^load test: (.+?)\s{2,}\(reads`).FindStringSubmatch(d.stdout.String())
@@ -249,7 +249,7 @@ func processesUsing(t *testing.T, dir string) []string {
 // TestTakenPortFailsFastAndCleanly: the likeliest start-up failure says what
 // to do and leaves nothing running (no child process, no retrying hub).
 func TestTakenPortFailsFastAndCleanly(t *testing.T) {
-	t.Parallel()
+	// This test is serial (main_test.go): `seckill dev` sets sarama's and go-redis's package loggers, which every system of this process reads.
 	for _, variable := range []string{"SECKILL_HTTP_ADDR", "SECKILL_OPS_ADDR"} {
 		t.Run(variable, func(t *testing.T) {
 			taken, err := net.Listen("tcp", "127.0.0.1:0")

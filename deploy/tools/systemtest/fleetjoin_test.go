@@ -22,7 +22,7 @@ import (
 // gateway counted two and halved its share until the dead one went stale.
 // The fleet is alone on a Redis of its own, so that nothing else counts.
 func TestInstanceThatCannotBindNeverJoinsTheFleet(t *testing.T) {
-	t.Parallel()
+	// This test is serial (main_test.go): `seckill serve` sets sarama's and go-redis's package loggers, which every system of this process reads.
 	r, err := devstack.StartRedis(t.Context(), devstack.RedisOptions{Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })

@@ -25,6 +25,10 @@
 //     Kafka nodes (TestTwoKafkaNodesDown), the in-process broker's request
 //     hooks (stack.HoldProduce), the package's redis-server or Redis Cluster
 //     (FLUSHALL, CLIENT PAUSE or KILL, the breaker's switch there);
+//   - changes what the whole test process shares, as `seckill serve` and
+//     `seckill dev` run by app.Run do: they set sarama's and go-redis's
+//     package loggers, which every system of the process reads (go test
+//     -race reports it);
 //   - asserts how soon something happens (every instance within a second,
 //     a push delay's p99, a cancellation within seconds of its deadline, a
 //     step within a short pay timeout) or needs a rate limit not to refill

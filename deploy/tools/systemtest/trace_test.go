@@ -248,7 +248,7 @@ func spanTree(spans []jaegerSpan) string {
 // code, durations read as durations, and the last line, once everything
 // stopped, is "stopped" with the uptime.
 func TestDevModeTracesToJaeger(t *testing.T) {
-	t.Parallel()
+	// This test is serial (main_test.go): `seckill dev` sets sarama's and go-redis's package loggers, which every system of this process reads.
 	d := startDev(t, map[string]string{"SECKILL_DEV_TRACING": "jaeger", "SECKILL_LOG_LEVEL": "info", "SECKILL_LOG_FORMAT": "json"})
 	var ui string
 	for _, l := range d.stderr.JSONLines(t) {
