@@ -39,6 +39,7 @@ import (
 //	admin-signed-in   the figures of every voucher above, and a sale report
 //	admin-busy        the breaker forced open
 func TestBrowserAccessibility(t *testing.T) {
+	t.Parallel()
 	axeJS := axeSource(t)
 	ts := startSystem(t, drandEnv(t))
 	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
@@ -242,6 +243,7 @@ func (b *browser) captchaAnswer(ts *testSystem, n int) string {
 // logs in, types a voucher's captcha, buys it and pays for it, and every
 // press leaves the focus visible.
 func TestBrowserKeyboardBuy(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	vid := newVoucher(t, ts, "Signed first edition", 5, 1, func(b map[string]any) { b["captcha_required"] = true })
 	name, password := newShopperName(), "correct horse battery"
@@ -278,6 +280,7 @@ func TestBrowserKeyboardBuy(t *testing.T) {
 // check has a polite live region in the accessibility tree while idle, so
 // its progress is heard when it comes.
 func TestBrowserBlindShopper(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	pow := newVoucher(t, ts, "Limited sneakers", 5, 1, func(b map[string]any) { b["challenge"] = "pow" })
 	vid := newVoucher(t, ts, "Concert tickets", 5, 1, func(b map[string]any) { b["challenge"] = "captcha" })

@@ -51,6 +51,7 @@ func inViewport(sel string) string {
 // by Intl, Accept-Language on the API requests); the switch turns it to
 // English, which a reload keeps.
 func TestBrowserLanguage(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	tea := newVoucher(t, ts, "Oolong tea", 5, 1)
 	// Yen have no minor unit: price_cents 1999 is ¥1,999.
@@ -99,6 +100,7 @@ func TestBrowserLanguage(t *testing.T) {
 // to the answer; a busy shop (503 with Retry-After) marks the card busy and
 // counts down until Buy comes back.
 func TestBrowserRefusalAtCard(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, nil)
 	// Newest first: the captcha voucher, made first, is the third card.
 	vase := newVoucher(t, ts, "Celadon vase", 5, 1, func(b map[string]any) { b["captcha_required"] = true })
@@ -123,7 +125,7 @@ func TestBrowserRefusalAtCard(t *testing.T) {
 	b.screenshot("wrong-captcha-at-card")
 
 	// The operator shuts the door: every buy gets 503 with Retry-After. The
-	// mode lives in the Redis the package's tests share: open it again after.
+	// mode lives in Redis: open it again after.
 	t.Cleanup(func() { ts.rdb.Del(context.Background(), edge.ModeKey) })
 	require.Equal(t, http.StatusOK, ts.do(t, http.MethodPut, "/api/v1/admin/breaker", ts.cfg.AdminToken, map[string]any{"mode": "open"}, nil).status)
 	rival := ts.shopper(t, testUser())
@@ -157,6 +159,7 @@ func TestBrowserRefusalAtCard(t *testing.T) {
 // to its group without a reload, and the card holding the focus stays where
 // it is on screen while the others move.
 func TestBrowserSaleOrder(t *testing.T) {
+	// This test is serial (main_test.go): the page must be up before a sale that opens 5 s after it is made.
 	ts := startSystem(t, nil)
 	now := time.Now()
 	window := func(begin, end time.Time) func(map[string]any) {

@@ -20,6 +20,7 @@ import (
 // the same code, each answer checked against gateway/openapi.yaml by the
 // validating client.
 func TestVoucherCurrencyAndLanguage(t *testing.T) {
+	t.Parallel()
 	ts := startSystem(t, map[string]string{
 		"SECKILL_CURRENCY":              "USD",
 		"SECKILL_PAYMENT_PROVIDER":      "stripe",
