@@ -1,0 +1,161 @@
+package systemtest
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashsale/seckill/seckill/waitroom"
+)
+
+// mailpitMessage is one message as mailpit's API lists and shows it.
+type mailpitMessage struct {
+	ID      string
+	Subject string
+	To      []struct{ Address string }
+	Text    string
+}
+
+// mailTo is the message mailpit got for addr, with its text; ok false
+// while there is none.
+func mailTo(t *testing.T, api, addr string) (mailpitMessage, bool) {
+	t.Helper()
+	var list struct{ Messages []mailpitMessage }
+	mailpitGet(t, api+"/api/v1/messages?limit=500", &list)
+	for _, m := range list.Messages {
+		for _, to := range m.To {
+			if to.Address == addr {
+				var full mailpitMessage
+				mailpitGet(t, api+"/api/v1/message/"+m.ID, &full)
+				return full, true
+			}
+		}
+	}
+	return mailpitMessage{}, false
+}
+
+func mailpitGet(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
+// mailDeadline is how a reminder writes a time (notify/remind/texts.go).
+const mailDeadline = "2006-01-02 15:04:05 UTC"
+
+// TestClosedTabIsMailedThenBuysWithinGrace: a shopper who gave an
+// address joins the line over HTTP and goes away (no page, no socket).
+// Their turn comes and goes unused: the e-mail of the turn reaches the
+// package's mailpit through SMTP, to their address, naming the sale, the
+// deadline and the page; the pass lapses and the place is held. Back
+// within the grace, the place read as the page reads it gives a fresh
+// pass, which buys. A second shopper who used the pass at once gets no
+// e-mail. Lean: a pass of 3 s, a reminder after 1 s.
+func TestClosedTabIsMailedThenBuysWithinGrace(t *testing.T) {
+	start := time.Now()
+	mail := stack.Mailpit(t)
+	ts := startSystem(t, map[string]string{
+		"SECKILL_ROOM_PASS_TTL": "3s", "SECKILL_REMIND_DELAY": "1s",
+		"SECKILL_SMTP_URL": mail.SMTPURL, "SECKILL_PUBLIC_URL": "https://shop.example/",
+	})
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	title := "Mailed sale " + tag
+	a := ts.do(t, http.MethodPost, "/api/v1/admin/vouchers", ts.cfg.AdminToken, map[string]any{
+		"title": title, "kind": "seckill", "price_cents": 250, "stock": 3, "per_user_limit": 1,
+		"begin_at": time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano), "end_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+		"waiting_room": map[string]any{"admit_per_second": 20}, "grace_seconds": 60,
+	}, nil)
+	require.Equal(t, http.StatusCreated, a.status, "create voucher: %s", a.raw)
+	vid := a.body["id"].(string)
+	voucherID, err := strconv.ParseInt(vid, 10, 64)
+	require.NoError(t, err)
+
+	away, quick := testUser(), testUser()
+	awayTok, quickTok := ts.shopper(t, away), ts.shopper(t, quick)
+	awayAddr, quickAddr := "away-"+tag+"@mail.example", "quick-"+tag+"@mail.example"
+	for tok, addr := range map[string]string{awayTok: awayAddr, quickTok: quickAddr} {
+		r := ts.do(t, http.MethodPut, "/api/v1/reminders/email", tok, map[string]any{"address": addr}, map[string]string{"Accept-Language": "en"})
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	}
+	// The turns as the room publishes them: the away shopper's pass
+	// expiry is what the e-mail must name.
+	sub := ts.rdb.Subscribe(t.Context(), waitroom.Channel)
+	t.Cleanup(func() { _ = sub.Close() })
+	_, err = sub.Receive(t.Context())
+	require.NoError(t, err)
+
+	path := "/api/v1/vouchers/" + vid + "/queue"
+	j := ts.do(t, http.MethodPost, path, awayTok, nil, nil)
+	require.Equal(t, http.StatusOK, j.status, "join: %s", j.raw)
+	require.NotEqual(t, "admitted", j.body["state"], "the turn comes after the tab is closed: %s", j.raw)
+	// The quick shopper joins, is admitted and buys at once.
+	pass := ts.admittedPass(t, vid, quickTok)
+	buy := ts.buyWithPass(t, vid, quickTok, pass, "")
+	require.Equal(t, http.StatusAccepted, buy.status, "%s", buy.raw)
+
+	var turn waitroom.Turn
+	for turn.UserID != away {
+		select {
+		case m := <-sub.Channel():
+			if tu, ok := waitroom.ParseTurn(m.Payload); ok && tu.VoucherID == voucherID {
+				turn = tu
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the away shopper's turn never came")
+		}
+	}
+	t.Logf("turn at %s, pass until %s", time.Since(start).Round(time.Millisecond), turn.ValidUntil.UTC().Format(time.RFC3339Nano))
+
+	var got mailpitMessage
+	require.Eventually(t, func() bool {
+		var ok bool
+		got, ok = mailTo(t, mail.APIURL, awayAddr)
+		return ok
+	}, 10*time.Second, 100*time.Millisecond, "no e-mail of the turn")
+	t.Logf("mailed at %s", time.Since(start).Round(time.Millisecond))
+	require.Len(t, got.To, 1)
+	require.Contains(t, got.Subject, title)
+	require.Contains(t, got.Text, title)
+	require.Contains(t, got.Text, turn.ValidUntil.UTC().Format(mailDeadline), "the deadline: %s", got.Text)
+	require.Contains(t, got.Text, "https://shop.example/?voucher="+vid)
+
+	// Away past the pass: the room holds the place (its own record, not a
+	// read of the shopper's, which would be coming back).
+	var heldUntil time.Time
+	require.Eventually(t, func() bool {
+		s, err := ts.rdb.ZScore(t.Context(), "waitroom:{v"+vid+"}:passes", "h:"+strconv.FormatInt(away, 10)).Result()
+		if err != nil {
+			return false
+		}
+		heldUntil = time.UnixMilli(int64(s) - 1<<44)
+		return true
+	}, 10*time.Second, 50*time.Millisecond, "the missed pass is never held")
+	t.Logf("held at %s until %s", time.Since(start).Round(time.Millisecond), heldUntil.UTC().Format(time.RFC3339Nano))
+	require.True(t, heldUntil.After(turn.ValidUntil.Add(55*time.Second)), "held for the grace: %v", heldUntil)
+
+	// Back within the grace, the page reads the place: a fresh pass.
+	back := ts.do(t, http.MethodGet, path, awayTok, nil, nil)
+	require.Equal(t, http.StatusOK, back.status, "%s", back.raw)
+	t.Logf("back: %s", back.raw)
+	fresh, _ := back.body["pass"].(string)
+	require.Equal(t, "admitted", back.body["state"], "%s", back.raw)
+	require.NotEmpty(t, fresh)
+	bought := ts.buyWithPass(t, vid, awayTok, fresh, "")
+	require.Equal(t, http.StatusAccepted, bought.status, "%s", bought.raw)
+	require.Eventually(t, func() bool {
+		return ts.userOrders(t, vid, away)["created"]+ts.userOrders(t, vid, away)["paid"] == 1
+	}, 10*time.Second, 50*time.Millisecond, "the order is created")
+
+	_, mailed := mailTo(t, mail.APIURL, quickAddr)
+	require.False(t, mailed, "a shopper who used the turn is not reminded")
+	require.True(t, strings.Contains(got.Text, "before"))
+	t.Logf("done in %s", time.Since(start).Round(time.Millisecond))
+}
