@@ -111,6 +111,13 @@ func TestMissedTurnIsHeldThenBackInLineOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.EqualValues(t, 3, s.step(t, 3).Admitted, "three units: three passes")
+	wouldHold := func(u int64) bool {
+		t.Helper()
+		h, err := room.MissWouldHold(ctx, v, u)
+		require.NoError(t, err)
+		return h
+	}
+	require.True(t, wouldHold(1), "a first turn missed is held")
 
 	time.Sleep(350 * time.Millisecond) // the three passes expire unused
 	st := s.step(t, 3)
@@ -131,6 +138,7 @@ func TestMissedTurnIsHeldThenBackInLineOnce(t *testing.T) {
 	require.NotEmpty(t, back.Pass)
 	_, err = room.Check(v, 1, back.Pass)
 	require.NoError(t, err, "the fresh pass is valid")
+	require.False(t, wouldHold(1), "a fresh pass after a hold is not held again")
 
 	// User 2 comes back too: no unit spare, so held, and marked back.
 	held, err := room.Status(ctx, line, 2)
@@ -174,6 +182,7 @@ func TestMissedTurnIsHeldThenBackInLineOnce(t *testing.T) {
 		st, err := room.Status(ctx, line, u)
 		require.NoError(t, err)
 		require.Equal(t, waitroom.StateAdmitted, st.State, "user %d's second turn", u)
+		require.False(t, wouldHold(u), "user %d's turn after going back in line is not held", u)
 	}
 	time.Sleep(350 * time.Millisecond)
 	s.step(t, 10)

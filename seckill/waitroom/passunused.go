@@ -24,3 +24,15 @@ func (r *Room) PassUnused(ctx context.Context, voucherID, userID int64) (bool, e
 	}
 	return int64(exp) > r.now().UnixMilli(), nil
 }
+
+// MissWouldHold reports whether userID's pass of voucherID, missed, would
+// be held for the line's grace (README.md, "A missed turn is held"): only
+// a first turn is, one with no outcome marked yet; a fresh pass after a
+// hold, or a turn after that place went back in line once, is not.
+func (r *Room) MissWouldHold(ctx context.Context, voucherID, userID int64) (bool, error) {
+	marked, err := r.rdb.HExists(ctx, keysOf(voucherID).outcome, strconv.FormatInt(userID, 10)).Result()
+	if err != nil {
+		return false, fmt.Errorf("waitroom: read an outcome: %w: %w", apperr.ErrUnavailable, err)
+	}
+	return !marked, nil
+}
