@@ -35,8 +35,11 @@ type Turn = waitroom.Turn
 
 // TurnCheck tells whether a turn is still to be taken (*waitroom.Room
 // implements it): true while the shopper holds an unused, unexpired pass.
+// MissWouldHold tells whether that pass, missed, would be held for the
+// sale's grace: the reminder's deadline is then the hold's end.
 type TurnCheck interface {
 	PassUnused(ctx context.Context, voucherID, userID int64) (bool, error)
+	MissWouldHold(ctx context.Context, voucherID, userID int64) (bool, error)
 }
 
 // Defaults of Config.
@@ -66,6 +69,10 @@ type Config struct {
 	Check TurnCheck
 	// Title names a voucher's sale ("" or an error: the voucher's id).
 	Title func(ctx context.Context, voucherID int64) (string, error)
+	// Hold is how long a missed pass of a voucher is held for its shopper
+	// (its grace_seconds) and when its sale ends (holds end with it);
+	// nil: the reminder's deadline is the pass's expiry.
+	Hold func(ctx context.Context, voucherID int64) (grace time.Duration, end time.Time, err error)
 	// PageURL is the shopper page's address the reminder links to.
 	PageURL string
 	// Delay is how long after a turn came the reminder goes, if the turn
@@ -306,7 +313,7 @@ func (r *Reminder) do(ctx context.Context, j *job) {
 		r.log.Warn("remind: reminder not sent", "channel", j.channel, "user_id", j.turn.UserID, "voucher_id", j.turn.VoucherID, "err", err)
 	default:
 		wait := r.cfg.Backoff << j.attempt
-		if r.now().Add(wait).After(j.turn.ValidUntil) {
+		if r.now().Add(wait).After(j.msg.Until) {
 			r.metrics.send(j.channel, "failed")
 			r.log.Warn("remind: reminder not sent before the turn ends", "channel", j.channel, "user_id", j.turn.UserID, "err", err)
 			return
@@ -329,6 +336,7 @@ func (r *Reminder) fanOut(ctx context.Context, t Turn) {
 		r.metrics.turn("used")
 		return
 	}
+	until := t.ValidUntil
 	if r.cfg.Check != nil {
 		open, err := r.cfg.Check.PassUnused(ctx, t.VoucherID, t.UserID)
 		if err != nil {
@@ -338,6 +346,7 @@ func (r *Reminder) fanOut(ctx context.Context, t Turn) {
 			r.metrics.turn("used")
 			return
 		}
+		until = r.deadline(ctx, t)
 	}
 	c, err := r.cfg.Store.Contacts(ctx, t.UserID)
 	if err != nil {
@@ -351,16 +360,43 @@ func (r *Reminder) fanOut(ctx context.Context, t Turn) {
 	if r.cfg.Pusher != nil {
 		for _, sub := range c.Push {
 			reach++
-			r.queueSend(&job{turn: t, channel: chanPush, sub: sub, lang: sub.Lang, msg: message(sub.Lang, title, page, t)})
+			r.queueSend(&job{turn: t, channel: chanPush, sub: sub, lang: sub.Lang, msg: message(sub.Lang, title, page, until)})
 		}
 	}
 	if r.cfg.Mailer != nil && c.Email != "" {
 		reach++
-		r.queueSend(&job{turn: t, channel: chanEmail, addr: c.Email, lang: c.EmailLang, msg: message(c.EmailLang, title, page, t)})
+		r.queueSend(&job{turn: t, channel: chanEmail, addr: c.Email, lang: c.EmailLang, msg: message(c.EmailLang, title, page, until)})
 	}
 	if reach == 0 {
 		r.metrics.turn("unreachable")
 	}
+}
+
+// deadline is when t's shopper may last come back and buy: the end of
+// the hold a missed pass keeps (waitroom's README, "A missed turn is
+// held"), never past the sale's end; the pass's expiry when the pass
+// would not be held or the room cannot tell (the earlier time is the
+// safe one to promise).
+func (r *Reminder) deadline(ctx context.Context, t Turn) time.Time {
+	if r.cfg.Hold == nil {
+		return t.ValidUntil
+	}
+	held, err := r.cfg.Check.MissWouldHold(ctx, t.VoucherID, t.UserID)
+	if err != nil || !held {
+		return t.ValidUntil
+	}
+	grace, end, err := r.cfg.Hold(ctx, t.VoucherID)
+	if err != nil || grace <= 0 {
+		return t.ValidUntil
+	}
+	until := t.ValidUntil.Add(grace)
+	if !end.IsZero() && end.Before(until) {
+		until = end
+	}
+	if until.Before(t.ValidUntil) {
+		return t.ValidUntil
+	}
+	return until
 }
 
 func (r *Reminder) queueSend(j *job) {

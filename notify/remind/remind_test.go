@@ -225,3 +225,62 @@ func TestPushIsRetriedWithBackoff(t *testing.T) {
 	require.NoError(t, json.Unmarshal(phone.messages()[0], &payload))
 	require.Equal(t, "Your turn: #9", payload.Title, "no catalog: the sale is named by its number")
 }
+
+// A pass missed is held for the sale's grace (waitroom's README), so the
+// reminder names the hold's end, not the pass's: the shopper may come
+// back and buy until then. Never past the sale's end, where holds end.
+func TestReminderNamesTheHoldsEnd(t *testing.T) {
+	ctx := context.Background()
+	store := remind.NewStore(stack.NewDatabase(t))
+	mail := stack.Mailpit(t)
+	mailer, err := remind.NewMailer(mail.SMTPURL, "shop@shop.example")
+	require.NoError(t, err)
+	rdb := stack.Redis(t)
+	secret := []byte("remind-hold-test-secret-0123456789")
+	room := waitroom.New(waitroom.Config{Redis: rdb, Secret: secret, PassTTL: 5 * time.Second})
+	now := time.Now()
+	base := 890000 + now.UnixNano()%10000
+	// The first sale runs an hour, the second ends before its hold would.
+	ends := map[int64]time.Time{base: now.Add(time.Hour), base + 1: now.Add(30 * time.Second)}
+	rem, err := remind.New(remind.Config{Store: store, Mailer: mailer, Check: room,
+		Hold: func(_ context.Context, v int64) (time.Duration, time.Time, error) {
+			return 90 * time.Second, ends[v], nil
+		},
+		Delay: time.Millisecond, Log: testlog.Logger(t, slog.LevelDebug)})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rem.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	tag := strconv.FormatInt(now.UnixNano(), 36)
+	for i, v := range []int64{base, base + 1} {
+		user := int64(701 + i)
+		addr := fmt.Sprintf("held%d-%s@mail.example", i, tag)
+		require.NoError(t, store.SetEmail(ctx, user, addr, remind.LangEnglish))
+		line := waitroom.Line{VoucherID: v, BeginAt: now.Add(-time.Second), EndAt: ends[v], AdmitPerSecond: 100, Grace: 90 * time.Second}
+		_, err := room.Join(ctx, line, user)
+		require.NoError(t, err)
+		waitroom.NewAdmitter(waitroom.AdmitterConfig{Room: room,
+			Targets: func(context.Context) ([]waitroom.Target, error) {
+				return []waitroom.Target{{Line: line, Passes: -1}}, nil
+			}}).Tick(ctx)
+		st, err := room.Status(ctx, line, user)
+		require.NoError(t, err)
+		require.Equal(t, waitroom.StateAdmitted, st.State)
+		rem.TurnCame(ctx, remind.Turn{VoucherID: v, UserID: user, Kind: waitroom.TurnPass, ValidUntil: st.PassExpiresAt})
+
+		want := st.PassExpiresAt.Add(90 * time.Second)
+		if ends[v].Before(want) {
+			want = ends[v]
+		}
+		var got mailpitMessage
+		require.Eventually(t, func() bool {
+			var ok bool
+			got, ok = mailTo(t, mail.APIURL, addr)
+			return ok
+		}, 20*time.Second, 50*time.Millisecond, "no e-mail for sale %d", v)
+		require.Contains(t, got.Text, want.UTC().Format("2006-01-02 15:04:05 UTC"), "sale %d: the hold's end", v)
+		require.NotContains(t, got.Text, st.PassExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC"), "sale %d: not the pass's", v)
+	}
+}

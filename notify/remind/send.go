@@ -71,11 +71,11 @@ type pushPayload struct {
 // errGone; another 4xx is permanent.
 func (p *Pusher) Push(ctx context.Context, sub Subscription, t Turn, m Message) error {
 	body, err := json.Marshal(pushPayload{Title: m.Title, Body: m.Body, URL: m.URL,
-		VoucherID: fmt.Sprint(t.VoucherID), Until: t.ValidUntil.UTC()})
+		VoucherID: fmt.Sprint(t.VoucherID), Until: m.Until.UTC()})
 	if err != nil {
 		return permanent{err}
 	}
-	ttl := int(time.Until(t.ValidUntil).Seconds())
+	ttl := int(time.Until(m.Until).Seconds())
 	if ttl < 1 {
 		ttl = 1
 	}
@@ -198,7 +198,7 @@ func (ml *Mailer) compose(addr, lang string, t Turn, m Message) string {
 	fmt.Fprintf(&b, "Message-ID: <%s@%s>\r\n", hex.EncodeToString(id), ml.host)
 	fmt.Fprintf(&b, "Content-Language: %s\r\n", lang)
 	fmt.Fprintf(&b, "X-Seckill-Voucher: %d\r\n", t.VoucherID)
-	fmt.Fprintf(&b, "X-Seckill-Until: %s\r\n", t.ValidUntil.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "X-Seckill-Until: %s\r\n", m.Until.UTC().Format(time.RFC3339))
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=UTF-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
 	b.WriteString(mailBody(lang, m))
 	return b.String()

@@ -1,6 +1,9 @@
 package remind
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The languages of the reminders, as the gateway negotiates them from the
 // saving request's Accept-Language; an unknown one falls back to English.
@@ -42,18 +45,22 @@ type Message struct {
 	Subject, Title, Body string
 	// URL is the page to open.
 	URL string
+	// Until is the deadline the words name: the last moment the shopper
+	// may come back and buy.
+	Until time.Time
 }
 
-// message words the reminder of t for the sale titled sale, in lang.
-// Times are shown in UTC, the only zone the server knows the shopper by.
-func message(lang, sale, pageURL string, t Turn) Message {
+// message words the reminder of a turn open until until for the sale
+// titled sale, in lang. Times are shown in UTC, the only zone the server
+// knows the shopper by.
+func message(lang, sale, pageURL string, until time.Time) Message {
 	tx := textOf(lang)
-	until := t.ValidUntil.UTC().Format("2006-01-02 15:04:05 UTC")
 	return Message{
 		Subject: fmt.Sprintf(tx.subject, sale),
 		Title:   fmt.Sprintf(tx.title, sale),
-		Body:    fmt.Sprintf(tx.body, sale, until),
+		Body:    fmt.Sprintf(tx.body, sale, until.UTC().Format("2006-01-02 15:04:05 UTC")),
 		URL:     pageURL,
+		Until:   until,
 	}
 }
 

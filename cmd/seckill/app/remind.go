@@ -8,6 +8,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -23,6 +24,12 @@ func (s *System) buildReminder() (*remind.Reminder, error) {
 		Title: func(ctx context.Context, voucherID int64) (string, error) {
 			v, err := s.catalog.Voucher(ctx, voucherID)
 			return v.Title, err
+		},
+		// A missed pass is held for the voucher's grace: the reminder
+		// names the hold's end (seckill/waitroom/README.md).
+		Hold: func(ctx context.Context, voucherID int64) (time.Duration, time.Time, error) {
+			v, err := s.catalog.Voucher(ctx, voucherID)
+			return time.Duration(v.GraceSeconds) * time.Second, v.EndAt, err
 		},
 		PageURL: s.cfg.PublicURL, Delay: s.cfg.RemindDelay, QueueSize: s.cfg.RemindQueue,
 		Workers: s.cfg.RemindWorkers, Attempts: s.cfg.RemindAttempts, Backoff: s.cfg.RemindBackoff,
