@@ -40,6 +40,9 @@ func (s *Server) register(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, false); err != nil {
 		return err
 	}
+	if err := checkNonce(in.ChallengeAnswer); err != nil {
+		return err
+	}
 	if err := s.registerChallenge(c, in); err != nil {
 		return err
 	}

@@ -53,10 +53,8 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 	if err := decodeBuy(c, &in); err != nil {
 		return err
 	}
-	if !nonceShaped(in.ChallengeAnswer) {
-		// The contract's shape of a nonce, whatever the voucher asks: a
-		// malformed answer is the client's mistake, not a wrong answer.
-		return apperr.InvalidField("/challenge_answer", "challenge_answer must be the nonce: up to 20 decimal digits")
+	if err := checkNonce(in.ChallengeAnswer); err != nil {
+		return err
 	}
 	qty := int64(1)
 	if in.Quantity != nil {
@@ -108,6 +106,16 @@ func (s *Server) recordAttempt(a *buy.Attempt, replayed bool, err error) {
 		}
 	}
 	s.deps.Sales.Attempt(a.Voucher.ID, code, limiter)
+}
+
+// checkNonce refuses a challenge_answer that cannot be a nonce, whatever the
+// voucher or the sign-up asks: a malformed answer is the client's mistake
+// (400 invalid_input), not a wrong answer.
+func checkNonce(answer string) error {
+	if !nonceShaped(answer) {
+		return apperr.InvalidField("/challenge_answer", "challenge_answer must be the nonce: up to 20 decimal digits")
+	}
+	return nil
 }
 
 // nonceShaped says whether answer may be a proof-of-work nonce: empty (no

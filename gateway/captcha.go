@@ -65,7 +65,9 @@ func (s *Server) newChallenge(c *fiber.Ctx) error {
 		return s.newRegisterChallenge(c, string(args.Peek("purpose")), raw)
 	}
 	if raw == "" {
-		return apperr.InvalidField("voucher_id", "voucher_id is required")
+		// 409 like both at once: the query is well formed, it names no
+		// challenge (openapi.yaml: exactly one of the two).
+		return apperr.Public(apperr.ErrConflict, "name the challenge: send voucher_id (to buy or join that voucher) or purpose=register (to sign up)")
 	}
 	vid, err := parseID(raw, "voucher_id", "voucher_id")
 	if err != nil {
@@ -103,7 +105,9 @@ func (s *Server) newRegisterChallenge(c *fiber.Ctx, purpose, voucherID string) e
 	case purpose != "register":
 		return apperr.InvalidField("purpose", "purpose must be register (or absent, with voucher_id)")
 	case voucherID != "":
-		return apperr.InvalidField("voucher_id", "a registration's challenge names no voucher: send purpose or voucher_id, not both")
+		// 409, not 400: each parameter alone is valid (openapi.yaml), the
+		// two together ask for two different challenges.
+		return apperr.Public(apperr.ErrConflict, "a registration's challenge names no voucher: send purpose or voucher_id, not both")
 	case s.deps.Challenges == nil:
 		return fmt.Errorf("%w: challenges are not configured", apperr.ErrUnavailable)
 	case s.cfg.RegisterChallenge != RegisterPoW:

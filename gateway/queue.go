@@ -128,6 +128,9 @@ func (s *Server) joinQueue(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in, true); err != nil {
 		return err
 	}
+	if err := checkNonce(in.ChallengeAnswer); err != nil {
+		return err
+	}
 	if line.Draw {
 		return s.enterDraw(c, v, line, in)
 	}

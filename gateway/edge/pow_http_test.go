@@ -50,7 +50,7 @@ func TestChallengeOverHTTP(t *testing.T) {
 
 	powID, noneID := pow["id"].(string), none["id"].(string)
 	for path, want := range map[string]int{
-		"/api/v1/challenges":                          http.StatusBadRequest,
+		"/api/v1/challenges":                          http.StatusConflict,
 		"/api/v1/challenges?voucher_id=x":             http.StatusBadRequest,
 		"/api/v1/challenges?voucher_id=999999999":     http.StatusNotFound,
 		"/api/v1/challenges?voucher_id=" + noneID:     http.StatusConflict,

@@ -90,11 +90,19 @@ func TestProofOfWorkToJoinAndRegister(t *testing.T) {
 
 	for path, want := range map[string]int{
 		"/api/v1/challenges?purpose=login":                       http.StatusBadRequest,
-		"/api/v1/challenges?purpose=register&voucher_id=" + v.ID: http.StatusBadRequest,
+		"/api/v1/challenges?purpose=register&voucher_id=" + v.ID: http.StatusConflict,
 	} {
 		status, _, raw := g.do(t, http.MethodGet, path, "", "", addr)
 		require.Equal(t, want, status, "%s: %s", path, raw)
 	}
+	// An answer that cannot be a nonce is the client's mistake wherever it
+	// is sent, before anything is judged or spent.
+	status, raw = register("pow_eve", `,"challenge_id":"`+id+`","challenge_answer":"12a"`)
+	require.Equal(t, http.StatusBadRequest, status, raw)
+	require.Contains(t, raw, `"invalid_input"`)
+	status, _, raw = g.do(t, http.MethodPost, join, `{"challenge_id":"x","challenge_answer":"\u0084"}`, g.token(t, 54), addr)
+	require.Equal(t, http.StatusBadRequest, status, raw)
+	require.Contains(t, raw, `"invalid_input"`)
 	// A register challenge cannot join the line either.
 	id, nonce = g.solve(t, "/api/v1/challenges?purpose=register", addr)
 	status, _, raw = g.do(t, http.MethodPost, join, `{"challenge_id":"`+id+`","challenge_answer":"`+nonce+`"}`, g.token(t, 53), addr)

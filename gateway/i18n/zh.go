@@ -54,8 +54,8 @@ func chinese(format string) (string, bool) {
 		return "challenge_answer 必须是 nonce：最多 20 位十进制数字", true
 	case "kind must be image or audio":
 		return "kind 必须为 image 或 audio", true
-	case "voucher_id is required":
-		return "缺少 voucher_id", true
+	case "name the challenge: send voucher_id (to buy or join that voucher) or purpose=register (to sign up)":
+		return "请指明要哪种挑战：提交 voucher_id（用于购买或排队该优惠券）或 purpose=register（用于注册）", true
 	case "voucher %d takes no proof of work (its challenge is %s): buy it without one":
 		return "优惠券 %d 不需要工作量证明（其验证方式为 %s）：请直接购买", true
 	case "state must be one of scheduled, on_sale, paused, sold_out and ended":

@@ -58,7 +58,7 @@ const (
 // Anything else is apperr.ErrInvalidInput naming the field.
 func ValidSubscription(s Subscription) error {
 	u, err := url.Parse(s.Endpoint)
-	if err != nil || u.Scheme != "https" || u.Host == "" || len(s.Endpoint) > maxEndpoint {
+	if err != nil || u.Scheme != "https" || u.Host == "" || len(s.Endpoint) > maxEndpoint || !endpointShaped(s.Endpoint) {
 		return apperr.InvalidField("/endpoint", "must be the push service's https URL, at most %d characters", maxEndpoint)
 	}
 	if k, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s.P256dh, "=")); err != nil || len(k) != 65 || k[0] != 4 {
@@ -68,6 +68,27 @@ func ValidSubscription(s Subscription) error {
 		return apperr.InvalidField("/keys/auth", "must be the base64url of the 16-byte authentication secret")
 	}
 	return nil
+}
+
+// endpointShaped says whether endpoint has the shape of openapi.yaml's
+// push endpoint: https://, a host of letters, digits, dots and hyphens, an
+// optional port, and a path of unreserved characters, sub-delims, ':' and '@'
+// (what push services hand out; nothing percent-encoded or spaced).
+func endpointShaped(endpoint string) bool {
+	rest, ok := strings.CutPrefix(endpoint, "https://")
+	if !ok {
+		return false
+	}
+	host, path, _ := strings.Cut(rest, "/")
+	host, port, hasPort := strings.Cut(host, ":")
+	if host == "" || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != "" {
+		return false
+	}
+	if hasPort && (port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "") {
+		return false
+	}
+	const pathChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~!$&'()*+,;=:@/-"
+	return strings.Trim(path, pathChars) == ""
 }
 
 // ValidAddress checks an e-mail address: a bare addr-spec (no display

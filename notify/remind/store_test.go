@@ -38,6 +38,9 @@ func TestContactsRefuseBadInput(t *testing.T) {
 		"short key":      {Endpoint: good.Endpoint, P256dh: base64.RawURLEncoding.EncodeToString([]byte("short")), Auth: good.Auth},
 		"key not base64": {Endpoint: good.Endpoint, P256dh: "!!!", Auth: good.Auth},
 		"short secret":   {Endpoint: good.Endpoint, P256dh: good.P256dh, Auth: "AAAA"},
+		"star in host":   {Endpoint: "https://push.example*", P256dh: good.P256dh, Auth: good.Auth},
+		"space in path":  {Endpoint: "https://push.example/a b", P256dh: good.P256dh, Auth: good.Auth},
+		"bad port":       {Endpoint: "https://push.example:99999x/a", P256dh: good.P256dh, Auth: good.Auth},
 	} {
 		err := store.SaveSubscription(ctx, 7, sub)
 		require.ErrorIs(t, err, apperr.ErrInvalidInput, name)

@@ -1808,6 +1808,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -1845,6 +1847,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
                 [name: string]: unknown;
@@ -1867,6 +1871,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -1894,6 +1900,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -1921,6 +1929,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -1948,6 +1958,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -1975,6 +1987,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "Retry-After": components["headers"]["RetryAfter"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2003,6 +2017,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "Retry-After": components["headers"]["RetryAfter"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2031,6 +2047,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 Allow: components["headers"]["Allow"];
                 [name: string]: unknown;
@@ -2053,6 +2071,8 @@ export interface components {
                 "X-Request-Id": components["headers"]["RequestId"];
                 "X-Server-Time": components["headers"]["ServerTime"];
                 "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                "Content-Language": components["headers"]["ContentLanguage"];
+                Vary: components["headers"]["VaryLanguage"];
                 "Cache-Control": components["headers"]["NoStore"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2111,6 +2131,10 @@ export interface components {
         Traceparent: string;
         /** @description The server's clock in Unix milliseconds, on every answer (clients count down to a sale by it). */
         ServerTime: string;
+        /** @description The language of the error's message and reasons (zh-CN or en), chosen from the request's Accept-Language (English when it names neither); error.code is the same in every language. On every error answer. */
+        ContentLanguage: "en" | "zh-CN";
+        /** @description Accept-Language, on every error answer (its message follows that header). */
+        VaryLanguage: string;
         /** @description nosniff, on every answer. */
         ContentTypeOptions: "nosniff";
         /** @description no-store on every /api/v1 answer (they are per user and per moment) but the catalog's, whose 200 and 304 carry CatalogCacheControl instead. */
@@ -2170,6 +2194,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -2300,12 +2326,14 @@ export interface operations {
             400: components["responses"]["InvalidInput"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
-            /** @description conflict (the voucher takes no proof of work, buy it without one; or, with purpose=register, registering takes none here). */
+            /** @description conflict (the voucher takes no proof of work, buy it without one; with purpose=register, registering takes none here; or both voucher_id and purpose were sent, which name two different challenges, or neither, which names none). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -2432,6 +2460,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -2443,6 +2473,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
@@ -2455,6 +2487,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2472,6 +2506,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2490,6 +2526,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2507,6 +2545,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2605,6 +2645,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2622,6 +2664,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2639,6 +2683,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
@@ -2651,6 +2697,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2668,6 +2716,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2686,6 +2736,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2703,6 +2755,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2770,6 +2824,8 @@ export interface operations {
                     traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2809,6 +2865,8 @@ export interface operations {
                     traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2839,6 +2897,8 @@ export interface operations {
                     traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -2870,6 +2930,8 @@ export interface operations {
                     traceparent: components["headers"]["Traceparent"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -2933,6 +2995,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3006,6 +3070,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3040,6 +3106,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3069,6 +3137,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3186,6 +3256,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3253,6 +3325,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3281,6 +3355,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3347,6 +3423,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3375,6 +3453,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3460,6 +3540,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3488,6 +3570,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -3570,6 +3654,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -3849,6 +3935,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -3922,6 +4010,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -3993,6 +4083,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4064,6 +4156,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4123,6 +4217,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4206,6 +4302,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4402,6 +4500,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4461,6 +4561,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4558,6 +4660,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4615,6 +4719,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4637,6 +4743,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     [name: string]: unknown;
                 };
@@ -4746,6 +4854,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
@@ -4758,6 +4868,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -4828,6 +4940,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
@@ -4840,6 +4954,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -4857,6 +4973,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -4921,6 +5039,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
@@ -4933,6 +5053,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -5030,6 +5152,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
@@ -5042,6 +5166,8 @@ export interface operations {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "X-Server-Time": components["headers"]["ServerTime"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Content-Language": components["headers"]["ContentLanguage"];
+                    Vary: components["headers"]["VaryLanguage"];
                     "Cache-Control": components["headers"]["NoStore"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
