@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -112,4 +113,50 @@ func mailpitReady(ctx context.Context, api, smtpAddr string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// MailMessage is one message as mailpit's API shows it.
+type MailMessage struct {
+	ID      string
+	Subject string
+	To      []struct{ Address string }
+	Text    string
+}
+
+// MessageTo is the newest message mailpit got for addr, with its text; ok
+// is false while there is none. Tests read what a shopper was sent by it.
+func (m *Mailpit) MessageTo(ctx context.Context, addr string) (msg MailMessage, ok bool, err error) {
+	var list struct{ Messages []MailMessage }
+	if err := m.getJSON(ctx, "/api/v1/messages?limit=500", &list); err != nil {
+		return MailMessage{}, false, err
+	}
+	for _, l := range list.Messages {
+		for _, to := range l.To {
+			if to.Address == addr {
+				err := m.getJSON(ctx, "/api/v1/message/"+l.ID, &msg)
+				return msg, err == nil, err
+			}
+		}
+	}
+	return MailMessage{}, false, nil
+}
+
+// getJSON decodes the answer of mailpit's API at path into v.
+func (m *Mailpit) getJSON(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.APIURL+path, nil)
+	if err != nil {
+		return fmt.Errorf("mailpit: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("mailpit: GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("mailpit: GET %s answered %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("mailpit: GET %s: %w", path, err)
+	}
+	return nil
 }

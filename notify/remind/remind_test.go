@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,44 +13,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/devstack"
 	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/seckill/testlog"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// mailpitMessage is one message as mailpit's API lists and shows it.
-type mailpitMessage struct {
-	ID      string
-	Subject string
-	To      []struct{ Address string }
-	Text    string
-}
-
-// mailTo is the first message mailpit got for addr, with its text; ok
+// mailTo is the newest message mailpit got for addr, with its text; ok
 // false while there is none.
-func mailTo(t *testing.T, api, addr string) (mailpitMessage, bool) {
+func mailTo(t *testing.T, mail *devstack.Mailpit, addr string) (devstack.MailMessage, bool) {
 	t.Helper()
-	var list struct{ Messages []mailpitMessage }
-	getJSON(t, api+"/api/v1/messages?limit=500", &list)
-	for _, m := range list.Messages {
-		for _, to := range m.To {
-			if to.Address == addr {
-				var full mailpitMessage
-				getJSON(t, api+"/api/v1/message/"+m.ID, &full)
-				return full, true
-			}
-		}
-	}
-	return mailpitMessage{}, false
-}
-
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
+	m, ok, err := mail.MessageTo(context.Background(), addr)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, url)
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	return m, ok
 }
 
 // counter reads one series of a counter family from reg (0 when absent).
@@ -153,10 +127,10 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 	require.NoError(t, err)
 	until := bst.PassExpiresAt.UTC()
 
-	var got mailpitMessage
+	var got devstack.MailMessage
 	require.Eventually(t, func() bool {
 		var ok bool
-		got, ok = mailTo(t, mail.APIURL, buyerAddr)
+		got, ok = mailTo(t, mail, buyerAddr)
 		return ok
 	}, 20*time.Second, 100*time.Millisecond, "no e-mail for the buyer")
 	sale := fmt.Sprintf("Spring sale %d", line.VoucherID)
@@ -188,7 +162,7 @@ func TestTurnRemindsByMailAndPush(t *testing.T) {
 		return both(remind.MetricTurns, map[string]string{"outcome": "used"}) == 1
 	}, 20*time.Second, 50*time.Millisecond)
 	require.EqualValues(t, 2, both(remind.MetricTurns, map[string]string{"outcome": "queued"}), "each turn claimed by one gateway")
-	_, mailed := mailTo(t, mail.APIURL, earlyAddr)
+	_, mailed := mailTo(t, mail, earlyAddr)
 	require.False(t, mailed, "a shopper who used the turn is not reminded")
 	require.Empty(t, earlyPhone.messages())
 	require.EqualValues(t, 1, both(remind.MetricSends, map[string]string{"channel": "email", "result": "sent"}))
@@ -274,10 +248,10 @@ func TestReminderNamesTheHoldsEnd(t *testing.T) {
 		if ends[v].Before(want) {
 			want = ends[v]
 		}
-		var got mailpitMessage
+		var got devstack.MailMessage
 		require.Eventually(t, func() bool {
 			var ok bool
-			got, ok = mailTo(t, mail.APIURL, addr)
+			got, ok = mailTo(t, mail, addr)
 			return ok
 		}, 20*time.Second, 50*time.Millisecond, "no e-mail for sale %d", v)
 		require.Contains(t, got.Text, want.UTC().Format("2006-01-02 15:04:05 UTC"), "sale %d: the hold's end", v)

@@ -1,7 +1,7 @@
 package systemtest
 
 import (
-	"encoding/json"
+	"context"
 	"net/http"
 	"strconv"
 	"testing"
@@ -9,42 +9,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/devstack"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
-// mailpitMessage is one message as mailpit's API lists and shows it.
-type mailpitMessage struct {
-	ID      string
-	Subject string
-	To      []struct{ Address string }
-	Text    string
-}
-
-// mailTo is the message mailpit got for addr, with its text; ok false
-// while there is none.
-func mailTo(t *testing.T, api, addr string) (mailpitMessage, bool) {
+// mailTo is the newest message mailpit got for addr, with its text; ok
+// false while there is none.
+func mailTo(t *testing.T, mail *devstack.Mailpit, addr string) (devstack.MailMessage, bool) {
 	t.Helper()
-	var list struct{ Messages []mailpitMessage }
-	mailpitGet(t, api+"/api/v1/messages?limit=500", &list)
-	for _, m := range list.Messages {
-		for _, to := range m.To {
-			if to.Address == addr {
-				var full mailpitMessage
-				mailpitGet(t, api+"/api/v1/message/"+m.ID, &full)
-				return full, true
-			}
-		}
-	}
-	return mailpitMessage{}, false
-}
-
-func mailpitGet(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
+	m, ok, err := mail.MessageTo(context.Background(), addr)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, url)
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	return m, ok
 }
 
 // mailDeadline is how a reminder writes a time (notify/remind/texts.go).
@@ -125,10 +100,10 @@ func TestClosedTabIsMailedThenBuysWithinGrace(t *testing.T) {
 	}
 	t.Logf("turn at %s, pass until %s", time.Since(start).Round(time.Millisecond), turn.ValidUntil.UTC().Format(time.RFC3339Nano))
 
-	var got mailpitMessage
+	var got devstack.MailMessage
 	require.Eventually(t, func() bool {
 		var ok bool
-		got, ok = mailTo(t, mail.APIURL, awayAddr)
+		got, ok = mailTo(t, mail, awayAddr)
 		return ok
 	}, 10*time.Second, 100*time.Millisecond, "no e-mail of the turn")
 	t.Logf("mailed at %s", time.Since(start).Round(time.Millisecond))
@@ -178,7 +153,7 @@ func TestClosedTabIsMailedThenBuysWithinGrace(t *testing.T) {
 		return ts.userOrders(t, vid, away)["created"]+ts.userOrders(t, vid, away)["paid"] == 1
 	}, 10*time.Second, 50*time.Millisecond, "the order is created")
 
-	_, mailed := mailTo(t, mail.APIURL, quickAddr)
+	_, mailed := mailTo(t, mail, quickAddr)
 	require.False(t, mailed, "a shopper who used the turn is not reminded")
 	t.Logf("done in %s", time.Since(start).Round(time.Millisecond))
 }
