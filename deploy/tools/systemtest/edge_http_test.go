@@ -256,10 +256,16 @@ func TestFairEdgeUnderAFloodingAccount(t *testing.T) {
 					reason = l.GetValue()
 				}
 			}
-			if gate == "global_limit" && reason == "rate_limited" {
+			// An attempt the per-user limit could not check (Redis slower
+			// than the gate's bound, as on a busy machine: reason "error")
+			// is let through, not refused, so the global limit sees it.
+			switch {
+			case gate == "global_limit" && reason == "rate_limited":
 				globalSeen += m.GetCounter().GetValue()
+			case gate == "user_limit" && reason == "error":
+				userPassed += m.GetCounter().GetValue()
 			}
 		}
 	}
-	require.Equal(t, userPassed, globalSeen, "only attempts the per-user limit admitted charge the global limit")
+	require.Equal(t, userPassed, globalSeen, "only attempts the per-user limit let through charge the global limit")
 }
