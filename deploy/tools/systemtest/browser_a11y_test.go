@@ -119,8 +119,12 @@ func TestBrowserAccessibility(t *testing.T) {
 	b.do("log in", chromedp.SendKeys(chromedp.ID("password"), password), chromedp.Click(chromedp.ID("login")))
 	b.waitJS("logged in", `!document.querySelector('#account-bar').hidden`)
 	b.waitJS("Join the line is offered", fmt.Sprintf(`!document.querySelector('%s .join').hidden && !document.querySelector('%s .join').disabled`, card(line), card(line)))
-	b.do("join the line", chromedp.Click(chromedp.CSS(card(line)+" .join")))
-	b.waitJS("in the line", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'waiting'`, card(line)))
+	// The element is pressed, not a point on the screen: the cards re-sort
+	// when a sale's phase changes (the draws open meanwhile), and a click
+	// at coordinates taken just before can land on another card.
+	b.waitJS("in the line", fmt.Sprintf(`(() => { const c = document.querySelector('%s');
+		if (c.querySelector('.queue').dataset.state === 'waiting') return true;
+		const j = c.querySelector('.join'); if (!j.hidden && !j.disabled) j.click(); return false; })()`, card(line)))
 	order := b.buy(plain)
 	b.waitStatus(order, "created", 30*time.Second)
 	shop("shop-signed-in", fmt.Sprintf(`document.querySelector('%s .queue').dataset.state === 'waiting' &&
