@@ -133,16 +133,7 @@ func (c *Challenges) IssueRegister(ctx context.Context, clientKey string) (api.C
 // SpendRegister judges a registration's answer and spends its challenge,
 // right or wrong; a voucher's challenge is no registration's.
 func (c *Challenges) SpendRegister(ctx context.Context, id, answer string) error {
-	err := c.spend(ctx, registerPurpose, id, answer)
-	switch {
-	case errors.Is(err, apperr.ErrUnavailable):
-		c.m.reject(gateChallenge, "error")
-	case err != nil:
-		c.m.reject(gateChallenge, "invalid")
-	default:
-		c.m.allow(gateChallenge)
-	}
-	return err
+	return c.counted(c.spend(ctx, registerPurpose, id, answer))
 }
 
 // load counts this challenge and returns the sliding-window counts of the
@@ -196,7 +187,13 @@ func (c *Challenges) Check(ctx context.Context, a *buy.Attempt, known bool) erro
 		c.m.allow(gateChallenge)
 		return nil
 	}
-	err := c.spend(ctx, a.Request.VoucherID, a.ChallengeID, a.ChallengeAnswer)
+	return c.counted(c.spend(ctx, a.Request.VoucherID, a.ChallengeID, a.ChallengeAnswer))
+}
+
+// counted records the judgement of a spent challenge on the gate's
+// counters (allowed, invalid, or error when Redis did not answer) and
+// returns it.
+func (c *Challenges) counted(err error) error {
 	switch {
 	case errors.Is(err, apperr.ErrUnavailable):
 		c.m.reject(gateChallenge, "error")
