@@ -21,8 +21,14 @@ const drainLimit = 1 << 20
 // Connection: close); one that does not is not waited for longer.
 const drainFor = 5 * time.Second
 
-// answerOversizedBodies answers a body over Config.BodyLimit like any other
-// API error, so that the client gets it.
+// headLimit is the most a request's head (its request line, URL included,
+// and its headers) may take: fasthttp's read buffer, which must hold the
+// whole head. Browsers and HTTP clients send heads far smaller; a longer one
+// is refused with 413 too_large like a body over its limit.
+const headLimit = 4096
+
+// answerOversizedBodies answers a body over Config.BodyLimit, or a head
+// over headLimit, like any other API error, so that the client gets it.
 //
 // fasthttp refuses such a body while reading the request, before the
 // router, and hands ErrBodyTooLarge to the server's error handler; it then
@@ -44,26 +50,35 @@ func (s *Server) answerOversizedBodies() {
 	srv := s.app.Server()
 	next := srv.ErrorHandler
 	srv.ErrorHandler = func(rctx *fasthttp.RequestCtx, err error) {
-		if !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			s.answerTooLarge(rctx, rctx.Request.Header.ContentLength(), apperr.Publicf(apperr.ErrTooLarge,
+				"the request body is over the limit of %d bytes", s.cfg.BodyLimit))
+		case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+			// The same race as a body's: the rest of the head, and any
+			// body, is unread when the answer goes out, and how long it is
+			// was never read.
+			s.answerTooLarge(rctx, -1, apperr.Publicf(apperr.ErrTooLarge,
+				"the request's URL and headers are over the limit of %d bytes", headLimit))
+		default:
 			next(rctx, err)
-			return
 		}
-		s.answerTooLarge(rctx)
 	}
 }
 
-// answerTooLarge writes the 413 of rctx, drains and closes its connection.
-func (s *Server) answerTooLarge(rctx *fasthttp.RequestCtx) {
+// answerTooLarge writes refusal as the 413 of rctx, drains what is left of a
+// request of declared bytes (negative: not known) and closes its connection.
+func (s *Server) answerTooLarge(rctx *fasthttp.RequestCtx, declared int, refusal error) {
 	c := s.app.AcquireCtx(rctx)
 	defer s.app.ReleaseCtx(c)
-	s.answerUnrouted(c, apperr.Publicf(apperr.ErrTooLarge, "the request body is over the limit of %d bytes", s.cfg.BodyLimit))
+	s.answerUnrouted(c, refusal)
 	rctx.Response.SetConnectionClose()
 
 	conn := rctx.Conn()
 	_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	bw := bufio.NewWriter(conn)
 	if rctx.Response.Write(bw) == nil && bw.Flush() == nil {
-		drain(conn, rctx.Request.Header.ContentLength())
+		drain(conn, declared)
 	}
 	_ = conn.Close()
 }

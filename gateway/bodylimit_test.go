@@ -83,7 +83,7 @@ func TestOversizedBodyIsAnsweredLoggedAndCounted(t *testing.T) {
 }
 
 // A request fasthttp refuses while reading its head (here a Content-Length
-// that is no number; a query over the read buffer takes the same path) is
+// that is no number) is
 // refused before the router, and its answer is an API answer like any
 // other: the error body, the headers every client reads (X-Server-Time
 // among them), the access log and the counter. The request is small and
@@ -138,4 +138,31 @@ func TestOversizedHeadIsAnsweredLikeAnyOther(t *testing.T) {
 		}
 	}
 	require.EqualValues(t, 1, counted, "the refusal is counted")
+}
+
+// A URL over the head's limit, sent by a real client that writes the whole
+// head before it reads (net/http does), gets its 413 every time, with the
+// headers of every API answer and a message that names the URL and headers,
+// not a body: the server reads away the rest of the head before it closes,
+// so no connection reset discards the answer.
+func TestOversizedURLIsAnsweredEveryTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, size := range []int{headLimit, 2 * headLimit, 64 << 10} {
+		for try := range 10 {
+			url := b.base + "/api/v1/vouchers?state=" + strings.Repeat("x", size)
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			require.NoError(t, err)
+			req.Header.Set("Accept-Language", "en")
+			resp, err := b.client.Do(req)
+			require.NoError(t, err, "size %d, try %d: the answer must reach the client", size, try)
+			raw, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			msg := requireAPIError(t, resp, raw, http.StatusRequestEntityTooLarge, "too_large")
+			require.Equal(t, fmt.Sprintf("the request's URL and headers are over the limit of %d bytes", headLimit), msg)
+			require.NotEmpty(t, resp.Header.Get(HeaderServerTime), "size %d, try %d", size, try)
+			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "case %d", i)
+		}
+	}
 }

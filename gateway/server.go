@@ -302,6 +302,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seckill",
 		BodyLimit:             s.readLimit(),
+		ReadBufferSize:        headLimit,
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,

@@ -44,6 +44,8 @@ func chinese(format string) (string, bool) {
 		return "登录已过期，请重新登录", true
 	case "the request body is over the limit of %d bytes":
 		return "请求体超过 %d 字节的上限", true
+	case "the request's URL and headers are over the limit of %d bytes":
+		return "请求的 URL 和请求头超过 %d 字节的上限", true
 	case "the waiting room is not available on this server":
 		return "本服务器不提供排队功能", true
 	case "the Idempotency-Key header must be at most %d characters":
