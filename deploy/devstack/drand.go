@@ -195,12 +195,18 @@ func (d *Drand) Start(ctx context.Context) error {
 			deathSig: syscall.SIGKILL,
 		},
 		stopSig: syscall.SIGTERM,
+		// The key ceremony dials the node's private listener as well as its
+		// control port, and the node opens them one after the other: on a
+		// busy machine the ceremony found the private one not yet open.
 		ready: func(ctx context.Context, _ *process) error {
-			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+ctl)
-			if err == nil {
+			for _, addr := range []string{"127.0.0.1:" + ctl, priv, pub} {
+				c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+				if err != nil {
+					return err
+				}
 				_ = c.Close()
 			}
-			return err
+			return nil
 		},
 	}
 	d.mu.Lock()
