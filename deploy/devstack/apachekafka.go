@@ -155,16 +155,10 @@ func StartApacheKafka(ctx context.Context, opts ApacheKafkaOptions) (*ApacheKafk
 		"-Dlog4j2.configurationFile=" + log4j,
 		"-cp", cp,
 	}
-	// A port can be taken between freePort and Kafka's bind: try new ones.
-	for attempt := 1; ; attempt++ {
-		err := k.launch(ctx, java, jvm, clusterID, n, opts.Places)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
-			return fail(err)
-		}
-		k.stopNodes(func(nd *kafkaNode) { nd.srv.kill() })
+	if _, err := onFreePorts(func() (struct{}, error) {
+		return struct{}{}, k.launch(ctx, java, jvm, clusterID, n, opts.Places)
+	}, func() { k.stopNodes(func(nd *kafkaNode) { nd.srv.kill() }) }); err != nil {
+		return fail(err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(k.topics)) {
 		if err := k.CreateTopic(ctx, name, k.topics[name]); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {

@@ -3,7 +3,6 @@ package devstack
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -103,17 +102,12 @@ func StartJaeger(ctx context.Context, opts JaegerOptions) (*Jaeger, error) {
 			return nil, err
 		}
 	}
-	// A port can be taken between freePort and the bind: try a few.
-	for attempt := 1; ; attempt++ {
-		j, err := startJaegerOnce(ctx, bin, dir, logger(opts.Log))
-		if err == nil {
-			logger(opts.Log).Info("devstack: jaeger ready", "otlp", j.OTLPEndpoint, "ui", j.QueryURL, "dir", dir, "pid", j.srv.pid())
-			return j, nil
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
-			return nil, err
-		}
+	j, err := onFreePorts(func() (*Jaeger, error) { return startJaegerOnce(ctx, bin, dir, logger(opts.Log)) }, nil)
+	if err != nil {
+		return nil, err
 	}
+	logger(opts.Log).Info("devstack: jaeger ready", "otlp", j.OTLPEndpoint, "ui", j.QueryURL, "dir", dir, "pid", j.srv.pid())
+	return j, nil
 }
 
 func startJaegerOnce(ctx context.Context, bin, dir string, log *slog.Logger) (*Jaeger, error) {

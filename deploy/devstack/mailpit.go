@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -52,7 +51,7 @@ func StartMailpit(ctx context.Context, opts MailpitOptions) (*Mailpit, error) {
 		return nil, err
 	}
 	log := logger(opts.Log)
-	for attempt := 1; ; attempt++ {
+	return onFreePorts(func() (*Mailpit, error) {
 		smtpPort, err := freePort()
 		if err != nil {
 			return nil, err
@@ -79,15 +78,12 @@ func StartMailpit(ctx context.Context, opts MailpitOptions) (*Mailpit, error) {
 			stopSig: syscall.SIGTERM,
 			ready:   func(ctx context.Context, _ *process) error { return mailpitReady(ctx, m.APIURL, smtpAddr) },
 		}
-		err = m.srv.start(ctx)
-		if err == nil {
-			log.Info("devstack: mailpit ready", "smtp", m.SMTPURL, "ui", m.APIURL, "pid", m.srv.pid())
-			return m, nil
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
+		if err := m.srv.start(ctx); err != nil {
 			return nil, err
 		}
-	}
+		log.Info("devstack: mailpit ready", "smtp", m.SMTPURL, "ui", m.APIURL, "pid", m.srv.pid())
+		return m, nil
+	}, nil)
 }
 
 // Stop ends mailpit; it is safe to call more than once.

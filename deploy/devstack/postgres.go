@@ -133,7 +133,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		}
 	}
 
-	for attempt := 1; ; attempt++ {
+	pg, err := onFreePorts(func() (*Postgres, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -142,20 +142,17 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		if err != nil {
 			return nil, err
 		}
-		err = pg.srv.start(ctx)
-		if errors.Is(err, errAddrInUse) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := pg.createDatabase(ctx, Database); err != nil {
-			_ = pg.Stop(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		log.Info("devstack: postgres ready", "url", pg.URL, "dir", dir, "version", version, "fsync", opts.Fsync, "pid", pg.Pid())
-		return pg, nil
+		return pg, pg.srv.start(ctx)
+	}, nil)
+	if err != nil {
+		return nil, err
 	}
+	if err := pg.createDatabase(ctx, Database); err != nil {
+		_ = pg.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	log.Info("devstack: postgres ready", "url", pg.URL, "dir", dir, "version", version, "fsync", opts.Fsync, "pid", pg.Pid())
+	return pg, nil
 }
 
 func newPostgres(binDir, version, dir, dataDir string, port int, fsync bool, place Place, cred *syscall.Credential, env []string, log *slog.Logger) (*Postgres, error) {

@@ -194,6 +194,27 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// portAttempts is how many times a service is started, each time on ports
+// chosen afresh, when another process took its ports between freePort and
+// the service's bind.
+const portAttempts = 3
+
+// onFreePorts runs start, which chooses free ports and starts a service on
+// them, again while it fails only because a port was taken (errAddrInUse),
+// at most portAttempts times in all; retry, when not nil, clears what a
+// taken attempt left before the next one.
+func onFreePorts[T any](start func() (T, error), retry func()) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := start()
+		if err == nil || !errors.Is(err, errAddrInUse) || attempt == portAttempts {
+			return v, err
+		}
+		if retry != nil {
+			retry()
+		}
+	}
+}
+
 // findBinary looks for name on PATH and then in dirs, and explains how to
 // install it when it is nowhere.
 func findBinary(name, pkg string, dirs ...string) (string, error) {

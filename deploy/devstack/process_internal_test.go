@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,5 +66,42 @@ func TestKafkaClusterIDNeverLooksLikeAnOption(t *testing.T) {
 		id := newKafkaClusterID()
 		require.Len(t, id, 22, "Kafka's Uuid text form: 16 bytes, base64url unpadded")
 		require.NotEqual(t, byte('-'), id[0], id)
+	}
+}
+
+// A start whose port was taken is tried again on new ports, a few times at
+// most, with what the taken attempt left cleared in between; any other
+// failure ends it at once.
+func TestOnFreePortsRetriesOnlyATakenPort(t *testing.T) {
+	taken := fmt.Errorf("devstack: redis-server: %w", errAddrInUse)
+	other := errors.New("devstack: redis-server not found")
+	cases := []struct {
+		name               string
+		fails              []error
+		wantCalls, retries int
+		wantErr            error
+	}{
+		{"first try", nil, 1, 0, nil},
+		{"taken once", []error{taken}, 2, 1, nil},
+		{"taken every time", []error{taken, taken, taken, taken}, portAttempts, portAttempts - 1, taken},
+		{"another failure", []error{other}, 1, 0, other},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			calls, retries := 0, 0
+			v, err := onFreePorts(func() (int, error) {
+				calls++
+				if calls <= len(c.fails) {
+					return 0, c.fails[calls-1]
+				}
+				return calls, nil
+			}, func() { retries++ })
+			require.Equal(t, c.wantCalls, calls)
+			require.Equal(t, c.retries, retries)
+			require.ErrorIs(t, err, c.wantErr)
+			if c.wantErr == nil {
+				require.Equal(t, calls, v)
+			}
+		})
 	}
 }

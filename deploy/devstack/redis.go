@@ -62,8 +62,7 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if opts.Persist {
 		appendOnly = "yes"
 	}
-	// A port can be taken between freePort and the bind: try a few.
-	for attempt := 1; ; attempt++ {
+	return onFreePorts(func() (*Redis, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -102,15 +101,12 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 			stopSig: syscall.SIGTERM,
 			ready:   func(ctx context.Context, _ *process) error { return ping(ctx, addr) },
 		}
-		err = r.srv.start(ctx)
-		if err == nil {
-			log.Info("devstack: redis-server ready", "url", r.URL, "dir", dir, "persist", opts.Persist, "pid", r.Pid())
-			return r, nil
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
+		if err := r.srv.start(ctx); err != nil {
 			return nil, err
 		}
-	}
+		log.Info("devstack: redis-server ready", "url", r.URL, "dir", dir, "persist", opts.Persist, "pid", r.Pid())
+		return r, nil
+	}, nil)
 }
 
 // Stop shuts redis-server down (SIGTERM, then SIGKILL if ctx ends first).

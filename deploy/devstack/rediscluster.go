@@ -124,18 +124,13 @@ func StartRedisCluster(ctx context.Context, opts RedisClusterOptions) (*RedisClu
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("devstack: clear %s: %w", dir, err)
 	}
-	// A port can be taken between freePort and the bind: try a few times.
-	for attempt := 1; ; attempt++ {
-		err = c.create(ctx)
-		if err == nil {
-			return c, nil
-		}
-		c.stopAll(context.WithoutCancel(ctx))
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
+	return onFreePorts(func() (*RedisCluster, error) {
+		if err := c.create(ctx); err != nil {
+			c.stopAll(context.WithoutCancel(ctx))
 			return nil, err
 		}
-		_ = os.RemoveAll(dir)
-	}
+		return c, nil
+	}, func() { _ = os.RemoveAll(dir) })
 }
 
 // create starts fresh nodes and makes them one cluster.

@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -72,7 +71,7 @@ func StartStripeMock(ctx context.Context, opts StripeMockOptions) (*StripeMock, 
 		}
 		extra = []string{"-fixtures", path}
 	}
-	for attempt := 1; ; attempt++ {
+	return onFreePorts(func() (*StripeMock, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -94,15 +93,12 @@ func StartStripeMock(ctx context.Context, opts StripeMockOptions) (*StripeMock, 
 			stopSig: syscall.SIGTERM,
 			ready:   func(ctx context.Context, _ *process) error { return stripeMockReady(ctx, m.URL) },
 		}
-		err = m.srv.start(ctx)
-		if err == nil {
-			log.Info("devstack: stripe-mock ready", "url", m.URL, "pid", m.srv.pid())
-			return m, nil
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
+		if err := m.srv.start(ctx); err != nil {
 			return nil, err
 		}
-	}
+		log.Info("devstack: stripe-mock ready", "url", m.URL, "pid", m.srv.pid())
+		return m, nil
+	}, nil)
 }
 
 // Stop ends stripe-mock; it is safe to call more than once.
