@@ -217,6 +217,25 @@ func TestCORS(t *testing.T) {
 	require.Equal(t, "https://shop.example", resp.Header.Get("Access-Control-Allow-Origin"))
 	require.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "idempotency-key")
 
+	// An operator's app changes a voucher (PATCH) with the headers of the
+	// contract that a browser asks about first.
+	resp, _ = b.do(t, "OPTIONS", "/api/v1/admin/vouchers/1", "",
+		"Origin", "https://shop.example", "Access-Control-Request-Method", "PATCH",
+		"Access-Control-Request-Headers", "authorization,content-type,idempotency-key,if-none-match,traceparent")
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Access-Control-Allow-Methods"), "PATCH")
+	for _, h := range []string{"if-none-match", "traceparent", "accept-language"} {
+		require.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), h)
+	}
+
+	// A page of the catalog: the app reads the next page's Link and the
+	// server's clock.
+	resp, _ = b.do(t, "GET", "/api/v1/vouchers?limit=1", "", "Origin", "https://shop.example")
+	require.Equal(t, "https://shop.example", resp.Header.Get("Access-Control-Allow-Origin"))
+	for _, h := range []string{"link", "x-server-time", "content-language", "x-request-id", "retry-after"} {
+		require.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Expose-Headers")), h)
+	}
+
 	resp, _ = b.do(t, "GET", "/api/v1/vouchers", "", "Origin", "https://evil.example")
 	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
 }

@@ -26,12 +26,19 @@ func (s *Server) routes() error {
 		app.Use(s.capBodies)
 	}
 	if len(s.cfg.AllowedOrigins) > 0 {
+		// A web app on another origin uses every method and header of
+		// gateway/openapi.yaml (PATCH changes a voucher; If-None-Match and
+		// traceparent are not among the headers a browser sends without
+		// asking), and reads the headers that carry data: the next page's
+		// Link, the server's clock, the answer's language and version.
 		app.Use(cors.New(cors.Config{
-			AllowOrigins:  strings.Join(s.cfg.AllowedOrigins, ","),
-			AllowMethods:  "GET,POST,PUT,DELETE,OPTIONS",
-			AllowHeaders:  "Authorization,Content-Type,Idempotency-Key,Seckill-Pass,Seckill-Entry-Token,X-Request-Id",
-			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset",
-			MaxAge:        600,
+			AllowOrigins: strings.Join(s.cfg.AllowedOrigins, ","),
+			AllowMethods: "GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS",
+			AllowHeaders: "Authorization,Content-Type,Accept-Language,If-None-Match,Idempotency-Key," +
+				"Seckill-Pass,Seckill-Entry-Token,X-Request-Id,traceparent,tracestate",
+			ExposeHeaders: "Retry-After,X-Request-Id,RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset," +
+				"Link,ETag,X-Server-Time,Content-Language,traceparent",
+			MaxAge: 600,
 		}))
 	}
 
