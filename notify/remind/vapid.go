@@ -1,11 +1,15 @@
 package remind
 
 import (
+	"bytes"
+	"crypto/ecdh"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
 )
@@ -17,6 +21,34 @@ func GenerateVAPID(subject string) (VAPID, error) {
 		return VAPID{}, fmt.Errorf("remind: generate VAPID keys: %w", err)
 	}
 	return VAPID{PublicKey: pub, PrivateKey: priv, Subject: subject}, nil
+}
+
+// CheckVAPID says whether public and private, base64url as GenerateVAPID
+// writes them (padded or not), are one P-256 key pair: a pair that is not
+// signs pushes every push service refuses, and a mistyped setting would
+// only show as reminders that never arrive.
+func CheckVAPID(public, private string) error {
+	priv, err := decodeVAPIDKey(private)
+	if err != nil {
+		return fmt.Errorf("remind: the VAPID private key is not base64url: %w", err)
+	}
+	key, err := ecdh.P256().NewPrivateKey(priv)
+	if err != nil {
+		return fmt.Errorf("remind: the VAPID private key is not a P-256 key: %w", err)
+	}
+	pub, err := decodeVAPIDKey(public)
+	if err != nil {
+		return fmt.Errorf("remind: the VAPID public key is not base64url: %w", err)
+	}
+	if !bytes.Equal(pub, key.PublicKey().Bytes()) {
+		return errors.New("remind: the VAPID public key is not the private key's")
+	}
+	return nil
+}
+
+// decodeVAPIDKey reads base64url with or without its padding.
+func decodeVAPIDKey(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(strings.TrimSpace(s), "="))
 }
 
 // DevVAPID reads the key pair kept at path, or makes one and keeps it

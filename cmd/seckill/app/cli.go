@@ -91,6 +91,14 @@ Applies the database schema to SECKILL_DATABASE_URL and exits.
 
 Prints every configuration variable with its default and meaning.
 `
+	vapidUsage = `usage: seckill vapid
+
+Makes a new VAPID key pair for Web Push reminders and prints it as the two
+lines SECKILL_VAPID_PUBLIC_KEY=... and SECKILL_VAPID_PRIVATE_KEY=..., a file
+for 'kubectl create secret generic --from-env-file' or docker compose's .env.
+Make it once: browsers subscribe to the public key, and a new pair loses
+every subscription.
+`
 	versionUsage = `usage: seckill version
 
 Prints the version, the commit and the Go release the binary was built from.

@@ -50,7 +50,7 @@ func runCLI(t *testing.T, args []string, getenv func(string) string, environ ...
 // on stdout, exit 0 and do nothing else: no configuration is read, so no
 // service is started or dialled (dev used to start the whole system).
 func TestHelpPrintsUsageOnly(t *testing.T) {
-	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "operators", "env", "version", "healthcheck"} {
+	for _, cmd := range []string{"dev", "serve", "migrate", "reconcile", "deadletters", "hoard", "operators", "env", "version", "healthcheck", "vapid"} {
 		for _, flag := range []string{"-h", "--help"} {
 			t.Run(cmd+" "+flag, func(t *testing.T) {
 				env := &recordingEnv{}
@@ -103,6 +103,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"operators", "list", "alice"},
 		{"loadtest", "sale"},
 		{"healthcheck", "extra"},
+		{"vapid", "extra"},
 		{"healthcheck", "--path", "/"},
 		{"healthcheck", "--timeout", "0s"},
 	} {
@@ -217,4 +218,35 @@ func TestBadLogSettingsRefused(t *testing.T) {
 		_, err := LoadConfig(func(k string) string { return ok[k] })
 		require.NoError(t, err, "%v", ok)
 	}
+}
+
+// `seckill vapid` makes a new key pair each time, as the two settings that
+// turn Web Push reminders on, and the configuration takes them; a pair
+// whose halves do not match is refused at start, naming the command.
+func TestVAPIDMakesAPairTheConfigTakes(t *testing.T) {
+	pairs := make([]map[string]string, 2)
+	for i := range pairs {
+		env := &recordingEnv{}
+		stdout, stderr, err := runCLI(t, []string{"vapid"}, env.getenv)
+		require.NoError(t, err, "stderr: %s", stderr)
+		require.Empty(t, env.reads(), "it reads no configuration")
+		pairs[i] = map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			require.True(t, ok, "%q is NAME=value", line)
+			pairs[i][k] = v
+		}
+		require.Len(t, pairs[i], 2, "%s", stdout)
+		cfg, err := LoadConfig(func(k string) string { return pairs[i][k] })
+		require.NoError(t, err)
+		require.Equal(t, pairs[i]["SECKILL_VAPID_PUBLIC_KEY"], cfg.VAPIDPublicKey)
+	}
+	require.NotEqual(t, pairs[0]["SECKILL_VAPID_PRIVATE_KEY"], pairs[1]["SECKILL_VAPID_PRIVATE_KEY"])
+
+	mixed := map[string]string{
+		"SECKILL_VAPID_PUBLIC_KEY":  pairs[0]["SECKILL_VAPID_PUBLIC_KEY"],
+		"SECKILL_VAPID_PRIVATE_KEY": pairs[1]["SECKILL_VAPID_PRIVATE_KEY"],
+	}
+	_, err := LoadConfig(func(k string) string { return mixed[k] })
+	require.ErrorContains(t, err, "seckill vapid")
 }

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/eligibility"
@@ -237,6 +238,11 @@ func setField(field reflect.Value, raw string) error {
 }
 
 func (c Config) validate() error {
+	if c.VAPIDPublicKey != "" && c.VAPIDPrivateKey != "" {
+		if err := remind.CheckVAPID(c.VAPIDPublicKey, c.VAPIDPrivateKey); err != nil {
+			return fmt.Errorf("config: SECKILL_VAPID_PUBLIC_KEY and SECKILL_VAPID_PRIVATE_KEY are not one key pair (%w); `seckill vapid` makes one", err)
+		}
+	}
 	switch {
 	case !slices.Contains(logLevels, strings.ToLower(c.LogLevel)):
 		return fmt.Errorf("config: SECKILL_LOG_LEVEL must be one of %s, got %q; set SECKILL_LOG_LEVEL=info (the default) or leave it unset", strings.Join(logLevels, ", "), c.LogLevel)

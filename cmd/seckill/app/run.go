@@ -29,6 +29,7 @@ Commands:
   seckill operators add NAME --scope read|write | list | revoke NAME
                      operators' own tokens for the operator routes
   seckill env        print every configuration variable
+  seckill vapid      make a key pair for Web Push reminders, as SECKILL_VAPID_* lines
   seckill version    print the version and commit
   seckill healthcheck  ask this process's ops listener for /readyz (the image's HEALTHCHECK)
 
@@ -54,6 +55,7 @@ func run(ctx context.Context, b build, args []string, getenv func(string) string
 	// refuse anything else before they touch a service.
 	if u, ok := map[string]string{
 		"dev": devUsage, "serve": serveUsage, "migrate": migrateUsage, "env": envUsage, "version": versionUsage,
+		"vapid": vapidUsage,
 	}[cmd]; ok {
 		if help, err := parseFlags(newFlags(cmd, u), args, 0, stdout, stderr); help || err != nil {
 			return err
@@ -88,6 +90,8 @@ func run(ctx context.Context, b build, args []string, getenv func(string) string
 		return err
 	case "env":
 		return writeEnvTable(stdout)
+	case "vapid":
+		return writeVAPIDKeys(stdout)
 	case "version", "--version", "-version":
 		return writeVersion(stdout, b)
 	case "help", "-h", "-help", "--help":

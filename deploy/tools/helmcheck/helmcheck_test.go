@@ -24,6 +24,7 @@ import (
 	"k8s.io/pod-security-admission/policy"
 
 	"github.com/flashsale/seckill/cmd/seckill/app"
+	"github.com/flashsale/seckill/notify/remind"
 	"github.com/flashsale/seckill/seckill/waitroom"
 )
 
@@ -359,6 +360,9 @@ func checkVariables(t *testing.T, r rendered) {
 	for k := range shared {
 		require.True(t, known[k], "the ConfigMap sets %s, which the configuration does not have", k)
 	}
+	// The Web Push keys must be one pair, as `seckill vapid` makes them.
+	vapid, err := remind.GenerateVAPID("mailto:ops@shop.example")
+	require.NoError(t, err)
 	for _, d := range r.deployments {
 		c := d.Spec.Template.Spec.Containers[0]
 		env := map[string]string{}
@@ -372,6 +376,16 @@ func checkVariables(t *testing.T, r rendered) {
 				require.NotNil(t, ref.SecretKeyRef, "%s: %s from a Secret", d.Name, e.Name)
 				require.Equal(t, e.Name, ref.SecretKeyRef.Key, "each secret from the key of its name")
 				env[e.Name] = secretFor(e.Name)
+				if strings.HasPrefix(e.Name, "SECKILL_VAPID_") || e.Name == "SECKILL_SMTP_URL" {
+					require.True(t, ref.SecretKeyRef.Optional != nil && *ref.SecretKeyRef.Optional,
+						"%s: %s is optional (reminders stay off without it)", d.Name, e.Name)
+				}
+				switch e.Name {
+				case "SECKILL_VAPID_PUBLIC_KEY":
+					env[e.Name] = vapid.PublicKey
+				case "SECKILL_VAPID_PRIVATE_KEY":
+					env[e.Name] = vapid.PrivateKey
+				}
 				continue
 			}
 			env[e.Name] = e.Value
@@ -414,6 +428,8 @@ func secretFor(name string) string {
 		return "postgres://seckill:pw@postgres:5432/seckill"
 	case "SECKILL_REDIS_URL":
 		return "redis://redis:6379/0"
+	case "SECKILL_SMTP_URL":
+		return "smtp://shop:pw@smtp.example:587"
 	}
 	return "a-test-secret-of-at-least-thirty-two-bytes"
 }
