@@ -20,11 +20,12 @@ import (
 type fault int
 
 const (
-	honest       fault = iota
-	oversell           // accepts past the stock
-	doubleOrder        // persists every accepted order twice
-	ignoreLimit        // lets shoppers past the per-user limit
-	forgetReplay       // treats a replayed Idempotency-Key as a new attempt
+	honest        fault = iota
+	oversell            // accepts past the stock
+	doubleOrder         // persists every accepted order twice
+	ignoreLimit         // lets shoppers past the per-user limit
+	forgetReplay        // treats a replayed Idempotency-Key as a new attempt
+	frozenCatalog       // the public voucher read keeps the stock it was created with
 )
 
 // gateway is a test double of the system under test of the load tool: just
@@ -45,6 +46,11 @@ type gateway struct {
 	// machine's speed can blur, so a test can check that the tool measures
 	// 202 → created from created_at.
 	createdLag time.Duration
+	// catalogLag is how far the public voucher read trails the live stock:
+	// it shows stock_left as it was catalogLag ago, as the gateway's
+	// catalog, refreshed from Redis every so often, does (the admin stats
+	// read the live figure).
+	catalogLag time.Duration
 	// handler serves the double; another puts it on more addresses.
 	handler http.Handler
 
@@ -61,6 +67,36 @@ type dVoucher struct {
 	price, total, left, limit int64
 	begin, end                time.Time
 	held                      map[int64]int64 // user -> units reserved or bought
+	// history is every change of left, oldest first (catalogLag).
+	history []leftAt
+}
+
+// leftAt is stock_left from a moment on.
+type leftAt struct {
+	at   time.Time
+	left int64
+}
+
+// take sells q units of v.
+func (v *dVoucher) take(q int64) {
+	v.left -= q
+	v.history = append(v.history, leftAt{time.Now(), v.left})
+}
+
+// shownLeft is stock_left as the public voucher read shows it at now: the
+// figure of catalogLag ago, or the stock at creation under frozenCatalog.
+func (g *gateway) shownLeft(v *dVoucher, now time.Time) int64 {
+	if g.fault == frozenCatalog {
+		return v.total
+	}
+	left := v.total
+	for _, h := range v.history {
+		if h.at.After(now.Add(-g.catalogLag)) {
+			break
+		}
+		left = h.left
+	}
+	return left
 }
 
 type dOrder struct {
@@ -201,7 +237,9 @@ func (g *gateway) getVoucher(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found")
 		return
 	}
-	writeJSON(w, http.StatusOK, v.json())
+	out := v.json()
+	out["stock_left"] = g.shownLeft(v, time.Now())
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (g *gateway) stats(w http.ResponseWriter, r *http.Request) {
@@ -275,7 +313,7 @@ func (g *gateway) buy(w http.ResponseWriter, r *http.Request) {
 	g.nextID++
 	o := &dOrder{id: g.nextID, voucher: id, user: user, qty: in.Quantity, amount: in.Quantity * v.price, status: "reserved", created: g.now()}
 	g.orders[o.id] = o
-	v.left -= in.Quantity
+	v.take(in.Quantity)
 	v.held[user] += in.Quantity
 	if key != "" {
 		g.reqs[reqKey] = o.id
@@ -300,7 +338,7 @@ func (g *gateway) persist(id int64, at time.Time) {
 		dup.id = g.nextID
 		g.orders[dup.id] = &dup
 		v := g.vouchers[o.voucher]
-		v.left -= o.qty
+		v.take(o.qty)
 		v.held[o.user] += o.qty
 	}
 }

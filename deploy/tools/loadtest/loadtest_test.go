@@ -195,6 +195,7 @@ func TestBrokenRuleIsNamed(t *testing.T) {
 			c.Stock, c.PerUserLimit, c.ReplayShare = 10_000, 10, 0.5
 			c.Quantities = loadtest.QuantityMix{{Quantity: 1, Weight: 1}}
 		}, check: loadtest.CheckReplays, says: "Idempotency-Key"},
+		{name: "stale catalog", fault: frozenCatalog, check: loadtest.CheckStockLeft, only: true, says: "stock_left 40"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
