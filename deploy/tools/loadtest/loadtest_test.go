@@ -223,6 +223,23 @@ func TestBrokenRuleIsNamed(t *testing.T) {
 	}
 }
 
+// The public voucher read is the gateway's catalog, which copies the live
+// stock every StockEvery (100 ms) and later on a loaded machine, while the
+// check reads it a few milliseconds after the last order is persisted: a
+// copy that trails the stock passes once it has caught up; one that never
+// does fails (TestBrokenRuleIsNamed's stale catalog).
+func TestCatalogThatTrailsTheStockPasses(t *testing.T) {
+	t.Parallel()
+	cfg, g := sale(t, honest, 0)
+	g.catalogLag = 1500 * time.Millisecond
+	rep, _, err := run(t, cfg)
+	require.NoError(t, err)
+	require.True(t, rep.Passed)
+	require.Equal(t, cfg.Stock, rep.Sold)
+	require.NotNil(t, rep.StockLeft)
+	require.Zero(t, *rep.StockLeft)
+}
+
 func TestWrongAdminTokenStopsTheRun(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sale(t, honest, 0)
