@@ -14,6 +14,12 @@ import _ "embed"
 //go:embed reserve.lua
 var Reserve string
 
+// ReserveBatch is reserve_batch.lua: reserve.lua for many buys of one bucket
+// in one call, each decided in turn and answered on its own.
+//
+//go:embed reserve_batch.lua
+var ReserveBatch string
+
 // Release is release.lua: give one reservation's stock back, at most once.
 //
 //go:embed release.lua

@@ -17,7 +17,7 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 	call := regexp.MustCompile(`redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?`)
 	keyless := map[string]bool{"TIME": true}
 	for name, src := range map[string]string{
-		"reserve": lua.Reserve, "release": lua.Release, "snapshot": lua.Snapshot,
+		"reserve": lua.Reserve, "reserve_batch": lua.ReserveBatch, "release": lua.Release, "snapshot": lua.Snapshot,
 		"warm": lua.Warm, "lease_renew": lua.LeaseRenew, "lease_release": lua.LeaseRelease,
 		"heal_lock":  lua.HealLock,
 		"queue_join": lua.QueueJoin, "queue_admit": lua.QueueAdmit, "queue_pass": lua.QueuePass,

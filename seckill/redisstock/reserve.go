@@ -11,7 +11,8 @@ package redisstock
 //     for an abandoned one (abandonedAttempts), an answer that comes after
 //     its caller gave up is given back (releaseUnread; reserveReply decodes
 //     every answer), the script goes with WAIT when Config.WaitReplicas asks
-//     (reserveReplicated), and an attempt given up is recorded (add);
+//     (reserveReplicated), else with the bucket's other concurrent buys in
+//     one call (batch.go), and an attempt given up is recorded (add);
 //   - reserveOutcome turns that answer into the result, which ends the buy
 //     of a voucher of one bucket;
 //   - fallback, for a voucher of several buckets whose home bucket lacks
@@ -80,8 +81,11 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 	start := time.Now()
 	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
 		keys, args := k.script(), []any{r.UserID, r.OrderID, r.Quantity, r.RequestKey}
-		if s.waitReplicas > 0 {
+		switch {
+		case s.waitReplicas > 0:
 			return s.reserveReplicated(ctx, keys, args)
+		case s.batches != nil:
+			return s.batches.reserve(ctx, k, [4]any(args))
 		}
 		return s.reserve.Run(ctx, s.hot, keys, args...)
 	}, late).Slice()

@@ -20,7 +20,8 @@
 // Warming a voucher creates meta, the ledger and pending, each with the
 // sale's expiry (the ledger and pending keep a sentinel, so they never
 // vanish, and lose their expiry, when emptied): a buy is one script of
-// seven commands and sets no expiry.
+// seven commands and sets no expiry; the concurrent buys of one bucket share
+// one script of seven commands (batch.go).
 //
 // A voucher created with shards K > 1 has K such sets of keys (buckets),
 // tagged {v42}, {v42.1} ... {v42.K-1}, each with its share of the stock; a
@@ -33,6 +34,8 @@
 package redisstock
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -74,6 +77,9 @@ type Store struct {
 	waitTimeout  time.Duration
 	// abandoned: keyed reservations whose caller stopped waiting.
 	abandoned abandonedAttempts
+	// batches sends concurrent reservations of a bucket in one call
+	// (batch.go); nil when Config.ReserveBatch is 1.
+	batches *batchers
 }
 
 // DefaultIdempotencyWindow is Config.IdempotencyWindow's default.
@@ -123,6 +129,11 @@ type Config struct {
 	WaitReplicas int
 	// WaitTimeout bounds WaitReplicas' wait (DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// ReserveBatch bounds how many reservations of one bucket go to Redis
+	// in one call of reserve_batch.lua (batch.go; DefaultReserveBatch when
+	// zero). 1 sends each in a call of reserve.lua of its own. With
+	// WaitReplicas every reservation goes on its own.
+	ReserveBatch int
 	// Tracer, when set, makes a span of each script call of the buying
 	// path in the caller's trace (seckill/tracing); the other calls get
 	// theirs from the client's hook (tracing.RedisHook).
@@ -161,6 +172,12 @@ func New(cfg Config) *Store {
 		s.window = DefaultIdempotencyWindow
 	case s.window < 0:
 		s.window = 0 // the scripts keep everything for the sale's life
+	}
+	if batch := cmp.Or(cfg.ReserveBatch, DefaultReserveBatch); batch > 1 {
+		script := redis.NewScript(lua.ReserveBatch)
+		s.batches = &batchers{max: batch, run: func(ctx context.Context, keys []string, args ...any) *redis.Cmd {
+			return script.Run(ctx, s.hot, keys, args...)
+		}}
 	}
 	switch {
 	case cfg.NoGroupCommit:
