@@ -87,6 +87,20 @@ local function clock()
   return now
 end
 
+-- known is reserve.lua's answer for an attempt Redis already knows about:
+-- first is the order it is known by, entry the ledger's entry of its own
+-- order id.
+local function known(first, entry, user, oid, qty, key, left)
+  if first ~= oid or not entry or entry == 'x' then
+    return 1, first, left
+  end
+  local u, q, _, k = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
+  if u ~= user or tonumber(q) ~= qty or k ~= key then
+    return 7, first, left
+  end
+  return 0, first, left
+end
+
 -- one decides one buy as reserve.lua does, on the batch's view.
 local function one(user, oid, qty, key)
   local userField = 'u' .. user
@@ -98,25 +112,14 @@ local function one(user, oid, qty, key)
   end
   local left = stock or 0
 
-  local function known(first)
-    if first ~= oid or not entry or entry == 'x' then
-      return 1, first, left
-    end
-    local u, q, _, k = string.match(entry, '^([^:]*):([^:]*):([^:]*):(.*)$')
-    if u ~= user or tonumber(q) ~= qty or k ~= key then
-      return 7, first, left
-    end
-    return 0, first, left
-  end
-
   if first then
     if first ~= oid and get('s' .. first) and isPending(first) then
       return 8, first, left
     end
-    return known(first)
+    return known(first, entry, user, oid, qty, key, left)
   end
   if key == '' and entry then
-    return known(oid)
+    return known(oid, entry, user, oid, qty, key, left)
   end
   if not onSale then
     return 2, 0, left
@@ -140,7 +143,7 @@ local function one(user, oid, qty, key)
     return 6, 0, stock
   end
   if entry then
-    return known(oid)
+    return known(oid, entry, user, oid, qty, key, left)
   end
 
   set(oid, user .. ':' .. qty .. ':' .. t .. ':' .. key)

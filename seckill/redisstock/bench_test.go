@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flashsale/seckill/deploy/devstack/cost"
 	"github.com/flashsale/seckill/deploy/devstack/stacktest"
+	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/redisstock"
@@ -22,12 +24,14 @@ import (
 
 // BenchmarkReserve is the buy path's Redis call: reserve.lua by EVALSHA,
 // parallel, every call a new user, never sold out. "keyed" is the
-// group-commit Store with an Idempotency-Key on every call, as the shoppers
+// batched Store with an Idempotency-Key on every call, as the shoppers
 // of the load tool send. It runs 25 goroutines per
 // GOMAXPROCS (50 on two cores) to load Redis like redis-benchmark's default
-// 50 clients, the ceiling to compare with. "group-commit" is the Store as the
-// gateway builds it (concurrent reservations share round trips, see
-// GroupCommit); "round-trip-each" sends every call on its own, as before.
+// 50 clients, the ceiling to compare with. "batched" is the Store as the
+// gateway builds it (concurrent reservations of a bucket share one script
+// call, batch.go); "group-commit" sends one reserve.lua call per
+// reservation, sharing only round trips (see GroupCommit); "round-trip-each"
+// sends every call on its own, as before both.
 func BenchmarkReserve(b *testing.B) {
 	ctx := context.Background()
 	bu, v := onSaleForever(b)
@@ -36,8 +40,9 @@ func BenchmarkReserve(b *testing.B) {
 		store *redisstock.Store
 		keyed bool
 	}{
-		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true}), false},
-		{"group-commit", bu.store, false},
+		{"round-trip-each", redisstock.New(redisstock.Config{Redis: bu.rdb, NoGroupCommit: true, ReserveBatch: 1}), false},
+		{"group-commit", redisstock.New(redisstock.Config{Redis: bu.rdb, ReserveBatch: 1}), false},
+		{"batched", bu.store, false},
 		{"keyed", bu.store, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -62,6 +67,66 @@ func BenchmarkReserve(b *testing.B) {
 			// these move far less than the wall-clock time per call.
 			b.ReportMetric(float64((cpuTime(b)-client).Microseconds())/float64(b.N), "client-cpu-µs/op")
 			reportRedis(b, redisCost(b, bu.rdb).Sub(server))
+		})
+	}
+}
+
+// BenchmarkReserveBatch is the capacity of one Redis core for one voucher:
+// reserve_batch.lua alone, by EVALSHA, on the package's redis-server, at a
+// fixed number of buys per call, every buy a new user, never sold out. Four
+// clients keep the server busy. An op is one reservation. redis-cpu-µs/op
+// is the server's CPU (INFO cpu) per reservation, script-µs/op the script's
+// own time (INFO commandstats), and ceiling-res/s the reservations one core
+// holds at that CPU: the figure a gateway's batches of that size approach.
+func BenchmarkReserveBatch(b *testing.B) {
+	ctx := context.Background()
+	bu, v := onSaleForever(b)
+	k := redisstock.VoucherKeys(v.ID)
+	keys := []string{k.Meta, k.Ledger, k.Pending}
+	script := redis.NewScript(lua.ReserveBatch)
+	require.NoError(b, script.Load(ctx, bu.rdb).Err())
+	for _, n := range []int{1, 8, 32, 128} {
+		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
+			calls := max(b.N/n, 1)
+			server := redisCost(b, bu.rdb)
+			start := time.Now()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for c := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					args := make([]any, 1+4*n)
+					args[0] = n
+					for i := c; i < calls; i += 4 {
+						for j := range n {
+							args[1+4*j], args[2+4*j], args[3+4*j], args[4+4*j] = next(), next(), 1, "k"
+						}
+						reply, err := script.EvalSha(ctx, bu.rdb, keys, args...).Slice()
+						for j := 0; err == nil && j < len(reply); j += 3 {
+							if reply[j] != int64(0) {
+								err = fmt.Errorf("buy %d: code %v", j/3, reply[j])
+							}
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			held := float64(calls * n)
+			d := redisCost(b, bu.rdb).Sub(server)
+			cpu := float64(d.CPU.Microseconds()) / held
+			b.ReportMetric(held/time.Since(start).Seconds(), "res/s")
+			b.ReportMetric(cpu, "redis-cpu-µs/op")
+			b.ReportMetric(float64(d.Commands["evalsha"].Usec)/held, "script-µs/op")
+			b.ReportMetric(float64(d.Total())/held, "redis-cmds/op")
+			if cpu > 0 {
+				b.ReportMetric(1e6/cpu, "ceiling-res/s")
+			}
 		})
 	}
 }
