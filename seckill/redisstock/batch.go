@@ -32,7 +32,9 @@ const DefaultReserveBatch = 64
 type batchers struct {
 	m   sync.Map // string -> *batcher
 	max int
-	run func(ctx context.Context, keys []string, args ...any) *redis.Cmd
+	// limit is the rate limit's ARGV of every call (UserLimit.args).
+	limit [2]any
+	run   func(ctx context.Context, keys []string, args ...any) *redis.Cmd
 }
 
 // reserve runs reserve.lua's decision of one buy (args as reserve.lua's
@@ -106,8 +108,8 @@ func (b *batcher) send() {
 // the first buy's, without its cancellation: a buyer that gives up is
 // answered by its caller (see await), and the others must still get theirs.
 func (b *batcher) call(batch []*batchedBuy) {
-	args := make([]any, 1, 1+4*len(batch))
-	args[0] = len(batch)
+	args := make([]any, 3, 3+4*len(batch))
+	args[0], args[1], args[2] = len(batch), b.of.limit[0], b.of.limit[1]
 	for _, buy := range batch {
 		args = append(args, buy.args[:]...)
 	}

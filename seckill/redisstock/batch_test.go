@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashsale/seckill/lua"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/apperr"
 	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
@@ -89,7 +91,7 @@ func TestReserveBatchDecidesAsOneByOne(t *testing.T) {
 					want = append(want, reply)
 					codes[reply[0].(int64)]++
 				}
-				args := []any{len(batch)}
+				args := []any{len(batch), 0, 1} // no rate limit
 				for _, buy := range batch {
 					args = append(args, buy.args()...)
 				}
@@ -162,11 +164,13 @@ func TestReserveBatchRefusesBadArguments(t *testing.T) {
 	keys := []string{k.Meta, k.Ledger, k.Pending}
 	for _, args := range [][]any{
 		{},
-		{0},
-		{2, next(), next(), 1, ""}, // fewer buys than said
-		{1, next(), next(), 0, ""}, // quantity 0
-		{2, next(), next(), 1, "", "bob", next(), 1, ""},     // no user id
-		{2, next(), next(), 1, "", next(), next(), 1.5, "k"}, // a fraction
+		{0, 0, 1},
+		{2, 0, 1, next(), next(), 1, ""}, // fewer buys than said
+		{1, 0, 1, next(), next(), 0, ""}, // quantity 0
+		{2, 0, 1, next(), next(), 1, "", "bob", next(), 1, ""},     // no user id
+		{2, 0, 1, next(), next(), 1, "", next(), next(), 1.5, "k"}, // a fraction
+		{1, -5, 1, next(), next(), 1, ""},                          // a negative interval
+		{1, 1000, 0, next(), next(), 1, ""},                        // no burst
 	} {
 		err := b.rdb.Eval(ctx, lua.ReserveBatch, keys, args...).Err()
 		require.ErrorContains(t, err, "bad arguments", "%v", args)
@@ -276,4 +280,95 @@ func TestReserveBatchCrowd(t *testing.T) {
 			require.Equal(t, seckill.ReserveResult{OrderID: order, Replayed: true, StockLeft: got.StockLeft}, got)
 		}
 	})
+}
+
+// TestReserveUserLimit is the shoppers' rate limit inside the reservation:
+// GCRA per shopper and bucket, as redis_rate counts it, on a plain server and
+// on a Redis Cluster. A crowd of one shopper's buys gets exactly the burst
+// through; others are not touched; a replay of a known key and a retry of
+// the very same call are answered, not refused; and the limit's state is
+// the ledger's g<userID>, in Redis's microseconds.
+func TestReserveUserLimit(t *testing.T) {
+	onEveryShape(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		store := redisstock.New(redisstock.Config{Redis: b.rdb, UserLimit: redisstock.UserLimit{Rate: 1, Burst: 3}})
+		v := b.onSale(t, 100, 100)
+		user := next()
+
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			held    []seckill.Reservation
+			limited int
+		)
+		for range 20 {
+			wg.Go(func() {
+				r := res(v, user, 1, fmt.Sprintf("k%d", next()))
+				_, err := store.Reserve(ctx, r)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					held = append(held, r)
+				case errors.Is(err, apperr.ErrRateLimited):
+					limited++
+					wait, ok := retryAfter(err)
+					if !ok || wait <= 0 || wait > time.Second {
+						t.Errorf("retry after %v (%v)", wait, ok)
+					}
+				default:
+					t.Errorf("buy: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		require.Len(t, held, 3, "the burst, and not one more")
+		require.Equal(t, 17, limited)
+
+		// redis_rate, asked the same on its own key, agrees.
+		lim := redis_rate.NewLimiter(b.rdb)
+		key := fmt.Sprintf("test:rl:%d", next())
+		allowed := 0
+		for range 20 {
+			res, err := lim.Allow(ctx, key, redis_rate.Limit{Rate: 1, Burst: 3, Period: time.Second})
+			require.NoError(t, err)
+			allowed += res.Allowed
+		}
+		require.Equal(t, 3, allowed)
+
+		// Another shopper has their own budget; a replay and a retry of the
+		// same call are answered while the first is out of budget.
+		_, err := store.Reserve(ctx, res(v, next(), 1, ""))
+		require.NoError(t, err)
+		r := held[0]
+		require.NoError(t, store.Promise(ctx, r))
+		got, err := store.Reserve(ctx, res(v, user, 1, r.RequestKey))
+		require.NoError(t, err)
+		require.Equal(t, seckill.ReserveResult{OrderID: r.OrderID, Replayed: true, StockLeft: got.StockLeft}, got)
+		got, err = store.Reserve(ctx, r)
+		require.NoError(t, err)
+		require.Equal(t, r.OrderID, got.OrderID)
+		require.False(t, got.Replayed)
+
+		// Its state: a theoretical arrival time 5 s ahead leaves 5 + 1 - 3
+		// seconds to wait.
+		ledger := redisstock.BucketKeys(v.ID, 0).Ledger
+		stranger := next()
+		tat := serverNow(t, b.rdb).Add(5 * time.Second).UnixMicro()
+		require.NoError(t, b.rdb.HSet(ctx, ledger, fmt.Sprintf("g%d", stranger), tat).Err())
+		_, err = store.Reserve(ctx, res(v, stranger, 1, ""))
+		require.ErrorIs(t, err, apperr.ErrRateLimited)
+		wait, _ := retryAfter(err)
+		require.InDelta(t, 3*time.Second, wait, float64(500*time.Millisecond), "waits %v", wait)
+		b.balanced(t, v)
+	})
+}
+
+// retryAfter is the Retry-After an error carries (apperr.WithRetryAfter).
+func retryAfter(err error) (time.Duration, bool) {
+	var ra interface{ RetryAfter() time.Duration }
+	if !errors.As(err, &ra) {
+		return 0, false
+	}
+	return ra.RetryAfter(), true
 }

@@ -96,11 +96,11 @@ func BenchmarkReserveBatch(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					args := make([]any, 1+4*n)
-					args[0] = n
+					args := make([]any, 3+4*n)
+					args[0], args[1], args[2] = n, 0, 1 // no rate limit
 					for i := c; i < calls; i += 4 {
 						for j := range n {
-							args[1+4*j], args[2+4*j], args[3+4*j], args[4+4*j] = next(), next(), 1, "k"
+							args[3+4*j], args[4+4*j], args[5+4*j], args[6+4*j] = next(), next(), 1, "k"
 						}
 						reply, err := script.EvalSha(ctx, bu.rdb, keys, args...).Slice()
 						for j := 0; err == nil && j < len(reply); j += 3 {

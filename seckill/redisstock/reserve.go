@@ -87,7 +87,8 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 		case s.batches != nil:
 			return s.batches.reserve(ctx, k, [4]any(args))
 		}
-		return s.reserve.Run(ctx, s.hot, keys, args...)
+		script, args := s.single(args)
+		return script.Run(ctx, s.hot, keys, args...)
 	}, late).Slice()
 	s.metrics.since(scriptReserve, start)
 	if errors.Is(err, errNotReplicated) {
@@ -218,14 +219,15 @@ func (s *Store) reserveReplicated(ctx context.Context, keys []string, args []any
 		}
 		node = master
 	}
+	script, argv := s.single(args)
 	for attempt := 0; ; attempt++ {
 		pipe := node.Pipeline()
-		ev := pipe.EvalSha(ctx, s.reserve.Hash(), keys, args...)
+		ev := pipe.EvalSha(ctx, script.Hash(), keys, argv...)
 		acked := pipe.Do(ctx, "WAIT", s.waitReplicas, s.waitTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := ev.Err(); err != nil {
 			if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if lerr := s.reserve.Load(ctx, node).Err(); lerr == nil {
+				if lerr := script.Load(ctx, node).Err(); lerr == nil {
 					continue
 				}
 			}
@@ -242,6 +244,16 @@ func (s *Store) reserveReplicated(ctx context.Context, keys []string, args []any
 		}
 		return cmd
 	}
+}
+
+// single is the script and ARGV of one reservation sent on its own (args
+// as reserve.lua's): reserve.lua, or, when Config.UserLimit is set,
+// reserve_batch.lua with one buy, which judges the limit too.
+func (s *Store) single(args []any) (*redis.Script, []any) {
+	if s.limit[0] == int64(0) {
+		return s.reserve, args
+	}
+	return s.reserveBatch, append([]any{1, s.limit[0], s.limit[1]}, args...)
 }
 
 // add is wait's other half: reserveIn records an attempt whose caller gave
@@ -266,6 +278,7 @@ const (
 	codeLimit      = 6
 	codeIDTaken    = 7
 	codeUndecided  = 8
+	codeLimited    = 9 // reserve_batch.lua's: the orderID is the wait in ms
 )
 
 // reserveOutcome is the one place that turns reserve.lua's codes into results
@@ -297,6 +310,9 @@ func reserveOutcome(r seckill.Reservation, code, orderID, left int64) (seckill.R
 			apperr.ErrUnavailable, orderID, r.VoucherID)
 	case codeUndecided:
 		return res, undecided(r.VoucherID, orderID)
+	case codeLimited:
+		return res, apperr.WithRetryAfter(fmt.Errorf("%w: user %d buys voucher %d faster than the limit",
+			apperr.ErrRateLimited, r.UserID, r.VoucherID), time.Duration(orderID)*time.Millisecond)
 	}
 	return res, fmt.Errorf("reserve.lua: unknown code %d", code)
 }

@@ -80,6 +80,22 @@ type Store struct {
 	// batches sends concurrent reservations of a bucket in one call
 	// (batch.go); nil when Config.ReserveBatch is 1.
 	batches *batchers
+	// reserveBatch is reserve_batch.lua; limit its rate limit's ARGV
+	// (Config.UserLimit).
+	reserveBatch *redis.Script
+	limit        [2]any
+}
+
+// UserLimit is a GCRA limit: Rate attempts a second, Burst at once.
+type UserLimit struct{ Rate, Burst int }
+
+// args is the limit as reserve_batch.lua's ARGV[2] and ARGV[3] take it: the
+// emission interval in microseconds (0: no limit) and the burst.
+func (l UserLimit) args() [2]any {
+	if l.Rate <= 0 {
+		return [2]any{int64(0), 1}
+	}
+	return [2]any{(time.Second / time.Duration(l.Rate)).Microseconds(), max(l.Burst, 1)}
 }
 
 // DefaultIdempotencyWindow is Config.IdempotencyWindow's default.
@@ -134,6 +150,11 @@ type Config struct {
 	// zero). 1 sends each in a call of reserve.lua of its own. With
 	// WaitReplicas every reservation goes on its own.
 	ReserveBatch int
+	// UserLimit, when its Rate is positive, bounds each shopper's buys of
+	// one voucher bucket inside the reservation's own script (GCRA, as
+	// redis_rate; lua/reserve_batch.lua): a buy over it is refused
+	// apperr.ErrRateLimited with its Retry-After, and holds nothing.
+	UserLimit UserLimit
 	// Tracer, when set, makes a span of each script call of the buying
 	// path in the caller's trace (seckill/tracing); the other calls get
 	// theirs from the client's hook (tracing.RedisHook).
@@ -173,10 +194,10 @@ func New(cfg Config) *Store {
 	case s.window < 0:
 		s.window = 0 // the scripts keep everything for the sale's life
 	}
+	s.reserveBatch, s.limit = redis.NewScript(lua.ReserveBatch), cfg.UserLimit.args()
 	if batch := cmp.Or(cfg.ReserveBatch, DefaultReserveBatch); batch > 1 {
-		script := redis.NewScript(lua.ReserveBatch)
-		s.batches = &batchers{max: batch, run: func(ctx context.Context, keys []string, args ...any) *redis.Cmd {
-			return script.Run(ctx, s.hot, keys, args...)
+		s.batches = &batchers{max: batch, limit: s.limit, run: func(ctx context.Context, keys []string, args ...any) *redis.Cmd {
+			return s.reserveBatch.Run(ctx, s.hot, keys, args...)
 		}}
 	}
 	switch {
