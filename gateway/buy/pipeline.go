@@ -249,6 +249,9 @@ func (p *Pipeline) sell(ctx context.Context, seller Seller, a *Attempt) (Purchas
 	// 10. the kind's seller
 	start := time.Now()
 	sale, err := seller.Sell(ctx, a.Request)
+	// The seckill reservation judges the user limit itself when it holds
+	// it (gateway/edge, Config.UserLimitInStock): its refusal is step 4's.
+	err = refusedBy(StepUserLimit, a, err)
 	if p.sold != nil {
 		p.sold(seller.Path(), time.Since(start), err)
 	}

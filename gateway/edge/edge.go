@@ -100,6 +100,14 @@ type Config struct {
 	FleetBeat time.Duration
 	// UserRate and UserBurst bound one shopper's buys, per second.
 	UserRate, UserBurst int
+	// UserLimitInStock says the seckill reservation itself judges the
+	// per-user limit, exactly and fleet-wide, per voucher bucket
+	// (redisstock.Config.UserLimit, with the same rate and burst). The
+	// user limit then keeps, for seckill vouchers, only an in-memory copy
+	// per instance (no Redis call), so that one account's flood is still cut
+	// by its own budget before the global limit; other kinds keep the
+	// Redis limit.
+	UserLimitInStock bool
 	// CredentialLimit bounds registrations and logins per client IP,
 	// together (default 20 per minute, burst 10): password guessing.
 	CredentialLimit redis_rate.Limit
@@ -303,6 +311,9 @@ func New(cfg Config) (*Edge, error) {
 		}
 	}
 	e.user = newUserLimit(lim, e.Breaker, cfg.UserRate, cfg.UserBurst, m, log)
+	if cfg.UserLimitInStock {
+		e.user.local = newAddrLimit(gateUser, cfg.UserRate, cfg.UserBurst, m)
+	}
 	e.credentials = &IPLimit{lim: lim, limit: cfg.CredentialLimit, gate: gateCredentials, metrics: m, log: log}
 	e.register = &IPLimit{lim: lim, limit: cfg.RegisterLimit, gate: gateRegister, metrics: m, log: log}
 	e.captchaIssue = &IPLimit{lim: lim, limit: cfg.CaptchaLimit, gate: gateCaptchaIPs, metrics: m, log: log}
@@ -336,6 +347,9 @@ func (e *Edge) Run(ctx context.Context) error {
 	wg.Go(func() { e.buyAddress.run(ctx) })
 	wg.Go(func() { e.shopper.user.run(ctx) })
 	wg.Go(func() { e.shopper.addr.run(ctx) })
+	if e.user.local != nil {
+		wg.Go(func() { e.user.local.run(ctx) })
+	}
 	e.SoldOut.start(ctx, &wg)
 	close(e.ready)
 	wg.Wait()

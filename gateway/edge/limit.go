@@ -14,6 +14,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/flashsale/seckill/gateway/buy"
+	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/apperr"
 )
 
@@ -80,6 +81,10 @@ type userLimit struct {
 	rate    int // advertised in RateLimit-Limit, per second
 	m       *metrics
 	log     *slog.Logger
+	// local, when set (Config.UserLimitInStock), judges seckill vouchers'
+	// buys in memory instead: the reservation's script holds the exact
+	// limit.
+	local *AddrLimit
 }
 
 func newUserLimit(lim *redis_rate.Limiter, b *Breaker, rate, burst int, m *metrics, log *slog.Logger) *userLimit {
@@ -91,6 +96,15 @@ func newUserLimit(lim *redis_rate.Limiter, b *Breaker, rate, burst int, m *metri
 
 // Take implements buy.Limit.
 func (g *userLimit) Take(ctx context.Context, a *buy.Attempt) error {
+	if g.local != nil && a.Voucher.Kind == seckill.KindSeckill {
+		// This instance's copy of the limit: N instances let one account
+		// through at most N times its rate here, and the reservation's
+		// script refuses the rest, so its flood still spends its own
+		// budget before the global one, and no Redis call.
+		res, err := g.local.charge(strconv.FormatInt(a.Request.UserID, 10), time.Now())
+		setRateHeaders(a.SetHeader, g.rate, res.remaining, res.resetAfter)
+		return err
+	}
 	key := "seckill:rl:user:" + strconv.FormatInt(a.Request.UserID, 10)
 	lctx, cancel := context.WithTimeout(ctx, limitTimeout)
 	res, err := g.lim.Allow(lctx, key, g.limit)

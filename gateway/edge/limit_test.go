@@ -337,3 +337,43 @@ func TestLoginNameLimit(t *testing.T) {
 	require.ErrorIs(t, names.Take(ctx, strings.ToUpper(victim)), apperr.ErrRateLimited, "case does not make a new budget")
 	require.NoError(t, names.Take(ctx, victim+"_other"))
 }
+
+// With UserLimitInStock the reservation judges a seckill buy's user limit
+// exactly, so step 4 asks no Redis for it: it keeps this instance's copy in
+// memory, which still refuses one account's flood (with its headers) before
+// the global limit. A limit voucher keeps the Redis limit, and a seller's
+// own rate-limit refusal is named the user limit's.
+func TestUserLimitInStockAsksNoRedis(t *testing.T) {
+	t.Parallel()
+	rdb := stack.Redis(t)
+	e, _ := newEdge(t, rdb, edge.Config{UserRate: 2, UserBurst: 2, UserLimitInStock: true})
+	ctx := context.Background()
+	alice := rand.Int64N(1<<40) + 1
+	redisKey := "rate:seckill:rl:user:" + strconv.FormatInt(alice, 10)
+
+	var sold atomic.Int64
+	buy := chain(e.Steps(), seckill.Voucher{ID: 1, Kind: seckill.KindSeckill}, accept(&sold))
+	for range 2 {
+		_, err := buy(ctx, attempt(1, alice))
+		require.NoError(t, err)
+	}
+	a := attempt(1, alice)
+	_, err := buy(ctx, a)
+	require.ErrorIs(t, err, apperr.ErrRateLimited)
+	require.Positive(t, retryAfter(err))
+	require.Equal(t, "0", a.Header().Get("RateLimit-Remaining"))
+	require.Equal(t, pipe.StepUserLimit, a.Limiter)
+	require.Zero(t, rdb.Exists(ctx, redisKey).Val(), "no Redis limit for a seckill voucher")
+
+	_, err = chain(e.Steps(), seckill.Voucher{ID: 2, Kind: seckill.KindLimit}, accept(&sold))(ctx, attempt(2, alice))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rdb.Exists(ctx, redisKey).Val(), "the Redis limit for a limit voucher")
+
+	limited := func(context.Context, *pipe.Attempt) (pipe.Sale, error) {
+		return pipe.Sale{}, apperr.WithRetryAfter(apperr.ErrRateLimited, time.Second)
+	}
+	a = attempt(1, rand.Int64N(1<<40)+1)
+	_, err = chain(e.Steps(), seckill.Voucher{ID: 1, Kind: seckill.KindSeckill}, limited)(ctx, a)
+	require.ErrorIs(t, err, apperr.ErrRateLimited)
+	require.Equal(t, pipe.StepUserLimit, a.Limiter, "the reservation's refusal is step 4's")
+}

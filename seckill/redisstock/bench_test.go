@@ -1,6 +1,7 @@
 package redisstock_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -172,22 +173,28 @@ func cpuTime(b *testing.B) time.Duration {
 // (seckill/hoard) and reserve.lua, keyed; every call a new user, never
 // sold out. Its Redis CPU less BenchmarkReserve's keyed case is what the
 // limit and the strikes cost a buy. "group-commit" reads the strikes
-// through the group commit, as the gateway does; "strikes-round-trip-each"
-// on the plain client, as before.
+// through the group commit, as the gateway did; "strikes-round-trip-each"
+// on the plain client, as before that. "limit-in-script" is the gateway's
+// buy now: the limit judged inside the batched reservation
+// (Config.UserLimit), the strikes read through the group commit.
 func BenchmarkBuyRedis(b *testing.B) {
 	ctx := context.Background()
 	bu, v := onSaleForever(b)
 	lim := redis_rate.NewLimiter(redisstock.GroupCommit(bu.rdb))
 	limit := redis_rate.Limit{Rate: 5, Burst: 5, Period: time.Second}
+	inScript := redisstock.New(redisstock.Config{Redis: bu.rdb, UserLimit: redisstock.UserLimit{Rate: 5, Burst: 5}})
 	for _, c := range []struct {
-		name string
-		hot  redis.Cmdable
+		name  string
+		hot   redis.Cmdable
+		store *redisstock.Store // judges the limit; nil: redis_rate does
 	}{
-		{"strikes-round-trip-each", nil},
-		{"group-commit", redisstock.GroupCommit(bu.rdb)},
+		{"strikes-round-trip-each", nil, nil},
+		{"group-commit", redisstock.GroupCommit(bu.rdb), nil},
+		{"limit-in-script", redisstock.GroupCommit(bu.rdb), inScript},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			strikes := hoard.New(hoard.Config{Redis: bu.rdb, Hot: c.hot, Limit: 3})
+			store := cmp.Or(c.store, bu.store)
 			b.ReportAllocs()
 			b.SetParallelism(25)
 			server := redisCost(b, bu.rdb)
@@ -195,15 +202,18 @@ func BenchmarkBuyRedis(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					user := next()
-					allowed, err := lim.Allow(ctx, "seckill:rl:user:"+strconv.FormatInt(user, 10), limit)
-					if err == nil && allowed.Allowed == 0 {
-						err = fmt.Errorf("user %d rate limited", user)
+					var err error
+					if c.store == nil {
+						allowed, lerr := lim.Allow(ctx, "seckill:rl:user:"+strconv.FormatInt(user, 10), limit)
+						if err = lerr; err == nil && allowed.Allowed == 0 {
+							err = fmt.Errorf("user %d rate limited", user)
+						}
 					}
 					if err == nil {
 						err = strikes.Check(ctx, user)
 					}
 					if err == nil {
-						_, err = bu.store.Reserve(ctx, res(v, user, 1, "k"))
+						_, err = store.Reserve(ctx, res(v, user, 1, "k"))
 					}
 					if err != nil {
 						b.Error(err)

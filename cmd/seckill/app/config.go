@@ -27,6 +27,7 @@ type Config struct {
 	RedisCluster      []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" secret:"url" help:"Redis Cluster seed nodes host:port, comma separated (or one redis://user:password@host:port?addr=host:port URL); when set, Redis is a Redis Cluster and SECKILL_REDIS_URL is not used"`
 	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" default:"0" help:"when positive, a buy is answered 202 only once that many replicas of the voucher's Redis master have its hold (WAIT after the reservation, on the master): a master cut off from its replicas then refuses buys (503) instead of promising holds a failover loses; costs each buy a round trip of its own; 0 (the default) trusts Redis's asynchronous replication"`
 	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" default:"100ms" help:"how long a buy waits for SECKILL_REDIS_WAIT_REPLICAS replicas before its hold is given back and the buy refused (503)"`
+	ReserveBatch      int           `env:"SECKILL_RESERVE_BATCH" default:"64" help:"most buys of one voucher bucket a gateway sends to Redis in one reservation call (the buys that arrive while one is in flight go together in the next; a lone buy goes at once); 1 sends every buy in a call of its own"`
 	DevRedisShards    int           `env:"SECKILL_DEV_REDIS_SHARDS" default:"1" help:"dev mode: 1 starts one private redis-server; 3 or more start a private Redis Cluster of that many masters (data under SECKILL_DATA_DIR)"`
 	DatabaseURL       string        `env:"SECKILL_DATABASE_URL" secret:"url" help:"PostgreSQL (postgres://...); unset in dev mode: a private cluster is started"`
 	DBGatewayConns    int32         `env:"SECKILL_DB_GATEWAY_CONNS" default:"16" help:"PostgreSQL connections of the gateway's pool: catalog refreshes, logins, order reads, synchronous buys, pay and cancel"`
@@ -69,7 +70,7 @@ type Config struct {
 	DevTrustLoopback  bool          `env:"SECKILL_DEV_TRUST_LOOPBACK" default:"true" help:"dev mode only: believe X-Forwarded-For from 127.0.0.1 and ::1 as from SECKILL_TRUSTED_PROXIES, so that each shopper of bin/loadtest meets the per-address limits as an address of its own (loopback's connections are then not capped per address); false: only SECKILL_TRUSTED_PROXIES, as serve always"`
 	GlobalRate        int           `env:"SECKILL_GLOBAL_RATE" default:"20000" help:"buy requests per second allowed for all shoppers together"`
 	GlobalBurst       int           `env:"SECKILL_GLOBAL_BURST" default:"2000" help:"burst of the global limit; keep it well below the rate (GCRA admits burst + rate in the first second)"`
-	UserRate          int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper"`
+	UserRate          int           `env:"SECKILL_USER_RATE" default:"5" help:"buy requests per second allowed per shopper (of a seckill voucher: per shopper and voucher bucket, judged exactly inside the reservation, and per instance in memory before it)"`
 	UserBurst         int           `env:"SECKILL_USER_BURST" default:"3" help:"burst of the per-shopper limit (a double click and a retry)"`
 	IPRate            int           `env:"SECKILL_IP_RATE" default:"50" help:"requests per second allowed per client address (an IPv6 /56 is one) on each anonymous route: catalog, captcha, registration, login, WebSocket handshake; per gateway instance, loopback included"`
 	IPBurst           int           `env:"SECKILL_IP_BURST" default:"200" help:"burst of SECKILL_IP_RATE (a shopper's page makes a handful of these requests when it opens)"`
@@ -280,6 +281,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
 	case c.RedisWaitReplicas < 0:
 		return fmt.Errorf("config: SECKILL_REDIS_WAIT_REPLICAS must not be negative (0 waits for none), got %d", c.RedisWaitReplicas)
+	case c.ReserveBatch < 1:
+		return fmt.Errorf("config: SECKILL_RESERVE_BATCH must be at least 1 (1 sends every buy on its own), got %d", c.ReserveBatch)
 	case c.RedisWaitTimeout <= 0:
 		return fmt.Errorf("config: SECKILL_REDIS_WAIT_TIMEOUT must be positive, got %s", c.RedisWaitTimeout)
 	case c.HoardLimit < 0:

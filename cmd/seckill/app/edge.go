@@ -29,6 +29,8 @@ func (s *System) buildEdge() (*edge.Edge, error) {
 		GlobalBurst: s.cfg.GlobalBurst,
 		UserRate:    s.cfg.UserRate,
 		UserBurst:   s.cfg.UserBurst,
+		// The reservation judges seckill buys' user limit (system.go).
+		UserLimitInStock: true,
 
 		AddressRate:     s.cfg.IPRate,
 		AddressBurst:    s.cfg.IPBurst,
