@@ -34,7 +34,9 @@ type batchers struct {
 	max int
 	// limit is the rate limit's ARGV of every call (UserLimit.args).
 	limit [2]any
-	run   func(ctx context.Context, keys []string, args ...any) *redis.Cmd
+	// run sends one call; short, when set, says the call's writes did not
+	// reach the replicas they had to (Store.runBatch).
+	run func(ctx context.Context, keys []string, args []any) (cmd *redis.Cmd, short error)
 }
 
 // reserve runs reserve.lua's decision of one buy (args as reserve.lua's
@@ -113,7 +115,7 @@ func (b *batcher) call(batch []*batchedBuy) {
 	for _, buy := range batch {
 		args = append(args, buy.args[:]...)
 	}
-	cmd := b.of.run(context.WithoutCancel(batch[0].ctx), b.keys, args...)
+	cmd, short := b.of.run(context.WithoutCancel(batch[0].ctx), b.keys, args)
 	raw, err := cmd.Slice()
 	if err == nil && len(raw) != 3*len(batch) {
 		err = fmt.Errorf("reserve_batch.lua: reply of %d values for %d buys", len(raw), len(batch))
@@ -122,7 +124,14 @@ func (b *batcher) call(batch []*batchedBuy) {
 		if err != nil {
 			buy.cmd.SetErr(err)
 		} else {
-			buy.cmd.SetVal(raw[3*i : 3*i+3 : 3*i+3])
+			reply := raw[3*i : 3*i+3 : 3*i+3]
+			buy.cmd.SetVal(reply)
+			if code, _, _, rerr := reserveReply(reply); short != nil && rerr == nil && code == codeHeld {
+				// The batch's WAIT fell short: each hold it made is
+				// answered as a single buy's would be (reserveIn gives
+				// it back); its refusals and replays wrote nothing.
+				buy.cmd.SetErr(short)
+			}
 		}
 		close(buy.done)
 	}

@@ -3,7 +3,9 @@ package redisstock_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,6 +123,108 @@ func TestReserveWithoutReplicasRefusesEveryHold(t *testing.T) {
 		assert.Zero(t, snap.Held)
 		assert.Equal(t, int64(10), snap.Left)
 	})
+}
+
+// With WaitReplicas, the concurrent buys of a bucket go in one script call
+// followed by ONE WAIT for the whole batch. Frozen replica: the first buy
+// goes alone and waits out its WAIT; the others queue meanwhile and leave
+// together, so the master sees two WAITs for many buys, and every hold is
+// given back (a batch short of replicas is refused buy by buy, as a single
+// buy is). Thawed, a crowd holds in a few batches and the replica has it.
+func TestABatchWaitsOnceForItsReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, replica, rrdb := replicatedRedis(t)
+	b := bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb, WaitReplicas: 1, WaitTimeout: time.Second})}
+	v := b.onSale(t, 100, 5)
+	const crowd = 20
+
+	require.NoError(t, replica.Freeze())
+	waitsBefore := waitCalls(t, rdb)
+	errs := buyTogether(b.store, v, crowd)
+	for _, err := range errs {
+		require.ErrorIs(t, err, apperr.ErrUnavailable)
+		require.Contains(t, err.Error(), "not acknowledged by the master's replicas")
+	}
+	// The lone first call and the batch of the rest; a goroutine late to
+	// start may make a third.
+	assert.LessOrEqual(t, waitCalls(t, rdb)-waitsBefore, int64(3), "one WAIT per batch, not per buy")
+	snap := b.balanced(t, v)
+	assert.Zero(t, snap.Held, "every unacknowledged hold was given back")
+	assert.Equal(t, int64(100), snap.Left)
+
+	replica.Thaw()
+	waitsBefore = waitCalls(t, rdb)
+	for _, err := range buyTogether(b.store, v, crowd) {
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, waitCalls(t, rdb)-waitsBefore, int64(crowd))
+	snap = b.balanced(t, v)
+	assert.Equal(t, int64(crowd), snap.Held)
+	left, err := redisstock.New(redisstock.Config{Redis: rrdb}).StockLeft(ctx, v.ID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-crowd), left[v.ID], "answered only once the replica had every hold")
+}
+
+// WaitReplicasAuto waits for a replica only where the master has one: a
+// master alone holds as without WAIT; once it gains a replica (seen within
+// ReplicaCheck), a hold the frozen replica cannot acknowledge is refused.
+func TestAutoWaitsOnlyWhereReplicasAre(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	master, rdb := stacktest.PrivateRedis(t)
+	b := bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb,
+		WaitReplicas: redisstock.WaitReplicasAuto, WaitTimeout: 200 * time.Millisecond, ReplicaCheck: 50 * time.Millisecond})}
+	v := b.onSale(t, 100, 100)
+	before := waitCalls(t, rdb)
+	for _, err := range buyTogether(b.store, v, 5) {
+		require.NoError(t, err, "a master alone waits for nobody")
+	}
+	assert.Equal(t, before, waitCalls(t, rdb), "no WAIT on a master alone")
+
+	replica, rrdb := stacktest.PrivateRedis(t)
+	host, port, err := net.SplitHostPort(master.Addr)
+	require.NoError(t, err)
+	require.NoError(t, rrdb.ReplicaOf(ctx, host, port).Err())
+	require.Eventually(t, func() bool {
+		info, err := rdb.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "state=online")
+	}, 20*time.Second, 50*time.Millisecond, "the replica is online")
+	require.NoError(t, replica.Freeze())
+	defer replica.Thaw()
+	require.Eventually(t, func() bool {
+		_, err := b.store.Reserve(ctx, res(v, next(), 1, ""))
+		return err != nil && strings.Contains(err.Error(), "not acknowledged by the master's replicas")
+	}, 10*time.Second, 60*time.Millisecond, "a master with a replica makes holds wait for it")
+	b.balanced(t, v)
+}
+
+// buyTogether starts n buys of v by n shoppers at once and returns their
+// errors.
+func buyTogether(store *redisstock.Store, v seckill.Voucher, n int) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = store.Reserve(context.Background(), res(v, next(), 1, ""))
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// waitCalls is how many WAIT commands rdb's server has run.
+func waitCalls(t testing.TB, rdb redis.Cmdable) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(info, "cmdstat_wait:calls=")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+	require.NoError(t, err)
+	return n
 }
 
 // replicatedRedis is a private redis-server with a private replica, once

@@ -10,9 +10,10 @@ package redisstock
 //   - reserveIn runs reserve.lua on that bucket: a keyed attempt first waits
 //     for an abandoned one (abandonedAttempts), an answer that comes after
 //     its caller gave up is given back (releaseUnread; reserveReply decodes
-//     every answer), the script goes with WAIT when Config.WaitReplicas asks
-//     (reserveReplicated), else with the bucket's other concurrent buys in
-//     one call (batch.go), and an attempt given up is recorded (add);
+//     every answer), the script goes with the bucket's other concurrent
+//     buys in one call (batch.go), followed by one WAIT for the whole call
+//     when holds must reach replicas first (replicaTarget, evalWait), and
+//     an attempt given up is recorded (add);
 //   - reserveOutcome turns that answer into the result, which ends the buy
 //     of a voucher of one bucket;
 //   - fallback, for a voucher of several buckets whose home bucket lacks
@@ -81,11 +82,17 @@ func (s *Store) reserveIn(ctx context.Context, r seckill.Reservation, k Keys) (c
 	start := time.Now()
 	raw, err := await(ctx, func(ctx context.Context) *redis.Cmd {
 		keys, args := k.script(), []any{r.UserID, r.OrderID, r.Quantity, r.RequestKey}
-		switch {
-		case s.waitReplicas > 0:
-			return s.reserveReplicated(ctx, keys, args)
-		case s.batches != nil:
+		if s.batches != nil {
 			return s.batches.reserve(ctx, k, [4]any(args))
+		}
+		node, want, err := s.replicaTarget(ctx, keys)
+		switch {
+		case err != nil:
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		case want > 0:
+			return s.reserveReplicated(ctx, node, want, keys, args)
 		}
 		script, args := s.single(args)
 		return script.Run(ctx, s.hot, keys, args...)
@@ -202,28 +209,59 @@ const scriptWait = 5 * time.Second
 // acknowledged in time; the command keeps reserve.lua's reply.
 var errNotReplicated = errors.New("the hold was not acknowledged by the master's replicas in time")
 
-// reserveReplicated runs reserve.lua on the master of keys in one pipeline
-// with WAIT, and fails a hold that fewer than s.waitReplicas replicas
-// acknowledged within s.waitTimeout with errNotReplicated. WAIT counts the
-// writes of its own connection, which is why both go in one pipeline to the
-// key's master rather than through the group commit or the cluster client's
-// routing. A refusal, a replay or an error wrote nothing to wait for.
-func (s *Store) reserveReplicated(ctx context.Context, keys []string, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	var node redis.Cmdable = s.rdb
+// replicaTarget is where a hold on keys must be copied before it counts,
+// and to how many replicas: the voucher's master and Config.WaitReplicas,
+// or under WaitReplicasAuto what that master has (replicas.go). want 0
+// waits for none.
+func (s *Store) replicaTarget(ctx context.Context, keys []string) (node redis.Cmdable, want int, err error) {
+	if s.waitReplicas == 0 {
+		return nil, 0, nil
+	}
+	node, addr := redis.Cmdable(s.rdb), ""
 	if c, ok := s.rdb.(*redis.ClusterClient); ok {
 		master, err := c.MasterForKey(ctx, keys[0])
 		if err != nil {
-			cmd.SetErr(err)
-			return cmd
+			return nil, 0, err
 		}
-		node = master
+		node, addr = master, master.Options().Addr
 	}
+	if s.waitReplicas > 0 {
+		return node, s.waitReplicas, nil
+	}
+	return node, s.replicas.want(ctx, node, addr), nil
+}
+
+// reserveReplicated runs reserve.lua (one buy) on node with WAIT want, and
+// fails a hold that fewer replicas acknowledged in time with
+// errNotReplicated. A refusal, a replay or an error wrote nothing to wait
+// for.
+func (s *Store) reserveReplicated(ctx context.Context, node redis.Cmdable, want int, keys []string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
 	script, argv := s.single(args)
+	val, short, err := s.evalWait(ctx, node, want, script, keys, argv)
+	if err != nil {
+		cmd.SetErr(err)
+		return cmd
+	}
+	cmd.SetVal(val)
+	raw, _ := cmd.Slice()
+	if code, _, _, err := reserveReply(raw); err == nil && code == codeHeld && short != nil {
+		cmd.SetErr(short)
+	}
+	return cmd
+}
+
+// evalWait runs script on node in one pipeline with WAIT want, and returns
+// its reply and, when fewer than want replicas acknowledged the call's
+// writes within s.waitTimeout, an errNotReplicated that says so. WAIT
+// counts the writes of its own connection, which is why both go in one
+// pipeline to the keys' master rather than through the group commit or the
+// cluster client's routing; one WAIT covers every hold of a batch.
+func (s *Store) evalWait(ctx context.Context, node redis.Cmdable, want int, script *redis.Script, keys []string, argv []any) (val any, short, err error) {
 	for attempt := 0; ; attempt++ {
 		pipe := node.Pipeline()
 		ev := pipe.EvalSha(ctx, script.Hash(), keys, argv...)
-		acked := pipe.Do(ctx, "WAIT", s.waitReplicas, s.waitTimeout.Milliseconds())
+		acked := pipe.Do(ctx, "WAIT", want, s.waitTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if err := ev.Err(); err != nil {
 			if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -231,19 +269,35 @@ func (s *Store) reserveReplicated(ctx context.Context, keys []string, args []any
 					continue
 				}
 			}
-			cmd.SetErr(err)
-			return cmd
+			return nil, nil, err
 		}
-		cmd.SetVal(ev.Val())
-		raw, _ := ev.Slice()
-		if code, _, _, err := reserveReply(raw); err != nil || code != codeHeld {
-			return cmd
+		if n, err := acked.Int(); err != nil || n < want {
+			short = fmt.Errorf("%w (%d of %d within %v; wait error: %v)", errNotReplicated, n, want, s.waitTimeout, err)
 		}
-		if n, err := acked.Int(); err != nil || n < s.waitReplicas {
-			cmd.SetErr(fmt.Errorf("%w (%d of %d within %v; wait error: %v)", errNotReplicated, n, s.waitReplicas, s.waitTimeout, err))
-		}
-		return cmd
+		return ev.Val(), short, nil
 	}
+}
+
+// runBatch runs one batch of reserve_batch.lua (batch.go) on keys: in
+// the group commit, or, when holds must be copied to replicas first, with
+// one WAIT for the whole batch (evalWait), whose shortfall it returns.
+func (s *Store) runBatch(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
+	cmd := redis.NewCmd(ctx)
+	node, want, err := s.replicaTarget(ctx, keys)
+	if err != nil {
+		cmd.SetErr(err)
+		return cmd, nil
+	}
+	if want == 0 {
+		return s.reserveBatch.Run(ctx, s.hot, keys, args...), nil
+	}
+	val, short, err := s.evalWait(ctx, node, want, s.reserveBatch, keys, args)
+	if err != nil {
+		cmd.SetErr(err)
+		return cmd, nil
+	}
+	cmd.SetVal(val)
+	return cmd, short
 }
 
 // single is the script and ARGV of one reservation sent on its own (args

@@ -35,7 +35,6 @@ package redisstock
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -75,6 +74,8 @@ type Store struct {
 	// waitReplicas and waitTimeout: Config.WaitReplicas, WaitTimeout.
 	waitReplicas int
 	waitTimeout  time.Duration
+	// replicas: each master's replica count under WaitReplicasAuto.
+	replicas replicaWatch
 	// abandoned: keyed reservations whose caller stopped waiting.
 	abandoned abandonedAttempts
 	// batches sends concurrent reservations of a bucket in one call
@@ -139,16 +140,21 @@ type Config struct {
 	// acknowledge within WaitTimeout is given back and the buy refused as
 	// unavailable. Redis replicates asynchronously, so without it a master
 	// cut off from its replicas acknowledges holds that a failover then
-	// loses (deploy/tools/netlab/README.md). It costs the buy its group commit (a
-	// round trip of its own) and the replication's delay, and it refuses
-	// every buy while the master has fewer replicas.
+	// loses (deploy/tools/netlab/README.md). A batch of concurrent buys
+	// (ReserveBatch) waits once for all its holds; the batch leaves the
+	// group commit for a round trip of its own, adds the replication's
+	// delay, and every buy is refused while the master has fewer replicas.
+	// WaitReplicasAuto waits for one replica on a master that has some and
+	// for none on a master alone (replicas.go).
 	WaitReplicas int
 	// WaitTimeout bounds WaitReplicas' wait (DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// ReplicaCheck is how often WaitReplicasAuto reads a master's replica
+	// count again (DefaultReplicaCheck).
+	ReplicaCheck time.Duration
 	// ReserveBatch bounds how many reservations of one bucket go to Redis
 	// in one call of reserve_batch.lua (batch.go; DefaultReserveBatch when
-	// zero). 1 sends each in a call of reserve.lua of its own. With
-	// WaitReplicas every reservation goes on its own.
+	// zero). 1 sends each in a call of reserve.lua of its own.
 	ReserveBatch int
 	// UserLimit, when its Rate is positive, bounds each shopper's buys of
 	// one voucher bucket inside the reservation's own script (GCRA, as
@@ -181,6 +187,7 @@ func New(cfg Config) *Store {
 
 		waitReplicas: cfg.WaitReplicas,
 		waitTimeout:  cfg.WaitTimeout,
+		replicas:     replicaWatch{every: cmp.Or(cfg.ReplicaCheck, DefaultReplicaCheck)},
 	}
 	if s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
@@ -196,9 +203,7 @@ func New(cfg Config) *Store {
 	}
 	s.reserveBatch, s.limit = redis.NewScript(lua.ReserveBatch), cfg.UserLimit.args()
 	if batch := cmp.Or(cfg.ReserveBatch, DefaultReserveBatch); batch > 1 {
-		s.batches = &batchers{max: batch, limit: s.limit, run: func(ctx context.Context, keys []string, args ...any) *redis.Cmd {
-			return s.reserveBatch.Run(ctx, s.hot, keys, args...)
-		}}
+		s.batches = &batchers{max: batch, limit: s.limit, run: s.runBatch}
 	}
 	switch {
 	case cfg.NoGroupCommit:
