@@ -16,6 +16,7 @@ import (
 	"github.com/flashsale/seckill/orders/kafkaq"
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/eligibility"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 // Config is every setting of every role. Each field is one environment
@@ -25,7 +26,7 @@ type Config struct {
 	OpsAddr           string        `env:"SECKILL_OPS_ADDR" default:"127.0.0.1:0" help:"where a gateway serves /metrics, /healthz and /readyz for Prometheus and probes, apart from the shoppers' port (which has no /metrics); the default is a free loopback port, logged at start; set host:port to scrape it"`
 	RedisURL          string        `env:"SECKILL_REDIS_URL" secret:"url" help:"Redis (redis://host:port/db); unset in dev mode: a private redis-server is started"`
 	RedisCluster      []string      `env:"SECKILL_REDIS_CLUSTER_ADDRS" secret:"url" help:"Redis Cluster seed nodes host:port, comma separated (or one redis://user:password@host:port?addr=host:port URL); when set, Redis is a Redis Cluster and SECKILL_REDIS_URL is not used"`
-	RedisWaitReplicas int           `env:"SECKILL_REDIS_WAIT_REPLICAS" default:"0" help:"when positive, a buy is answered 202 only once that many replicas of the voucher's Redis master have its hold (WAIT after the reservation, on the master): a master cut off from its replicas then refuses buys (503) instead of promising holds a failover loses; costs each buy a round trip of its own; 0 (the default) trusts Redis's asynchronous replication"`
+	RedisWaitReplicas string        `env:"SECKILL_REDIS_WAIT_REPLICAS" default:"auto" help:"how many replicas of the voucher's Redis master must have a buy's hold before it is answered 202 (one WAIT after each reservation call, on the master, for all the buys of the call): a master cut off from its replicas then refuses buys (503) instead of promising holds a failover loses; auto (the default) waits for 1 where the master reports connected replicas (INFO replication, read again every 5 s) and for none where it has none; 0 trusts Redis's asynchronous replication"`
 	RedisWaitTimeout  time.Duration `env:"SECKILL_REDIS_WAIT_TIMEOUT" default:"100ms" help:"how long a buy waits for SECKILL_REDIS_WAIT_REPLICAS replicas before its hold is given back and the buy refused (503)"`
 	ReserveBatch      int           `env:"SECKILL_RESERVE_BATCH" default:"64" help:"most buys of one voucher bucket a gateway sends to Redis in one reservation call (the buys that arrive while one is in flight go together in the next; a lone buy goes at once); 1 sends every buy in a call of its own"`
 	DevRedisShards    int           `env:"SECKILL_DEV_REDIS_SHARDS" default:"1" help:"dev mode: 1 starts one private redis-server; 3 or more start a private Redis Cluster of that many masters (data under SECKILL_DATA_DIR)"`
@@ -279,8 +280,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: SECKILL_ROOM_PASS_TTL must be at least 1s (a shopper needs the time to buy), got %s", c.RoomPassTTL)
 	case c.RoomMaxLag < 1:
 		return fmt.Errorf("config: SECKILL_ROOM_MAX_LAG must be at least 1, got %d", c.RoomMaxLag)
-	case c.RedisWaitReplicas < 0:
-		return fmt.Errorf("config: SECKILL_REDIS_WAIT_REPLICAS must not be negative (0 waits for none), got %d", c.RedisWaitReplicas)
+	case c.WaitReplicas() == badWaitReplicas:
+		return fmt.Errorf("config: SECKILL_REDIS_WAIT_REPLICAS must be auto or a number of replicas, 0 or more (0 waits for none), got %q", c.RedisWaitReplicas)
 	case c.ReserveBatch < 1:
 		return fmt.Errorf("config: SECKILL_RESERVE_BATCH must be at least 1 (1 sends every buy on its own), got %d", c.ReserveBatch)
 	case c.RedisWaitTimeout <= 0:
@@ -350,6 +351,22 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// WaitReplicas is SECKILL_REDIS_WAIT_REPLICAS as redisstock.Config takes
+// it (redisstock.WaitReplicasAuto for auto), or badWaitReplicas.
+func (c Config) WaitReplicas() int {
+	if c.RedisWaitReplicas == "auto" {
+		return redisstock.WaitReplicasAuto
+	}
+	n, err := strconv.Atoi(c.RedisWaitReplicas)
+	if err != nil || n < 0 {
+		return badWaitReplicas
+	}
+	return n
+}
+
+// badWaitReplicas is WaitReplicas' answer for a value validate refuses.
+const badWaitReplicas = -2
 
 // HasRole reports whether this process plays role.
 func (c Config) HasRole(role string) bool {

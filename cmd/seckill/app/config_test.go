@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/seckill/orders/salereport"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/redisstock"
 )
 
 func TestConfigDefaultsAndParsing(t *testing.T) {
@@ -264,5 +265,29 @@ func TestTracingConfig(t *testing.T) {
 		}
 		require.NoError(t, err, "%v", c.env)
 		require.Equal(t, c.endpoint, cfg.OTLPEndpoint)
+	}
+}
+
+// SECKILL_REDIS_WAIT_REPLICAS unset waits where replicas are (auto); an
+// explicit count wins, 0 included; anything else is refused by name.
+func TestWaitReplicasConfig(t *testing.T) {
+	for v, want := range map[string]int{"": redisstock.WaitReplicasAuto, "auto": redisstock.WaitReplicasAuto, "0": 0, "2": 2} {
+		cfg, err := LoadConfig(func(k string) string {
+			if k == "SECKILL_REDIS_WAIT_REPLICAS" {
+				return v
+			}
+			return ""
+		})
+		require.NoError(t, err, v)
+		require.Equal(t, want, cfg.WaitReplicas(), v)
+	}
+	for _, v := range []string{"-1", "one", "Auto "} {
+		_, err := LoadConfig(func(k string) string {
+			if k == "SECKILL_REDIS_WAIT_REPLICAS" {
+				return v
+			}
+			return ""
+		})
+		require.ErrorContains(t, err, "SECKILL_REDIS_WAIT_REPLICAS", v)
 	}
 }

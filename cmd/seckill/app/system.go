@@ -144,7 +144,7 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 	s.workStore = pgstore.New(s.workPool)
 	s.stock = redisstock.New(redisstock.Config{Redis: s.rdb, Metrics: s.metrics.stock,
 		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow,
-		WaitReplicas: cfg.RedisWaitReplicas, WaitTimeout: cfg.RedisWaitTimeout, Tracer: s.tracer(),
+		WaitReplicas: cfg.WaitReplicas(), WaitTimeout: cfg.RedisWaitTimeout, Tracer: s.tracer(),
 		ReserveBatch: cfg.ReserveBatch, UserLimit: redisstock.UserLimit{Rate: cfg.UserRate, Burst: cfg.UserBurst}})
 	s.events = notify.NewPublisher(s.rdb)
 	if err := s.buildPayer(); err != nil {

@@ -193,8 +193,11 @@ func TestNetFaults(t *testing.T) {
 		// replica took within a second, two replicas each so a promoted
 		// replica still has one.
 		opts.Faults = []string{netlab.FaultRedisFailover}
-		results = append(results, runFaults(t, lab, form.fleet, opts)...)
+		shipped := form.fleet
+		shipped.Env = map[string]string{waitReplicas: "0"} // the default waits where replicas are
+		results = append(results, runFaults(t, lab, shipped, opts)...)
 		safe := form.fleet
+		safe.Env = shipped.Env
 		safe.Shape.RedisReplicas, safe.RedisReplicaLag = 2, time.Second
 		results = append(results, runFaults(t, lab, safe, opts)...)
 		// And with every hold on a replica before its 202.
