@@ -20,7 +20,8 @@ import (
 // replay undecided (seckill.ErrUndecided): the gateway may still fence the
 // order or give its hold back, and a 202 given meanwhile would be let down.
 //
-// It deletes the hold's undecided field, one HDEL in the hold's bucket;
+// It deletes the hold's undecided field, in one HDEL of the hold's bucket
+// shared with the promises that meet it in this process (promisebatch.go);
 // unkeyed holds have none (nothing can replay them) and cost nothing. It
 // never unmakes a decision: the field is written only with the hold, and a
 // released hold has none. A Promise that fails leaves the replays waiting
@@ -35,10 +36,7 @@ func (s *Store) Promise(ctx context.Context, r seckill.Reservation) error {
 		return err
 	}
 	k := BucketKeys(r.VoucherID, homeBucket(r.UserID, n))
-	err = awaitCmd(ctx, func(ctx context.Context) *redis.IntCmd {
-		return s.rdb.HDel(ctx, k.Ledger, undecidedField(r.OrderID))
-	}, nil, redis.NewIntCmd).Err()
-	if err != nil {
+	if err := s.promises.promise(ctx, k.Ledger, undecidedField(r.OrderID)); err != nil {
 		return unavailable("promise", err)
 	}
 	return nil

@@ -214,11 +214,15 @@ func buyTogether(store *redisstock.Store, v seckill.Voucher, n int) []error {
 }
 
 // waitCalls is how many WAIT commands rdb's server has run.
-func waitCalls(t testing.TB, rdb redis.Cmdable) int64 {
+func waitCalls(t testing.TB, rdb redis.Cmdable) int64 { return commandCalls(t, rdb, "wait") }
+
+// commandCalls is how many times rdb's server has run the command name
+// (lower case).
+func commandCalls(t testing.TB, rdb redis.Cmdable, name string) int64 {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
-	_, rest, ok := strings.Cut(info, "cmdstat_wait:calls=")
+	_, rest, ok := strings.Cut(info, "cmdstat_"+name+":calls=")
 	if !ok {
 		return 0
 	}

@@ -76,6 +76,8 @@ type Store struct {
 	waitTimeout  time.Duration
 	// replicas: each master's replica count under WaitReplicasAuto.
 	replicas replicaWatch
+	// promises sends the concurrent promises of a bucket in one HDEL.
+	promises *promisers
 	// abandoned: keyed reservations whose caller stopped waiting.
 	abandoned abandonedAttempts
 	// batches sends concurrent reservations of a bucket in one call
@@ -188,6 +190,7 @@ func New(cfg Config) *Store {
 		waitReplicas: cfg.WaitReplicas,
 		waitTimeout:  cfg.WaitTimeout,
 		replicas:     replicaWatch{every: cmp.Or(cfg.ReplicaCheck, DefaultReplicaCheck)},
+		promises:     &promisers{rdb: rdb},
 	}
 	if s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
