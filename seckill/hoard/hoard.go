@@ -18,6 +18,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,6 +53,8 @@ type Store struct {
 	limit  int
 	window time.Duration
 	now    func() time.Time
+	// watch is this Store's Watch, told of its own strikes at once.
+	watch atomic.Pointer[Watch]
 }
 
 // New returns a Store.
@@ -96,6 +100,21 @@ func (s *Store) Record(ctx context.Context, strikes ...Strike) error {
 	})
 	if err != nil {
 		return fmt.Errorf("hoard: record %d strikes: %w", len(strikes), err)
+	}
+	// After the writes, so that a Watch that reads the strikes after
+	// subscribing misses none (watch.go).
+	pairs := make([]string, len(strikes))
+	for i, st := range strikes {
+		pairs[i] = strconv.FormatInt(st.UserID, 10) + ":" + strconv.FormatInt(st.At.UnixMilli(), 10)
+	}
+	payload := strings.Join(pairs, ",")
+	if w := s.watch.Load(); w != nil {
+		// This process's own copy knows at once: a shopper refused right
+		// after their cancel, on the gateway that answered it.
+		w.add(payload)
+	}
+	if err := s.rdb.Publish(ctx, StruckChannel, payload).Err(); err != nil {
+		return fmt.Errorf("hoard: announce %d strikes: %w", len(strikes), err)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/seckill/seckill/draw"
 	"github.com/flashsale/seckill/seckill/eligibility"
 	"github.com/flashsale/seckill/seckill/fleethealth"
+	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/waitroom"
@@ -218,7 +219,10 @@ func (u userStore) UserByName(ctx context.Context, username string) (auth.User, 
 // in the order buy.Pipeline runs them.
 func (s *System) buildBuy(gates *edge.Edge, ids seckill.OrderIDs, reader *orders.Reader) (*buy.Pipeline, error) {
 	steps := gates.Steps()
-	steps.Hoard = newHoard(s.cfg, s.rdb)
+	// The strikes judged from this gateway's copy of who has any, so a
+	// buy of a shopper without strikes reads none (seckill/hoard/watch.go).
+	s.strikesWatch = s.strikes.Watch(hoard.WatchConfig{Log: s.log})
+	steps.Hoard = s.strikesWatch
 	return buy.New(buy.Deps{
 		Catalog: s.catalog,
 		Steps:   steps,

@@ -21,7 +21,7 @@ const producerTimeout = gateway.DefaultRequestTimeout
 // cancel, the workers' for the sweeper.
 func (s *System) lifecycle(store *pgstore.Store) *orders.Lifecycle {
 	return orders.NewLifecycle(orders.LifecycleConfig{Record: store, Stock: s.stock, Events: s.countedEvents(),
-		Strikes: newHoard(s.cfg, s.rdb), Log: s.log,
+		Strikes: s.strikes, Log: s.log,
 		Payments: store, Provider: s.payer, Currency: s.cfg.Currency, PaymentMetrics: s.metrics.pay})
 }
 

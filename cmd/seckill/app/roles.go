@@ -228,7 +228,8 @@ func (s *System) logListening(ln, opsLn net.Listener) {
 // gatewayParts are the gateway role's loops, in the order they start: the
 // catalog's announcements and the catalog (read once before the catalog
 // routes answer), the gates (the ops switch read and this instance counted
-// in the fleet before the first buy), the notify hub and the room feed
+// in the fleet before the first buy), the copy of the unpaid strikes (read
+// once before the first buy), the notify hub and the room feed
 // (subscribed before the first socket), the reminders (subscribed to the rooms'
 // turns before the admitter gives any), the admitter, the drawer, the mirror, the
 // renewal of the order id node lease (renewed once before the first buy;
@@ -239,6 +240,7 @@ func (s *System) gatewayParts(ln net.Listener) []part {
 		{name: "catalog announcements", run: s.announcements.Run, ready: s.announcements.Ready()},
 		{name: "catalog", run: s.catalog.Run, ready: s.catalog.Ready()},
 		{name: "gates", run: s.edge.Run, ready: s.edge.Ready()},
+		{name: "strikes", run: s.strikesWatch.Run, ready: s.strikesWatch.Ready()},
 		{name: "notify hub", run: s.hub.Run, ready: s.hub.Ready()},
 		{name: "waiting room feed", run: s.feed.Run, ready: s.feed.Ready()},
 		{name: "waiting room rates", run: s.adapter.Run},

@@ -27,6 +27,7 @@ import (
 	"github.com/flashsale/seckill/seckill"
 	"github.com/flashsale/seckill/seckill/beacon"
 	"github.com/flashsale/seckill/seckill/draw"
+	"github.com/flashsale/seckill/seckill/hoard"
 	"github.com/flashsale/seckill/seckill/orderid"
 	"github.com/flashsale/seckill/seckill/redisstock"
 	"github.com/flashsale/seckill/seckill/tracing"
@@ -56,8 +57,12 @@ type System struct {
 	workPool  *pgxpool.Pool
 	workStore *pgstore.Store
 	stock     *redisstock.Store
-	events    *notify.Publisher
-	catalog   *seckill.Catalog
+	// strikes is the one hoard.Store of the process: the lifecycle's
+	// strikes reach the gateway's strikesWatch at once (seckill/hoard).
+	strikes      *hoard.Store
+	strikesWatch *hoard.Watch
+	events       *notify.Publisher
+	catalog      *seckill.Catalog
 	// payer takes the money (SECKILL_PAYMENT_PROVIDER); stripe is set too
 	// when it is Stripe, to check its webhook deliveries.
 	payer  payment.Provider
@@ -146,6 +151,7 @@ func NewSystem(ctx context.Context, cfg Config, log *slog.Logger) (_ *System, er
 		StateGrace: cfg.StateGrace, IdempotencyWindow: cfg.IdempotencyWindow,
 		WaitReplicas: cfg.WaitReplicas(), WaitTimeout: cfg.RedisWaitTimeout, Tracer: s.tracer(),
 		ReserveBatch: cfg.ReserveBatch, UserLimit: redisstock.UserLimit{Rate: cfg.UserRate, Burst: cfg.UserBurst}})
+	s.strikes = newHoard(cfg, s.rdb)
 	s.events = notify.NewPublisher(s.rdb)
 	if err := s.buildPayer(); err != nil {
 		return nil, err
