@@ -2,6 +2,7 @@ package redisstock_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -283,4 +284,52 @@ func BenchmarkReserveWaitReplicas(b *testing.B) {
 			reportRedis(b, redisCost(b, rdb).Sub(server))
 		})
 	}
+}
+
+// The dev sale's shape under WaitReplicasAuto on a master with a live
+// replica: a crowd of keyed buys, two per shopper, all at once, goes in
+// batches that each wait once. Exactly the stock is accepted, every other
+// buy is refused for the stock or the shopper's limit (none for the
+// replica), and every accepted hold is still held on the master and on its
+// replica: none of them was given back behind its caller's back.
+func TestAutoBatchesKeepEveryAcceptedHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _, rrdb := replicatedRedis(t)
+	b := bundle{rdb: rdb, store: redisstock.New(redisstock.Config{Redis: rdb,
+		WaitReplicas: redisstock.WaitReplicasAuto, WaitTimeout: 2 * time.Second})}
+	const stock, shoppers = 10, 20
+	v := b.onSale(t, stock, 1)
+	waitsBefore := waitCalls(t, rdb)
+
+	firstUser := next() * 1000 // ids no other test's shoppers have
+	results := make([]error, 2*shoppers)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			user := firstUser + int64(i%shoppers)
+			_, results[i] = b.store.Reserve(ctx, res(v, user, 1, "attempt-"+strconv.Itoa(i)))
+		})
+	}
+	wg.Wait()
+
+	accepted := 0
+	for _, err := range results {
+		switch {
+		case err == nil:
+			accepted++
+		case errors.Is(err, seckill.ErrSoldOut), errors.Is(err, seckill.ErrLimitExceeded):
+		default:
+			t.Fatalf("a buy refused for something other than stock or limit: %v", err)
+		}
+	}
+	assert.Equal(t, stock, accepted, "exactly the stock is accepted")
+	assert.Greater(t, waitCalls(t, rdb), waitsBefore, "auto waited for the master's replica")
+	snap := b.balanced(t, v)
+	assert.Equal(t, int64(stock), snap.Held, "every accepted hold is still held")
+	assert.Zero(t, snap.Left)
+	require.Eventually(t, func() bool {
+		left, err := redisstock.New(redisstock.Config{Redis: rrdb}).StockLeft(ctx, v.ID)
+		return err == nil && left[v.ID] == 0
+	}, 10*time.Second, 50*time.Millisecond, "the replica has every accepted hold")
 }
