@@ -51,9 +51,10 @@ type replicaCount struct {
 }
 
 // want is how many replicas a hold on node (at addr) waits for: 1 when it
-// has connected replicas, else 0. A master never read is read now; a read
-// that fails counts as replicas present, so an unknown master waits (and
-// refuses what it cannot copy) rather than promise holds on trust.
+// has connected replicas, else 0. A master never read is read now; a first
+// read that fails counts as replicas present, so an unknown master waits
+// (and refuses what it cannot copy) rather than promise holds on trust; a
+// later read that fails keeps the count last read.
 func (w *replicaWatch) want(ctx context.Context, node redis.Cmdable, addr string) int {
 	v, ok := w.m.Load(addr)
 	if !ok {
@@ -80,10 +81,18 @@ func (w *replicaWatch) want(ctx context.Context, node redis.Cmdable, addr string
 
 func (c *replicaCount) read(ctx context.Context, node redis.Cmdable) {
 	n, err := connectedReplicas(ctx, node)
-	if err != nil {
-		n = 1
+	switch {
+	case err == nil:
+		c.n.Store(n)
+	case c.checked.Load() == 0:
+		// Never read: assume a replica, so no hold is promised that a
+		// failover could lose before the master was ever asked.
+		c.n.Store(1)
 	}
-	c.n.Store(n)
+	// A failed re-read keeps the last count: turning it into "one
+	// replica" would refuse every hold of a lone master until the next
+	// read, and the master that just answered the reservations is not
+	// likelier to have gained a replica than to have kept its count.
 	c.checked.Store(time.Now().UnixNano())
 }
 
