@@ -267,12 +267,19 @@ func TestSweeperKilledAndParallel(t *testing.T) {
 		_, _ = dying.CancelExpired(ctx, 25)
 		cancel()
 	}
-	// Killed after committing, before Redis: rows stay flagged.
-	_, err := dying.CancelExpired(e.ctx, 25)
-	require.NoError(t, err)
-	pending, err := e.store.ReleasePending(e.ctx, n)
-	require.NoError(t, err)
-	require.NotEmpty(t, pending, "cancelled in PostgreSQL, release owed in Redis")
+	// Killed after committing, before Redis: rows stay flagged. One pass,
+	// right after the killed ones, was once seen to cancel nothing on a
+	// busy machine (the cause is not known; a sweeper's next pass takes
+	// what one missed): the test needs flagged rows, so it passes again.
+	var pending []orders.Order
+	var passErr, readErr error
+	require.Eventually(t, func() bool {
+		if _, passErr = dying.CancelExpired(e.ctx, 25); passErr != nil {
+			return false
+		}
+		pending, readErr = e.store.ReleasePending(e.ctx, n)
+		return readErr == nil && len(pending) > 0
+	}, 5*time.Second, 20*time.Millisecond, "cancelled in PostgreSQL, release owed in Redis (last pass: %v, %v)", passErr, readErr)
 
 	// Restarted: two sweepers in parallel finish the job.
 	ctx, cancel := context.WithCancel(e.ctx)
