@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -261,4 +262,27 @@ func closeThreeNodes() {
 	if three != nil {
 		_ = three.Close()
 	}
+}
+
+// A node started as production starts a broker runs with Kafka's own JVM
+// settings (a fixed 1 GB heap, G1, the tiered compiler) and serves as the
+// tests' nodes do.
+func TestApacheKafkaProductionJVM(t *testing.T) {
+	k, err := devstack.StartApacheKafka(t.Context(), devstack.ApacheKafkaOptions{
+		Topics:        map[string]int32{"orders": 1},
+		ProductionJVM: true,
+		Log:           testLogger(t),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.Pid(0)))
+	require.NoError(t, err)
+	args := strings.Split(string(raw), "\x00")
+	for _, want := range []string{"-Xmx1024m", "-Xms1024m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"} {
+		require.Contains(t, args, want)
+	}
+	require.NotContains(t, args, "-XX:TieredStopAtLevel=1", "the full compiler")
+	require.NotContains(t, args, "-XX:+UseSerialGC")
+	produceOne(t, k.Brokers, "orders", "a", "first")
+	require.Equal(t, []string{"first"}, consumeGroup(t, k.Brokers, "orders", "g1", 1))
 }

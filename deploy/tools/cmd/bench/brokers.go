@@ -87,7 +87,8 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 		var err error
 		k, err = devstack.StartApacheKafka(ctx, devstack.ApacheKafkaOptions{
 			Brokers: nodes, Dir: filepath.Join(dir, "kafka"),
-			Topics: map[string]int32{brokerTopic: 6, brokerTopic + kafkaq.DeadLetterSuffix: 1},
+			Topics:        map[string]int32{brokerTopic: 6, brokerTopic + kafkaq.DeadLetterSuffix: 1},
+			ProductionJVM: o.productionJVM,
 		})
 		if err != nil {
 			return run, nil, err
@@ -283,6 +284,11 @@ func writeBrokers(w io.Writer, o options, runs []brokerRun) {
 			r.rep.Latency["all"].P99MS, wait, per(r.cpu["seckill dev"]), per(redis), per(pg), jvm, per(all))
 	}
 	fmt.Fprintln(w, "\nseckill dev holds the gateway and the workers, and the in-process broker when there is no Apache Kafka; CPU from /proc/<pid>/stat before and after the crowd.")
+	if o.productionJVM {
+		fmt.Fprintln(w, "The Apache Kafka nodes ran with the JVM settings Kafka's scripts give a broker: -Xmx1G -Xms1G, G1 (MaxGCPauseMillis=20), the tiered compiler (-production-jvm).")
+	} else {
+		fmt.Fprintln(w, "The Apache Kafka nodes ran with the tests' JVM settings: -Xmx384m, SerialGC, the client compiler only (-production-jvm=false).")
+	}
 }
 
 // setting is one producer configuration tried against the real broker.

@@ -140,6 +140,7 @@ type options struct {
 	// runs alone.
 	brokers          string
 	brokerShoppers   int
+	productionJVM    bool
 	producerSettings bool
 	producerRounds   int
 	producerVariants string
@@ -171,6 +172,7 @@ func main() {
 	flag.Var(&o.env, "env", "KEY=VALUE for the system under test (seckill dev), e.g. -env GOGC=200; repeatable, wins over the bench's own settings")
 	flag.StringVar(&o.brokers, "brokers", "inproc,apache-1,apache-3", `the accepted path again on each broker: "inproc" (dev mode's own), "apache-1", "apache-3" (Apache Kafka nodes); "" skips it`)
 	flag.IntVar(&o.brokerShoppers, "broker-shoppers", 10000, "shoppers of each broker's accepted run")
+	flag.BoolVar(&o.productionJVM, "production-jvm", true, "run the Apache Kafka nodes with the JVM settings Kafka's scripts give a broker (1 GB heap, G1, the tiered compiler); false: the tests' small ones (384 MB, SerialGC, C1)")
 	flag.BoolVar(&o.producerSettings, "producer-settings", true, "with apache-3: the producer alone with a few settings (linger, Flush.Bytes, lz4, snappy)")
 	flag.IntVar(&o.producerRounds, "producer-rounds", 2, "with -producer-settings: rounds, the settings in turn (backwards in even rounds)")
 	flag.StringVar(&o.producerVariants, "producer-variants", "", "with -producer-settings: the settings to try besides the shipped one, comma-separated ("+variantKeys()+"); empty is all")
