@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,10 +70,7 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 		redisURL = srv.URL
 	}
 
-	addr := freeAddr(t)
 	vars := map[string]string{
-		"SECKILL_HTTP_ADDR":      addr,
-		"SECKILL_OPS_ADDR":       freeAddr(t),
 		"SECKILL_REDIS_URL":      redisURL,
 		"SECKILL_DATABASE_URL":   dbURL,
 		"SECKILL_KAFKA_BROKERS":  brokers,
@@ -114,9 +113,22 @@ func startSystem(t testing.TB, env map[string]string) *testSystem {
 	for k, v := range env {
 		vars[k] = v
 	}
-	cfg, err := app.LoadConfig(func(k string) string { return vars[k] })
-	require.NoError(t, err)
-	t.Cleanup(runInstance(t, cfg))
+	// The listeners' ports are chosen free, but another test's service may
+	// take one before the system binds it (the tests run in parallel):
+	// then the system is started again on new ones.
+	var cfg app.Config
+	for attempt := 1; ; attempt++ {
+		vars["SECKILL_HTTP_ADDR"], vars["SECKILL_OPS_ADDR"] = freeAddr(t), freeAddr(t)
+		cfg, err = app.LoadConfig(func(k string) string { return vars[k] })
+		require.NoError(t, err)
+		stop, err := startInstance(t, cfg)
+		if err == nil {
+			t.Cleanup(stop)
+			break
+		}
+		require.False(t, !errors.Is(err, syscall.EADDRINUSE) || attempt == 3, "the system did not start: %v", err)
+	}
+	addr := cfg.HTTPAddr
 
 	tokens, err := auth.NewTokens([]byte(cfg.JWTSecret), time.Hour)
 	require.NoError(t, err)
@@ -179,6 +191,15 @@ func newKafkaTopic(t testing.TB, partitions int32) (brokers, topic string) {
 // cleanly.
 func runInstance(t testing.TB, cfg app.Config) (stop func()) {
 	t.Helper()
+	stop, err := startInstance(t, cfg)
+	require.NoError(t, err)
+	return stop
+}
+
+// startInstance is runInstance, but a process that ends at once (its
+// listeners could not be bound) is an error, with nothing left running.
+func startInstance(t testing.TB, cfg app.Config) (stop func(), err error) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = testlog.Logger(t, slog.LevelWarn)
@@ -191,6 +212,13 @@ func runInstance(t testing.TB, cfg app.Config) (stop func()) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- sys.Run(ctx) }()
+	// Run binds its listeners first: one it could not bind ends it at
+	// once, before anything answers on its addresses.
+	if err := awaitAnswer(cfg, done); err != nil {
+		cancel()
+		sys.Close()
+		return nil, err
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -203,6 +231,38 @@ func runInstance(t testing.TB, cfg app.Config) (stop func()) {
 			}
 			sys.Close()
 		})
+	}, nil
+}
+
+// awaitAnswer waits until the process of cfg answers /healthz on its
+// listener (30 s at most) and returns the error Run ended with if it ended
+// first; a process that answers is still checked once for having ended, as
+// another test's process may hold the address it failed to bind.
+func awaitAnswer(cfg app.Config, done chan error) error {
+	url := opsBase(cfg) + "/healthz"
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			done <- err // for the stop that may still read it
+			return fmt.Errorf("the system ended as it started: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil // waitReady says what is missing
+		}
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			select {
+			case err := <-done:
+				done <- err
+				return fmt.Errorf("the system ended as it started: %w", err)
+			case <-time.After(50 * time.Millisecond):
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -610,4 +670,22 @@ func testReplaysAndQuantities(t *testing.T, env map[string]string) {
 			}
 		}
 	}
+}
+
+// A process whose address another took ends as it starts, and
+// startInstance says so with the bind's error (startSystem then tries new
+// addresses) and leaves nothing running.
+func TestStartInstanceRefusesATakenAddress(t *testing.T) {
+	t.Parallel()
+	ts := startSystem(t, nil)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = taken.Close() })
+	cfg := ts.cfg
+	cfg.HTTPAddr, cfg.OpsAddr = freeAddr(t), taken.Addr().String()
+	stop, err := startInstance(t, cfg)
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	require.Nil(t, stop)
+	_, err = http.Get("http://" + cfg.HTTPAddr + "/healthz")
+	require.Error(t, err, "its other listener is closed")
 }
