@@ -11,7 +11,8 @@ package redisstock
 // script, one read of the ledger, one of meta, one TIME and three writes per
 // batch instead of per buy (lua/reserve_batch.lua). The wait a queued buy
 // adds is the call in flight: the round trip it would have queued behind in
-// the group commit anyway.
+// the group commit anyway. The queueing is seckill/gather's; this file
+// makes the call and splits its reply.
 
 import (
 	"context"
@@ -19,6 +20,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/seckill/seckill/gather"
 )
 
 // DefaultReserveBatch is Config.ReserveBatch's default: past a few dozen a
@@ -27,10 +30,11 @@ import (
 // the master, for a noticeable while.
 const DefaultReserveBatch = 64
 
-// batchers are the batchers of the buckets this process reserved in, by
-// their meta key.
+// batchers are the reservation queues of the buckets this process reserved
+// in, by their meta key. A bucket's queue lives as long as the Store: one per
+// bucket of the vouchers the process sold, a few hundred bytes each.
 type batchers struct {
-	m   sync.Map // string -> *batcher
+	m   sync.Map // string -> *gather.Queue[*batchedBuy]
 	max int
 	// limit is the rate limit's ARGV of every call (UserLimit.args).
 	limit [2]any
@@ -39,83 +43,45 @@ type batchers struct {
 	run func(ctx context.Context, keys []string, args []any) (cmd *redis.Cmd, short error)
 }
 
+// batchedBuy is one buy waiting for its batch's answer.
+type batchedBuy struct {
+	args [4]any
+	cmd  *redis.Cmd
+}
+
 // reserve runs reserve.lua's decision of one buy (args as reserve.lua's
 // ARGV) in the next call of k's bucket, and returns its command, which
-// carries reserve.lua's reply or the call's error.
+// carries reserve.lua's reply or the call's error. One call is in flight
+// per bucket, so the buys are decided in the order they queued.
 func (b *batchers) reserve(ctx context.Context, k Keys, args [4]any) *redis.Cmd {
 	v, ok := b.m.Load(k.Meta)
 	if !ok {
-		v, _ = b.m.LoadOrStore(k.Meta, &batcher{keys: k.script(), of: b})
+		keys := k.script()
+		v, _ = b.m.LoadOrStore(k.Meta, gather.New(b.max, func(ctx context.Context, batch []*batchedBuy) error {
+			b.call(ctx, keys, batch)
+			return nil
+		}))
 	}
-	return v.(*batcher).reserve(ctx, args)
-}
-
-// batcher queues the buys of one bucket. A bucket's batcher lives as long as
-// the Store: one per bucket of the vouchers the process sold, a few hundred
-// bytes each.
-type batcher struct {
-	keys []string
-	of   *batchers
-
-	mu      sync.Mutex
-	queue   []*batchedBuy
-	running bool // a goroutine is sending this bucket's calls
-}
-
-// batchedBuy is one buy waiting for its batch's answer.
-type batchedBuy struct {
-	ctx  context.Context
-	args [4]any
-	cmd  *redis.Cmd
-	done chan struct{}
-}
-
-func (b *batcher) reserve(ctx context.Context, args [4]any) *redis.Cmd {
-	buy := &batchedBuy{ctx: ctx, args: args, cmd: redis.NewCmd(ctx), done: make(chan struct{})}
-	b.mu.Lock()
-	b.queue = append(b.queue, buy)
-	start := !b.running
-	b.running = true
-	b.mu.Unlock()
-	if start {
-		go b.send()
-	}
-	<-buy.done
+	buy := &batchedBuy{args: args, cmd: redis.NewCmd(ctx)}
+	// The buy waits for its reply whatever its context: a buyer that gives
+	// up is answered by its caller (await), which hands the reply to the
+	// late give-back, so no hold made here goes unread. Do then fails only
+	// with call's error, and call has none: each buy's is in its cmd.
+	_ = v.(*gather.Queue[*batchedBuy]).Do(context.WithoutCancel(ctx), buy)
 	return buy.cmd
 }
 
-// send sends the queued buys, a bounded batch per call, until none is left.
-// Only one send runs per bucket, so the buys are decided in the order they
-// queued.
-func (b *batcher) send() {
-	for {
-		b.mu.Lock()
-		n := min(len(b.queue), b.of.max)
-		if n == 0 {
-			b.running = false
-			b.mu.Unlock()
-			return
-		}
-		batch := b.queue[:n:n]
-		b.queue = b.queue[n:]
-		if len(b.queue) == 0 {
-			b.queue = nil // let the backing array go
-		}
-		b.mu.Unlock()
-		b.call(batch)
-	}
-}
-
-// call runs one batch and hands each buy its part of the reply. The call is
-// the first buy's, without its cancellation: a buyer that gives up is
-// answered by its caller (see await), and the others must still get theirs.
-func (b *batcher) call(batch []*batchedBuy) {
+// call runs one batch of the bucket of keys and hands each buy its part of
+// the reply. ctx is the first buy's without its cancellation (gather.New):
+// a buyer that gives up is answered by its caller (see await), and the
+// others must still get theirs.
+func (b *batchers) call(ctx context.Context, keys []string, batch []*batchedBuy) {
 	args := make([]any, 3, 3+4*len(batch))
-	args[0], args[1], args[2] = len(batch), b.of.limit[0], b.of.limit[1]
+	args[0], args[1], args[2] = len(batch), b.limit[0], b.limit[1]
 	for _, buy := range batch {
 		args = append(args, buy.args[:]...)
 	}
-	cmd, short := b.of.run(context.WithoutCancel(batch[0].ctx), b.keys, args)
+	cmd, short := b.run(ctx, keys, args)
 	raw, err := cmd.Slice()
 	if err == nil && len(raw) != 3*len(batch) {
 		err = fmt.Errorf("reserve_batch.lua: reply of %d values for %d buys", len(raw), len(batch))
@@ -133,6 +99,5 @@ func (b *batcher) call(batch []*batchedBuy) {
 				buy.cmd.SetErr(short)
 			}
 		}
-		close(buy.done)
 	}
 }
