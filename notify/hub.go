@@ -351,15 +351,23 @@ func (h *Hub) resynced(i int) {
 	}
 }
 
-// dispatch hands one event to every subscription of its buyer, without ever
-// blocking: a full buffer ends that subscription instead.
+// dispatch hands each event of one message (decodeMessage) to every
+// subscription of its buyer, in the message's order. A bad element is
+// counted and logged, and the others still go.
 func (h *Hub) dispatch(payload string) {
-	ev, userID, err := decodeEvent(payload)
-	if err != nil {
+	events, errs := decodeMessage(payload)
+	for _, err := range errs {
 		h.m.events.WithLabelValues(eventBad).Inc()
 		h.log.Warn("notify: ignoring a bad event", "err", err)
-		return
 	}
+	for i := range events {
+		h.deliver(&events[i].ev, events[i].userID)
+	}
+}
+
+// deliver hands one event to every subscription of its buyer, without ever
+// blocking: a full buffer ends that subscription instead.
+func (h *Hub) deliver(ev *wireEvent, userID int64) {
 	h.mu.Lock()
 	n := len(h.subs[userID])
 	h.mu.Unlock()
@@ -383,7 +391,7 @@ func (h *Hub) dispatch(payload string) {
 		return
 	}
 	h.m.events.WithLabelValues(eventDelivered).Inc()
-	span := h.startPush(&ev, userID)
+	span := h.startPush(ev, userID)
 	var slow []*Subscription
 	for _, s := range list {
 		select {

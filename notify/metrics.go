@@ -14,7 +14,8 @@ const (
 	dropRefused  = "refused"  // the hub was at MaxSubscriptions
 )
 
-// Results of one event read from Channel, as metric labels.
+// Results of one event read from a shard channel (one per element of an
+// array message), as metric labels.
 const (
 	eventDelivered    = "delivered"     // handed to at least one subscription here
 	eventNoSubscriber = "no_subscriber" // its buyer has no socket on this instance
@@ -56,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_notify_events_total",
-			Help: "Events read from the Redis channel, by result.",
+			Help: "Events read from the Redis shard channels (each event of a batch's message counts), by result.",
 		}, []string{"result"}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_notify_reconnects_total",

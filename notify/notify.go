@@ -4,11 +4,14 @@
 // Every transition of an order is published once, with SPUBLISH, on its
 // buyer's Redis shard channel [ChannelOf] by a [Publisher] (the orders
 // workers, the sweeper, pay and cancel all call it through orders' Events
-// interface). Every gateway runs one [Hub] that subscribes (SSUBSCRIBE) to
-// all [Channels] and fans each event out to the
-// [Subscription]s of the order's buyer, as ready-to-write WebSocket text
-// frames. The package knows nothing of HTTP or Fiber: the gateway owns the
-// socket, and reads frames from [Subscription.C].
+// interface). A message is one event's JSON object ([Publisher.Publish]) or
+// a JSON array of a batch's events of one channel, in order
+// ([Publisher.PublishBatch]: one SPUBLISH per channel a batch touches, not
+// per event). Every gateway runs one [Hub] that subscribes (SSUBSCRIBE) to
+// all [Channels], reads both kinds of message, and fans each event out to
+// the [Subscription]s of the order's buyer, as ready-to-write WebSocket
+// text frames. The package knows nothing of HTTP or Fiber: the gateway
+// owns the socket, and reads frames from [Subscription.C].
 //
 // The order's JSON shape is api.Order (seckill/api), and the one mapping to
 // it is [OrderJSON], so an order read through GET /api/v1/orders/{id} and one
@@ -16,8 +19,10 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -133,9 +138,13 @@ func ParseClientMessage(msg []byte) (string, error) {
 	return f.Type, nil
 }
 
-// wireEvent is the JSON published on the shard channels: {"order": {...}, "at": ...}.
-// It travels between the fleet's processes only; the order in it is the
-// API's, so the frame a hub builds from it needs no mapping.
+// wireEvent is one event on the shard channels: {"order": {...}, "at": ...}.
+// A message of a channel is one such object (Publish, or a batch's only
+// event on that channel) or a JSON array of them (PublishBatch: a batch's
+// events of that channel, in order); decodeMessage reads both, so
+// publishers of either kind may share a fleet. It travels between the
+// fleet's processes only; the order in it is the API's, so the frame a hub
+// builds from it needs no mapping.
 type wireEvent struct {
 	Order api.Order `json:"order"`
 	At    time.Time `json:"at"`
@@ -143,7 +152,7 @@ type wireEvent struct {
 	Trace string `json:"traceparent,omitempty"`
 }
 
-// encodeEvent is the message the Publisher puts on ChannelOf the buyer.
+// encodeEvent is the JSON object of e, as published on ChannelOf the buyer.
 func encodeEvent(ctx context.Context, e orders.Event) ([]byte, error) {
 	b, err := json.Marshal(wireEvent{Order: OrderJSON(e.Order), At: e.At.UTC(), Trace: traceOf(ctx, e.Order)})
 	if err != nil {
@@ -152,15 +161,82 @@ func encodeEvent(ctx context.Context, e orders.Event) ([]byte, error) {
 	return b, nil
 }
 
-// decodeEvent reads a message of a shard channel and the buyer it is for.
-func decodeEvent(payload string) (wireEvent, int64, error) {
-	var e wireEvent
-	if err := json.Unmarshal([]byte(payload), &e); err != nil {
-		return e, 0, fmt.Errorf("%w: event is not JSON: %w", apperr.ErrInvalidInput, err)
+// inbound is one event read from a shard channel, with the buyer it is for.
+type inbound struct {
+	ev     wireEvent
+	userID int64
+}
+
+// decodeMessage reads a message of a shard channel: one event object, or an
+// array of them. It returns the well-formed events in the message's order,
+// and an error for each element that is not one (wrapping
+// apperr.ErrInvalidInput), so one bad element loses no other's event. A
+// message that is not JSON at all is one error and no events: where one
+// element's syntax breaks, no later element can be told apart.
+func decodeMessage(payload string) ([]inbound, []error) {
+	b := []byte(payload)
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		in, err := decodeEvent(b)
+		if err != nil {
+			return nil, []error{err}
+		}
+		return []inbound{in}, nil
 	}
-	userID, err := strconv.ParseInt(e.Order.UserID, 10, 64)
+	// The array at once first: one pass over the bytes, as a lone event
+	// costs. Only a message with an element of the wrong shape, which
+	// json.Unmarshal reports without saying which, is read again element
+	// by element.
+	var list []wireEvent
+	err := json.Unmarshal(b, &list)
+	if err != nil {
+		if _, wrongShape := errors.AsType[*json.UnmarshalTypeError](err); !wrongShape {
+			return nil, []error{fmt.Errorf("%w: event array is not JSON: %w", apperr.ErrInvalidInput, err)}
+		}
+		return decodeEach(b)
+	}
+	return collect(len(list), func(i int) (inbound, error) { return checkEvent(list[i]) })
+}
+
+// decodeEach reads an array message whose elements are not all events,
+// one element at a time, so each bad one is told apart from the others.
+func decodeEach(b []byte) ([]inbound, []error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(b, &elems); err != nil {
+		return nil, []error{fmt.Errorf("%w: event array is not JSON: %w", apperr.ErrInvalidInput, err)}
+	}
+	return collect(len(elems), func(i int) (inbound, error) { return decodeEvent(elems[i]) })
+}
+
+// collect reads the n elements of an array message with read, keeping the
+// events in order and an error, naming its element, for each bad one.
+func collect(n int, read func(i int) (inbound, error)) ([]inbound, []error) {
+	out := make([]inbound, 0, n)
+	var errs []error
+	for i := range n {
+		in, err := read(i)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("element %d of %d: %w", i, n, err))
+			continue
+		}
+		out = append(out, in)
+	}
+	return out, errs
+}
+
+// decodeEvent reads one event object and the buyer it is for.
+func decodeEvent(b []byte) (inbound, error) {
+	var ev wireEvent
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return inbound{}, fmt.Errorf("%w: not an event object: %w", apperr.ErrInvalidInput, err)
+	}
+	return checkEvent(ev)
+}
+
+// checkEvent finds the buyer of a decoded event, which must have one.
+func checkEvent(ev wireEvent) (inbound, error) {
+	userID, err := strconv.ParseInt(ev.Order.UserID, 10, 64)
 	if err != nil || userID <= 0 {
-		return e, 0, fmt.Errorf("%w: event has bad user_id %q", apperr.ErrInvalidInput, e.Order.UserID)
+		return inbound{}, fmt.Errorf("%w: event has bad user_id %q", apperr.ErrInvalidInput, ev.Order.UserID)
 	}
-	return e, userID, nil
+	return inbound{ev: ev, userID: userID}, nil
 }

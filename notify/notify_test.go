@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,7 +108,7 @@ func startHub(t *testing.T, cfg notify.HubConfig) (*notify.Hub, *prometheus.Regi
 
 // runHub runs h until the returned stop is called, which waits for Run to
 // return nil. It returns once h is Ready.
-func runHub(t *testing.T, h *notify.Hub) (stop func()) {
+func runHub(t testing.TB, h *notify.Hub) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -287,6 +288,87 @@ func TestBadEventsAreIgnored(t *testing.T) {
 	publish(t, notify.NewPublisher(rdb), order(8001, 401, orders.StatusCancelled))
 	require.EqualValues(t, orders.StatusCancelled, next(t, sub).Order.Status)
 	require.Equal(t, 4.0, value(t, reg, "seckill_notify_events_total", "bad"))
+}
+
+// wire is the JSON object of one event as a publisher of either kind puts
+// it on a shard channel, written here from the outside.
+func wire(t *testing.T, o orders.Order) string {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		Order api.Order `json:"order"`
+		At    time.Time `json:"at"`
+	}{notify.OrderJSON(o), time.Now().UTC()})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestSingleAndArrayMessagesMix: a hub reads single-event messages (an
+// older publisher, or Publish) and array messages (PublishBatch) on one
+// channel, in the order they were published.
+func TestSingleAndArrayMessagesMix(t *testing.T) {
+	hub, reg := startHub(t, notify.HubConfig{})
+	rdb := newRedis(t)
+	pub := notify.NewPublisher(rdb)
+	sub := hub.Subscribe(801)
+	defer sub.Close()
+	ctx := t.Context()
+	ch := notify.ChannelOf(801)
+	o := func(id int64) orders.Order { return order(id, 801, orders.StatusCreated) }
+
+	for _, msg := range []string{
+		wire(t, o(1)),
+		"[" + wire(t, o(2)) + "," + wire(t, o(3)) + "]",
+		" \n[" + wire(t, o(4)) + "]",
+		wire(t, o(5)),
+	} {
+		require.NoError(t, rdb.SPublish(ctx, ch, msg).Err())
+	}
+	publish(t, pub, o(6))
+	require.NoError(t, pub.PublishBatch(ctx, []orders.Event{{Order: o(7), At: time.Now()}, {Order: o(8), At: time.Now()}}))
+	require.NoError(t, pub.PublishBatch(ctx, []orders.Event{{Order: o(9), At: time.Now()}}))
+	for id := 1; id <= 9; id++ {
+		f := next(t, sub)
+		require.Equal(t, strconv.Itoa(id), f.Order.OrderID)
+		require.Equal(t, notify.OrderJSON(o(int64(id))), *f.Order)
+	}
+	requireNothing(t, sub)
+	require.Equal(t, 0.0, value(t, reg, "seckill_notify_events_total", "bad"))
+	require.Equal(t, 9.0, value(t, reg, "seckill_notify_events_total", "delivered"))
+}
+
+// TestBadArrayElementsAreSkipped: an array's malformed elements are counted
+// bad and the others delivered; an array that is not JSON is one bad event.
+func TestBadArrayElementsAreSkipped(t *testing.T) {
+	hub, reg := startHub(t, notify.HubConfig{})
+	rdb := newRedis(t)
+	sub := hub.Subscribe(402)
+	defer sub.Close()
+	ctx := t.Context()
+	ch := notify.ChannelOf(402)
+	good := func(id int64) string { return wire(t, order(id, 402, orders.StatusCreated)) }
+
+	// Elements of the wrong JSON type, and events without a buyer.
+	bad := []string{`{"order":{"user_id":"x"}}`, `42`, `null`, `{"order":5}`, `"s"`, `[]`, `{}`, `{"order":{"user_id":402}}`}
+	msg := "[" + good(8101) + "," + strings.Join(bad, ",") + "," + good(8102) + "]"
+	require.NoError(t, rdb.SPublish(ctx, ch, msg).Err())
+	// Only events without a buyer: each is found bad after the array was
+	// read at once.
+	unbought := []string{`{}`, `null`, `{"order":{"user_id":"0"}}`}
+	msg = "[" + strings.Join(unbought, ",") + "," + good(8103) + "]"
+	require.NoError(t, rdb.SPublish(ctx, ch, msg).Err())
+	for _, broken := range []string{"[" + good(8104) + ",{", "[", "[]"} {
+		require.NoError(t, rdb.SPublish(ctx, ch, broken).Err())
+	}
+	require.NoError(t, rdb.SPublish(ctx, ch, "["+good(8105)+"]").Err())
+
+	require.Equal(t, "8101", next(t, sub).Order.OrderID)
+	require.Equal(t, "8102", next(t, sub).Order.OrderID, "after the bad elements")
+	require.Equal(t, "8103", next(t, sub).Order.OrderID, "after the events without a buyer")
+	require.Equal(t, "8105", next(t, sub).Order.OrderID, "nothing of a broken array, and the hub still reads")
+	requireNothing(t, sub)
+	require.Equal(t, float64(len(bad)+len(unbought)+2), value(t, reg, "seckill_notify_events_total", "bad"),
+		"each bad element, each broken array")
+	require.Equal(t, 4.0, value(t, reg, "seckill_notify_events_total", "delivered"))
 }
 
 // TestHubSubscribesAgainAfterLosingRedis kills every pub/sub connection, on

@@ -371,15 +371,27 @@ func TestWSPushDelay(t *testing.T) {
 		require.NoError(t, err)
 		go func() {
 			for msg := range ps.Channel() {
-				var e struct {
+				// A message is one event, or an array of a batch's events
+				// of the channel (notify.Publisher.PublishBatch).
+				type event struct {
 					Order api.Order `json:"order"`
 					At    time.Time `json:"at"`
 				}
-				if json.Unmarshal([]byte(msg.Payload), &e) == nil && byUser[e.Order.UserID] != nil {
-					mu.Lock()
-					changed[key{e.Order.OrderID, string(e.Order.Status)}] = e.At
-					mu.Unlock()
+				var list []event
+				if json.Unmarshal([]byte(msg.Payload), &list) != nil {
+					var e event
+					if json.Unmarshal([]byte(msg.Payload), &e) != nil {
+						continue
+					}
+					list = []event{e}
 				}
+				mu.Lock()
+				for _, e := range list {
+					if byUser[e.Order.UserID] != nil {
+						changed[key{e.Order.OrderID, string(e.Order.Status)}] = e.At
+					}
+				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -446,7 +458,7 @@ func TestWSPushDelay(t *testing.T) {
 	t.Logf("push delay over %d events of %d shoppers, status change (event at, instance A) to the client's read (sockets on instance B): "+
 		"median %v, p90 %v, p99 %v, max %v", len(delays), shoppers, q(delays, .5), q(delays, .9), q(delays, .99), delays[len(delays)-1])
 	// The worker stamps one at per batch and then publishes the batch's
-	// events one by one, so created carries that wait too.
+	// events, so created carries that wait too.
 	for _, st := range []string{"created", "paid"} {
 		d := byStatus[st]
 		slices.Sort(d)
