@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { stacktest.Main(m, &stack) }
 
 // newRedis returns a client on the test server, closed when t ends. Each
 // hub and publisher gets its own, as each gateway instance has its own.
-func newRedis(t *testing.T) *redis.Client {
+func newRedis(t testing.TB) *redis.Client {
 	t.Helper()
 	return stack.Redis(t)
 }

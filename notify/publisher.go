@@ -26,7 +26,8 @@ func NewPublisher(rdb redis.UniversalClient) *Publisher {
 	return &Publisher{rdb: rdb}
 }
 
-// Publish sends e to every hub of the fleet. Pub/sub is fire and forget: a
+// Publish sends e to every hub of the fleet, as one message of its one
+// JSON object. Pub/sub is fire and forget: a
 // hub that is reconnecting misses it, which is why clients take a fresh
 // snapshot when their socket (re)connects. A Redis failure is wrapped in
 // apperr.ErrUnavailable; the caller's transition has already committed, so

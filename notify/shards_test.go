@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashsale/seckill/deploy/devstack/stacktest"
 	"github.com/flashsale/seckill/notify"
 	"github.com/flashsale/seckill/orders"
 )
@@ -22,13 +23,7 @@ func TestEventsReachEveryShardOnBothShapes(t *testing.T) {
 		t.Run(shape.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			var hubs []*notify.Hub
-			for range 2 {
-				h, err := notify.NewHub(notify.HubConfig{Redis: stack.Client(t, shape)})
-				require.NoError(t, err)
-				t.Cleanup(runHub(t, h))
-				hubs = append(hubs, h)
-			}
+			hubs := startHubs(t, shape, 2)
 			pub := notify.NewPublisher(stack.Client(t, shape))
 
 			// Users 1000..1000+2*ChannelCount-1: two buyers per channel.
@@ -60,6 +55,20 @@ func TestEventsReachEveryShardOnBothShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startHubs runs n hubs (n gateways) on the shape until t ends, each on a
+// client of its own, and returns them Ready.
+func startHubs(t *testing.T, shape stacktest.RedisShape, n int) []*notify.Hub {
+	t.Helper()
+	hubs := make([]*notify.Hub, n)
+	for i := range hubs {
+		h, err := notify.NewHub(notify.HubConfig{Redis: stack.Client(t, shape)})
+		require.NoError(t, err)
+		t.Cleanup(runHub(t, h))
+		hubs[i] = h
+	}
+	return hubs
 }
 
 // TestChannelSlots checks the shard channels against the 3-master cluster:

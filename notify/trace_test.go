@@ -44,16 +44,25 @@ func TestPushJoinsTheOrdersTrace(t *testing.T) {
 		return s
 	}
 
-	// A worker's batch: its own span, and the order's span from Kafka.
+	// A worker's batch: its own span, and each order's span from Kafka.
+	// Both orders are the buyer's, so they travel in one message (an
+	// array), and each push still joins its own order's trace.
 	orderSpan, _ := tracing.ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	otherSpan, _ := tracing.ParseTraceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	ctx, batch := prov.Tracer().Start(context.Background(), "orders batch")
-	ctx = tracing.WithOrders(ctx, map[int64]trace.SpanContext{7001: orderSpan})
-	require.NoError(t, pub.PublishBatch(ctx, []orders.Event{{Order: order(7001, 201, orders.StatusCreated), At: time.Now()}}))
+	ctx = tracing.WithOrders(ctx, map[int64]trace.SpanContext{7001: orderSpan, 7003: otherSpan})
+	require.NoError(t, pub.PublishBatch(ctx, []orders.Event{
+		{Order: order(7001, 201, orders.StatusCreated), At: time.Now()},
+		{Order: order(7003, 201, orders.StatusCreated), At: time.Now()},
+	}))
 	batch.End()
 	next(t, sub)
-	push := waitPush("7001")
-	assert.Equal(t, orderSpan.TraceID(), push.SpanContext().TraceID(), "in the order's trace, not the batch's")
-	assert.Equal(t, orderSpan.SpanID(), push.Parent().SpanID())
+	next(t, sub)
+	for id, sc := range map[string]trace.SpanContext{"7001": orderSpan, "7003": otherSpan} {
+		push := waitPush(id)
+		assert.Equal(t, sc.TraceID(), push.SpanContext().TraceID(), "order %s: in the order's trace, not the batch's", id)
+		assert.Equal(t, sc.SpanID(), push.Parent().SpanID(), id)
+	}
 
 	// A pay: the request's span.
 	ctx, pay := prov.Tracer().Start(context.Background(), "POST /api/v1/orders/:id/pay")

@@ -166,8 +166,9 @@ func (w *Worker) Handle(ctx context.Context, batch []seckill.Reservation) error 
 }
 
 // BatchEvents is an Events that can publish many events in one round trip
-// (notify.Publisher implements it). The Worker uses it when it has it: a
-// batch of a hundred orders is then one round trip, not a hundred.
+// (notify.Publisher implements it, with one message per shard channel the
+// batch touches). The Worker uses it when it has it: a batch of a hundred
+// orders is then one round trip, not a hundred.
 type BatchEvents interface {
 	PublishBatch(ctx context.Context, events []Event) error
 }
