@@ -121,7 +121,7 @@ func reservation(orderID, userID int64) seckill.Reservation {
 }
 
 // Many goroutines publish at once; every message arrives once, and one
-// user's messages arrive in the order that user published them.
+// user's messages of a voucher arrive in the order that user published them.
 func TestPublishConsume(t *testing.T) {
 	t.Parallel()
 	onEachKafka(t, func(t *testing.T, k kafka) {
@@ -160,8 +160,9 @@ func TestPublishConsume(t *testing.T) {
 			require.Equal(t, int64(7), r.VoucherID)
 		}
 		require.Less(t, c.batches, users*perUser/2, "messages are batched")
-		// Every message was published before the consumer joined, so each
-		// partition has ~160 waiting: only MaxBatch keeps a batch at 50.
+		// Every message was published before the consumer joined, so the
+		// voucher's partition has 1,000 waiting: only MaxBatch keeps a batch
+		// at 50.
 		require.LessOrEqual(t, c.largest, 50, "no batch is larger than MaxBatch")
 		require.Eventually(t, func() bool {
 			lag := cons.Lag()
@@ -171,6 +172,18 @@ func TestPublishConsume(t *testing.T) {
 			}
 			return len(lag) > 0 && total == 0
 		}, 5*time.Second, 10*time.Millisecond)
+		// The key is the voucher's: its messages, from 40 users, filled one
+		// partition and left the other five empty.
+		require.Eventually(t, func() bool {
+			used, sum := 0, int64(0)
+			for _, off := range committed(t, k, "g-"+topic, topic, 6) {
+				if off > 0 { // -1: nothing committed there
+					used++
+					sum += off
+				}
+			}
+			return used == 1 && sum == users*perUser
+		}, 5*time.Second, 10*time.Millisecond, "one voucher's messages are in one partition")
 	})
 }
 

@@ -13,8 +13,15 @@
 // buyer settles an unclear one (seckill.Buyer). A killed leader costs a
 // write about 9 s of retries, not a failure. See Producer.
 //
-// Messages: key = user id (decimal), so one user's reservations stay in one
-// partition and in order; value = JSON of seckill.Reservation.
+// Messages: key = voucher id (decimal), so the reservations of one voucher
+// stay in one partition and in order; value = JSON of seckill.Reservation.
+// A sale's crowd buys one voucher, so its records meet in one record batch
+// of one partition per produce request: every partition a request touches
+// costs the leader an append and each follower a fetch of its own, and
+// against three Apache Kafka nodes a key per user (six partitions per
+// request) cost the brokers about twice the CPU per buy
+// (deploy/tools/bench/README.md, "The accepted path by broker"). The price:
+// one voucher's orders are persisted by one worker at a time.
 package kafkaq
 
 import (
@@ -193,7 +200,7 @@ func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) (err erro
 	if err != nil {
 		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)
 	}
-	key := strconv.FormatInt(r.UserID, 10)
+	key := strconv.FormatInt(r.VoucherID, 10)
 	size = len(key) + len(value)
 	done := make(chan error, 1)
 	msg := &sarama.ProducerMessage{

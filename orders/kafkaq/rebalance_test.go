@@ -186,7 +186,11 @@ func newEffects(t *testing.T, partitions int32, n, users int64) effects {
 	require.NoError(t, err)
 	p := newProducer(t, e.b, e.topic)
 	for i := range n {
-		require.NoError(t, p.Publish(ctx, reservation(i+1, i%users+1)))
+		// Each user buys a voucher of its own: the key is the voucher, and
+		// these tests need messages in every partition.
+		r := reservation(i+1, i%users+1)
+		r.VoucherID = r.UserID
+		require.NoError(t, p.Publish(ctx, r))
 	}
 	e.count = func(q string) int {
 		var c int
@@ -261,6 +265,9 @@ func workerFrozen(t *testing.T, hold string) {
 	e := newEffects(t, partitions, n, 20)
 	b, topic, group, url, pool, count := e.b, e.topic, e.group, e.url, e.pool, e.count
 	log := readLog(t, b.brokers, topic, partitions)
+	for part, ids := range log {
+		require.NotEmpty(t, ids, "partition %d has messages to hand over", part)
+	}
 	atEnd := func() bool {
 		offs := committed(t, b, group, topic, partitions)
 		for part, ids := range log {
