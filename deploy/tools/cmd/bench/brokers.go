@@ -23,8 +23,10 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/seckill/deploy/devstack"
+	"github.com/flashsale/seckill/deploy/devstack/cost"
 	"github.com/flashsale/seckill/deploy/tools/loadtest"
 	"github.com/flashsale/seckill/orders/kafkaq"
 )
@@ -33,13 +35,15 @@ import (
 // dead-letter topic made, as auto-creation is off there.
 const brokerTopic = "seckill.orders"
 
-// brokerRun is the accepted crowd on one broker.
+// brokerRun is the accepted crowd on one dev process: on one broker, or
+// (wait.go) with one setting of SECKILL_REDIS_WAIT_REPLICAS.
 type brokerRun struct {
 	name    string
 	rep     loadtest.Report
 	cpu     map[string]time.Duration // per process over the crowd
 	accept  float64                  // accepted buys the gateway counted meanwhile
 	produce histogram                // the produce waits meanwhile
+	redis   cost.Redis               // what dev's Redis did meanwhile (INFO commandstats, cpu)
 }
 
 // runBrokers runs the accepted crowd of o.brokerShoppers on each broker of
@@ -76,12 +80,13 @@ func runBrokers(ctx context.Context, o options, bin string, env []string, work s
 	return nil
 }
 
-// brokerCrowd starts the broker (none for the in-process one) and a dev
-// process on it, warms it with a small crowd, then measures one.
+// brokerCrowd starts the broker (none for the in-process one), runs the
+// accepted crowd on a dev process on it, then, with three nodes, the
+// producer settings once that process has stopped.
 func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, name string, nodes int) (brokerRun, []settingRun, error) {
-	run := brokerRun{name: name}
-	var k *devstack.ApacheKafka
+	var hooks devHooks
 	env = slices.Clone(env)
+	var k *devstack.ApacheKafka
 	if nodes > 0 {
 		fmt.Fprintf(os.Stderr, "bench: starting Apache Kafka, %d node(s)\n", nodes)
 		var err error
@@ -91,34 +96,77 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 			ProductionJVM: o.productionJVM,
 		})
 		if err != nil {
-			return run, nil, err
+			return brokerRun{name: name}, nil, err
 		}
 		defer k.Close()
 		env = append(env, "SECKILL_KAFKA_BROKERS="+strings.Join(k.Brokers, ","))
+		hooks.others = func() map[string]time.Duration { return map[string]time.Duration{"kafka JVMs": jvmCPU(k)} }
 	}
-	addr, err := freeAddr()
+	run, err := devCrowd(ctx, o, bin, env, dir, name, hooks)
 	if err != nil {
 		return run, nil, err
+	}
+	var settings []settingRun
+	if o.producerSettings && nodes == 3 {
+		// devCrowd has stopped the dev process: the producer alone gets
+		// the machine.
+		settings, err = producerSettings(ctx, k, o)
+		if err != nil {
+			return run, nil, err
+		}
+	}
+	return run, settings, nil
+}
+
+// devHooks are what a caller of devCrowd adds to its run.
+type devHooks struct {
+	// ready runs once the dev process answers, before the warm-up crowd,
+	// with a client of its Redis.
+	ready func(ctx context.Context, rdb redis.UniversalClient) error
+	// others is the CPU so far, by name, of processes the run counts that
+	// are not the dev process's children.
+	others func() map[string]time.Duration
+}
+
+// devCrowd starts a dev process on env in dir, warms it with a small
+// crowd, then measures the accepted crowd of o.brokerShoppers, and stops
+// it.
+func devCrowd(ctx context.Context, o options, bin string, env []string, dir, name string, hooks devHooks) (brokerRun, error) {
+	run := brokerRun{name: name}
+	addr, err := freeAddr()
+	if err != nil {
+		return run, err
 	}
 	base := "http://" + addr
 	opsAddr, err := freeAddr()
 	if err != nil {
-		return run, nil, err
+		return run, err
 	}
 	metrics := "http://" + opsAddr // the ops listener: the gateway's port serves no /metrics
-	env = append(env, "SECKILL_HTTP_ADDR="+addr, "SECKILL_OPS_ADDR="+opsAddr, "SECKILL_LOADTEST_URL="+base,
-		"SECKILL_DATA_DIR="+filepath.Join(dir, "data"))
+	dataDir := filepath.Join(dir, "data")
+	env = append(slices.Clone(env), "SECKILL_HTTP_ADDR="+addr, "SECKILL_OPS_ADDR="+opsAddr, "SECKILL_LOADTEST_URL="+base,
+		"SECKILL_DATA_DIR="+dataDir)
 	logPath := filepath.Join(dir, "seckill.log")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return run, nil, err
+		return run, err
 	}
 	stopDev, pid, err := startDev(ctx, bin, env, logPath)
 	if err != nil {
-		return run, nil, err
+		return run, err
 	}
 	defer stopDev()
 	if err := waitReady(ctx, base, 2*time.Minute); err != nil {
-		return run, nil, fmt.Errorf("%w; the log says:\n%s", err, tail(logPath, 30))
+		return run, fmt.Errorf("%w; the log says:\n%s", err, tail(logPath, 30))
+	}
+	svc, err := dialServices(dataDir, metrics)
+	if err != nil {
+		return run, err
+	}
+	defer svc.close()
+	if hooks.ready != nil {
+		if err := hooks.ready(ctx, svc.rdb); err != nil {
+			return run, err
+		}
 	}
 	crowd := func(shoppers, firstUser int, rep *loadtest.Report) error {
 		args := []string{"sale", "-shoppers", strconv.Itoa(shoppers), "-attempts", "1",
@@ -130,53 +178,53 @@ func brokerCrowd(ctx context.Context, o options, bin string, env []string, dir, 
 	fmt.Fprintf(os.Stderr, "bench: %s: warm-up crowd of %d, then %d shoppers\n", name, o.brokerShoppers/4, o.brokerShoppers)
 	var warm loadtest.Report
 	if err := crowd(o.brokerShoppers/4, 30_000_000, &warm); err != nil {
-		return run, nil, err
+		return run, err
 	}
 	acc0, h0, err := gatewayFigures(ctx, metrics)
 	if err != nil {
-		return run, nil, err
+		return run, err
 	}
-	cpu0 := brokerCPU(pid, k)
+	r0, err := cost.ReadRedis(ctx, svc.rdb)
+	if err != nil {
+		return run, err
+	}
+	cpu0 := devCPU(pid, hooks.others)
 	if err := crowd(o.brokerShoppers, 40_000_000, &run.rep); err != nil {
-		return run, nil, err
+		return run, err
 	}
-	cpu1 := brokerCPU(pid, k)
+	cpu1 := devCPU(pid, hooks.others)
+	r1, err := cost.ReadRedis(ctx, svc.rdb)
+	if err != nil {
+		return run, err
+	}
 	acc1, h1, err := gatewayFigures(ctx, metrics)
 	if err != nil {
-		return run, nil, err
+		return run, err
 	}
-	run.accept, run.produce = acc1-acc0, h1.sub(h0)
+	run.accept, run.produce, run.redis = acc1-acc0, h1.sub(h0), r1.Sub(r0)
 	run.cpu = map[string]time.Duration{}
 	for p, t := range cpu1 {
 		run.cpu[p] = t - cpu0[p]
 	}
 	if !run.rep.Passed {
-		return run, nil, fmt.Errorf("the load test's invariant checks failed on %s", name)
+		return run, fmt.Errorf("the load test's invariant checks failed on %s", name)
 	}
-	var settings []settingRun
-	if o.producerSettings && nodes == 3 {
-		stopDev() // the producer alone gets the machine
-		settings, err = producerSettings(ctx, k, o)
-		if err != nil {
-			return run, nil, err
-		}
-	}
-	return run, settings, nil
+	return run, nil
 }
 
-// brokerCPU is the CPU time so far of the dev process (the gateway, the
+// devCPU is the CPU time so far of the dev process (the gateway, the
 // workers and, without Apache Kafka, the in-process broker), of each of its
 // children (redis-server, the postmaster with its backends) and of the
-// Apache nodes' JVMs together.
-func brokerCPU(pid int, k *devstack.ApacheKafka) map[string]time.Duration {
+// processes others names (nil: none).
+func devCPU(pid int, others func() map[string]time.Duration) map[string]time.Duration {
 	out := map[string]time.Duration{"seckill dev": procCPU(pid, false)}
 	for _, kid := range devstack.ChildrenOf(pid) {
 		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(kid) + "/comm")
 		out[strings.TrimSpace(string(comm))] += procCPU(kid, true)
 	}
-	if k != nil {
-		for i := range k.Brokers {
-			out["kafka JVMs"] += procCPU(k.Pid(i), false)
+	if others != nil {
+		for name, t := range others() {
+			out[name] += t
 		}
 	}
 	return out
@@ -362,11 +410,7 @@ func producerSettings(ctx context.Context, k *devstack.ApacheKafka, o options) (
 	}
 	var out []settingRun
 	for round := 1; round <= o.producerRounds; round++ {
-		order := slices.Clone(variants)
-		if round%2 == 0 {
-			slices.Reverse(order)
-		}
-		for _, v := range order {
+		for _, v := range inTurn(variants, round) {
 			fmt.Fprintf(os.Stderr, "bench: producer %s, round %d\n", v.name, round)
 			r, err := oneSetting(ctx, k, v, o.concurrency, 4*time.Second)
 			if err != nil {
@@ -377,6 +421,18 @@ func producerSettings(ctx context.Context, k *devstack.ApacheKafka, o options) (
 		}
 	}
 	return out, nil
+}
+
+// inTurn is the order of items in round (from 1): as given in odd rounds,
+// reversed in even ones, so that a machine getting busier or quieter
+// during a comparison does not favour what comes first. items is left as
+// it is.
+func inTurn[T any](items []T, round int) []T {
+	order := slices.Clone(items)
+	if round%2 == 0 {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 func oneSetting(ctx context.Context, k *devstack.ApacheKafka, v setting, inFlight int, d time.Duration) (settingRun, error) {
