@@ -54,6 +54,16 @@
 // -producer-rounds rounds, the settings in turn, each beside the shipped
 // one of its round. -brokers-only runs just that.
 //
+// With -wait-replica it runs only the replica comparison instead: what
+// waiting for a Redis replica before a buy's 202 costs the accepted rate.
+// The accepted crowd of the broker comparison (-broker-shoppers, on the
+// in-process broker), each time on a new dev process whose redis-server
+// has a live replica the bench starts, once with
+// SECKILL_REDIS_WAIT_REPLICAS=0 and once with auto, in -wait-rounds
+// rounds, the order reversed in even rounds; it prints accepted buys/s,
+// each beside the same round's without WAIT, p99, the 503s, the master's
+// WAIT calls and the CPU of Redis and of the replica per accepted buy.
+//
 // With -crowd (`make crowd`) it runs the real crowd instead: `seckill dev`
 // with SECKILL_GLOBAL_RATE=2000, then `loadtest crowd` (the catalog
 // beside /healthz, PostgreSQL's transactions, sockets, 100 honest shoppers
@@ -145,6 +155,9 @@ type options struct {
 	producerRounds   int
 	producerVariants string
 	brokersOnly      bool
+	// The replica comparison: whether it runs (alone), and its rounds.
+	waitReplica bool
+	waitRounds  int
 	// The cost table: where its JSON goes, a saved one to compare with,
 	// and how long PostgreSQL's counters settle after a crowd.
 	out, compare string
@@ -177,6 +190,8 @@ func main() {
 	flag.IntVar(&o.producerRounds, "producer-rounds", 2, "with -producer-settings: rounds, the settings in turn (backwards in even rounds)")
 	flag.StringVar(&o.producerVariants, "producer-variants", "", "with -producer-settings: the settings to try besides the shipped one, comma-separated ("+variantKeys()+"); empty is all")
 	flag.BoolVar(&o.brokersOnly, "brokers-only", false, "run only the broker comparison")
+	flag.BoolVar(&o.waitReplica, "wait-replica", false, "run only the replica comparison: the accepted crowd (-broker-shoppers) on a Redis with a live replica, SECKILL_REDIS_WAIT_REPLICAS 0 against auto")
+	flag.IntVar(&o.waitRounds, "wait-rounds", 2, "with -wait-replica: rounds, 0 and auto in turn (the order reversed in even rounds)")
 	flag.StringVar(&o.out, "out", "", "write the cost table and the figures as JSON to this file, for a later -compare")
 	flag.StringVar(&o.compare, "compare", "", "a JSON of an earlier run (-out): the cost table shows the change")
 	flag.DurationVar(&o.pgSettle, "pg-settle", 11*time.Second, "wait after each crowd before reading PostgreSQL's counters (idle backends publish theirs within 10 s)")
@@ -186,6 +201,11 @@ func main() {
 	}
 	if _, err := chosenVariants(o.producerVariants); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+
+	if o.waitReplica && o.waitRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -wait-rounds must be 1 or more")
 		os.Exit(2)
 	}
 
@@ -293,7 +313,7 @@ func run(ctx context.Context, o options) error {
 	env = append(env, o.env...)
 
 	var res results
-	if !o.crowd && !o.brokersOnly {
+	if !o.crowd && !o.brokersOnly && !o.waitReplica {
 		fmt.Fprintln(os.Stderr, "bench: allocations per buy: go test -bench BenchmarkHandlerBuy ./gateway/")
 		if res.allocs, err = allocsPerBuy(ctx); err != nil {
 			res.allocsErr = err.Error()
@@ -302,7 +322,10 @@ func run(ctx context.Context, o options) error {
 	}
 
 	logPath := filepath.Join(work, "seckill.log")
-	if o.brokersOnly {
+	switch {
+	case o.waitReplica:
+		return runWaitReplica(ctx, o, bin, env, work)
+	case o.brokersOnly:
 		return runBrokers(ctx, o, bin, env, work)
 	}
 	stopDev, _, err := startDev(ctx, bin, env, logPath)
