@@ -44,6 +44,7 @@ type brokerRun struct {
 	accept  float64                  // accepted buys the gateway counted meanwhile
 	produce histogram                // the produce waits meanwhile
 	redis   cost.Redis               // what dev's Redis did meanwhile (INFO commandstats, cpu)
+	loadavg string                   // the machine's load average as the crowd started
 }
 
 // runBrokers runs the accepted crowd of o.brokerShoppers on each broker of
@@ -189,6 +190,7 @@ func devCrowd(ctx context.Context, o options, bin string, env []string, dir, nam
 		return run, err
 	}
 	cpu0 := devCPU(pid, hooks.others)
+	run.loadavg = loadavg()
 	if err := crowd(o.brokerShoppers, 40_000_000, &run.rep); err != nil {
 		return run, err
 	}

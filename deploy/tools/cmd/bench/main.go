@@ -62,7 +62,8 @@
 // SECKILL_REDIS_WAIT_REPLICAS=0 and once with auto, in -wait-rounds
 // rounds, the order reversed in even rounds; it prints accepted buys/s,
 // each beside the same round's without WAIT, p99, the 503s, the master's
-// WAIT calls and the CPU of Redis and of the replica per accepted buy.
+// WAIT calls and the CPU of Redis and of the replica per accepted buy,
+// and MET or MISSED against the median cost over rounds.
 //
 // With -crowd (`make crowd`) it runs the real crowd instead: `seckill dev`
 // with SECKILL_GLOBAL_RATE=2000, then `loadtest crowd` (the catalog

@@ -144,6 +144,7 @@ type waitRow struct {
 	ratio       float64 // rate over the same round's rate without WAIT; 0 when there is none
 	p99MS       float64
 	unavailable int     // 503 answers
+	loadavg     string  // the machine's, as the crowd started
 	waits       float64 // WAIT calls on the master per accepted buy
 	scripts     float64 // script calls (a batch each) per accepted buy
 	redis       time.Duration
@@ -165,7 +166,7 @@ func waitRows(runs []waitRun) []waitRow {
 	rows := make([]waitRow, 0, len(runs))
 	for _, r := range runs {
 		row := waitRow{mode: r.mode, round: r.round, rate: rate(r.run.rep, loadtest.OutcomeAccepted),
-			p99MS: r.run.rep.Latency["all"].P99MS, unavailable: r.run.rep.Outcomes[loadtest.OutcomeUnavailable]}
+			p99MS: r.run.rep.Latency["all"].P99MS, unavailable: r.run.rep.Outcomes[loadtest.OutcomeUnavailable], loadavg: r.run.loadavg}
 		if b := base[r.round]; b > 0 {
 			row.ratio = row.rate / b
 		}
@@ -187,40 +188,43 @@ func waitRows(runs []waitRun) []waitRow {
 	return rows
 }
 
-// waitVerdict is the mean over rounds of the waiting runs' ratios, and
-// whether waiting met the design rule: a cost under maxWaitCost.
-func waitVerdict(rows []waitRow) (mean float64, met bool) {
-	var sum float64
-	n := 0
+// waitVerdict is the median and the lowest over rounds of the waiting
+// runs' ratios, and whether waiting met the design rule: a median cost
+// under maxWaitCost. The median, not the mean: one round whose run without
+// WAIT met a burst of other work on the shared machine would otherwise
+// decide it alone.
+func waitVerdict(rows []waitRow) (median, lowest float64, met bool) {
+	var ratios []float64
 	for _, r := range rows {
 		if r.mode != waitModes[0] && r.ratio > 0 {
-			sum += r.ratio
-			n++
+			ratios = append(ratios, r.ratio)
 		}
 	}
-	if n == 0 {
-		return 0, false
+	if len(ratios) == 0 {
+		return 0, 0, false
 	}
-	mean = sum / float64(n)
-	return mean, 1-mean < maxWaitCost
+	slices.Sort(ratios)
+	n := len(ratios)
+	median = (ratios[(n-1)/2] + ratios[n/2]) / 2
+	return median, ratios[0], 1-median < maxWaitCost
 }
 
 func writeWaitReplica(w io.Writer, o options, runs []waitRun) {
 	rows := waitRows(runs)
 	fmt.Fprintf(w, "\n### accepted path with a live Redis replica: SECKILL_REDIS_WAIT_REPLICAS 0 and auto (%d shoppers, %d in flight, in-process broker)\n\n",
 		o.brokerShoppers, o.concurrency)
-	fmt.Fprintln(w, "| WAIT_REPLICAS | round | accepted/s | ÷ 0, same round | p99 | 503 | per accepted buy: EVALSHA | WAIT | CPU: redis | replica | all |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| WAIT_REPLICAS | round | accepted/s | ÷ 0, same round | p99 | 503 | per accepted buy: EVALSHA | WAIT | CPU: redis | replica | all | load average |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.1f ms | %d | %.3f | %.3f | %s | %s | %s |\n", r.mode, r.round, r.rate, r.ratio,
-			r.p99MS, r.unavailable, r.scripts, r.waits, fmtMicros(r.redis), fmtMicros(r.replica), fmtMicros(r.all))
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.1f ms | %d | %.3f | %.3f | %s | %s | %s | %s |\n", r.mode, r.round, r.rate, r.ratio,
+			r.p99MS, r.unavailable, r.scripts, r.waits, fmtMicros(r.redis), fmtMicros(r.replica), fmtMicros(r.all), r.loadavg)
 	}
-	mean, met := waitVerdict(rows)
+	median, lowest, met := waitVerdict(rows)
 	verdict := "MISSED"
 	if met {
 		verdict = "MET"
 	}
-	fmt.Fprintf(w, "\nauto ÷ 0, mean over rounds: %.3f (a cost of %.1f %%); target: under %.0f %% of the accepted rate: %s\n",
-		mean, 100*(1-mean), 100*maxWaitCost, verdict)
+	fmt.Fprintf(w, "\nauto ÷ 0 over rounds: median %.3f (a cost of %.1f %%), lowest %.2f; target: a median cost under %.0f %% of the accepted rate: %s\n",
+		median, 100*(1-median), lowest, 100*maxWaitCost, verdict)
 	fmt.Fprintln(w, "CPU from /proc/<pid>/stat before and after the crowd; all is seckill dev, its redis-server and postmaster with the backends, and the replica.")
 }
