@@ -228,14 +228,19 @@ func allocsPerBuy(ctx context.Context) (int, error) {
 	return strconv.Atoi(string(m[1]))
 }
 
-// moduleRoot is the folder of go.mod, from the working directory up.
+// moduleRoot is the product's folder: the first one from the working
+// directory up that holds both a go.mod and the gateway. The tools' own
+// module (deploy/tools, where `go -C deploy/tools run` starts) has a go.mod
+// too, and no gateway.
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		_, mod := os.Stat(filepath.Join(dir, "go.mod"))
+		_, gw := os.Stat(filepath.Join(dir, "gateway"))
+		if mod == nil && gw == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -82,4 +84,14 @@ func TestSplitProfileByRole(t *testing.T) {
 	require.Equal(t, time.Duration(5), per)
 	_, ok = cpuShare{byRole: by}.perBuy()
 	require.False(t, ok)
+}
+
+// The bench runs from the tools' module (go -C deploy/tools run), which has
+// a go.mod of its own; the allocations' benchmark must still find the
+// product's folder, the one with the gateway.
+func TestModuleRootIsTheProducts(t *testing.T) {
+	root, err := moduleRoot()
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(root, "gateway", "bench_test.go"))
+	assert.NoFileExists(t, filepath.Join(root, "cmd", "bench", "main.go"), "not the tools' module")
 }
