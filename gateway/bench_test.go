@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -10,7 +12,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	pipe "github.com/flashsale/seckill/gateway/buy"
 	"github.com/flashsale/seckill/seckill"
+	"github.com/flashsale/seckill/seckill/tracing"
 )
 
 // The benchmarks measure the gateway's own cost of one HTTP buy (auth, JSON,
@@ -59,6 +63,33 @@ func BenchmarkHTTPBuy(b *testing.B) {
 // BenchmarkHandlerBuy calls the app's handler in memory: the gateway's cost
 // per request without sockets or a client.
 func BenchmarkHandlerBuy(b *testing.B) { handlerBuy(b, benchSetup(b), "") }
+
+// BenchmarkHandlerBuyAsServed is BenchmarkHandlerBuy as the process serves
+// it: the access log written as cmd/seckill writes it (text, durations
+// made readable, trace ids added; here to io.Discard), and a per-user limit
+// that lets every attempt through and sets the six RateLimit headers on
+// it, as gateway/edge's does on every seckill buy.
+func BenchmarkHandlerBuyAsServed(b *testing.B) {
+	handlerBuy(b, setup(b, func(_ *Config, d *testDeps) {
+		d.Logger = slog.New(tracing.LogHandler(slog.NewTextHandler(io.Discard,
+			&slog.HandlerOptions{ReplaceAttr: tracing.ReadableDurations})))
+		d.Steps.User = rateHeaders{}
+	}), "")
+}
+
+// rateHeaders is a limit that admits every attempt with the RateLimit
+// headers of gateway/edge's limits.
+type rateHeaders struct{}
+
+func (rateHeaders) Take(_ context.Context, a *pipe.Attempt) error {
+	for _, h := range [...][2]string{
+		{"RateLimit-Limit", "1000000"}, {"RateLimit-Remaining", "999999"}, {"RateLimit-Reset", "1"},
+		{"X-RateLimit-Limit", "1000000"}, {"X-RateLimit-Remaining", "999999"}, {"X-RateLimit-Reset", "1"},
+	} {
+		a.SetHeader(h[0], h[1])
+	}
+	return nil
+}
 
 // handlerBuy is BenchmarkHandlerBuy on bb, each request with the
 // traceparent header tp (none when empty).
