@@ -74,10 +74,8 @@ func (s *Server) buy(c *fiber.Ctx) (err error) {
 	}
 	reachedPipeline(c.UserContext())
 	p, err = s.pipeline.Buy(c.UserContext(), a)
-	for k, vs := range a.Header() {
-		for _, v := range vs {
-			c.Response().Header.Add(k, v)
-		}
+	for _, h := range a.Headers() {
+		c.Response().Header.Add(h.Key, h.Value)
 	}
 	if err != nil {
 		return err

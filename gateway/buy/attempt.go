@@ -1,7 +1,7 @@
 package buy
 
 import (
-	"net/http"
+	"strings"
 
 	"github.com/flashsale/seckill/orders"
 	"github.com/flashsale/seckill/seckill"
@@ -38,20 +38,46 @@ type Attempt struct {
 	// otherwise. The sale report counts refusals by limit.
 	Limiter string
 
-	header http.Header
+	// header is what SetHeader set, in the order first set: a handful of
+	// fields on every buy, which the gateway copies to the answer as they
+	// are (no map to build and range over).
+	header []HeaderField
 }
+
+// HeaderField is one header of the answer.
+type HeaderField struct{ Key, Value string }
 
 // SetHeader adds a header to the answer, whatever it turns out to be: a rate
-// limiter's RateLimit-* headers on a 202 as on a 429.
+// limiter's RateLimit-* headers on a 202 as on a 429. Setting a key again
+// (compared as HTTP compares header names, ignoring case) replaces its
+// value.
 func (a *Attempt) SetHeader(key, value string) {
-	if a.header == nil {
-		a.header = make(http.Header, 4)
+	for i := range a.header {
+		if strings.EqualFold(a.header[i].Key, key) {
+			a.header[i].Value = value
+			return
+		}
 	}
-	a.header.Set(key, value)
+	if a.header == nil {
+		a.header = make([]HeaderField, 0, 6)
+	}
+	a.header = append(a.header, HeaderField{key, value})
 }
 
-// Header returns the headers set so far (nil when none).
-func (a *Attempt) Header() http.Header { return a.header }
+// Headers returns the headers set so far, in the order first set (nil when
+// none). The slice is the attempt's: read it, do not change it.
+func (a *Attempt) Headers() []HeaderField { return a.header }
+
+// Header returns the value set for key, compared ignoring case ("" when
+// none).
+func (a *Attempt) Header(key string) string {
+	for _, h := range a.header {
+		if strings.EqualFold(h.Key, key) {
+			return h.Value
+		}
+	}
+	return ""
+}
 
 // Purchase is what a successful attempt produced.
 type Purchase struct {

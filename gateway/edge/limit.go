@@ -136,11 +136,14 @@ func (g *userLimit) Take(ctx context.Context, a *buy.Attempt) error {
 func setRateHeaders(set func(key, value string), rate, remaining int, resetAfter time.Duration) {
 	limit, left := strconv.Itoa(rate), strconv.Itoa(max(remaining, 0))
 	reset := strconv.Itoa(ceilSeconds(resetAfter))
-	for _, p := range []string{"RateLimit-", "X-RateLimit-"} {
-		set(p+"Limit", limit)
-		set(p+"Remaining", left)
-		set(p+"Reset", reset)
-	}
+	// Every seckill buy sets them: the names are written out, not joined
+	// per call.
+	set("RateLimit-Limit", limit)
+	set("RateLimit-Remaining", left)
+	set("RateLimit-Reset", reset)
+	set("X-RateLimit-Limit", limit)
+	set("X-RateLimit-Remaining", left)
+	set("X-RateLimit-Reset", reset)
 }
 
 // ceilSeconds rounds d up to whole seconds, at least 0.
