@@ -65,7 +65,9 @@ type Limit interface {
 }
 
 // Hoard judges a shopper by the holds they let expire unpaid or cancelled:
-// seckill.ErrUnpaidLimit refuses them; any other error is the store's.
+// seckill.ErrUnpaidLimit refuses them; any other error is the store's. It
+// bounds its own I/O (seckill/hoard: hoard.CheckTimeout), so that a Redis
+// link gone silent does not hold the buy until the request's deadline.
 type Hoard interface {
 	Check(ctx context.Context, userID int64) error
 }

@@ -31,6 +31,13 @@ import (
 // DefaultWindow is Config.Window's default.
 const DefaultWindow = 24 * time.Hour
 
+// CheckTimeout bounds Check's read, as gateway/edge bounds a rate limit's
+// check: on a Redis link gone silent the read ends and the buy goes on to
+// the breaker, instead of waiting out the request's deadline. It is set
+// around the read itself, so a Watch that judges a shopper from memory
+// costs the buy no timer.
+const CheckTimeout = 500 * time.Millisecond
+
 // Config is what New builds a Store from.
 type Config struct {
 	// Redis holds the strikes.
@@ -128,11 +135,13 @@ func (s *Store) Check(ctx context.Context, userID int64) error {
 		return nil
 	}
 	now := s.now()
-	newest, err := s.hot.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+	rctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	newest, err := s.hot.ZRangeArgsWithScores(rctx, redis.ZRangeArgs{
 		Key: key(userID), ByScore: true, Rev: true,
 		Start: "+inf", Stop: "(" + strconv.FormatInt(now.Add(-s.window).UnixMilli(), 10),
 		Count: int64(s.limit),
 	}).Result()
+	cancel()
 	if err != nil {
 		return fmt.Errorf("hoard: check user %d: %w", userID, err)
 	}
