@@ -165,7 +165,7 @@ func plainInt(b []byte, p int) (int64, int, bool) {
 // encoder's buffer and the body's copy were two allocations per buy).
 // A status that would need escaping goes through c.JSON.
 func writePurchase(c *fiber.Ctx, orderID int64, status orders.Status) error {
-	if !plainJSONText(string(status)) {
+	if !api.PlainText(string(status)) {
 		return c.Status(fiber.StatusAccepted).JSON(api.Purchase{OrderID: idString(orderID), Status: string(status)})
 	}
 	var buf [96]byte
@@ -185,7 +185,7 @@ func writePurchase(c *fiber.Ctx, orderID int64, status orders.Status) error {
 // no escaping (every message of the error table and of the common
 // refusals); others go through c.JSON.
 func writeErrorBody(c *fiber.Ctx, e apiError) error {
-	if !e.plain() || !plainJSONText(e.row.code) || !plainJSONText(e.message) {
+	if !e.plain() || !api.PlainText(e.row.code) || !api.PlainText(e.message) {
 		return c.Status(e.row.status).JSON(e.body())
 	}
 	var buf [256]byte
@@ -198,17 +198,4 @@ func writeErrorBody(c *fiber.Ctx, e apiError) error {
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(b)
 	return nil
-}
-
-// plainJSONText says whether json.Marshal writes s unchanged between its
-// quotes: printable ASCII without the quote, the backslash and the three
-// characters it escapes for HTML (<, >, &).
-func plainJSONText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
 }

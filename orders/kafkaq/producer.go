@@ -26,7 +26,6 @@ package kafkaq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -196,7 +195,7 @@ func (p *Producer) Publish(ctx context.Context, r seckill.Reservation) (err erro
 	start := time.Now()
 	size := 0
 	defer func() { p.metrics.produced(start, size, err) }()
-	value, err := json.Marshal(r)
+	value, err := Encode(r)
 	if err != nil {
 		return fmt.Errorf("kafkaq: publish order %d: %w", r.OrderID, err)
 	}
