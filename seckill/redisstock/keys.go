@@ -4,7 +4,10 @@ package redisstock
 // needs comes first (a bucket's keys, the shopper's bucket, reserve.lua's
 // KEYS), so its path takes one look here.
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Keys names every Redis key of one bucket of a voucher. Build them with
 // VoucherKeys or BucketKeys and nowhere else, so no key is spelled twice.
@@ -55,32 +58,58 @@ type Keys struct {
 	Shards string
 	// Bucket is the bucket these keys are of.
 	Bucket int
-	prefix string
 }
 
-// BucketKeys returns the keys of bucket b of voucher id.
+// BucketKeys returns the keys of bucket b of voucher id. They are cut from
+// one string, one allocation instead of one per key: a buy names its
+// bucket's keys twice (Reserve, Promise) and the workers once per order
+// (Confirm).
 func BucketKeys(id int64, b int) Keys {
-	tag := "v" + strconv.FormatInt(id, 10)
-	p := "seckill:{" + tag
+	// p is the prefix of the bucket's own keys, "seckill:{v42.3}:", and tag
+	// the voucher's, "v42".
+	var pb [64]byte
+	p := append(pb[:0], "seckill:{v"...)
+	p = strconv.AppendInt(p, id, 10)
+	tag := p[len("seckill:{"):]
 	if b > 0 {
-		p += "." + strconv.Itoa(b)
+		p = append(p, '.')
+		p = strconv.AppendInt(p, int64(b), 10)
 	}
-	p += "}:"
+	p = append(p, "}:"...)
+
+	var sb strings.Builder
+	sb.Grow(len(bucketKeyNames)*len(p) + bucketKeyNamesLen + 3*len(tag) + len("seckill:{}:heal"+"seckill:{}:healfence"+"seckill:shards:{}"))
+	var ends [len(bucketKeyNames) + 3]int
+	for i, name := range bucketKeyNames {
+		sb.Write(p)
+		sb.WriteString(name)
+		ends[i] = sb.Len()
+	}
+	for i, parts := range [3][2]string{{"seckill:{", "}:heal"}, {"seckill:{", "}:healfence"}, {"seckill:shards:{", "}"}} {
+		sb.WriteString(parts[0])
+		sb.Write(tag)
+		sb.WriteString(parts[1])
+		ends[len(bucketKeyNames)+i] = sb.Len()
+	}
+	all := sb.String()
+	key := func(i int) string {
+		if i == 0 {
+			return all[:ends[0]]
+		}
+		return all[ends[i-1]:ends[i]]
+	}
 	return Keys{
-		Meta:      p + "meta",
-		Ledger:    p + "ledger",
-		Pending:   p + "pending",
-		Released:  p + "released",
-		Moves:     p + "moves",
-		Credited:  p + "credited",
-		Heal:      "seckill:{" + tag + "}:heal",
-		HealFence: "seckill:{" + tag + "}:healfence",
-		Fence:     p + "fence",
-		Shards:    "seckill:shards:{" + tag + "}",
-		Bucket:    b,
-		prefix:    p,
+		Meta: key(0), Ledger: key(1), Pending: key(2), Released: key(3), Moves: key(4), Credited: key(5), Fence: key(6),
+		Heal: key(7), HealFence: key(8), Shards: key(9),
+		Bucket: b,
 	}
 }
+
+// bucketKeyNames are the names of a bucket's own keys after its prefix, in
+// the order BucketKeys cuts them; bucketKeyNamesLen is their length.
+var bucketKeyNames = [...]string{"meta", "ledger", "pending", "released", "moves", "credited", "fence"}
+
+const bucketKeyNamesLen = len("meta" + "ledger" + "pending" + "released" + "moves" + "credited" + "fence")
 
 // homeBucket is the bucket of a voucher of n buckets that a user buys in:
 // their count, orders and request keys live in its keys alone (shards.go,
