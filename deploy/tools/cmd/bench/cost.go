@@ -302,6 +302,9 @@ type benchRecord struct {
 	Accepted     runCost   `json:"accepted"`
 	SoldOut      runCost   `json:"sold_out"`
 	AllocsPerBuy *int      `json:"allocs_per_buy,omitempty"`
+	// HealthzCPUMicros is the gateway's CPU per request of GET /healthz
+	// during its ceiling: the floor under an answer's.
+	HealthzCPUMicros *float64 `json:"healthz_gateway_cpu_us,omitempty"`
 	// The figures that must not get worse, ratios to this run's ceilings.
 	AcceptedShare float64 `json:"accepted_share_of_evalsha"`
 	SoldOutShare  float64 `json:"sold_out_share_of_healthz"`
@@ -322,6 +325,10 @@ func newRecord(res results) benchRecord {
 	}
 	if res.allocsErr == "" {
 		r.AllocsPerBuy = &res.allocs
+	}
+	if per, ok := res.healthzCPU.share.perBuy(); ok {
+		v := micros(per)
+		r.HealthzCPUMicros = &v
 	}
 	return r
 }
@@ -481,6 +488,13 @@ func printCost(w io.Writer, rec benchRecord, saved *benchRecord) {
 	}
 	fmt.Fprintf(tw, "allocations (BenchmarkHandlerBuy)\t%s\t\t≤ %d\t%s\n", allocs, targetAllocsPerBuy, verdict)
 	_ = tw.Flush()
+	if rec.HealthzCPUMicros != nil || (saved != nil && saved.HealthzCPUMicros != nil) {
+		floor := fmtCost(rec.HealthzCPUMicros, 1, " µs")
+		if saved != nil {
+			floor = fmtCost(saved.HealthzCPUMicros, 1, " µs") + " → " + floor + change(saved.HealthzCPUMicros, rec.HealthzCPUMicros)
+		}
+		fmt.Fprintf(w, "\nthe floor: gateway CPU per GET /healthz request during its ceiling, %s\n", floor)
+	}
 	if saved != nil {
 		fmt.Fprintf(w, "\nfigures that must not get worse (was → now): accepted/s ÷ EVALSHA/s %.0f%% → %.0f%%, sold-out/s ÷ /healthz %.0f%% → %.0f%%, "+
 			"p99 accepted %.1f → %.1f ms, sold-out %.1f → %.1f ms, 202 → created %.0f → %.0f ms\n",

@@ -106,4 +106,11 @@ func TestCostTableComparesWithSaved(t *testing.T) {
 	assert.Regexp(t, `Redis CPU.*74\.0 µs → 20\.0 µs.*≤ 25 µs\s+MET`, s)
 	assert.Regexp(t, `gateway CPU.*150\.0 µs → –.*MISSED`, s, "not measured is not met")
 	assert.Regexp(t, `allocations \(BenchmarkHandlerBuy\)\s+12 → 12\s+≤ 15\s+MET`, s)
+	assert.NotContains(t, s, "the floor", "no /healthz profile in either run")
+
+	floor, was2 := 12.5, 15.0
+	now.HealthzCPUMicros, saved.HealthzCPUMicros = &floor, &was2
+	out.Reset()
+	printCost(&out, now, saved)
+	assert.Contains(t, out.String(), "the floor: gateway CPU per GET /healthz request during its ceiling, 15.0 µs → 12.5 µs (-17%)")
 }

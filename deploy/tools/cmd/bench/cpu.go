@@ -71,15 +71,16 @@ func splitProfile(r io.Reader) (map[string]time.Duration, error) {
 }
 
 // crowdProfile is a CPU profile of the dev process anchored to one crowd:
-// it starts at the crowd's first answer of outcome (every buy outcome when
-// outcome is ""), so that a busy machine, whose load tool can take longer
-// to prepare than -open-in, delays the window instead of emptying it.
+// it starts at the crowd's first answer counted (a buy of the outcome, or a
+// request of the trivial route), so that a busy machine, whose load tool
+// can take longer to prepare than -open-in, delays the window instead of
+// emptying it.
 type crowdProfile struct {
 	base, path string
-	metrics    string // the ops listener, where the answers are counted
-	outcome    string
+	count      func(context.Context) (float64, error) // the answers so far, from the ops listener
+	what       string                                 // what count counts, for errors
 	seconds    int
-	from       float64 // the count of outcome before the crowd
+	from       float64 // the count before the crowd
 	done       chan crowdProfileResult
 }
 
@@ -88,15 +89,23 @@ type crowdProfileResult struct {
 	err   error
 }
 
-// startCrowdProfile reads the count of outcome before the crowd (call it
-// before starting the load tool), then waits in the background for the
-// count to rise and profiles seconds from there; wait returns the result.
+// startCrowdProfile reads the buys of outcome answered before the crowd
+// (call it before starting the load tool), then waits in the background for
+// the count to rise and profiles seconds from there; wait returns the
+// result.
 func startCrowdProfile(ctx context.Context, base, metrics, path, outcome string, seconds int) (*crowdProfile, error) {
-	from, err := buyAnswers(ctx, metrics, outcome)
+	count := func(ctx context.Context) (float64, error) { return buyAnswers(ctx, metrics, outcome) }
+	return startProfile(ctx, base, path, seconds, count, answerName(outcome))
+}
+
+// startProfile is startCrowdProfile of whatever count counts (what names
+// it in errors).
+func startProfile(ctx context.Context, base, path string, seconds int, count func(context.Context) (float64, error), what string) (*crowdProfile, error) {
+	from, err := count(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &crowdProfile{base: base, metrics: metrics, path: path, outcome: outcome, seconds: seconds, from: from,
+	p := &crowdProfile{base: base, path: path, count: count, what: what, seconds: seconds, from: from,
 		done: make(chan crowdProfileResult, 1)}
 	go func() {
 		share, err := p.take(ctx)
@@ -112,7 +121,7 @@ func (p *crowdProfile) wait() (cpuShare, error) {
 }
 
 func (p *crowdProfile) take(ctx context.Context) (cpuShare, error) {
-	count := func(ctx context.Context) (float64, error) { return buyAnswers(ctx, p.metrics, p.outcome) }
+	count := p.count
 	anchor, err := awaitRise(ctx, count, p.from, 2*time.Minute, 50*time.Millisecond)
 	if err != nil {
 		return cpuShare{}, err
@@ -134,7 +143,7 @@ func (p *crowdProfile) take(ctx context.Context) (cpuShare, error) {
 		return cpuShare{}, fmt.Errorf("%s: %w", p.path, err)
 	}
 	if end <= anchor {
-		return cpuShare{}, fmt.Errorf("no %s during the %d s profile", answerName(p.outcome), p.seconds)
+		return cpuShare{}, fmt.Errorf("no %s during the %d s profile", p.what, p.seconds)
 	}
 	return cpuShare{window: time.Duration(p.seconds) * time.Second, byRole: by, answers: end - anchor}, nil
 }
@@ -171,6 +180,17 @@ func answerName(outcome string) string {
 // for the buys answered with outcome so far (every outcome when outcome is
 // "").
 func buyAnswers(ctx context.Context, metrics, outcome string) (float64, error) {
+	return readMetrics(ctx, metrics, func(r io.Reader) (float64, error) { return countOutcomes(r, outcome) })
+}
+
+// routeRequests reads the gateway's /metrics, on its ops listener at
+// metrics, for the requests answered on route so far.
+func routeRequests(ctx context.Context, metrics, route string) (float64, error) {
+	return readMetrics(ctx, metrics, func(r io.Reader) (float64, error) { return countRoute(r, route) })
+}
+
+// readMetrics reads the ops listener's /metrics at metrics through count.
+func readMetrics(ctx context.Context, metrics string, count func(io.Reader) (float64, error)) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metrics+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -180,25 +200,38 @@ func buyAnswers(ctx context.Context, metrics, outcome string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	return countOutcomes(resp.Body, outcome)
+	return count(resp.Body)
+}
+
+// countRoute sums seckill_http_requests_total of a Prometheus text
+// exposition over the series of route, whatever their method and status.
+func countRoute(r io.Reader, route string) (float64, error) {
+	return sumCounter(r, "seckill_http_requests_total", "route", func(v string) bool { return v == route })
 }
 
 // countOutcomes sums seckill_buy_outcomes_total of a Prometheus text
 // exposition over the series of outcome (all series when outcome is "").
 func countOutcomes(r io.Reader, outcome string) (float64, error) {
+	return sumCounter(r, "seckill_buy_outcomes_total", "outcome", func(v string) bool { return outcome == "" || v == outcome })
+}
+
+// sumCounter sums the counter family name of a Prometheus text exposition
+// over the series whose label's value match says yes to (0 without the
+// family).
+func sumCounter(r io.Reader, name, label string, match func(string) bool) (float64, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(r)
 	if err != nil {
 		return 0, err
 	}
-	f, ok := fams["seckill_buy_outcomes_total"]
+	f, ok := fams[name]
 	if !ok {
 		return 0, nil
 	}
 	var n float64
 	for _, m := range f.GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "outcome" && (outcome == "" || l.GetValue() == outcome) {
+			if l.GetName() == label && match(l.GetValue()) {
 				n += m.GetCounter().GetValue()
 			}
 		}

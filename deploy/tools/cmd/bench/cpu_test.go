@@ -35,6 +35,24 @@ other_total{outcome="accepted"} 7
 	require.Zero(t, n)
 }
 
+// TestCountRoute reads the requests of one route of a /metrics text, the
+// way the trivial route's profile counts them: every method and status.
+func TestCountRoute(t *testing.T) {
+	const text = `# HELP seckill_http_requests_total HTTP requests answered.
+# TYPE seckill_http_requests_total counter
+seckill_http_requests_total{method="GET",route="/healthz",status="200"} 150000
+seckill_http_requests_total{method="HEAD",route="/healthz",status="200"} 3
+seckill_http_requests_total{method="POST",route="/api/v1/vouchers/:id/orders",status="202"} 10000
+`
+	for route, want := range map[string]float64{"/healthz": 150003, "/api/v1/vouchers/:id/orders": 10000, "/readyz": 0} {
+		n, err := countRoute(strings.NewReader(text), route)
+		require.NoError(t, err)
+		require.Equal(t, want, n, "route %q", route)
+	}
+	require.Equal(t, 2, healthzProfileSeconds(5*time.Second))
+	require.Equal(t, 1, healthzProfileSeconds(2*time.Second), "at least a second")
+}
+
 // TestAwaitRiseAnchorsOnTheFirstNewAnswer: the window opens at the first
 // count above the one read before the crowd, whatever came before it.
 func TestAwaitRiseAnchorsOnTheFirstNewAnswer(t *testing.T) {

@@ -228,6 +228,7 @@ func printTable(w io.Writer, o options, res results) {
 	fmt.Fprintf(w, "202 → created p50 / p99 / max: %.0f / %.0f / %.0f ms\n", d.P50MS, d.P99MS, d.MaxMS)
 	printCPU(w, "accepted run", "accepted buys", res.cpu.share)
 	printCPU(w, "sold-out run", "answers", res.soldOutCPU.share)
+	printCPU(w, "GET /healthz ceiling", "requests", res.healthzCPU.share)
 	if res.worker != "" {
 		fmt.Fprintf(w, "workers during the accepted run: %s\n", res.worker)
 	}

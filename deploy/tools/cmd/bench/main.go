@@ -24,8 +24,11 @@
 // Each crowd's profile starts at its first answer (the accepted run's at
 // its first accepted buy), not at a fixed moment, so that a slow
 // preparation of the load tool delays the window instead of emptying it.
-// With -profile, the CPU profiles of the process under each crowd are kept
-// (cpu-accepted.pprof, 4 s, and cpu-soldout.pprof, 2 s, in DIR); read them with
+// The trivial route's ceiling is profiled too, from its first request, and
+// the gateway's CPU per GET /healthz, the floor under a buy's, is printed
+// under the cost table. With -profile, the CPU profiles of the process are
+// kept (cpu-accepted.pprof, 4 s, cpu-soldout.pprof, 2 s, and
+// cpu-healthz.pprof, half the ceiling, in DIR); read them with
 // `go tool pprof -top bin/seckill FILE`, or `-tagfocus role=worker`.
 //
 // Then the cost table: what one accepted buy and one answer of the
@@ -231,8 +234,9 @@ type results struct {
 	evalsha           float64
 	worker            string // what /metrics said of the workers
 	// cpu is the dev process's CPU during the accepted run, by role;
-	// soldOutCPU during the sold-out run (with -profile).
-	cpu, soldOutCPU crowdProfileResult
+	// soldOutCPU during the sold-out run; healthzCPU during the trivial
+	// route's ceiling, the floor of a request's cost.
+	cpu, soldOutCPU, healthzCPU crowdProfileResult
 	// allocs is BenchmarkHandlerBuy's allocations per buy.
 	allocs    int
 	allocsErr string
@@ -434,10 +438,21 @@ func run(ctx context.Context, o options) error {
 	res.soldOutCost.setSoldOutNet(res.acceptedCost)
 
 	fmt.Fprintf(os.Stderr, "bench: ceiling: GET /healthz for %s\n", o.ceilingFor)
+	// Profiled too, from its first request: the gateway's CPU per request
+	// of the trivial route is the floor under a buy's (cost table).
+	healthz, err := startProfile(ctx, base, filepath.Join(profileDir, "cpu-healthz.pprof"), healthzProfileSeconds(o.ceilingFor),
+		func(ctx context.Context) (float64, error) { return routeRequests(ctx, metrics, "/healthz") }, "GET /healthz")
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
 	out, err := command(ctx, o.tool, env, "ceiling", "-path", "/healthz", "-json", "-duration", o.ceilingFor.String(),
 		"-concurrency", strconv.Itoa(o.concurrency))
 	if err != nil {
 		return err
+	}
+	res.healthzCPU.share, res.healthzCPU.err = healthz.wait()
+	if res.healthzCPU.err != nil {
+		fmt.Fprintln(os.Stderr, "bench: CPU profile of GET /healthz:", res.healthzCPU.err)
 	}
 	if err := json.Unmarshal(out, &res.trivial); err != nil {
 		return fmt.Errorf("ceiling report: %w", err)

@@ -84,6 +84,12 @@ const (
 	soldOutProfileSeconds  = 2
 )
 
+// healthzProfileSeconds is the profile of the trivial route's ceiling,
+// which lasts ceilingFor: about its middle half, at least a second.
+func healthzProfileSeconds(ceilingFor time.Duration) int {
+	return max(1, int(ceilingFor/time.Second)/2)
+}
+
 // crowdRun runs one crowd of the load tool into rep while a CPU profile of
 // the process, anchored to the crowd's first answer of outcome, is taken
 // to path (none when path is ""). A failed profile does not fail the run:
