@@ -19,8 +19,8 @@ import (
 // flight the next callers queue up and leave together as soon as it
 // returns, up to 300 commands, so a lone buy pays one round trip and a crowd
 // of 64 in flight pays one for dozens. One instance is kept per client, so
-// the per-user limit, the unpaid strikes' read and the reservation share the
-// same batches.
+// the per-user limit, the unpaid strikes' read, the reservation and the
+// promises' HDEL (promisebatch.go) share the same batches.
 //
 // The autopipeliner ignores a caller's context once its command is queued:
 // a batch on a link gone silent holds every caller queued behind it until

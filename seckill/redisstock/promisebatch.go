@@ -21,7 +21,14 @@ import (
 // promisers are the promise queues of the buckets this process promised
 // in, by their ledger key.
 type promisers struct {
-	m   sync.Map // string -> *gather.Queue[string]
+	m sync.Map // string -> *gather.Queue[string]
+	// rdb is the buy path's group commit (GroupCommit), so an HDEL that
+	// meets a reservation batch in flight goes with the next one instead
+	// of in a round trip of its own. The group commit holds a queued
+	// command until its batch returns, whatever its context (on a link
+	// gone silent, until the link returns): a promise's caller still
+	// stops waiting at its own deadline (promise), and the fields queued
+	// meanwhile go in the HDELs that follow.
 	rdb redis.Cmdable
 }
 

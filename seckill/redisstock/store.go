@@ -185,12 +185,10 @@ func New(cfg Config) *Store {
 		window:   cfg.IdempotencyWindow,
 		metrics:  cfg.Metrics,
 		quiet:    cfg.NoStockAnnouncements,
-		hot:      GroupCommit(rdb),
 
 		waitReplicas: cfg.WaitReplicas,
 		waitTimeout:  cfg.WaitTimeout,
 		replicas:     replicaWatch{every: cmp.Or(cfg.ReplicaCheck, DefaultReplicaCheck)},
-		promises:     &promisers{rdb: rdb},
 	}
 	if s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
@@ -208,12 +206,17 @@ func New(cfg Config) *Store {
 	if batch := cmp.Or(cfg.ReserveBatch, DefaultReserveBatch); batch > 1 {
 		s.batches = &batchers{max: batch, limit: s.limit, run: s.runBatch}
 	}
+	// The promises' HDELs share the buy path's round trips too: one that
+	// meets a reservation batch in flight leaves with the next one.
+	group := GroupCommit(rdb)
+	s.hot = group
 	switch {
 	case cfg.NoGroupCommit:
-		s.hot = rdb // its script calls go through the client's hook
+		s.hot, group = rdb, rdb // its script calls go through the client's hook
 	case cfg.Tracer != nil:
 		s.hot = tracing.Scripter(s.hot, cfg.Tracer)
 	}
+	s.promises = &promisers{rdb: group}
 	return s
 }
 
