@@ -183,14 +183,7 @@ func TestAutoWaitsOnlyWhereReplicasAre(t *testing.T) {
 	}
 	assert.Equal(t, before, waitCalls(t, rdb), "no WAIT on a master alone")
 
-	replica, rrdb := stacktest.PrivateRedis(t)
-	host, port, err := net.SplitHostPort(master.Addr)
-	require.NoError(t, err)
-	require.NoError(t, rrdb.ReplicaOf(ctx, host, port).Err())
-	require.Eventually(t, func() bool {
-		info, err := rdb.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "state=online")
-	}, 20*time.Second, 50*time.Millisecond, "the replica is online")
+	replica, _ := attachReplica(t, master, rdb)
 	require.NoError(t, replica.Freeze())
 	defer replica.Thaw()
 	require.Eventually(t, func() bool {
@@ -236,8 +229,17 @@ func commandCalls(t testing.TB, rdb redis.Cmdable, name string) int64 {
 // the replica is online: the master's client, the replica and its client.
 func replicatedRedis(t testing.TB) (*redis.Client, *devstack.Redis, *redis.Client) {
 	t.Helper()
-	ctx := context.Background()
 	master, rdb := stacktest.PrivateRedis(t)
+	replica, rrdb := attachReplica(t, master, rdb)
+	return rdb, replica, rrdb
+}
+
+// attachReplica starts a private Redis, makes it a replica of master
+// (whose client is rdb) and returns once the master reports it online: the
+// replica and its client.
+func attachReplica(t testing.TB, master *devstack.Redis, rdb *redis.Client) (*devstack.Redis, *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
 	replica, rrdb := stacktest.PrivateRedis(t)
 	host, port, err := net.SplitHostPort(master.Addr)
 	require.NoError(t, err)
@@ -246,7 +248,7 @@ func replicatedRedis(t testing.TB) (*redis.Client, *devstack.Redis, *redis.Clien
 		info, err := rdb.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 	}, 20*time.Second, 50*time.Millisecond, "the replica is online")
-	return rdb, replica, rrdb
+	return replica, rrdb
 }
 
 // BenchmarkReserveWaitReplicas is what waiting for a replica costs a
